@@ -1,0 +1,58 @@
+# Container image for the ipscheduler operator.
+#
+#   docker build -t ipscheduler:0.1.0 .
+#
+# The tag must match the image in deploy/06-deployment.yaml. Load it into the
+# cluster's runtime afterwards (e.g. `kind load docker-image ipscheduler:0.1.0`);
+# see deploy/README.md.
+
+# ---------------------------------------------------------------------------
+# Builder: build the project wheel plus wheels of all its dependencies, so the
+# runtime stage installs from local files only (no network, no compiler).
+# ---------------------------------------------------------------------------
+FROM python:3.11.14-slim-bookworm AS builder
+
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_ROOT_USER_ACTION=ignore
+
+WORKDIR /src
+
+COPY pyproject.toml README.md ./
+COPY operator ./operator
+
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+# ---------------------------------------------------------------------------
+# Runtime
+# ---------------------------------------------------------------------------
+FROM python:3.11.14-slim-bookworm
+
+LABEL org.opencontainers.image.title="ipscheduler" \
+      org.opencontainers.image.description="An underlay-IP-aware pod scheduler for Kubernetes" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+# HOME points at /tmp, which is the only writable path in the pod
+# (emptyDir; the root filesystem is mounted read-only).
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore \
+    HOME=/tmp
+
+# Install the project wheel by path; its dependencies are resolved only from
+# the wheels built above (--no-index), so their versions are fixed by the
+# builder stage.
+COPY --from=builder /wheels /tmp/wheels
+RUN pip install --no-cache-dir --no-index --find-links=/tmp/wheels /tmp/wheels/ipscheduler-*.whl \
+    && rm -rf /tmp/wheels \
+    && groupadd --system --gid 10001 ipscheduler \
+    && useradd --system --no-log-init --uid 10001 --gid 10001 \
+        --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin ipscheduler
+
+WORKDIR /tmp
+
+USER 10001:10001
+
+ENTRYPOINT ["ipscheduler"]
+CMD ["run"]

@@ -1,0 +1,53 @@
+# ipscheduler developer entry points. `make demo` and `make test` are the two
+# commands a newcomer needs; see README.md.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DEVCLUSTER_DIR ?= .devcluster
+KUBECONFIG_DEV := $(DEVCLUSTER_DIR)/kubeconfig
+KUBECTL := kubectl --kubeconfig $(KUBECONFIG_DEV)
+
+.PHONY: test lint typecheck unit e2e demo down binaries crds clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check operator tests hack
+	$(VENV)/bin/ruff format --check operator tests hack
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+## test: lint, type-check and run every test, end-to-end ones included
+test: lint typecheck binaries
+	$(VENV)/bin/pytest
+
+unit: $(VENV)/.installed
+	$(VENV)/bin/pytest -m 'not e2e'
+
+e2e: $(VENV)/.installed binaries
+	$(VENV)/bin/pytest -m e2e
+
+## binaries: build (first time, 15-25 min) or locate the control-plane binaries
+binaries:
+	$(PYTHON) hack/devcluster.py binaries
+
+crds: $(VENV)/.installed
+	$(PY) -m ipscheduler crd > crds/nodeippools.ipscheduler.io.yaml
+
+## demo: local control plane + the scheduler running the examples
+demo: $(VENV)/.installed
+	$(PYTHON) hack/demo.py --dir $(DEVCLUSTER_DIR) --python $(PY)
+
+## down: stop the demo scheduler and the local control plane
+down:
+	-@test -f $(DEVCLUSTER_DIR)/scheduler.pid && kill $$(cat $(DEVCLUSTER_DIR)/scheduler.pid) 2>/dev/null || true
+	$(PYTHON) hack/devcluster.py down --dir $(DEVCLUSTER_DIR)
+
+clean: down
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,675 @@
+#!/usr/bin/env python3
+"""A real Kubernetes control plane on 127.0.0.1, without Docker.
+
+Runs etcd, kube-apiserver and kube-controller-manager of one pinned Kubernetes
+release as plain processes (the way controller-runtime's envtest does), plus
+kwok, which simulates kubelets: pods bound to a kwok node become Running and
+their deletions complete.
+
+Commands::
+
+    python hack/devcluster.py binaries            # build/locate binaries, print folder
+    python hack/devcluster.py up [--dir D] [--nodes N]
+    python hack/devcluster.py add-nodes --count K [--dir D]
+    python hack/devcluster.py status [--dir D]
+    python hack/devcluster.py down [--dir D]
+
+``up`` is idempotent: on a running cluster it only restarts dead components
+and creates missing nodes. It writes ``D/kubeconfig`` (admin, token auth).
+``down`` stops exactly the processes it recorded (by pid, checked against
+their command line) and removes ``D``.
+
+Standard library only (plus ``go`` and ``openssl`` on PATH for the first
+build and for key generation); it never imports the operator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+K8S_VERSION = "v1.34.4"
+"""The one pinned Kubernetes release (kube-apiserver, -controller-manager, -scheduler)."""
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.7.0"
+
+K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+ALL_BINARIES = (*K8S_BINARIES, "etcd", "kwok")
+ZONES = ("zone-a", "zone-b")
+DEFAULT_DIR = ".devcluster"
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+SERVICE_CIDR = "10.96.0.0/16"
+
+
+class DevclusterError(RuntimeError):
+    """A failure with a one-line explanation for the user."""
+
+
+def log(msg: str) -> None:
+    print(f"[devcluster] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# binaries
+# --------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/ipscheduler/k8s-<version>`` (default ``~/.cache``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ipscheduler" / f"k8s-{K8S_VERSION}"
+
+
+def bin_dir() -> Path:
+    override = os.environ.get("IPSCHEDULER_BIN_DIR")
+    return Path(override) if override else cache_dir() / "bin"
+
+
+def missing_binaries(bindir: Path) -> list[str]:
+    return [b for b in ALL_BINARIES if not os.access(bindir / b, os.X_OK)]
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["CGO_ENABLED"] = "0"
+    env["GOTOOLCHAIN"] = "local"
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=mod").strip()
+    return env
+
+
+def _run_logged(cmd: list[str], cwd: Path, logfile: Path, what: str) -> None:
+    """Run ``cmd``, output to ``logfile``, print a progress line every 30 s."""
+    log(f"{what}: {' '.join(cmd[:4])} ... (log: {logfile})")
+    start = time.monotonic()
+    with open(logfile, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=_go_env(), stdout=out, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                rc = proc.wait(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                lines = len(logfile.read_text(errors="replace").splitlines())
+                log(f"{what}: still building, {time.monotonic() - start:.0f}s, {lines} packages so far")
+    if rc != 0:
+        tail = "".join(logfile.read_text(errors="replace").splitlines(True)[-15:])
+        raise DevclusterError(f"{what} failed (exit {rc}); last lines of {logfile}:\n{tail}")
+    log(f"{what}: done in {time.monotonic() - start:.0f}s")
+
+
+def _write_wrapper(path: Path, module: str, requires: dict[str, str], replaces: dict[str, str]) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    lines = [f"module {module}", "", "go 1.24.0", "", "require ("]
+    lines += [f"\t{m} {v}" for m, v in requires.items()]
+    lines.append(")")
+    if replaces:
+        lines += ["", "replace ("]
+        lines += [f"\t{m} => {m} {v}" for m, v in replaces.items()]
+        lines.append(")")
+    (path / "go.mod").write_text("\n".join(lines) + "\n")
+
+
+def _build_kubernetes(go: str, build: Path, bindir: Path) -> None:
+    out = subprocess.run(
+        [go, "mod", "download", "-json", f"k8s.io/kubernetes@{K8S_VERSION}"],
+        env=_go_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise DevclusterError(f"cannot download k8s.io/kubernetes@{K8S_VERSION}: {out.stderr.strip()}")
+    gomod = Path(json.loads(out.stdout)["GoMod"]).read_text()
+    staging = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", gomod, re.M)
+    if not staging:
+        raise DevclusterError("no staging replaces found in k8s.io/kubernetes go.mod")
+    staging_version = "v0." + K8S_VERSION.split(".", 1)[1]
+    wrapper = build / "kubernetes"
+    _write_wrapper(
+        wrapper,
+        "ipscheduler.local/k8s-build",
+        {"k8s.io/kubernetes": K8S_VERSION},
+        {m: staging_version for m in staging},
+    )
+    major, minor = K8S_VERSION.lstrip("v").split(".")[:2]
+    date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    xs = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        xs += [
+            f"-X {pkg}.gitVersion={K8S_VERSION}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate={date}",
+        ]
+    tmp_out = build / "k8s-out"
+    tmp_out.mkdir(parents=True, exist_ok=True)
+    cmd = [go, "build", "-v", "-trimpath", "-ldflags", "-s -w " + " ".join(xs), "-o", str(tmp_out) + "/"]
+    cmd += [f"k8s.io/kubernetes/cmd/{b}" for b in K8S_BINARIES]
+    _run_logged(cmd, wrapper, build / "kubernetes.log", f"building {', '.join(K8S_BINARIES)} {K8S_VERSION}")
+    for b in K8S_BINARIES:
+        shutil.move(str(tmp_out / b), bindir / b)
+
+
+def _build_etcd(go: str, build: Path, bindir: Path) -> None:
+    wrapper = build / "etcd"
+    _write_wrapper(wrapper, "ipscheduler.local/etcd-build", {"go.etcd.io/etcd/server/v3": ETCD_VERSION}, {})
+    cmd = [
+        go,
+        "build",
+        "-v",
+        "-trimpath",
+        "-ldflags",
+        "-s -w",
+        "-o",
+        str(build / "etcd.bin"),
+        "go.etcd.io/etcd/server/v3",
+    ]
+    _run_logged(cmd, wrapper, build / "etcd.log", f"building etcd {ETCD_VERSION}")
+    shutil.move(str(build / "etcd.bin"), bindir / "etcd")
+
+
+def _build_kwok(go: str, build: Path, bindir: Path) -> None:
+    gobin = build / "kwok-bin"
+    gobin.mkdir(parents=True, exist_ok=True)
+    env_cmd = [
+        go,
+        "install",
+        "-v",
+        "-trimpath",
+        "-ldflags",
+        "-s -w",
+        f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}",
+    ]
+    os.environ["GOBIN"] = str(gobin)
+    try:
+        _run_logged(env_cmd, build, build / "kwok.log", f"installing kwok {KWOK_VERSION}")
+    finally:
+        os.environ.pop("GOBIN", None)
+    shutil.move(str(gobin / "kwok"), bindir / "kwok")
+
+
+def ensure_binaries() -> Path:
+    """Return the folder holding all binaries, building what is missing.
+
+    Raises DevclusterError with a one-line reason (e.g. no Go toolchain).
+    A second call with everything present returns at once.
+    """
+    bindir = bin_dir()
+    if not missing_binaries(bindir):
+        return bindir
+    go = shutil.which("go")
+    if go is None:
+        raise DevclusterError(
+            f"missing {', '.join(missing_binaries(bindir))} in {bindir} and no Go toolchain on PATH "
+            "to build them (install Go >= 1.24)"
+        )
+    with file_lock(cache_dir() / ".build.lock"):
+        missing = missing_binaries(bindir)
+        if not missing:
+            return bindir
+        bindir.mkdir(parents=True, exist_ok=True)
+        build = cache_dir() / "build"
+        build.mkdir(parents=True, exist_ok=True)
+        log(f"building {', '.join(missing)} into {bindir}; the first build takes 15-25 minutes")
+        if "etcd" in missing:
+            _build_etcd(go, build, bindir)
+        if "kwok" in missing:
+            _build_kwok(go, build, bindir)
+        if any(b in missing for b in K8S_BINARIES):
+            _build_kubernetes(go, build, bindir)
+    still = missing_binaries(bindir)
+    if still:
+        raise DevclusterError(f"build finished but {', '.join(still)} missing in {bindir}")
+    return bindir
+
+
+# --------------------------------------------------------------------------
+# API access (stdlib only)
+# --------------------------------------------------------------------------
+
+
+class Api:
+    """Minimal JSON client for the dev cluster's kube-apiserver (admin token)."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.base = f"https://127.0.0.1:{port}"
+        self.token = token
+        self.ctx = ssl.create_default_context()
+        self.ctx.check_hostname = False
+        self.ctx.verify_mode = ssl.CERT_NONE
+
+    def request(self, method: str, path: str, body: Any = None, timeout: float = 10) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, context=self.ctx, timeout=timeout) as resp:
+            raw = resp.read()
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw.decode(errors="replace")
+
+    def ready(self) -> bool:
+        try:
+            return self.request("GET", "/readyz", timeout=3) == "ok"
+        except (OSError, urllib.error.URLError, ssl.SSLError):
+            return False
+
+
+# --------------------------------------------------------------------------
+# cluster lifecycle
+# --------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pid_alive(pid: int, exe: str) -> bool:
+    """True if ``pid`` runs and its command line starts with ``exe``."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        return False
+    return bool(cmdline) and cmdline[0].decode(errors="replace") == exe
+
+
+class Cluster:
+    """One dev cluster rooted at a directory; state in ``D/state.json``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.state_file = self.root / "state.json"
+        self.kubeconfig = self.root / "kubeconfig"
+        self.state: dict[str, Any] = {}
+        if self.state_file.exists():
+            self.state = json.loads(self.state_file.read_text())
+
+    # -- state ---------------------------------------------------------
+    def save(self) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=2))
+        tmp.replace(self.state_file)
+
+    @property
+    def api(self) -> Api:
+        return Api(self.state["ports"]["apiserver"], self.state["token"])
+
+    def _init_state(self, bindir: Path) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        for sub in ("logs", "pki", "etcd"):
+            (self.root / sub).mkdir(exist_ok=True)
+        token = secrets.token_hex(16)
+        (self.root / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
+        key = self.root / "pki" / "sa.key"
+        subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+        self.state = {
+            "version": K8S_VERSION,
+            "bindir": str(bindir),
+            "token": token,
+            "ports": {
+                "etcd": free_port(),
+                "etcd_peer": free_port(),
+                "apiserver": free_port(),
+                "controller_manager": free_port(),
+            },
+            "pids": {},
+        }
+        self.save()
+        self._write_kubeconfig()
+
+    def _write_kubeconfig(self) -> None:
+        port = self.state["ports"]["apiserver"]
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "devcluster",
+                    "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True},
+                }
+            ],
+            "users": [{"name": "admin", "user": {"token": self.state["token"]}}],
+            "contexts": [{"name": "devcluster", "context": {"cluster": "devcluster", "user": "admin"}}],
+            "current-context": "devcluster",
+        }
+        # JSON is valid YAML: kubectl, kopf and kubernetes-asyncio all read it.
+        self.kubeconfig.write_text(json.dumps(cfg, indent=2) + "\n")
+        self.kubeconfig.chmod(0o600)
+
+    # -- components ----------------------------------------------------
+    def _commands(self) -> dict[str, list[str]]:
+        b = Path(self.state["bindir"])
+        p = self.state["ports"]
+        r = self.root
+        key = str(r / "pki" / "sa.key")
+        kc = str(self.kubeconfig)
+        return {
+            "etcd": [
+                str(b / "etcd"),
+                "--name=default",
+                f"--data-dir={r / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
+                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
+                f"--listen-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
+                f"--initial-cluster=default=http://127.0.0.1:{p['etcd_peer']}",
+                "--unsafe-no-fsync",
+                "--quota-backend-bytes=4294967296",
+                "--log-level=warn",
+            ],
+            "kube-apiserver": [
+                str(b / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                f"--cert-dir={r / 'pki'}",
+                f"--secure-port={p['apiserver']}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=RBAC",
+                f"--token-auth-file={r / 'tokens.csv'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={key}",
+                f"--service-account-signing-key-file={key}",
+                "--allow-privileged=true",
+                "--enable-priority-and-fairness=false",
+                "--max-requests-inflight=2000",
+                "--max-mutating-requests-inflight=1000",
+                "--event-ttl=1h",
+                "--v=1",
+            ],
+            "kube-controller-manager": [
+                str(b / "kube-controller-manager"),
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p['controller_manager']}",
+                f"--cert-dir={r / 'pki' / 'kcm'}",
+                f"--service-account-private-key-file={key}",
+                f"--root-ca-file={r / 'pki' / 'apiserver.crt'}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=false",
+                "--kube-api-qps=500",
+                "--kube-api-burst=1000",
+                "--concurrent-replicaset-syncs=10",
+                "--concurrent-deployment-syncs=10",
+                "--v=1",
+            ],
+            "kwok": [
+                str(b / "kwok"),
+                f"--kubeconfig={kc}",
+                f"--config={r / 'kwok.yaml'}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+                "--manage-nodes-with-label-selector=",
+                "--disregard-status-with-annotation-selector=kwok.x-k8s.io/status=custom",
+                "--disregard-status-with-label-selector=",
+                "--cidr=10.244.0.1/16",
+                "--node-ip=10.0.0.1",
+                "--node-lease-duration-seconds=40",
+            ],
+        }
+
+    ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
+
+    def _start(self, name: str) -> None:
+        cmd = self._commands()[name]
+        with open(self.root / "logs" / f"{name}.log", "ab") as logf:
+            proc = subprocess.Popen(
+                cmd,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=self.root,
+            )
+        self.state["pids"][name] = {"pid": proc.pid, "exe": cmd[0]}
+        self.save()
+
+    def alive(self, name: str) -> bool:
+        info = self.state.get("pids", {}).get(name)
+        return bool(info) and pid_alive(info["pid"], info["exe"])
+
+    def _wait(self, what: str, check: Any, timeout: float, component: str | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return
+            if component and not self.alive(component):
+                tail = self._log_tail(component)
+                raise DevclusterError(f"{component} exited while waiting for {what}; log tail:\n{tail}")
+            time.sleep(0.2)
+        raise DevclusterError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+    def _log_tail(self, name: str, n: int = 20) -> str:
+        path = self.root / "logs" / f"{name}.log"
+        try:
+            return "".join(path.read_text(errors="replace").splitlines(True)[-n:])
+        except OSError:
+            return "(no log)"
+
+    def _etcd_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.state['ports']['etcd']}/health", timeout=2
+            ) as r:
+                return bool(json.loads(r.read()).get("health") == "true")
+        except (OSError, ValueError):
+            return False
+
+    def _default_sa(self) -> bool:
+        try:
+            self.api.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")
+            return True
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def start_component(self, name: str) -> None:
+        """Start one component (if not running) and wait until it serves."""
+        if self.alive(name):
+            return
+        self._start(name)
+        if name == "etcd":
+            self._wait("etcd /health", self._etcd_ready, 60, name)
+        elif name == "kube-apiserver":
+            self._wait("kube-apiserver /readyz", self.api.ready, 120, name)
+        elif name == "kube-controller-manager":
+            self._wait("the default ServiceAccount (controller-manager)", self._default_sa, 120, name)
+
+    def stop_component(self, name: str, timeout: float = 15) -> None:
+        info = self.state.get("pids", {}).get(name)
+        if not info or not pid_alive(info["pid"], info["exe"]):
+            return
+        pid = info["pid"]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and pid_alive(pid, info["exe"]):
+            time.sleep(0.1)
+        if pid_alive(pid, info["exe"]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            while pid_alive(pid, info["exe"]):
+                time.sleep(0.05)
+
+    def up(self, nodes: int) -> None:
+        """Start (or repair) the cluster and make sure ``nodes`` nodes exist and are Ready."""
+        bindir = ensure_binaries()
+        with file_lock(self.root.parent / f".{self.root.name}.lock"):
+            if not self.state:
+                self._init_state(bindir)
+            for name in self.ORDER:
+                self.start_component(name)
+            self.ensure_nodes(nodes)
+        log(f"cluster ready: kubectl --kubeconfig {self.kubeconfig} get nodes")
+
+    def down(self) -> None:
+        """Stop every process this cluster recorded and remove its directory."""
+        if self.state:
+            for name in reversed(self.ORDER):
+                self.stop_component(name)
+        if self.root.exists():
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- nodes ---------------------------------------------------------
+    def node_names(self) -> list[str]:
+        items = self.api.request("GET", "/api/v1/nodes")["items"]
+        return [n["metadata"]["name"] for n in items]
+
+    @staticmethod
+    def node_manifest(index: int) -> dict[str, Any]:
+        name = f"node-{index}"
+        res = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "labels": {
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "topology.kubernetes.io/zone": ZONES[(index - 1) % len(ZONES)],
+                    "type": "kwok",
+                },
+            },
+            "spec": {},
+            "status": {
+                "allocatable": res,
+                "capacity": res,
+                "nodeInfo": {
+                    "architecture": "amd64",
+                    "operatingSystem": "linux",
+                    "kubeletVersion": f"{K8S_VERSION}-kwok",
+                },
+                "phase": "Running",
+            },
+        }
+
+    def create_nodes(self, indexes: list[int], timeout: float = 120) -> None:
+        for i in indexes:
+            try:
+                self.api.request("POST", "/api/v1/nodes", self.node_manifest(i))
+            except urllib.error.HTTPError as e:
+                if e.code != 409:
+                    raise DevclusterError(f"creating node-{i}: HTTP {e.code} {e.read()[:300]!r}") from e
+        names = {f"node-{i}" for i in indexes}
+        self._wait(f"{len(names)} node(s) Ready", lambda: names <= self.ready_nodes(), timeout, "kwok")
+
+    def ready_nodes(self) -> set[str]:
+        ready = set()
+        for n in self.api.request("GET", "/api/v1/nodes")["items"]:
+            for c in n.get("status", {}).get("conditions") or []:
+                if c.get("type") == "Ready" and c.get("status") == "True":
+                    ready.add(n["metadata"]["name"])
+        return ready
+
+    def ensure_nodes(self, count: int) -> None:
+        self.create_nodes(list(range(1, count + 1)))
+
+    def add_nodes(self, count: int) -> list[str]:
+        existing = [int(m.group(1)) for n in self.node_names() if (m := re.fullmatch(r"node-(\d+)", n))]
+        start = max(existing, default=0) + 1
+        idx = list(range(start, start + count))
+        self.create_nodes(idx)
+        return [f"node-{i}" for i in idx]
+
+
+# --------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="devcluster", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("binaries", help="obtain the binaries and print their folder")
+    p_up = sub.add_parser("up", help="start the control plane (idempotent)")
+    p_up.add_argument("--dir", default=DEFAULT_DIR)
+    p_up.add_argument("--nodes", type=int, default=3)
+    p_down = sub.add_parser("down", help="stop what up started and remove its state")
+    p_down.add_argument("--dir", default=DEFAULT_DIR)
+    p_add = sub.add_parser("add-nodes", help="add K more kwok nodes")
+    p_add.add_argument("--dir", default=DEFAULT_DIR)
+    p_add.add_argument("--count", type=int, required=True)
+    p_status = sub.add_parser("status", help="print component pids and the kubeconfig path")
+    p_status.add_argument("--dir", default=DEFAULT_DIR)
+    for name, helptext in (("stop", "stop one component"), ("start", "start one stopped component")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--dir", default=DEFAULT_DIR)
+        p.add_argument("component", choices=Cluster.ORDER)
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "binaries":
+            print(ensure_binaries())
+            return 0
+        cluster = Cluster(Path(args.dir))
+        if args.cmd == "up":
+            cluster.up(args.nodes)
+            print(cluster.kubeconfig)
+        elif args.cmd == "down":
+            cluster.down()
+        elif args.cmd == "add-nodes":
+            if not cluster.state:
+                raise DevclusterError(f"no cluster in {cluster.root}: run 'up' first")
+            print("\n".join(cluster.add_nodes(args.count)))
+        elif args.cmd == "status":
+            if not cluster.state:
+                print(f"no cluster in {cluster.root}")
+                return 1
+            for name in Cluster.ORDER:
+                info = cluster.state["pids"].get(name, {})
+                state = "running" if cluster.alive(name) else "stopped"
+                print(f"{name:25} {state:8} pid={info.get('pid')}")
+            print(f"kubeconfig: {cluster.kubeconfig}")
+        elif args.cmd == "stop":
+            cluster.stop_component(args.component)
+        elif args.cmd == "start":
+            cluster.start_component(args.component)
+    except DevclusterError as e:
+        print(f"devcluster: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    threading.current_thread().name = "devcluster"
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m ipscheduler``."""
+
+import sys
+
+from ipscheduler.cli import main
+
+sys.exit(main())

@@ -1,0 +1,359 @@
+"""Address allocation over NodeIPPool objects: pure functions, no I/O.
+
+Every function takes a :class:`PoolView` (one pool at one resourceVersion)
+and returns the *new status* to write with compare-and-swap, or ``None`` when
+nothing changes. The API layer (``ipscheduler.api``) does the writing and
+retries on 409 by re-reading and calling the same function again, so the
+allocation truth is always the pool status in the API server.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from ipscheduler.addresses import AddressError, AddressSet
+from ipscheduler.models import Allocation, Condition, NodeIPPoolSpec, NodeIPPoolStatus
+
+MAX_REPORTED = 2**31 - 1
+"""Status counts are clamped to this (an IPv6 /64 holds 2**64 addresses)."""
+
+READY = "Ready"
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """A NodeIPPool as the allocator sees it, parsed once per resourceVersion.
+
+    ``addresses`` is None for a count-only pool. ``spec_error`` is set when
+    the spec is unusable (e.g. a malformed entry that got past the schema);
+    such a pool hands out nothing but keeps its allocations.
+    """
+
+    name: str
+    node_name: str
+    resource_version: str = ""
+    generation: int = 0
+    uid: str = ""
+    addresses: AddressSet | None = None
+    cap: int | None = None
+    spec_error: str | None = None
+    deleting: bool = False
+    status: NodeIPPoolStatus = field(default_factory=NodeIPPoolStatus)
+
+    @classmethod
+    def from_obj(cls, body: Mapping[str, Any]) -> PoolView:
+        """Parse a NodeIPPool body. Raises ValueError only when it has no name.
+
+        An invalid spec or status never raises: the spec error is recorded in
+        ``spec_error``; an unparsable status is treated as empty only if it
+        has no allocations map at all (otherwise the broken entries are
+        dropped one by one, so valid allocations are never lost).
+        """
+        meta = body.get("metadata") or {}
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError("NodeIPPool without metadata.name")
+        raw_spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+        assert isinstance(raw_spec, dict)
+        node_name = raw_spec.get("nodeName") if isinstance(raw_spec.get("nodeName"), str) else ""
+        addresses: AddressSet | None = None
+        cap: int | None = None
+        spec_error: str | None = None
+        try:
+            spec = NodeIPPoolSpec.model_validate(raw_spec)
+            cap = spec.capacity
+            if spec.addresses:
+                addresses = AddressSet.from_entries(spec.addresses, spec.exclude)
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(x) for x in first["loc"])
+            spec_error = f"spec.{loc}: {first['msg']}"
+        except AddressError as e:
+            spec_error = str(e)
+        generation = meta.get("generation")
+        return cls(
+            name=name,
+            node_name=str(node_name),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            generation=generation if isinstance(generation, int) else 0,
+            uid=str(meta.get("uid") or ""),
+            addresses=addresses,
+            cap=cap,
+            spec_error=spec_error,
+            deleting=meta.get("deletionTimestamp") is not None,
+            status=parse_status(body.get("status")),
+        )
+
+    @property
+    def allocations(self) -> dict[str, Allocation]:
+        return self.status.allocations
+
+    @property
+    def count_only(self) -> bool:
+        return self.addresses is None
+
+    def capacity(self, blocked: AddressSet | None = None) -> int:
+        """Pods this pool can hold: usable addresses (minus ``blocked``), capped by spec.capacity."""
+        if self.spec_error:
+            return 0
+        if self.addresses is None:
+            total = self.cap if self.cap is not None else 0
+        else:
+            usable = self.addresses.difference(blocked) if blocked else self.addresses
+            total = usable.size if self.cap is None else min(usable.size, self.cap)
+        return min(total, MAX_REPORTED)
+
+    def free(self, blocked: AddressSet | None = None) -> int:
+        """``capacity - allocated``, never below zero."""
+        return max(0, self.capacity(blocked) - len(self.allocations))
+
+    def holder_of(self, ip: str) -> str | None:
+        """The pod UID holding ``ip`` in this pool, if any."""
+        for uid, a in self.allocations.items():
+            if a.ip == ip:
+                return uid
+        return None
+
+
+def parse_status(raw: Any) -> NodeIPPoolStatus:
+    """Parse ``status``, dropping (not failing on) individually broken allocations."""
+    if not isinstance(raw, dict):
+        return NodeIPPoolStatus()
+    allocs: dict[str, Allocation] = {}
+    raw_allocs = raw.get("allocations")
+    if isinstance(raw_allocs, dict):
+        for uid, a in raw_allocs.items():
+            try:
+                allocs[str(uid)] = Allocation.model_validate(a)
+            except ValidationError:
+                continue
+    rest = {k: v for k, v in raw.items() if k != "allocations"}
+    try:
+        status = NodeIPPoolStatus.model_validate(rest)
+    except ValidationError:
+        status = NodeIPPoolStatus()
+    status.allocations = allocs
+    return status
+
+
+@dataclass(frozen=True)
+class PoolContext:
+    """What a pool's status depends on beyond the pool itself.
+
+    ``blocked``: addresses this pool shares with other pools (handed to
+    nobody); ``conflicts``: names of those other pools.
+    """
+
+    node_exists: bool = True
+    blocked: AddressSet | None = None
+    conflicts: tuple[str, ...] = ()
+
+
+def find_conflicts(pools: Iterable[PoolView]) -> dict[str, PoolContext]:
+    """Addresses declared by more than one pool, per pool.
+
+    Returns pool name → PoolContext(blocked=shared addresses, conflicts=other
+    pool names) for the pools that overlap any other; pools without overlap
+    are absent. Count-only and invalid pools never overlap.
+    """
+    with_addr = [p for p in pools if p.addresses]
+    out: dict[str, tuple[AddressSet, set[str]]] = {}
+    for i, a in enumerate(with_addr):
+        assert a.addresses is not None
+        for b in with_addr[i + 1 :]:
+            assert b.addresses is not None
+            shared = a.addresses.intersection(b.addresses)
+            if not shared:
+                continue
+            for me, other in ((a, b), (b, a)):
+                blocked, names = out.get(me.name, (AddressSet.empty(), set()))
+                out[me.name] = (blocked.union(shared), names | {other.name})
+    return {name: PoolContext(blocked=b, conflicts=tuple(sorted(n))) for name, (b, n) in out.items()}
+
+
+def ready_condition(pool: PoolView, ctx: PoolContext) -> tuple[Literal["True", "False"], str, str]:
+    """``(status, reason, message)`` of the pool's Ready condition, worst problem first."""
+    capacity = pool.capacity(ctx.blocked)
+    allocated = len(pool.allocations)
+    if pool.spec_error:
+        return "False", "InvalidSpec", pool.spec_error
+    if not ctx.node_exists:
+        return "False", "NodeNotFound", f'node "{pool.node_name}" does not exist'
+    if ctx.conflicts:
+        return (
+            "False",
+            "AddressConflict",
+            f"{ctx.blocked} also declared by pool(s) {', '.join(ctx.conflicts)}; "
+            "shared addresses are handed to nobody",
+        )
+    if allocated > capacity:
+        return "False", "OverCommitted", f"{allocated} allocated but capacity is {capacity}"
+    if capacity == 0:
+        reason = "NoCapacity" if pool.count_only else "NoAddresses"
+        return "False", reason, "the pool has no usable addresses (set addresses, or capacity)"
+    return "True", "Ready", f"{capacity - allocated} of {capacity} free"
+
+
+def desired_status(
+    pool: PoolView,
+    ctx: PoolContext,
+    allocations: dict[str, Allocation] | None = None,
+    now: datetime.datetime | None = None,
+) -> NodeIPPoolStatus:
+    """The full status the pool should have, given ``allocations`` (default: current)."""
+    allocs = pool.allocations if allocations is None else allocations
+    view = pool if allocations is None else _with_allocations(pool, allocs)
+    capacity = view.capacity(ctx.blocked)
+    status, reason, message = ready_condition(view, ctx)
+    old = next((c for c in pool.status.conditions if c.type == READY), None)
+    changed = old is None or old.status != status
+    cond = Condition(
+        type=READY,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=(now or _now()) if changed or old is None else old.last_transition_time,
+        observed_generation=pool.generation,
+    )
+    others = [c for c in pool.status.conditions if c.type != READY]
+    return NodeIPPoolStatus(
+        capacity=capacity,
+        allocated=len(allocs),
+        free=max(0, capacity - len(allocs)),
+        allocations=allocs,
+        conditions=[cond, *others],
+        observed_generation=pool.generation,
+    )
+
+
+def _with_allocations(pool: PoolView, allocs: dict[str, Allocation]) -> PoolView:
+    status = pool.status.model_copy(update={"allocations": allocs})
+    return PoolView(
+        name=pool.name,
+        node_name=pool.node_name,
+        resource_version=pool.resource_version,
+        generation=pool.generation,
+        uid=pool.uid,
+        addresses=pool.addresses,
+        cap=pool.cap,
+        spec_error=pool.spec_error,
+        deleting=pool.deleting,
+        status=status,
+    )
+
+
+def _same(a: NodeIPPoolStatus, b: NodeIPPoolStatus) -> bool:
+    def strip(s: NodeIPPoolStatus) -> dict[str, Any]:
+        d = s.to_wire()
+        for c in d.get("conditions", []):
+            c.pop("lastTransitionTime", None)
+        return d
+
+    return strip(a) == strip(b)
+
+
+def refresh(
+    pool: PoolView, ctx: PoolContext, now: datetime.datetime | None = None
+) -> NodeIPPoolStatus | None:
+    """Recompute counts and conditions; None if the status is already right."""
+    new = desired_status(pool, ctx, now=now)
+    return None if _same(new, pool.status) else new
+
+
+def pick(pool: PoolView, ctx: PoolContext, uid: str) -> tuple[bool, str | None]:
+    """Which address ``uid`` would get from ``pool``: ``(possible, ip)``.
+
+    A pod that already holds an allocation keeps it. Otherwise the lowest
+    free address (count-only pools: a slot with ip None). ``possible`` is
+    False when the pool is full, invalid, or being deleted.
+    """
+    existing = pool.allocations.get(uid)
+    if existing is not None:
+        return True, existing.ip
+    if pool.spec_error or pool.deleting or pool.free(ctx.blocked) <= 0:
+        return False, None
+    if pool.addresses is None:
+        return True, None
+    taken = [a.ip for a in pool.allocations.values() if a.ip]
+    ip = pool.addresses.first_free(taken, ctx.blocked)
+    return (ip is not None), ip
+
+
+def reserve(
+    pool: PoolView, ctx: PoolContext, uid: str, pod_key: str, now: datetime.datetime | None = None
+) -> tuple[NodeIPPoolStatus | None, str | None]:
+    """Reserve an address for pod ``uid`` (``namespace/name``).
+
+    Returns ``(new_status, ip)``; ``new_status`` is None when the pod already
+    holds an allocation here (nothing to write). Raises :class:`PoolFull` when
+    there is nothing to give.
+    """
+    possible, ip = pick(pool, ctx, uid)
+    if not possible:
+        raise PoolFull(pool.name)
+    if uid in pool.allocations:
+        return None, ip
+    allocs = dict(pool.allocations)
+    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase="Reserved", since=now or _now())
+    return desired_status(pool, ctx, allocs, now), ip
+
+
+def mark_bound(pool: PoolView, ctx: PoolContext, uid: str) -> NodeIPPoolStatus | None:
+    """Set ``uid``'s allocation to phase Bound; None if absent or already Bound."""
+    a = pool.allocations.get(uid)
+    if a is None or a.phase == "Bound":
+        return None
+    allocs = dict(pool.allocations)
+    allocs[uid] = a.model_copy(update={"phase": "Bound"})
+    return desired_status(pool, ctx, allocs)
+
+
+def release(pool: PoolView, ctx: PoolContext, uid: str) -> NodeIPPoolStatus | None:
+    """Remove ``uid``'s allocation; None if it holds nothing here."""
+    if uid not in pool.allocations:
+        return None
+    allocs = {k: v for k, v in pool.allocations.items() if k != uid}
+    return desired_status(pool, ctx, allocs)
+
+
+def adopt(
+    pool: PoolView,
+    ctx: PoolContext,
+    uid: str,
+    pod_key: str,
+    ip: str | None,
+    now: datetime.datetime | None = None,
+) -> NodeIPPoolStatus | None:
+    """Record a Bound allocation for a pod bound earlier with ``ip`` (start-up adoption).
+
+    Returns None when already recorded. Raises :class:`AdoptConflict` when
+    ``ip`` is held by another pod or is not in the pool.
+    """
+    if uid in pool.allocations:
+        return None
+    if ip is not None:
+        holder = pool.holder_of(ip)
+        if holder is not None:
+            raise AdoptConflict(f"address {ip} of pool {pool.name} is already held by pod UID {holder}")
+        if pool.addresses is None or ip not in pool.addresses:
+            raise AdoptConflict(f"address {ip} is not in pool {pool.name}")
+    allocs = dict(pool.allocations)
+    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase="Bound", since=now or _now())
+    return desired_status(pool, ctx, allocs, now)
+
+
+class PoolFull(Exception):
+    """The pool has no address left for this pod (raised by :func:`reserve`)."""
+
+
+class AdoptConflict(Exception):
+    """An existing pod's annotated address cannot be recorded (raised by :func:`adopt`)."""

@@ -1,0 +1,209 @@
+"""The scheduling framework: extension points, per-cycle state, statuses.
+
+Mirrors kube-scheduler's ``pkg/scheduler/framework/interface.go``: a scheduling
+cycle runs QueueSort → PreFilter → Filter → Score (+ NormalizeScore) →
+Reserve → Permit, then the binding cycle runs PreBind → Bind → PostBind, and
+any failure after Reserve runs Unreserve.
+
+Plugins are plain objects that satisfy one or more of the Protocols below;
+the :class:`~ipscheduler.profile.Profile` wires them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ipscheduler.objects import NodeInfo, PodInfo
+
+MAX_NODE_SCORE = 100
+"""Scores are normalized into ``0..MAX_NODE_SCORE`` (framework.MaxNodeScore)."""
+
+
+class Code(enum.Enum):
+    """Result code of a plugin call (framework ``Code``)."""
+
+    SUCCESS = "Success"
+    ERROR = "Error"
+    UNSCHEDULABLE = "Unschedulable"
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    SKIP = "Skip"
+
+
+@dataclass(frozen=True)
+class Status:
+    """What a plugin call returned: a code, human-readable reasons, the plugin.
+
+    ``reasons`` are the strings that go into the ``FailedScheduling``
+    histogram, e.g. ``"node(s) had untolerated taint {dedicated: gpu}"``.
+    """
+
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @classmethod
+    def success(cls) -> Status:
+        return _SUCCESS
+
+    @classmethod
+    def unschedulable(cls, *reasons: str, plugin: str = "") -> Status:
+        return cls(Code.UNSCHEDULABLE, reasons, plugin)
+
+    @classmethod
+    def unresolvable(cls, *reasons: str, plugin: str = "") -> Status:
+        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin)
+
+    @classmethod
+    def error(cls, *reasons: str, plugin: str = "") -> Status:
+        return cls(Code.ERROR, reasons, plugin)
+
+    @classmethod
+    def skip(cls) -> Status:
+        return cls(Code.SKIP)
+
+    def is_success(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    def is_rejected(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+_SUCCESS = Status()
+
+
+class CycleState:
+    """Per-cycle scratch space shared by the plugins of one scheduling cycle.
+
+    Keys are plugin-chosen strings (by convention ``"<Plugin>/<what>"``);
+    values are anything. A fresh CycleState is made for every pod attempt.
+    """
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def read(self, key: str) -> Any:
+        """Return the value for ``key``; raises KeyError if absent."""
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+
+@dataclass(order=False)
+class QueuedPodInfo:
+    """A pod as the queue holds it (framework ``QueuedPodInfo``).
+
+    ``timestamp`` is when the pod was (last) added to the queue, monotonic
+    seconds; ``attempts`` counts scheduling attempts so far; ``cycle`` is the
+    scheduling cycle in which the pod was last popped.
+    """
+
+    pod: PodInfo
+    timestamp: float
+    attempts: int = 0
+    initial_attempt_timestamp: float | None = None
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    cycle: int = -1
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    """Every plugin has a unique name (as in a KubeSchedulerConfiguration)."""
+
+    name: str
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """True if ``a`` should be popped before ``b``."""
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
+        """Precompute per-pod data into ``state``; a rejection fails the pod on every node."""
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Return success if ``pod`` may run on ``node``, else Unschedulable with a reason."""
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """Raw score of ``node`` for ``pod`` (any non-negative int)."""
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        """Rescale ``scores`` (node name → raw score) in place into ``0..MAX_NODE_SCORE``."""
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Claim resources for ``pod`` on ``node`` before binding."""
+
+    async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
+        """Undo :meth:`reserve`; must be idempotent and never raise."""
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Approve (success) or reject binding; waiting is not supported yet."""
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Work that must happen before Bind (e.g. prepare annotations)."""
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    async def bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Bind ``pod`` to ``node``; return :meth:`Status.skip` to let the next binder try."""
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    async def post_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
+        """Informational: called after a successful bind."""
+
+
+def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:
+    """Scale ``scores`` linearly so the highest becomes MAX_NODE_SCORE.
+
+    With ``reverse`` the lowest raw score gets MAX_NODE_SCORE (as
+    ``pkg/scheduler/framework/plugins/helper/normalize_score.go``
+    DefaultNormalizeScore). All-zero input stays zero (or all max when reversed).
+    """
+    if not scores:
+        return
+    top = max(scores.values())
+    if top == 0:
+        if reverse:
+            for k in scores:
+                scores[k] = MAX_NODE_SCORE
+        return
+    for k, v in scores.items():
+        s = MAX_NODE_SCORE * v // top
+        scores[k] = MAX_NODE_SCORE - s if reverse else s

@@ -1,0 +1,193 @@
+"""kopf wiring: indexes, event handlers, login, start-up. Thin by design.
+
+Only ``@kopf.index`` and ``@kopf.on.event`` are used on pods, and they return
+None, so kopf never writes annotations, finalizers or status onto a pod
+(``on.create``/``on.update`` would store ``last-handled-configuration``).
+The pod watch is narrowed server-side to ``spec.schedulerName=<ours>``.
+Posting of kopf's own log messages as Events is disabled: the scheduler
+posts its own, kube-scheduler style.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client
+
+from ipscheduler.allocator import PoolView
+from ipscheduler.api import EventRecorder, KubeApi, PoolWriter, load_client_config
+from ipscheduler.cache import ClusterCache
+from ipscheduler.models import GROUP, PLURAL, VERSION
+from ipscheduler.objects import NodeInfo
+from ipscheduler.plugins.registry import default_profile
+from ipscheduler.plugins.underlayip import Strategy
+from ipscheduler.queue import SchedulingQueue
+from ipscheduler.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunConfig:
+    """Options of ``ipscheduler run``."""
+
+    kubeconfig: str | None = None
+    scheduler_name: str = "ip-scheduler"
+    ip_strategy: Strategy = "spread"
+    bind_concurrency: int = 16
+
+
+def _memo_state(memo: Any) -> tuple[RunConfig, client.Configuration | None, Scheduler | None]:
+    return memo.config, getattr(memo, "client_config", None), getattr(memo, "scheduler", None)
+
+
+@kopf.on.login()
+async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
+    """Credentials for kopf from the same kubeconfig/in-cluster config as our client."""
+    cfg: RunConfig = memo.config
+    conf = await load_client_config(cfg.kubeconfig)
+    memo.client_config = conf
+    header: Any = conf.get_api_key_with_prefix("BearerToken") or conf.get_api_key_with_prefix("authorization")
+    if asyncio.iscoroutine(header):
+        header = await header
+    scheme, token = None, None
+    if header:
+        parts = str(header).split(" ", 1)
+        scheme, token = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
+    if not conf.host:
+        raise kopf.LoginError("no API server address in the client configuration")
+    return kopf.ConnectionInfo(
+        server=conf.host,
+        ca_path=conf.ssl_ca_cert,
+        insecure=not conf.verify_ssl,
+        scheme=scheme,
+        token=token,
+        certificate_path=conf.cert_file,
+        private_key_path=conf.key_file,
+    )
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    """Configure kopf, build the scheduler, start its loop (it waits for the indexes)."""
+    cfg: RunConfig = memo.config
+    settings.watching.field_selectors["v1", "pods"] = f"spec.schedulerName={cfg.scheduler_name}"
+    settings.scanning.disabled = True  # no CRD/namespace watches: less RBAC, CRD must exist at start
+    settings.posting.enabled = False
+    settings.peering.standalone = True
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 10
+    settings.watching.inactivity_timeout = 90
+    settings.networking.request_timeout = 30
+    settings.networking.connect_timeout = 10
+    settings.persistence.finalizer = "ipscheduler.io/finalizer"
+
+    conf = getattr(memo, "client_config", None) or await load_client_config(cfg.kubeconfig)
+    api = KubeApi(client.ApiClient(conf))
+    cache = ClusterCache()
+    writer = PoolWriter(api, cache)
+    profile = default_profile(cfg.scheduler_name, cache, api, writer, cfg.ip_strategy)
+    queue = SchedulingQueue(profile.queue_sort)
+    scheduler = Scheduler(
+        name=cfg.scheduler_name,
+        api=api,
+        cache=cache,
+        writer=writer,
+        profile=profile,
+        queue=queue,
+        recorder=EventRecorder(api),
+        bind_concurrency=cfg.bind_concurrency,
+    )
+    memo.api = api
+    memo.scheduler = scheduler
+    memo.loop_task = asyncio.get_running_loop().create_task(scheduler.run(), name="scheduling-loop")
+    log.info("ip-scheduler %r starting (strategy %s)", cfg.scheduler_name, cfg.ip_strategy)
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: Any, **_: Any) -> None:
+    scheduler: Scheduler | None = getattr(memo, "scheduler", None)
+    task: asyncio.Task[None] | None = getattr(memo, "loop_task", None)
+    if scheduler is not None:
+        await scheduler.stop()
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    api: KubeApi | None = getattr(memo, "api", None)
+    if api is not None:
+        await api.close()
+
+
+# -- indexes: the scheduler's caches ------------------------------------------
+
+
+@kopf.index("v1", "nodes")
+def ipscheduler_nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, NodeInfo] | None:
+    """Node name → NodeInfo."""
+    try:
+        return {name: NodeInfo.from_obj(body)}
+    except ValueError:
+        return None
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def ipscheduler_pools(body: kopf.Body, name: str, **_: Any) -> dict[str, PoolView] | None:
+    """Pool name → PoolView."""
+    try:
+        return {name: PoolView.from_obj(body)}
+    except ValueError:
+        return None
+
+
+def _attach(memo: Any, kwargs: dict[str, Any]) -> Scheduler | None:
+    """The scheduler, with its cache bound to kopf's indexes (passed to handlers as kwargs)."""
+    scheduler: Scheduler | None = getattr(memo, "scheduler", None)
+    if scheduler is not None and not scheduler.cache.ready.is_set():
+        scheduler.cache.attach(kwargs["ipscheduler_nodes"], kwargs["ipscheduler_pools"])
+    return scheduler
+
+
+# -- events ---------------------------------------------------------------------
+
+
+@kopf.on.event("v1", "pods")
+def pod_event(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+    """Queue, dequeue or release; returns None so kopf writes nothing to the pod."""
+    scheduler = _attach(memo, kwargs)
+    if scheduler is not None:
+        scheduler.on_pod_event(event.get("type"), body)
+
+
+@kopf.on.event("v1", "nodes")
+def node_event(*, event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
+    """Any node change may make pending pods schedulable (and pools' NodeNotFound change)."""
+    scheduler = _attach(memo, kwargs)
+    if scheduler is None or event.get("type") is None:
+        return
+    if event.get("type") in ("ADDED", "DELETED"):
+        scheduler.on_pool_event()
+    else:
+        scheduler.on_cluster_event("NodeUpdate")
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def pool_event(*, event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
+    """Recompute pool status and retry pending pods."""
+    scheduler = _attach(memo, kwargs)
+    if scheduler is not None:
+        scheduler.on_pool_event()
+
+
+async def run_operator(cfg: RunConfig, stop_flag: asyncio.Event | None = None) -> None:
+    """Run kopf with our handlers until stopped (SIGINT/SIGTERM or ``stop_flag``)."""
+    await kopf.operator(
+        clusterwide=True,
+        standalone=True,
+        memo=kopf.Memo(config=cfg),
+        stop_flag=stop_flag,
+    )

@@ -1,0 +1,277 @@
+"""Validated, immutable views of the Kubernetes objects the scheduler reads.
+
+Raw watch bodies (``dict``) are parsed once here; every value is checked for
+type before use, so a malformed object yields a clear ``ValueError`` (or a
+safe default for optional fields) instead of a crash deep in a plugin.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ipscheduler.quantity import parse_quantity
+
+ANNOTATION_IP = "ipscheduler.io/ip"
+ANNOTATION_POOL = "ipscheduler.io/pool"
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return {k: v for k, v in _dict(value).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def parse_time(value: Any) -> datetime.datetime | None:
+    """Parse an RFC 3339 timestamp as the API server writes it (``...Z``)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint (``spec.taints[]``)."""
+
+    key: str
+    value: str = ""
+    effect: str = ""
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> Taint | None:
+        d = _dict(obj)
+        if not isinstance(d.get("key"), str):
+            return None
+        return cls(d["key"], _str(d.get("value")), _str(d.get("effect")))
+
+    def __str__(self) -> str:
+        # kube-scheduler prints taints as {key: value}
+        return f"{{{self.key}: {self.value}}}"
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """A pod toleration (``spec.tolerations[]``)."""
+
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> Toleration | None:
+        """None for a non-mapping entry (never an accidental match-all toleration)."""
+        if not isinstance(obj, dict):
+            return None
+        d = obj
+        return cls(_str(d.get("key")), _str(d.get("operator")), _str(d.get("value")), _str(d.get("effect")))
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Whether this toleration tolerates ``taint``.
+
+        Rule copied from ``staging/src/k8s.io/api/core/v1/toleration.go``
+        (ToleratesTaint): effect and key must match when set; operator
+        ``Exists`` matches any value, ``Equal`` (or empty) needs equal values;
+        an empty key with ``Exists`` matches every taint.
+        """
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What the filters need to know about a node.
+
+    ``allocatable`` maps resource names to quantities (cpu in cores,
+    memory in bytes) as Decimals.
+    """
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    ready: bool = False
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    allocatable: Mapping[str, Decimal] = field(default_factory=dict)
+    uid: str = ""
+
+    @classmethod
+    def from_obj(cls, body: Mapping[str, Any]) -> NodeInfo:
+        """Parse a Node. Raises ValueError if it has no name."""
+        meta = _dict(body.get("metadata"))
+        spec = _dict(body.get("spec"))
+        status = _dict(body.get("status"))
+        name = _str(meta.get("name"))
+        if not name:
+            raise ValueError("node without metadata.name")
+        ready = any(
+            _dict(c).get("type") == "Ready" and _dict(c).get("status") == "True"
+            for c in _list(status.get("conditions"))
+        )
+        taints = tuple(t for t in (Taint.from_obj(x) for x in _list(spec.get("taints"))) if t)
+        alloc: dict[str, Decimal] = {}
+        for k, v in _dict(status.get("allocatable")).items():
+            try:
+                alloc[str(k)] = parse_quantity(v)
+            except ValueError:
+                continue
+        return cls(
+            name=name,
+            labels=_str_map(meta.get("labels")),
+            ready=ready,
+            unschedulable=spec.get("unschedulable") is True,
+            taints=taints,
+            allocatable=alloc,
+            uid=_str(meta.get("uid")),
+        )
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """What the scheduler needs to know about a pod.
+
+    ``affinity`` is the raw ``spec.affinity`` mapping (plugins parse the
+    parts they use); ``creation`` is the creation timestamp (UTC).
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    scheduler_name: str = "default-scheduler"
+    node_name: str = ""
+    phase: str = "Pending"
+    deleting: bool = False
+    priority: int = 0
+    qos_class: str = "BestEffort"
+    creation: datetime.datetime | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: Mapping[str, Any] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    host_network: bool = False
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduling_gates: tuple[str, ...] = ()
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, the form kube-scheduler prints."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node_name)
+
+    @classmethod
+    def from_obj(cls, body: Mapping[str, Any]) -> PodInfo:
+        """Parse a Pod. Raises ValueError if uid, namespace or name is missing."""
+        meta = _dict(body.get("metadata"))
+        spec = _dict(body.get("spec"))
+        status = _dict(body.get("status"))
+        uid, ns, name = _str(meta.get("uid")), _str(meta.get("namespace")), _str(meta.get("name"))
+        if not (uid and ns and name):
+            raise ValueError("pod without metadata.uid/namespace/name")
+        priority = spec.get("priority")
+        qos = _str(status.get("qosClass"))
+        if qos not in QOS_RANK:
+            qos = qos_class(spec)
+        return cls(
+            uid=uid,
+            namespace=ns,
+            name=name,
+            scheduler_name=_str(spec.get("schedulerName"), "default-scheduler"),
+            node_name=_str(spec.get("nodeName")),
+            phase=_str(status.get("phase"), "Pending"),
+            deleting=meta.get("deletionTimestamp") is not None,
+            priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+            qos_class=qos,
+            creation=parse_time(meta.get("creationTimestamp")),
+            node_selector=_str_map(spec.get("nodeSelector")),
+            affinity=_dict(spec.get("affinity")),
+            tolerations=tuple(t for t in map(Toleration.from_obj, _list(spec.get("tolerations"))) if t),
+            host_network=spec.get("hostNetwork") is True,
+            annotations=_str_map(meta.get("annotations")),
+            scheduling_gates=tuple(_str(_dict(g).get("name")) for g in _list(spec.get("schedulingGates"))),
+            resource_version=_str(meta.get("resourceVersion")),
+        )
+
+
+QOS_RANK = {"Guaranteed": 2, "Burstable": 1, "BestEffort": 0}
+"""Higher is scheduled first (seed 001: Guaranteed > Burstable > BestEffort)."""
+
+_QOS_RESOURCES = ("cpu", "memory")
+
+
+def _positive(raw: Any) -> dict[str, Decimal]:
+    """cpu/memory quantities > 0 of a requests/limits map; malformed ones ignored."""
+    out: dict[str, Decimal] = {}
+    for rname, q in _dict(raw).items():
+        if rname not in _QOS_RESOURCES:
+            continue
+        try:
+            value = parse_quantity(q)
+        except ValueError:
+            continue
+        if value > 0:
+            out[rname] = value
+    return out
+
+
+def qos_class(spec: Mapping[str, Any]) -> str:
+    """Compute a pod's QoS class from its spec.
+
+    Rule from ``pkg/apis/core/v1/helper/qos/qos.go`` (GetPodQOS): only cpu
+    and memory count, init containers included. BestEffort: no requests and
+    no limits anywhere. Guaranteed: every container sets cpu and memory
+    limits and the summed requests equal the summed limits. Otherwise Burstable.
+    Malformed quantities are ignored.
+    """
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    guaranteed = True
+    containers = _list(spec.get("containers")) + _list(spec.get("initContainers"))
+    for c in containers:
+        res = _dict(_dict(c).get("resources"))
+        c_limits = _positive(res.get("limits"))
+        # The API server defaults a missing request to the limit (core/v1 defaults).
+        c_requests = {**c_limits, **_positive(res.get("requests"))}
+        for rname, value in c_requests.items():
+            requests[rname] = requests.get(rname, Decimal(0)) + value
+        for rname, value in c_limits.items():
+            limits[rname] = limits.get(rname, Decimal(0)) + value
+        if set(c_limits) != set(_QOS_RESOURCES):
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed:
+        # Summed requests must equal summed limits for every resource requested.
+        for rname, req in requests.items():
+            if limits.get(rname) != req:
+                guaranteed = False
+        guaranteed = guaranteed and len(requests) == len(limits)
+    return "Guaranteed" if guaranteed else "Burstable"

@@ -1,0 +1,1 @@
+"""Scheduling plugins, one module per plugin, mirroring kube-scheduler's in-tree plugins."""

@@ -1,0 +1,39 @@
+"""DefaultBinder: POST ``pods/binding``.
+
+As ``pkg/scheduler/framework/plugins/defaultbinder/default_binder.go``, plus
+the annotations PreBind plugins put into the cycle state; the API server
+copies a Binding's annotations onto the pod
+(``pkg/registry/core/pod/storage/storage.go``), so the address needs no
+second write. The pod UID is a precondition: a re-created pod of the same
+name is never bound by mistake.
+"""
+
+from __future__ import annotations
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ipscheduler.api import Conflict, KubeApi
+from ipscheduler.framework import CycleState, Status
+from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.plugins.underlayip import BIND_ANNOTATIONS
+
+NAME = "DefaultBinder"
+
+
+class DefaultBinder:
+    """Bind plugin writing a Binding with the cycle's annotations."""
+
+    name = NAME
+
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Error status (with the API's reason) when the bind is refused."""
+        try:
+            await self.api.bind(pod, node.name, dict(state.get(BIND_ANNOTATIONS) or {}))
+        except Conflict as e:
+            return Status.error(f"binding rejected: {e}", plugin=NAME)
+        except ApiException as e:
+            return Status.error(f"binding failed: HTTP {e.status} {e.reason}", plugin=NAME)
+        return Status.success()

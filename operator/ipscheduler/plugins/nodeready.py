@@ -1,0 +1,27 @@
+"""NodeReady: skip nodes whose ``Ready`` condition is not ``True``.
+
+Not a kube-scheduler plugin: upstream relies on the node lifecycle
+controller's ``node.kubernetes.io/not-ready`` / ``unreachable`` taints
+(handled by TaintToleration). We also check the condition directly, because
+the taints lag the condition. The rejection is plain ``Unschedulable``
+(readiness can change, so the pod is worth retrying).
+"""
+
+from __future__ import annotations
+
+from ipscheduler.framework import CycleState, Status
+from ipscheduler.objects import NodeInfo, PodInfo
+
+ERR_REASON_NOT_READY = "node(s) were not ready"
+
+
+class NodeReady:
+    """Filter: rejects nodes that are not Ready."""
+
+    name: str = "NodeReady"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Success if ``node`` is Ready, else Unschedulable ``node(s) were not ready``."""
+        if node.ready:
+            return Status.success()
+        return Status.unschedulable(ERR_REASON_NOT_READY, plugin=self.name)

@@ -1,0 +1,29 @@
+"""QueueSort: the order in which pending pods are popped from the scheduling queue.
+
+Mirrors ``pkg/scheduler/framework/plugins/queuesort/priority_sort.go``
+(PrioritySort.Less: higher priority first, then earlier queue timestamp),
+with one addition of ours: between equal priorities, a higher QoS class
+(Guaranteed > Burstable > BestEffort, :data:`~ipscheduler.objects.QOS_RANK`)
+goes first.
+"""
+
+from __future__ import annotations
+
+from ipscheduler.framework import QueuedPodInfo
+from ipscheduler.objects import QOS_RANK
+
+
+class PrioritySort:
+    """Orders pods by priority (desc), then QoS class (desc), then queue timestamp (asc)."""
+
+    name: str = "PrioritySort"
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """True if ``a`` should be popped before ``b``."""
+        if a.pod.priority != b.pod.priority:
+            return a.pod.priority > b.pod.priority
+        qa = QOS_RANK.get(a.pod.qos_class, 0)
+        qb = QOS_RANK.get(b.pod.qos_class, 0)
+        if qa != qb:
+            return qa > qb
+        return a.timestamp < b.timestamp

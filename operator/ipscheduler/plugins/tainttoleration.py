@@ -1,0 +1,66 @@
+"""TaintToleration: node taints versus pod tolerations.
+
+Mirrors ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go``:
+
+* Filter: the first node taint with effect ``NoSchedule`` or ``NoExecute``
+  that no pod toleration tolerates (``FindMatchingUntoleratedTaint`` with
+  ``DoNotScheduleTaintsFilterFunc``) rejects the node as
+  UnschedulableAndUnresolvable, reason ``node(s) had untolerated taint {key: value}``.
+* Score: the number of ``PreferNoSchedule`` taints not tolerated by the
+  pod's tolerations whose effect is ``PreferNoSchedule`` or empty
+  (``countIntolerableTaintsPreferNoSchedule``); NormalizeScore reverses it,
+  so the node with the fewest such taints gets MAX_NODE_SCORE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ipscheduler.framework import CycleState, Status, default_normalize
+from ipscheduler.objects import NodeInfo, PodInfo, Taint, Toleration
+
+EFFECT_NO_SCHEDULE = "NoSchedule"
+EFFECT_PREFER_NO_SCHEDULE = "PreferNoSchedule"
+EFFECT_NO_EXECUTE = "NoExecute"
+
+_DO_NOT_SCHEDULE_EFFECTS = frozenset({EFFECT_NO_SCHEDULE, EFFECT_NO_EXECUTE})
+
+
+def tolerations_tolerate_taint(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    """Whether any of ``tolerations`` tolerates ``taint`` (v1helper.TolerationsTolerateTaint)."""
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+def find_untolerated_taint(node: NodeInfo, tolerations: Iterable[Toleration]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint of ``node`` that ``tolerations`` do not tolerate."""
+    tols = tuple(tolerations)
+    for taint in node.taints:
+        if taint.effect in _DO_NOT_SCHEDULE_EFFECTS and not tolerations_tolerate_taint(tols, taint):
+            return taint
+    return None
+
+
+class TaintToleration:
+    """Filter on NoSchedule/NoExecute taints; score on PreferNoSchedule taints."""
+
+    name: str = "TaintToleration"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Reject ``node`` if it has a NoSchedule/NoExecute taint the pod does not tolerate."""
+        taint = find_untolerated_taint(node, pod.tolerations)
+        if taint is None:
+            return Status.success()
+        return Status.unresolvable(f"node(s) had untolerated taint {taint}", plugin=self.name)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """Count of PreferNoSchedule taints on ``node`` the pod does not tolerate (lower is better)."""
+        tols = tuple(t for t in pod.tolerations if t.effect in ("", EFFECT_PREFER_NO_SCHEDULE))
+        return sum(
+            1
+            for taint in node.taints
+            if taint.effect == EFFECT_PREFER_NO_SCHEDULE and not tolerations_tolerate_taint(tols, taint)
+        )
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        """Reverse-normalize: fewest intolerable taints → MAX_NODE_SCORE."""
+        default_normalize(scores, reverse=True)

@@ -1,0 +1,323 @@
+"""The scheduler: scheduling cycle, binding cycle, release and start-up reconcile.
+
+One pod at a time goes through the scheduling cycle (PreFilter → Filter →
+Score → Reserve → Permit, as ``pkg/scheduler/schedule_one.go``); its binding
+cycle (PreBind → Bind → PostBind) then runs as a task, bounded by a
+semaphore, while the next pod is scheduled. Reports follow kube-scheduler:
+a Warning ``FailedScheduling`` event plus ``PodScheduled=False/Unschedulable``
+on failure, a Normal ``Scheduled`` event on success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ipscheduler import allocator
+from ipscheduler.allocator import PoolView
+from ipscheduler.api import EventRecorder, KubeApi, PoolWriter, pod_ref, pool_ref
+from ipscheduler.cache import ClusterCache
+from ipscheduler.framework import CycleState, QueuedPodInfo
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
+from ipscheduler.plugins.underlayip import allocated_ip
+from ipscheduler.profile import Diagnosis, Profile
+from ipscheduler.queue import QueueClosed, SchedulingQueue
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ScheduleResult:
+    """Outcome of one scheduling cycle (for logs and tests)."""
+
+    pod: str
+    node: str | None = None
+    ip: str | None = None
+    message: str = ""
+
+
+class Scheduler:
+    """Ties queue, profile, cache and API together. One instance per process."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        api: KubeApi,
+        cache: ClusterCache,
+        writer: PoolWriter,
+        profile: Profile,
+        queue: SchedulingQueue,
+        recorder: EventRecorder,
+        bind_concurrency: int = 16,
+    ) -> None:
+        self.name = name
+        self.api = api
+        self.cache = cache
+        self.writer = writer
+        self.profile = profile
+        self.queue = queue
+        self.recorder = recorder
+        self._bind_slots = asyncio.Semaphore(bind_concurrency)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._unschedulable_msg: dict[str, str] = {}
+        self._pools_dirty = asyncio.Event()
+        self._pool_reasons: dict[str, str] = {}
+        self.started = asyncio.Event()
+
+    # -- task helpers --------------------------------------------------
+    def _spawn(self, coro: Any, what: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=what)
+        self._tasks.add(task)
+
+        def _done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("%s failed: %r", what, t.exception(), exc_info=t.exception())
+
+        task.add_done_callback(_done)
+
+    async def stop(self) -> None:
+        self.queue.close()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- events from the watches -----------------------------------------
+    def on_pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Route a watch event of one of our pods into queue / release.
+
+        Deleted or terminal pods release their allocation; unbound live pods
+        are (re)queued; bound pods leave the queue. Malformed pods are
+        logged and ignored.
+        """
+        try:
+            pod = PodInfo.from_obj(body)
+        except ValueError as e:
+            log.warning("ignoring malformed pod: %s", e)
+            return
+        if pod.scheduler_name != self.name:
+            return
+        if event_type == "DELETED" or pod.terminal:
+            self.queue.delete(pod.uid)
+            self._unschedulable_msg.pop(pod.uid, None)
+            if event_type == "DELETED":
+                self.recorder.forget(pod.uid)
+            if self.cache.holder(pod.uid):
+                self._spawn(self.release(pod.uid), f"release {pod.key}")
+            return
+        if pod.bound or pod.deleting:
+            self.queue.delete(pod.uid)
+            return
+        if pod.scheduling_gates:
+            self.queue.delete(pod.uid)
+            return
+        self.queue.add(pod)
+
+    def on_cluster_event(self, what: str) -> None:
+        """A node or pool changed: capacity may have freed up."""
+        self.queue.move_all_to_active_or_backoff(what)
+
+    def on_pool_event(self) -> None:
+        """A pool changed: recompute pool statuses (debounced) and retry pending pods."""
+        self._pools_dirty.set()
+        self.on_cluster_event("NodeIPPoolChange")
+
+    # -- release -----------------------------------------------------------
+    async def release(self, uid: str) -> None:
+        """Remove ``uid``'s allocations from every pool holding one (CAS)."""
+        for pool in self.cache.holder(uid):
+            await self.writer.update(pool.name, functools.partial(allocator.release, uid=uid))
+        self.on_cluster_event("AddressReleased")
+
+    # -- the loop ------------------------------------------------------------
+    async def run(self) -> None:
+        """Reconcile, then schedule pods until stopped. Waits for the caches first."""
+        await self.cache.ready.wait()
+        delay = 1.0
+        while True:
+            try:
+                await self.reconcile()
+                break
+            except (ApiException, OSError) as e:
+                log.warning("start-up reconcile failed (%s); retrying in %.0fs", e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        self.started.set()
+        self._spawn(self._pool_reconciler(), "pool-status-reconciler")
+        while True:
+            try:
+                qp = await self.queue.pop()
+            except QueueClosed:
+                return
+            try:
+                await self.schedule_one(qp)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("scheduling %s failed unexpectedly", qp.pod.key)
+                self.queue.add_unschedulable(qp, error=True)
+
+    def _snapshot(self) -> dict[str, Any]:
+        return dict(self.cache.nodes())
+
+    async def schedule_one(self, qp: QueuedPodInfo) -> ScheduleResult:
+        """One scheduling cycle for ``qp``; the binding cycle runs as a task."""
+        pod = qp.pod
+        state = CycleState()
+        nodes = self._snapshot()
+        feasible, diagnosis = self.profile.find_feasible(state, pod, nodes)
+        if not feasible:
+            msg = diagnosis.message()
+            await self._fail(qp, msg, diagnosis)
+            return ScheduleResult(pod.key, message=msg)
+        per_plugin = self.profile.run_scores(state, pod, feasible)
+        totals = self.profile.total_scores(per_plugin, feasible)
+        best = max(totals.values())
+        host = random.choice([n for n in feasible if totals[n.name] == best])
+        st = await self.profile.run_reserve(state, pod, host)
+        if not st.is_success():
+            # Someone else took the last address in between: retry soon.
+            log.info("reserve for %s on %s failed: %s", pod.key, host.name, st.message)
+            self.queue.add_unschedulable(qp, error=True)
+            return ScheduleResult(pod.key, message=st.message)
+        st = self.profile.run_permit(state, pod, host)
+        if not st.is_success():
+            await self.profile.run_unreserve(state, pod, host)
+            await self._fail(qp, st.message, None)
+            return ScheduleResult(pod.key, message=st.message)
+        await self._bind_slots.acquire()
+        self._spawn(self._binding_cycle(qp, state, host), f"bind {pod.key}")
+        return ScheduleResult(pod.key, node=host.name, ip=allocated_ip(state))
+
+    async def _binding_cycle(self, qp: QueuedPodInfo, state: CycleState, host: Any) -> None:
+        pod = qp.pod
+        try:
+            st = await self.profile.run_pre_bind(state, pod, host)
+            if st.is_success():
+                st = await self.profile.run_bind(state, pod, host)
+            if not st.is_success():
+                log.warning("binding %s to %s failed: %s", pod.key, host.name, st.message)
+                await self.profile.run_unreserve(state, pod, host)
+                self.queue.add_unschedulable(qp, error=True)
+                return
+            self.queue.done(pod.uid)
+            self._unschedulable_msg.pop(pod.uid, None)
+            await self.profile.run_post_bind(state, pod, host)
+            ip = allocated_ip(state)
+            suffix = f" (IP {ip})" if ip else ""
+            log.info("bound %s to %s%s", pod.key, host.name, suffix)
+            await self.recorder.record(
+                pod_ref(pod), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {host.name}{suffix}"
+            )
+        except Exception:
+            log.exception("binding cycle of %s failed", pod.key)
+            await self.profile.run_unreserve(state, pod, host)
+            self.queue.add_unschedulable(qp, error=True)
+        finally:
+            self._bind_slots.release()
+
+    async def _fail(self, qp: QueuedPodInfo, message: str, diagnosis: Diagnosis | None) -> None:
+        pod = qp.pod
+        self.queue.add_unschedulable(qp)
+        log.info("unable to schedule %s: %s", pod.key, message)
+        await self.recorder.record(pod_ref(pod), "Warning", "FailedScheduling", message)
+        if self._unschedulable_msg.get(pod.uid) != message:
+            try:
+                await self.api.set_unschedulable(pod, message)
+                self._unschedulable_msg[pod.uid] = message
+            except ApiException as e:
+                log.warning("could not set PodScheduled=False on %s: %s", pod.key, e.reason)
+
+    # -- pool status -----------------------------------------------------------
+    async def _pool_reconciler(self) -> None:
+        """Keep every pool's capacity/allocated/free/conditions right (debounced)."""
+        while True:
+            await self._pools_dirty.wait()
+            await asyncio.sleep(0.05)
+            self._pools_dirty.clear()
+            for pool in list(self.cache.pools().values()):
+                try:
+                    await self.refresh_pool(pool)
+                except ApiException as e:
+                    log.warning("refreshing NodeIPPool %s status failed: %s", pool.name, e.reason)
+                    self._pools_dirty.set()
+
+    async def refresh_pool(self, pool: PoolView) -> None:
+        """Write the pool's computed status if it differs; Warning event when it turns not Ready."""
+        written = await self.writer.update(pool.name, allocator.refresh)
+        if written is None:
+            return
+        cond = next((c for c in written.status.conditions if c.type == allocator.READY), None)
+        if cond is None:
+            return
+        previous = self._pool_reasons.get(pool.name)
+        self._pool_reasons[pool.name] = cond.reason
+        if cond.status == "False" and cond.reason != previous:
+            log.warning("NodeIPPool %s not ready: %s: %s", pool.name, cond.reason, cond.message)
+            await self.recorder.record(pool_ref(written), "Warning", cond.reason, cond.message)
+
+    # -- start-up reconcile ------------------------------------------------------
+    async def reconcile(self) -> dict[str, int]:
+        """Repair state left by a crash, from live LISTs (not the cache).
+
+        - release allocations whose pod UID no longer exists or is terminal;
+        - mark Reserved allocations Bound when their pod is bound with them;
+        - adopt bound pods of ours that carry the address annotation but have
+          no allocation (Warning event on the pod when the address is taken).
+
+        Returns counts: released, marked_bound, adopted, adopt_conflicts.
+        """
+        pools = {p["metadata"]["name"]: PoolView.from_obj(p) for p in await self.api.list_pools()}
+        for pool in pools.values():
+            self.cache.store_fresh(pool)
+        pods: dict[str, PodInfo] = {}
+        for body in await self.api.list_pods(f"spec.schedulerName={self.name}"):
+            try:
+                info = PodInfo.from_obj(body)
+            except ValueError:
+                continue
+            pods[info.uid] = info
+        counts = {"released": 0, "marked_bound": 0, "adopted": 0, "adopt_conflicts": 0}
+        for pool in pools.values():
+            for uid, alloc in list(pool.allocations.items()):
+                pod = pods.get(uid)
+                if pod is None or pod.terminal:
+                    await self.writer.update(pool.name, functools.partial(allocator.release, uid=uid))
+                    counts["released"] += 1
+                elif (
+                    alloc.phase == "Reserved"
+                    and pod.node_name == pool.node_name
+                    and (pod.annotations.get(ANNOTATION_POOL) == pool.name)
+                ):
+                    await self.writer.update(pool.name, functools.partial(allocator.mark_bound, uid=uid))
+                    counts["marked_bound"] += 1
+        held = {uid for p in pools.values() for uid in p.allocations}
+        for pod in pods.values():
+            pool_name = pod.annotations.get(ANNOTATION_POOL)
+            if not pod.bound or pod.terminal or pod.uid in held or not pool_name:
+                continue
+            target = pools.get(pool_name)
+            if target is None or target.node_name != pod.node_name:
+                log.warning("cannot adopt %s: pool %s is missing or serves another node", pod.key, pool_name)
+                counts["adopt_conflicts"] += 1
+                continue
+            ip = pod.annotations.get(ANNOTATION_IP)
+            try:
+                await self.writer.update(
+                    pool_name, functools.partial(allocator.adopt, uid=pod.uid, pod_key=pod.key, ip=ip)
+                )
+                counts["adopted"] += 1
+            except allocator.AdoptConflict as e:
+                counts["adopt_conflicts"] += 1
+                await self.recorder.record(pod_ref(pod), "Warning", "AddressConflict", str(e))
+        log.info("start-up reconcile: %s", counts)
+        self._pools_dirty.set()
+        return counts

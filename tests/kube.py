@@ -1,0 +1,76 @@
+"""Test helpers that act as a user would: kubectl against the dev cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Kubectl:
+    """Runs ``kubectl --kubeconfig K`` and parses JSON output."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = kubeconfig
+
+    def run(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}"
+            )
+        return proc
+
+    def __call__(self, *args: str, stdin: str | None = None) -> str:
+        return self.run(*args, stdin=stdin).stdout
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-o", "json"))
+
+    def apply(self, manifest: str | dict[str, Any], namespace: str | None = None) -> str:
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        ns = ["-n", namespace] if namespace else []
+        return self("apply", *ns, "-f", "-", stdin=text)
+
+    def create(self, manifest: dict[str, Any], namespace: str | None = None) -> str:
+        ns = ["-n", namespace] if namespace else []
+        return self("create", *ns, "-f", "-", stdin=json.dumps(manifest))
+
+
+def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 60, interval: float = 0.5) -> T:
+    """Poll ``fn`` until it returns something truthy; fail with ``what`` on timeout."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def pod_manifest(name: str, scheduler: str | None = None, **spec: Any) -> dict[str, Any]:
+    """A minimal pod running a pause image (kwok never pulls it)."""
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}], **spec},
+    }
+    if scheduler:
+        body["spec"]["schedulerName"] = scheduler
+    return body
