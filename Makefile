@@ -46,7 +46,7 @@ demo: $(VENV)/.installed
 
 ## down: stop the demo scheduler and the local control plane
 down:
-	-@test -f $(DEVCLUSTER_DIR)/scheduler.pid && kill $$(cat $(DEVCLUSTER_DIR)/scheduler.pid) 2>/dev/null || true
+	$(PYTHON) hack/demo.py --dir $(DEVCLUSTER_DIR) --down
 	$(PYTHON) hack/devcluster.py down --dir $(DEVCLUSTER_DIR)
 
 clean: down

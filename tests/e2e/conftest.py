@@ -1,0 +1,253 @@
+"""E2E fixtures: the CRD, the scheduler as a real process, NodeIPPools."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kube import Kubectl, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
+SCHEDULER = "ip-scheduler"
+
+
+@pytest.fixture(scope="session")
+def crd(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", str(CRD))
+    kubectl("wait", "--for=condition=Established", "crd/nodeippools.ipscheduler.io", "--timeout=60s")
+
+
+class SchedulerProcess:
+    """``python -m ipscheduler run`` against the dev cluster, logs in a file."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, *extra: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.extra = extra
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> SchedulerProcess:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ipscheduler",
+                    "run",
+                    "--kubeconfig",
+                    str(self.kubeconfig),
+                    *self.extra,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        wait_for(
+            "scheduler start-up reconcile", lambda: self._logged("start-up reconcile", start), timeout=60
+        )
+        return self
+
+    def _logged(self, text: str, offset: int = 0) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"scheduler exited ({self.proc.returncode}):\n{self.log_tail()}")
+        with open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return text.encode() in f.read()
+
+    def log_tail(self, n: int = 40) -> str:
+        return "".join(self.log_path.read_text(errors="replace").splitlines(True)[-n:])
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+
+
+@pytest.fixture
+def scheduler_factory(kubectl: Kubectl, crd: None, tmp_path: Path) -> Iterator[Any]:
+    """Start schedulers on demand; all are stopped at the end of the test."""
+    procs: list[SchedulerProcess] = []
+
+    def start(*extra: str) -> SchedulerProcess:
+        p = SchedulerProcess(kubectl.kubeconfig, tmp_path / f"scheduler-{len(procs)}.log", *extra).start()
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        p.stop()
+
+
+@pytest.fixture(scope="module")
+def scheduler(
+    kubectl: Kubectl, crd: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SchedulerProcess]:
+    """One scheduler for a whole test module."""
+    p = SchedulerProcess(kubectl.kubeconfig, tmp_path_factory.mktemp("scheduler") / "scheduler.log").start()
+    yield p
+    p.stop()
+
+
+class Pools:
+    """Creates NodeIPPools for a test and deletes them afterwards."""
+
+    def __init__(self, kubectl: Kubectl) -> None:
+        self.kubectl = kubectl
+        self.names: list[str] = []
+
+    def create(self, name: str, node: str, addresses: list[str] | None = None, **spec: Any) -> None:
+        body = {
+            "apiVersion": "ipscheduler.io/v1alpha1",
+            "kind": "NodeIPPool",
+            "metadata": {"name": name},
+            "spec": {"nodeName": node, **({"addresses": addresses} if addresses else {}), **spec},
+        }
+        self.kubectl.apply(body)
+        self.names.append(name)
+
+    def get(self, name: str) -> dict[str, Any]:
+        return dict(self.kubectl.json("get", "nodeippool", name))
+
+    def cleanup(self) -> None:
+        if self.names:
+            self.kubectl.run(
+                "delete", "nodeippool", *self.names, "--ignore-not-found", "--wait=true", check=False
+            )
+
+
+@pytest.fixture
+def pools(kubectl: Kubectl, crd: None) -> Iterator[Pools]:
+    p = Pools(kubectl)
+    yield p
+    p.cleanup()
+
+
+@pytest.fixture
+def ns(kubectl: Kubectl, pools: Pools, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace deleted (and waited for) *before* the test's pools go away."""
+    import re
+    import secrets
+
+    name = f"{re.sub(r'[^a-z0-9-]', '-', request.node.name.lower())[:40].strip('-')}-{secrets.token_hex(3)}"
+    kubectl("create", "namespace", name)
+    wait_for(
+        "default ServiceAccount",
+        lambda: kubectl.run("get", "sa", "default", "-n", name, check=False).returncode == 0,
+        timeout=30,
+    )
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=true", "--timeout=90s", check=False)
+
+
+def pods_of(kubectl: Kubectl, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+    args = ["get", "pods", "-n", namespace]
+    if selector:
+        args += ["-l", selector]
+    return list(kubectl.json(*args)["items"])
+
+
+def events_for(
+    kubectl: Kubectl, namespace: str, name: str, reason: str | None = None
+) -> list[dict[str, Any]]:
+    items = kubectl.json("get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")[
+        "items"
+    ]
+    return [e for e in items if reason is None or e.get("reason") == reason]
+
+
+def deployment(name: str, replicas: int, **pod_spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "schedulerName": SCHEDULER,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+                    **pod_spec,
+                },
+            },
+        },
+    }
+
+
+def nodeippools_table(kubectl: Kubectl) -> dict[str, dict[str, str]]:
+    """``kubectl get nodeippools`` parsed: NAME → {column: value}."""
+    out = kubectl("get", "nodeippools")
+    lines = out.splitlines()
+    header = lines[0].split()
+    return {row.split()[0]: dict(zip(header, row.split(), strict=False)) for row in lines[1:]}
+
+
+def consistency_violations(kubectl: Kubectl) -> list[str]:
+    """Invariants between pools and pods of our scheduler (empty list: consistent).
+
+    No address in two allocations; every allocation's pod exists, is not
+    terminal, and (once bound) is on the pool's node with a matching
+    annotation; every bound non-hostNetwork pod of ours has an allocation.
+    """
+    pools = kubectl.json("get", "nodeippools")["items"]
+    pods = kubectl.json("get", "pods", "-A", "--field-selector", f"spec.schedulerName={SCHEDULER}")["items"]
+    by_uid = {p["metadata"]["uid"]: p for p in pods}
+    problems: list[str] = []
+    seen_ip: dict[str, str] = {}
+    allocated: set[str] = set()
+    for pool in pools:
+        pname, node = pool["metadata"]["name"], pool["spec"]["nodeName"]
+        for uid, a in (pool.get("status", {}).get("allocations") or {}).items():
+            allocated.add(uid)
+            ip = a.get("ip")
+            if ip:
+                if ip in seen_ip:
+                    problems.append(f"{ip} held by {seen_ip[ip]} and {a['pod']}")
+                seen_ip[ip] = a["pod"]
+            pod = by_uid.get(uid)
+            if pod is None:
+                problems.append(f"{pname}: allocation of gone pod {a['pod']} ({uid})")
+                continue
+            if pod["status"].get("phase") in ("Succeeded", "Failed"):
+                problems.append(f"{pname}: allocation of terminal pod {a['pod']}")
+            bound_to = pod["spec"].get("nodeName")
+            if bound_to and bound_to != node:
+                problems.append(f"{pname}: pod {a['pod']} is on {bound_to}, pool serves {node}")
+            ann = pod["metadata"].get("annotations") or {}
+            if bound_to and ann.get("ipscheduler.io/ip") != ip:
+                problems.append(f"{pname}: pod {a['pod']} annotation {ann.get('ipscheduler.io/ip')} != {ip}")
+    for uid, pod in by_uid.items():
+        spec, meta = pod["spec"], pod["metadata"]
+        live = pod["status"].get("phase") not in ("Succeeded", "Failed") and not meta.get("deletionTimestamp")
+        if spec.get("nodeName") and not spec.get("hostNetwork") and uid not in allocated and live:
+            problems.append(f"bound pod {meta['namespace']}/{meta['name']} has no allocation")
+    return problems
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, indent=1)[:3000]
+
+
+def settle(seconds: float = 1.0) -> None:
+    time.sleep(seconds)

@@ -1,0 +1,47 @@
+"""State lives in NodeIPPool status: a SIGKILLed scheduler loses nothing on restart."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.e2e.conftest import Pools, SchedulerProcess, consistency_violations, deployment, pods_of
+from tests.kube import Kubectl, wait_for
+
+
+def _bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+
+
+def test_sigkill_delete_and_create_while_down_then_restart(
+    scheduler_factory: Callable[..., SchedulerProcess], kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    for i in (1, 2, 3):
+        pools.create(f"r-node-{i}", f"node-{i}", [f"10.1.{i}.0/29"])  # 6 usable each → 18
+    sched = scheduler_factory()
+    kubectl.apply(deployment("app", 15), ns)
+    wait_for("15 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 15, timeout=90)
+
+    sched.kill()  # SIGKILL: no clean-up of any kind
+    before = _bound(pods_of(kubectl, ns))
+    victims = [p["metadata"]["name"] for p in before[:2]]
+    kubectl("delete", "pod", "-n", ns, *victims, "--wait=true", "--timeout=60s")
+    kubectl("scale", "deployment", "app", "-n", ns, "--replicas=20")
+    # While it is down, the deleted pods' addresses are still recorded: allocations outlive pods.
+    held = sum(len(pools.get(f"r-node-{i}")["status"].get("allocations") or {}) for i in (1, 2, 3))
+    assert held == 15
+
+    scheduler_factory()  # restart: reconcile releases the 2 leaks, then schedules the 7 pending pods
+
+    def settled() -> list[dict[str, Any]] | None:
+        bound = _bound(pods_of(kubectl, ns))
+        return bound if len(bound) == 18 else None
+
+    bound = wait_for("18 bound (all addresses in use)", settled, timeout=90)
+    ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in bound]
+    assert len(set(ips)) == 18, "an address is held twice"
+    wait_for("allocations equal bound pods", lambda: consistency_violations(kubectl) == [], timeout=30)
+    allocs = {uid for i in (1, 2, 3) for uid in (pools.get(f"r-node-{i}")["status"].get("allocations") or {})}
+    assert allocs == {p["metadata"]["uid"] for p in bound}
+    pending = [p for p in pods_of(kubectl, ns) if not p["spec"].get("nodeName")]
+    assert len(pending) == 2

@@ -1,0 +1,243 @@
+"""The scheduler end to end on a real control plane, as a user sees it."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from tests.e2e.conftest import (
+    SCHEDULER,
+    Pools,
+    SchedulerProcess,
+    consistency_violations,
+    deployment,
+    events_for,
+    nodeippools_table,
+    pods_of,
+)
+from tests.kube import Kubectl, pod_manifest, wait_for
+
+POOL_RANGES = {f"node-{i}": f"10.0.{i}.10-10.0.{i}.19" for i in (1, 2, 3)}
+
+
+def _in_range(ip: str, rng: str) -> bool:
+    first, last = (ipaddress.ip_address(x) for x in rng.split("-"))
+    return first <= ipaddress.ip_address(ip) <= last
+
+
+def _running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in pods
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def _pending(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+
+
+def _ip(pod: dict[str, Any]) -> str | None:
+    return (pod["metadata"].get("annotations") or {}).get("ipscheduler.io/ip")
+
+
+def _three_pools(pools: Pools) -> None:
+    for node, rng in POOL_RANGES.items():
+        pools.create(f"pool-{node}", node, [rng])
+
+
+def test_35_replicas_on_3_nodes_x_10_addresses(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    _three_pools(pools)
+    kubectl.apply(deployment("web", 35), ns)
+
+    def settled() -> list[dict[str, Any]] | None:
+        pods = pods_of(kubectl, ns)
+        return pods if len(_running(pods)) == 30 and len(_pending(pods)) == 5 else None
+
+    pods = wait_for("30 Running and 5 Pending", settled, timeout=120)
+    running = _running(pods)
+    ips = [_ip(p) for p in running]
+    assert len(set(ips)) == 30, f"addresses not distinct: {sorted(map(str, ips))}"
+    for p in running:
+        node = p["spec"]["nodeName"]
+        assert _in_range(str(_ip(p)), POOL_RANGES[node]), f"{_ip(p)} not in {node}'s pool"
+        assert p["metadata"]["annotations"]["ipscheduler.io/pool"] == f"pool-{node}"
+    per_node = {n: sum(1 for p in running if p["spec"]["nodeName"] == n) for n in POOL_RANGES}
+    assert per_node == dict.fromkeys(POOL_RANGES, 10)
+
+    pending = _pending(pods)
+    for p in pending:
+        name = p["metadata"]["name"]
+        cond = next(c for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled")
+        assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+        assert cond["message"] == "0/3 nodes are available: 3 node(s) had no free underlay IPs."
+        evs = wait_for(
+            "FailedScheduling event", lambda n=name: events_for(kubectl, ns, n, "FailedScheduling")
+        )
+        assert evs[0]["type"] == "Warning"
+        assert evs[0]["message"] == "0/3 nodes are available: 3 node(s) had no free underlay IPs."
+        assert len(evs) == 1, "events must be deduplicated (count bumped), not one per retry"
+
+    name = running[0]["metadata"]["name"]
+    scheduled = wait_for("Scheduled event", lambda: events_for(kubectl, ns, name, "Scheduled"))
+    assert scheduled[0]["message"] == (
+        f"Successfully assigned {ns}/{name} to {running[0]['spec']['nodeName']} (IP {_ip(running[0])})"
+    )
+
+    table = nodeippools_table(kubectl)
+    for node in POOL_RANGES:
+        row = table[f"pool-{node}"]
+        assert (row["NODE"], row["CAPACITY"], row["ALLOCATED"], row["FREE"]) == (node, "10", "10", "0")
+    assert consistency_violations(kubectl) == []
+
+    # Delete 3 running pods: the freed addresses go to the replacements/pending pods at once.
+    victims = [p["metadata"]["name"] for p in running[:3]]
+    freed = {_ip(p) for p in running[:3]}
+    kubectl("delete", "pod", "-n", ns, *victims, "--wait=false")
+
+    def replaced() -> list[dict[str, Any]] | None:
+        ps = _running(pods_of(kubectl, ns))
+        return ps if len(ps) == 30 and not any(p["metadata"]["name"] in victims for p in ps) else None
+
+    pods = wait_for("30 Running again", replaced, timeout=60)
+    new_ips = {_ip(p) for p in _running(pods)}
+    assert freed <= new_ips, "freed addresses were reused"
+    assert len(new_ips) == 30
+    wait_for("consistent pools", lambda: consistency_violations(kubectl) == [], timeout=30)
+
+
+def test_pods_of_other_schedulers_are_untouched(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    _three_pools(pools)
+    kubectl.create(pod_manifest("foreign", scheduler="someone-else"), ns)
+    kubectl.create(pod_manifest("ours", scheduler=SCHEDULER), ns)
+    wait_for("our pod bound", lambda: kubectl.json("get", "pod", "ours", "-n", ns)["spec"].get("nodeName"))
+    foreign = kubectl.json("get", "pod", "foreign", "-n", ns)
+    assert not foreign["spec"].get("nodeName")
+    assert not (foreign["metadata"].get("annotations") or {})
+    assert not foreign["metadata"].get("finalizers")
+    assert not [c for c in foreign["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+    assert events_for(kubectl, ns, "foreign") == []
+    ours = kubectl.json("get", "pod", "ours", "-n", ns)
+    assert not ours["metadata"].get("finalizers")
+    assert not [k for k in ours["metadata"].get("annotations", {}) if k.startswith("kopf.")]
+
+
+def test_host_network_pod_takes_no_address(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("pool-hn", "node-1", ["10.0.9.1-10.0.9.2"])
+    kubectl.create(pod_manifest("hostnet", scheduler=SCHEDULER, hostNetwork=True), ns)
+    pod = wait_for(
+        "bound", lambda: (p := kubectl.json("get", "pod", "hostnet", "-n", ns))["spec"].get("nodeName") and p
+    )
+    assert "ipscheduler.io/ip" not in (pod["metadata"].get("annotations") or {})
+    assert pools.get("pool-hn")["status"].get("allocated", 0) == 0
+
+
+def test_taints_and_node_selector_are_respected(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    _three_pools(pools)
+    kubectl("taint", "node", "node-3", "dedicated=infra:NoSchedule")
+    try:
+        kubectl.apply(deployment("spread", 6), ns)
+        pods = wait_for(
+            "6 bound",
+            lambda: (
+                (ps := pods_of(kubectl, ns, "app=spread"))
+                and all(p["spec"].get("nodeName") for p in ps)
+                and len(ps) == 6
+                and ps
+            ),
+            timeout=60,
+        )
+        assert {p["spec"]["nodeName"] for p in pods} <= {"node-1", "node-2"}
+        kubectl.create(
+            pod_manifest("pinned", scheduler=SCHEDULER, nodeSelector={"kubernetes.io/hostname": "node-2"}), ns
+        )
+        pinned = wait_for(
+            "pinned bound", lambda: kubectl.json("get", "pod", "pinned", "-n", ns)["spec"].get("nodeName")
+        )
+        assert pinned == "node-2"
+        kubectl.create(
+            pod_manifest("nowhere", scheduler=SCHEDULER, nodeSelector={"kubernetes.io/hostname": "node-3"}),
+            ns,
+        )
+        ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "nowhere", "FailedScheduling"))
+        assert ev[0]["message"] == (
+            "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
+            "2 node(s) didn't match Pod's node affinity/selector."
+        )
+    finally:
+        kubectl("taint", "node", "node-3", "dedicated=infra:NoSchedule-")
+
+
+def test_count_only_pool(scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str) -> None:
+    pools.create("slots", "node-1", capacity=2)
+    sel = {"kubernetes.io/hostname": "node-1"}
+    for i in range(3):
+        kubectl.create(pod_manifest(f"slot-{i}", scheduler=SCHEDULER, nodeSelector=sel), ns)
+    wait_for("2 bound", lambda: len([p for p in pods_of(kubectl, ns) if p["spec"].get("nodeName")]) == 2)
+    pods = pods_of(kubectl, ns)
+    bound = [p for p in pods if p["spec"].get("nodeName")]
+    assert all(p["metadata"]["annotations"]["ipscheduler.io/pool"] == "slots" for p in bound)
+    assert all("ipscheduler.io/ip" not in p["metadata"]["annotations"] for p in bound)
+    status = pools.get("slots")["status"]
+    assert (status["capacity"], status["allocated"], status["free"]) == (2, 2, 0)
+    assert all("ip" not in a for a in status["allocations"].values())
+    waiting = next(p for p in pods if not p["spec"].get("nodeName"))["metadata"]["name"]
+    ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, waiting, "FailedScheduling"))
+    assert "1 node(s) had no free underlay IPs" in ev[0]["message"]
+
+
+def test_invalid_pools_are_flagged_and_overlaps_handed_to_nobody(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("ghost", "node-404", ["10.0.50.1"])
+    pools.create("a", "node-1", ["10.0.60.1-10.0.60.2"])
+    pools.create("b", "node-1", ["10.0.60.2-10.0.60.3"])
+
+    def ready(name: str) -> dict[str, Any] | None:
+        conds = pools.get(name).get("status", {}).get("conditions") or []
+        return next((c for c in conds if c["type"] == "Ready"), None)
+
+    ghost = wait_for("ghost flagged", lambda: (c := ready("ghost")) and c["status"] == "False" and c)
+    assert ghost["reason"] == "NodeNotFound" and "node-404" in ghost["message"]
+    a = wait_for("conflict flagged", lambda: (c := ready("a")) and c["reason"] == "AddressConflict" and c)
+    assert "10.0.60.2" in a["message"] and "b" in a["message"]
+    ev = wait_for(
+        "Warning event",
+        lambda: [
+            e
+            for e in kubectl.json("get", "events", "-n", "default")["items"]
+            if e["involvedObject"].get("name") == "ghost" and e["reason"] == "NodeNotFound"
+        ],
+    )
+    assert ev[0]["type"] == "Warning"
+    # A schema-invalid entry is rejected by the API server with a clear message.
+    bad = kubectl.run(
+        "apply",
+        "-f",
+        "-",
+        check=False,
+        stdin='{"apiVersion": "ipscheduler.io/v1alpha1", '
+        '"kind": "NodeIPPool", "metadata": {"name": "bad"}, "spec": {"nodeName": "node-1", '
+        '"addresses": ["not an ip"]}}',
+    )
+    assert bad.returncode != 0 and "spec.addresses[0]" in bad.stderr
+    # Pods pinned to node-1 get only the non-shared addresses (.1 from a, .3 from b).
+    sel = {"kubernetes.io/hostname": "node-1"}
+    for i in range(3):
+        kubectl.create(pod_manifest(f"p{i}", scheduler=SCHEDULER, nodeSelector=sel), ns)
+    wait_for(
+        "2 bound",
+        lambda: len([p for p in pods_of(kubectl, ns) if p["spec"].get("nodeName")]) == 2,
+        timeout=60,
+    )
+    ips = sorted(_ip(p) or "" for p in pods_of(kubectl, ns) if p["spec"].get("nodeName"))
+    assert ips == ["10.0.60.1", "10.0.60.3"]
+    assert scheduler.proc is not None and scheduler.proc.poll() is None

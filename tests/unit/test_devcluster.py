@@ -1,0 +1,67 @@
+"""Pure parts of hack/devcluster.py (no processes started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import devcluster
+
+
+def test_cache_dir_respects_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("IPSCHEDULER_BIN_DIR", raising=False)
+    assert devcluster.bin_dir() == tmp_path / "ipscheduler" / f"k8s-{devcluster.K8S_VERSION}" / "bin"
+
+
+@pytest.mark.parametrize(
+    ("index", "zone"),
+    [(1, "zone-a"), (2, "zone-b"), (3, "zone-a"), (4, "zone-b")],
+    ids=["n1", "n2", "n3", "n4"],
+)
+def test_node_manifest_is_realistic(index: int, zone: str) -> None:
+    node = devcluster.Cluster.node_manifest(index)
+    assert node["metadata"]["name"] == f"node-{index}"
+    labels = node["metadata"]["labels"]
+    assert labels["kubernetes.io/hostname"] == f"node-{index}"
+    assert labels["topology.kubernetes.io/zone"] == zone
+    assert node["status"]["allocatable"] | {} == {
+        "cpu": "8",
+        "memory": "32Gi",
+        "pods": "110",
+        "ephemeral-storage": "100Gi",
+    }
+    assert "taints" not in node["spec"]
+    assert node["metadata"]["annotations"][devcluster.KWOK_ANNOTATION] == "fake"
+
+
+def test_missing_go_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("IPSCHEDULER_BIN_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(devcluster.DevclusterError) as err:
+        devcluster.ensure_binaries()
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert "no Go toolchain" in msg and "kube-apiserver" in msg
+
+
+def test_present_binaries_need_no_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in devcluster.ALL_BINARIES:
+        exe = tmp_path / name
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    monkeypatch.setenv("IPSCHEDULER_BIN_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", "/nonexistent")  # would fail if it tried to build
+    assert devcluster.ensure_binaries() == tmp_path
+
+
+def test_pid_alive_checks_the_command_line() -> None:
+    import os
+    import sys
+
+    assert devcluster.pid_alive(os.getpid(), sys.executable) or devcluster.pid_alive(
+        os.getpid(), Path(sys.executable).resolve().as_posix()
+    )
+    assert not devcluster.pid_alive(os.getpid(), "/bin/not-this-program")
+    assert not devcluster.pid_alive(2**22 + 12345, "/bin/sh")
