@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ipscheduler.addresses import AddressError, AddressSet
+from ipscheduler.addresses import AddressError, AddressSet, canonical
 from ipscheduler.models import Allocation, Condition, NodeIPPoolSpec, NodeIPPoolStatus
 
 MAX_REPORTED = 2**31 - 1
@@ -73,6 +73,8 @@ class PoolView:
             cap = spec.capacity
             if spec.addresses:
                 addresses = AddressSet.from_entries(spec.addresses, spec.exclude)
+            elif spec.exclude:
+                AddressSet.from_entries([], spec.exclude)  # validate: a bad entry is a spec error
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])
@@ -117,10 +119,18 @@ class PoolView:
         return max(0, self.capacity(blocked) - len(self.allocations))
 
     def holder_of(self, ip: str) -> str | None:
-        """The pod UID holding ``ip`` in this pool, if any."""
+        """The pod UID holding ``ip`` (any spelling of the address) in this pool, if any."""
+        want = _canonical_or_none(ip)
         for uid, a in self.allocations.items():
-            if a.ip == ip:
+            if a.ip is not None and _canonical_or_none(a.ip) == want:
                 return uid
+        return None
+
+
+def _canonical_or_none(ip: str) -> str | None:
+    try:
+        return canonical(ip)
+    except AddressError:
         return None
 
 
@@ -341,6 +351,10 @@ def adopt(
     if uid in pool.allocations:
         return None
     if ip is not None:
+        try:
+            ip = canonical(ip)
+        except AddressError as e:
+            raise AdoptConflict(f"annotation address {ip!r} is not an IP") from e
         holder = pool.holder_of(ip)
         if holder is not None:
             raise AdoptConflict(f"address {ip} of pool {pool.name} is already held by pod UID {holder}")

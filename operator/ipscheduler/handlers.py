@@ -51,8 +51,8 @@ async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
     cfg: RunConfig = memo.config
     conf = await load_client_config(cfg.kubeconfig)
     memo.client_config = conf
-    header: Any = conf.get_api_key_with_prefix("BearerToken") or conf.get_api_key_with_prefix("authorization")
-    if asyncio.iscoroutine(header):
+    header: Any = conf.get_api_key_with_prefix("BearerToken")
+    if asyncio.iscoroutine(header):  # async since kubernetes-asyncio 33.3
         header = await header
     scheme, token = None, None
     if header:

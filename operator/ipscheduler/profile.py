@@ -90,7 +90,7 @@ class Profile:
         diagnosis = Diagnosis(num_all_nodes=len(nodes))
         for plugin in self.pre_filter:
             st = plugin.pre_filter(state, pod, nodes)
-            if not st.is_success():
+            if not st.is_success() and st.code is not Code.SKIP:
                 diagnosis.pre_filter = st
                 return [], diagnosis
         feasible = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import heapq
 import itertools
 import time
@@ -145,7 +146,11 @@ class SchedulingQueue:
             self._backoff[uid].pod = pod
             return
         if uid in self._unschedulable:
-            qp, _ = self._unschedulable.pop(uid)
+            qp, _ = self._unschedulable[uid]
+            if dataclasses.replace(qp.pod, resource_version=pod.resource_version) == pod:
+                qp.pod = pod  # status-only update (e.g. our own condition patch): stay parked
+                return
+            del self._unschedulable[uid]
             qp.pod = pod
             self._requeue(qp)
             return
@@ -155,6 +160,7 @@ class SchedulingQueue:
     def delete(self, uid: str) -> None:
         """Forget a pod (deleted, bound, terminal, or gated)."""
         self._active_uids.pop(uid, None)  # its heap entry is skipped lazily by pop
+        self._in_flight.pop(uid, None)  # a failed attempt of a deleted pod is not re-queued
         self._backoff.pop(uid, None)
         self._unschedulable.pop(uid, None)
 
@@ -172,7 +178,8 @@ class SchedulingQueue:
         problem: the pod goes to backoffQ. A fit failure parks it as
         unschedulable unless a move request arrived during its cycle.
         """
-        self._in_flight.pop(qp.pod.uid, None)
+        if self._in_flight.pop(qp.pod.uid, None) is None:
+            return  # deleted (or bound) while it was being scheduled
         qp.timestamp = self._clock()
         if error or self._move_request_cycle >= qp.cycle:
             self._backoff[qp.pod.uid] = qp

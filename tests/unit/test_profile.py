@@ -1,0 +1,383 @@
+"""Unit tests for ipscheduler.profile: Diagnosis messages and the extension-point runners."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pytest
+
+from ipscheduler.framework import Code, CycleState, Status, default_normalize
+from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.plugins.queuesort import PrioritySort
+from ipscheduler.profile import Diagnosis, Profile
+
+TAINT = "node(s) had untolerated taint {a: b}"
+NO_IP = "node(s) had no free underlay IPs"
+POD = PodInfo(uid="uid-1", namespace="ns", name="pod")
+
+
+def nodes(*names: str) -> dict[str, NodeInfo]:
+    return {n: NodeInfo(name=n, ready=True) for n in names}
+
+
+# --------------------------------------------------------------------------- Diagnosis.message
+
+MESSAGE_CASES = [
+    # (num_all_nodes, node name → status, pre_filter, expected message)
+    (
+        3,
+        {
+            "n1": Status.unschedulable(TAINT),
+            "n2": Status.unschedulable(NO_IP),
+            "n3": Status.unschedulable(NO_IP),
+        },
+        None,
+        "0/3 nodes are available: 1 node(s) had untolerated taint {a: b}, "
+        "2 node(s) had no free underlay IPs.",
+    ),
+    (0, {}, None, "no nodes available to schedule pods"),
+    (0, {}, Status.unschedulable("pod has unbound PVC"), "no nodes available to schedule pods"),
+    (
+        12,
+        {
+            **{f"a{i}": Status.unschedulable("node(s) y") for i in range(10)},
+            "b1": Status.unschedulable("node(s) x"),
+            "b2": Status.unschedulable("node(s) x"),
+        },
+        None,
+        "0/12 nodes are available: 10 node(s) y, 2 node(s) x.",
+    ),
+    (
+        2,
+        {"n1": Status.unschedulable("node(s) b", "node(s) a"), "n2": Status.unschedulable("node(s) a")},
+        None,
+        "0/2 nodes are available: 1 node(s) b, 2 node(s) a.",
+    ),
+    (
+        3,
+        {"n1": Status.unschedulable(NO_IP)},
+        Status.unschedulable("pod has unbound PVC"),
+        "0/3 nodes are available: 3 pod has unbound PVC.",
+    ),
+    (
+        4,
+        {
+            "n1": Status.unschedulable(NO_IP),
+            "n2": Status.unresolvable("node(s) didn't match Pod's node affinity"),
+        },
+        None,
+        "0/4 nodes are available: 1 node(s) didn't match Pod's node affinity, "
+        "1 node(s) had no free underlay IPs.",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("num", "statuses", "pre_filter", "expected"),
+    MESSAGE_CASES,
+    ids=[
+        "kube-scheduler-example",
+        "zero-nodes",
+        "zero-nodes-with-prefilter",
+        "sorted-as-strings-10-before-2",
+        "several-reasons-per-node",
+        "prefilter-counts-for-every-node",
+        "fewer-statuses-than-nodes",
+    ],
+)
+def test_diagnosis_message(
+    num: int, statuses: dict[str, Status], pre_filter: Status | None, expected: str
+) -> None:
+    d = Diagnosis(node_to_status=statuses, pre_filter=pre_filter, num_all_nodes=num)
+    assert d.message() == expected
+
+
+def test_histogram() -> None:
+    d = Diagnosis(
+        node_to_status={"n1": Status.unschedulable(TAINT), "n2": Status.unschedulable(NO_IP, TAINT)},
+        num_all_nodes=2,
+    )
+    assert d.histogram() == {TAINT: 2, NO_IP: 1}
+    d.pre_filter = Status.unschedulable("x")
+    assert d.histogram() == {"x": 2}
+
+
+# --------------------------------------------------------------------------- fake plugins
+
+
+@dataclass
+class FakePreFilter:
+    name: str
+    result: Status = field(default_factory=Status.success)
+    calls: list[str] = field(default_factory=list)
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
+        self.calls.append(",".join(sorted(nodes)))
+        return self.result
+
+
+@dataclass
+class FakeFilter:
+    """Rejects the nodes in ``reject`` with ``reason``; records (plugin, node) calls in ``log``."""
+
+    name: str
+    reject: set[str]
+    reason: str
+    log: list[tuple[str, str]]
+    set_plugin: bool = False
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        self.log.append((self.name, node.name))
+        if node.name in self.reject:
+            return Status.unschedulable(self.reason, plugin="SelfNamed" if self.set_plugin else "")
+        return Status.success()
+
+
+@dataclass
+class FakeScore:
+    name: str
+    raw: dict[str, int]
+    reverse: bool = False
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return self.raw[node.name]
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        default_normalize(scores, reverse=self.reverse)
+
+
+@dataclass
+class FakeReserve:
+    name: str
+    log: list[str]
+    result: Status = field(default_factory=Status.success)
+    boom: bool = False
+
+    async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        self.log.append(f"reserve {self.name}")
+        if self.boom:
+            raise RuntimeError("kaput")
+        return self.result
+
+    async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
+        self.log.append(f"unreserve {self.name}")
+
+
+@dataclass
+class FakeBind:
+    name: str
+    log: list[str]
+    result: Status
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        self.log.append(self.name)
+        return self.result
+
+
+def profile(**kw: object) -> Profile:
+    return Profile(scheduler_name="ipscheduler", queue_sort=PrioritySort(), **kw)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- find_feasible
+
+
+def test_find_feasible_stops_at_first_failing_filter_per_node() -> None:
+    log: list[tuple[str, str]] = []
+    f1 = FakeFilter("F1", {"n1"}, TAINT, log)
+    f2 = FakeFilter("F2", {"n1", "n2"}, NO_IP, log)
+    f3 = FakeFilter("F3", {"n3"}, "node(s) z", log, set_plugin=True)
+    p = profile(filter=[f1, f2, f3])
+    feasible, diag = p.find_feasible(CycleState(), POD, nodes("n1", "n2", "n3", "n4"))
+    assert [n.name for n in feasible] == ["n4"]
+    assert log == [
+        ("F1", "n1"),
+        ("F1", "n2"),
+        ("F2", "n2"),
+        ("F1", "n3"),
+        ("F2", "n3"),
+        ("F3", "n3"),
+        ("F1", "n4"),
+        ("F2", "n4"),
+        ("F3", "n4"),
+    ]
+    assert diag.node_to_status == {
+        "n1": Status(Code.UNSCHEDULABLE, (TAINT,), "F1"),
+        "n2": Status(Code.UNSCHEDULABLE, (NO_IP,), "F2"),
+        "n3": Status(Code.UNSCHEDULABLE, ("node(s) z",), "SelfNamed"),
+    }
+    assert diag.pre_filter is None
+    assert diag.num_all_nodes == 4
+    assert diag.message() == (
+        "0/4 nodes are available: 1 node(s) had no free underlay IPs, "
+        "1 node(s) had untolerated taint {a: b}, 1 node(s) z."
+    )
+
+
+def test_find_feasible_all_pass() -> None:
+    log: list[tuple[str, str]] = []
+    p = profile(filter=[FakeFilter("F1", set(), TAINT, log)])
+    feasible, diag = p.find_feasible(CycleState(), POD, nodes("n1", "n2"))
+    assert [n.name for n in feasible] == ["n1", "n2"]
+    assert diag.node_to_status == {}
+
+
+@pytest.mark.parametrize(
+    "rejection",
+    [Status.unschedulable("pod has unbound PVC"), Status.error("pod has unbound PVC")],
+    ids=["unschedulable", "error"],
+)
+def test_pre_filter_rejection_fails_every_node(rejection: Status) -> None:
+    log: list[tuple[str, str]] = []
+    pf1 = FakePreFilter("P1")
+    pf2 = FakePreFilter("P2", rejection)
+    pf3 = FakePreFilter("P3")
+    p = profile(pre_filter=[pf1, pf2, pf3], filter=[FakeFilter("F1", set(), TAINT, log)])
+    feasible, diag = p.find_feasible(CycleState(), POD, nodes("n1", "n2", "n3"))
+    assert feasible == []
+    assert log == []  # no Filter ran
+    assert pf1.calls == ["n1,n2,n3"]
+    assert pf3.calls == []
+    assert diag.pre_filter == rejection
+    assert diag.histogram() == {"pod has unbound PVC": 3}
+    assert diag.message() == "0/3 nodes are available: 3 pod has unbound PVC."
+
+
+def test_find_feasible_no_nodes() -> None:
+    feasible, diag = profile().find_feasible(CycleState(), POD, {})
+    assert feasible == []
+    assert diag.message() == "no nodes available to schedule pods"
+
+
+# --------------------------------------------------------------------------- scores
+
+SCORE_CASES = [
+    # (raw per plugin, weights, reverse per plugin, expected normalized, expected totals)
+    (
+        {"A": {"n1": 10, "n2": 5, "n3": 0}},
+        {"A": 1},
+        {"A": False},
+        {"A": {"n1": 100, "n2": 50, "n3": 0}},
+        {"n1": 100, "n2": 50, "n3": 0},
+    ),
+    (
+        {"A": {"n1": 10, "n2": 5, "n3": 0}},
+        {"A": 1},
+        {"A": True},
+        {"A": {"n1": 0, "n2": 50, "n3": 100}},
+        {"n1": 0, "n2": 50, "n3": 100},
+    ),
+    (
+        {"A": {"n1": 4, "n2": 2, "n3": 1}, "B": {"n1": 0, "n2": 3, "n3": 3}},
+        {"A": 1, "B": 2},
+        {"A": False, "B": False},
+        {"A": {"n1": 100, "n2": 50, "n3": 25}, "B": {"n1": 0, "n2": 100, "n3": 100}},
+        {"n1": 100, "n2": 250, "n3": 225},
+    ),
+    (
+        {"A": {"n1": 0, "n2": 0}},
+        {"A": 3},
+        {"A": False},
+        {"A": {"n1": 0, "n2": 0}},
+        {"n1": 0, "n2": 0},
+    ),
+    (
+        {"A": {"n1": 3, "n2": 1}},
+        {"A": 0},
+        {"A": False},
+        {"A": {"n1": 100, "n2": 33}},
+        {"n1": 0, "n2": 0},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "weights", "reverse", "normalized", "totals"),
+    SCORE_CASES,
+    ids=["one-plugin", "reversed", "two-plugins-weighted", "all-zero", "weight-zero"],
+)
+def test_run_scores_and_total_scores(
+    raw: dict[str, dict[str, int]],
+    weights: dict[str, int],
+    reverse: dict[str, bool],
+    normalized: dict[str, dict[str, int]],
+    totals: dict[str, int],
+) -> None:
+    plugins = [(FakeScore(name, scores, reverse[name]), weights[name]) for name, scores in raw.items()]
+    p = profile(score=plugins)
+    node_list = list(nodes(*next(iter(raw.values()))).values())
+    per_plugin = p.run_scores(CycleState(), POD, node_list)
+    assert per_plugin == normalized
+    assert p.total_scores(per_plugin, node_list) == totals
+
+
+def test_run_scores_rejects_out_of_range() -> None:
+    class Bad:
+        name = "Bad"
+
+        def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+            return 500
+
+        def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+            pass
+
+    p = profile(score=[(Bad(), 1)])
+    with pytest.raises(ValueError, match="Bad"):
+        p.run_scores(CycleState(), POD, list(nodes("n1").values()))
+
+
+# --------------------------------------------------------------------------- reserve
+
+
+async def test_run_reserve_failure_unreserves_all_in_reverse_order() -> None:
+    log: list[str] = []
+    failure = Status.unschedulable(NO_IP, plugin="B")
+    plugins = [FakeReserve("A", log), FakeReserve("B", log, failure), FakeReserve("C", log)]
+    p = profile(reserve=plugins)
+    st = await p.run_reserve(CycleState(), POD, NodeInfo(name="n1"))
+    assert st == failure
+    assert log == ["reserve A", "reserve B", "unreserve C", "unreserve B", "unreserve A"]
+
+
+async def test_run_reserve_exception_becomes_error_and_unreserves() -> None:
+    log: list[str] = []
+    plugins = [FakeReserve("A", log), FakeReserve("B", log, boom=True)]
+    p = profile(reserve=plugins)
+    st = await p.run_reserve(CycleState(), POD, NodeInfo(name="n1"))
+    assert st.code is Code.ERROR
+    assert st.plugin == "B"
+    assert "kaput" in st.message
+    assert log == ["reserve A", "reserve B", "unreserve B", "unreserve A"]
+
+
+async def test_run_reserve_success_does_not_unreserve() -> None:
+    log: list[str] = []
+    p = profile(reserve=[FakeReserve("A", log), FakeReserve("B", log)])
+    st = await p.run_reserve(CycleState(), POD, NodeInfo(name="n1"))
+    assert st.is_success()
+    assert log == ["reserve A", "reserve B"]
+
+
+# --------------------------------------------------------------------------- bind
+
+BIND_CASES = [
+    # (binder results in order, expected calls, expected code)
+    ([Status.skip(), Status.success(), Status.success()], ["B0", "B1"], Code.SUCCESS),
+    ([Status.success(), Status.skip()], ["B0"], Code.SUCCESS),
+    ([Status.skip(), Status.error("boom")], ["B0", "B1"], Code.ERROR),
+    ([Status.skip(), Status.skip()], ["B0", "B1"], Code.ERROR),
+    ([], [], Code.ERROR),
+]
+
+
+@pytest.mark.parametrize(
+    ("results", "calls", "code"),
+    BIND_CASES,
+    ids=["skip-then-bind", "first-binds", "skip-then-error", "all-skip", "no-binders"],
+)
+async def test_run_bind_skips_plugins_that_skip(results: list[Status], calls: list[str], code: Code) -> None:
+    log: list[str] = []
+    p = profile(bind=[FakeBind(f"B{i}", log, r) for i, r in enumerate(results)])
+    st = await p.run_bind(CycleState(), POD, NodeInfo(name="n1"))
+    assert log == calls
+    assert st.code is code

@@ -1,0 +1,486 @@
+"""Unit tests for the UnderlayIP plugin over a real ClusterCache and an in-memory pool writer."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ipscheduler.allocator import PoolContext, PoolView
+from ipscheduler.cache import ClusterCache
+from ipscheduler.framework import Code, CycleState, Status
+from ipscheduler.models import Allocation, NodeIPPoolStatus
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, NodeInfo, PodInfo
+from ipscheduler.plugins.underlayip import (
+    BIND_ANNOTATIONS,
+    ERR_NO_FREE,
+    ERR_NO_POOL,
+    NAME,
+    UnderlayIP,
+    allocated_ip,
+)
+
+SINCE = "2024-01-01T00:00:00Z"
+NODES = ("node-a", "node-b", "node-c")
+
+Mutate = Callable[[PoolView, PoolContext], NodeIPPoolStatus | None]
+
+
+def alloc(ip: str | None, pod: str = "ns/other", phase: str = "Bound") -> dict[str, Any]:
+    out: dict[str, Any] = {"pod": pod, "phase": phase, "since": SINCE}
+    if ip is not None:
+        out["ip"] = ip
+    return out
+
+
+def pool(
+    name: str,
+    node: str = "node-a",
+    addresses: list[str] | None = None,
+    capacity: int | None = None,
+    allocations: dict[str, Any] | None = None,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeName": node}
+    if addresses is not None:
+        spec["addresses"] = addresses
+    if capacity is not None:
+        spec["capacity"] = capacity
+    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "resourceVersion": "10", "generation": 1}
+    if deleting:
+        meta["deletionTimestamp"] = SINCE
+    return {"metadata": meta, "spec": spec, "status": {"allocations": allocations or {}}}
+
+
+class FakeWriter:
+    """api.PoolWriter without I/O: mutate the cached pool, store the result as a fresh pool."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+        self.writes: list[str] = []
+
+    async def update(self, name: str, mutate: Mutate) -> PoolView | None:
+        current = self.cache.pool(name)
+        if current is None:
+            return None
+        status = mutate(current, self.cache.context(current))
+        if status is None:
+            return current
+        written = dataclasses.replace(
+            current, resource_version=str(int(current.resource_version) + 1), status=status
+        )
+        self.cache.store_fresh(written)
+        self.writes.append(name)
+        return written
+
+
+class Env:
+    def __init__(self, pools: list[dict[str, Any]], strategy: str = "spread", nodes: tuple[str, ...] = NODES):
+        self.cache = ClusterCache()
+        node_index = {n: [NodeInfo(name=n, ready=True)] for n in nodes}
+        pool_index = {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in pools}
+        self.cache.attach(node_index, pool_index)
+        self.writer = FakeWriter(self.cache)
+        self.plugin = UnderlayIP(self.cache, self.writer, strategy)  # type: ignore[arg-type]
+
+    def node(self, name: str) -> NodeInfo:
+        got = self.cache.node(name)
+        assert got is not None
+        return got
+
+    def pre_filter(self, pod: PodInfo) -> CycleState:
+        state = CycleState()
+        assert self.plugin.pre_filter(state, pod, self.cache.nodes()).is_success()
+        return state
+
+    def allocations(self, name: str) -> dict[str, tuple[str | None, str]]:
+        p = self.cache.pool(name)
+        assert p is not None
+        return {uid: (a.ip, a.phase) for uid, a in p.allocations.items()}
+
+
+POD = PodInfo(uid="uid-me", namespace="ns", name="me")
+HOST_POD = dataclasses.replace(POD, host_network=True)
+
+
+# --------------------------------------------------------------------------- filter
+
+FULL = {"x": alloc("10.0.0.1"), "y": alloc("10.0.0.2")}
+
+FILTER_CASES = [
+    # (pools, node, expected reasons: () means success)
+    ([], "node-a", (ERR_NO_POOL,)),
+    ([pool("p", node="node-b", addresses=["10.0.0.1"])], "node-a", (ERR_NO_POOL,)),
+    ([pool("p", addresses=["10.0.0.1-10.0.0.2"])], "node-a", ()),
+    ([pool("p", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL)], "node-a", (ERR_NO_FREE,)),
+    ([pool("p", addresses=["10.0.0.300"])], "node-a", (ERR_NO_FREE,)),
+    ([pool("p", addresses=["10.0.0.1"], deleting=True)], "node-a", (ERR_NO_FREE,)),
+    ([pool("p", addresses=["10.0.0.1-10.0.0.4"], capacity=0)], "node-a", (ERR_NO_FREE,)),
+    (
+        [
+            pool(
+                "p",
+                addresses=["10.0.0.1-10.0.0.2"],
+                allocations={"x": alloc("10.0.0.1"), "uid-me": alloc("10.0.0.2")},
+            )
+        ],
+        "node-a",
+        (),
+    ),
+    ([pool("p", capacity=2, allocations={"x": alloc(None)})], "node-a", ()),
+    ([pool("p", capacity=1, allocations={"x": alloc(None)})], "node-a", (ERR_NO_FREE,)),
+    ([pool("p")], "node-a", (ERR_NO_FREE,)),
+    (
+        [
+            pool("p1", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL),
+            pool("p2", addresses=["10.0.1.1"], allocations={"z": alloc("10.0.1.1")}),
+        ],
+        "node-a",
+        (ERR_NO_FREE,),
+    ),
+    (
+        [
+            pool("p1", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL),
+            pool("p2", addresses=["10.0.1.1"]),
+        ],
+        "node-a",
+        (),
+    ),
+    (
+        [
+            pool("p1", addresses=["10.0.0.1-10.0.0.4"]),
+            pool("p2", node="node-b", addresses=["10.0.0.1-10.0.0.4"]),
+        ],
+        "node-a",
+        (ERR_NO_FREE,),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pools", "node", "reasons"),
+    FILTER_CASES,
+    ids=[
+        "no-pools-at-all",
+        "pool-on-other-node",
+        "free-address",
+        "full",
+        "invalid-spec",
+        "deleting",
+        "capacity-zero",
+        "pod-holds-address-in-full-pool",
+        "count-only-free-slot",
+        "count-only-full",
+        "count-only-no-capacity",
+        "two-pools-both-full",
+        "two-pools-one-free",
+        "all-addresses-conflict-with-other-pool",
+    ],
+)
+def test_filter(pools: list[dict[str, Any]], node: str, reasons: tuple[str, ...]) -> None:
+    env = Env(pools)
+    state = env.pre_filter(POD)
+    st = env.plugin.filter(state, POD, env.node(node))
+    if reasons:
+        assert st == Status(Code.UNSCHEDULABLE, reasons, NAME)
+    else:
+        assert st.is_success()
+
+
+def test_host_network_pod_passes_everything_and_reserves_nothing() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL)])
+    state = CycleState()
+    assert env.plugin.pre_filter(state, HOST_POD, env.cache.nodes()).is_success()
+    assert list(state) == []
+    for node in NODES:  # node-a is full, the others have no pool at all
+        assert env.plugin.filter(state, HOST_POD, env.node(node)).is_success()
+        assert env.plugin.score(state, HOST_POD, env.node(node)) == 0
+
+
+async def test_host_network_pod_binding_cycle_writes_nothing() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
+    state = CycleState()
+    node = env.node("node-a")
+    assert (await env.plugin.reserve(state, HOST_POD, node)).is_success()
+    assert (await env.plugin.pre_bind(state, HOST_POD, node)).is_success()
+    await env.plugin.post_bind(state, HOST_POD, node)
+    await env.plugin.unreserve(state, HOST_POD, node)
+    assert env.writer.writes == []
+    assert BIND_ANNOTATIONS not in state
+    assert allocated_ip(state) is None
+    assert env.allocations("p") == {}
+
+
+# --------------------------------------------------------------------------- score
+
+
+def test_several_pools_on_one_node_add_up() -> None:
+    env = Env(
+        [
+            pool("p1", addresses=["10.0.0.1-10.0.0.4"], allocations={"x": alloc("10.0.0.1")}),
+            pool("p2", addresses=["10.0.1.1-10.0.1.2"]),
+            pool("p3", capacity=5, allocations={"y": alloc(None), "z": alloc(None)}),
+            pool("p4", addresses=["10.0.2.1"], deleting=True),
+            pool("p5", node="node-b", addresses=["10.0.3.1"]),
+        ]
+    )
+    state = env.pre_filter(POD)
+    assert env.plugin.score(state, POD, env.node("node-a")) == 3 + 2 + 3
+    assert env.plugin.score(state, POD, env.node("node-b")) == 1
+    assert env.plugin.score(state, POD, env.node("node-c")) == 0
+
+
+def test_score_counts_the_pods_own_allocation_as_free() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.3"], allocations={"uid-me": alloc("10.0.0.1")})])
+    state = env.pre_filter(POD)
+    assert env.plugin.score(state, POD, env.node("node-a")) == 3
+    other = PodInfo(uid="uid-other", namespace="ns", name="other")
+    assert env.plugin.score(env.pre_filter(other), other, env.node("node-a")) == 2
+
+
+SCORE_CASES = [
+    # (strategy, expected normalized scores) for node-a: 8 free, node-b: 2 free, node-c: 4 free
+    ("spread", {"node-a": 100, "node-b": 25, "node-c": 50}),
+    ("binpack", {"node-a": 0, "node-b": 75, "node-c": 50}),
+]
+
+
+@pytest.mark.parametrize(("strategy", "expected"), SCORE_CASES, ids=["spread", "binpack"])
+def test_score_and_normalize(strategy: str, expected: dict[str, int]) -> None:
+    env = Env(
+        [
+            pool("pa", node="node-a", addresses=["10.0.0.1-10.0.0.8"]),
+            pool("pb", node="node-b", addresses=["10.0.1.1-10.0.1.4"], allocations=FULL | {}),
+            pool("pc", node="node-c", capacity=4),
+        ],
+        strategy=strategy,
+    )
+    state = env.pre_filter(POD)
+    raw = {n: env.plugin.score(state, POD, env.node(n)) for n in NODES}
+    assert raw == {"node-a": 8, "node-b": 2, "node-c": 4}
+    env.plugin.normalize_score(state, POD, raw)
+    assert raw == expected
+
+
+# --------------------------------------------------------------------------- reserve
+
+
+async def test_reserve_takes_lowest_free_address_of_pool_with_most_free() -> None:
+    env = Env(
+        [
+            pool(
+                "p1",
+                addresses=["10.0.0.1-10.0.0.4"],
+                allocations={"x": alloc("10.0.0.1"), "y": alloc("10.0.0.3")},
+            ),
+            pool("p2", addresses=["10.0.1.1-10.0.1.5"], allocations={"z": alloc("10.0.1.1")}),
+            pool("p3", node="node-b", addresses=["10.0.2.1-10.0.2.99"]),
+        ]
+    )
+    state = env.pre_filter(POD)
+    st = await env.plugin.reserve(state, POD, env.node("node-a"))
+    assert st.is_success()
+    assert allocated_ip(state) == "10.0.1.2"
+    assert env.writer.writes == ["p2"]
+    p2 = env.cache.pool("p2")
+    assert p2 is not None
+    assert p2.resource_version == "11"
+    mine = p2.allocations["uid-me"]
+    assert (mine.ip, mine.pod, mine.phase) == ("10.0.1.2", "ns/me", "Reserved")
+    assert (p2.status.allocated, p2.status.free) == (2, 3)
+
+
+RESERVE_CASES = [
+    # (pools on node-a, expected (pool, ip))
+    (
+        [pool("b", addresses=["10.0.1.1-10.0.1.2"]), pool("a", addresses=["10.0.0.1-10.0.0.2"])],
+        ("a", "10.0.0.1"),
+    ),
+    (
+        [
+            pool("a", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL),
+            pool("b", addresses=["10.0.1.1-10.0.1.2"], allocations={"x": alloc("10.0.1.1")}),
+        ],
+        ("b", "10.0.1.2"),
+    ),
+    (
+        [pool("a", addresses=["10.0.0.1-10.0.0.9"], deleting=True), pool("b", addresses=["10.0.1.1"])],
+        ("b", "10.0.1.1"),
+    ),
+    ([pool("a", addresses=["10.0.0.1-10.0.0.2"], capacity=1), pool("b", capacity=3)], ("b", None)),
+    (
+        [pool("a", addresses=["10.0.0.1-10.0.0.9"], capacity=3), pool("b", addresses=["10.0.1.1-10.0.1.2"])],
+        ("a", "10.0.0.1"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pools", "expected"),
+    RESERVE_CASES,
+    ids=[
+        "tie-by-name",
+        "full-pool-skipped",
+        "deleting-pool-skipped",
+        "count-only-most-free",
+        "capacity-caps-free",
+    ],
+)
+async def test_reserve_choice(pools: list[dict[str, Any]], expected: tuple[str, str | None]) -> None:
+    env = Env(pools)
+    state = env.pre_filter(POD)
+    assert (await env.plugin.reserve(state, POD, env.node("node-a"))).is_success()
+    name, ip = expected
+    assert allocated_ip(state) == ip
+    assert env.allocations(name)["uid-me"] == (ip, "Reserved")
+    assert [p.name for p in env.cache.holder(POD.uid)] == [name]
+
+
+async def test_reserve_fails_when_every_pool_is_full() -> None:
+    env = Env(
+        [
+            pool("p1", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL),
+            pool("p2", addresses=["10.0.0.300"]),
+            pool("p3", node="node-b", addresses=["10.0.1.1"]),
+        ]
+    )
+    state = CycleState()
+    st = await env.plugin.reserve(state, POD, env.node("node-a"))
+    assert st == Status(Code.UNSCHEDULABLE, (ERR_NO_FREE,), NAME)
+    assert env.writer.writes == []
+    assert allocated_ip(state) is None
+
+
+async def test_reserve_with_stale_cache_moves_on_to_next_pool() -> None:
+    """The cache said p1 had room, but by the time of the write someone else took it."""
+    env = Env([pool("p1", addresses=["10.0.0.1-10.0.0.3"]), pool("p2", addresses=["10.0.1.1-10.0.1.2"])])
+    state = env.pre_filter(POD)
+    real = env.writer.update
+
+    async def racing(name: str, mutate: Mutate) -> PoolView | None:
+        if name == "p1":
+            current = env.cache.pool("p1")
+            assert current is not None
+            taken = {f"o{i}": Allocation.model_validate(alloc(f"10.0.0.{i}")) for i in (1, 2, 3)}
+            status = current.status.model_copy(update={"allocations": {**current.allocations, **taken}})
+            env.cache.store_fresh(dataclasses.replace(current, resource_version="99", status=status))
+        return await real(name, mutate)
+
+    env.writer.update = racing  # type: ignore[method-assign]
+    assert (await env.plugin.reserve(state, POD, env.node("node-a"))).is_success()
+    assert allocated_ip(state) == "10.0.1.1"
+    assert "uid-me" not in env.allocations("p1")
+
+
+async def test_pod_holding_an_allocation_keeps_it_and_stale_ones_are_released() -> None:
+    env = Env(
+        [
+            pool(
+                "p1", addresses=["10.0.0.1-10.0.0.4"], allocations={"uid-me": alloc("10.0.0.3", pod="ns/me")}
+            ),
+            pool("p2", addresses=["10.0.1.1-10.0.1.9"]),
+            pool(
+                "p3",
+                node="node-b",
+                addresses=["10.0.2.1-10.0.2.4"],
+                allocations={"uid-me": alloc("10.0.2.1")},
+            ),
+            pool("p4", node="node-c", capacity=3, allocations={"uid-me": alloc(None), "x": alloc(None)}),
+        ]
+    )
+    state = env.pre_filter(POD)
+    assert (await env.plugin.reserve(state, POD, env.node("node-a"))).is_success()
+    assert allocated_ip(state) == "10.0.0.3"
+    assert env.allocations("p1") == {"uid-me": ("10.0.0.3", "Bound")}  # unchanged, not rewritten
+    assert env.allocations("p2") == {}
+    assert env.allocations("p3") == {}
+    assert env.allocations("p4") == {"x": (None, "Bound")}
+    assert sorted(env.writer.writes) == ["p3", "p4"]
+    assert [p.name for p in env.cache.holder(POD.uid)] == ["p1"]
+
+
+async def test_unreserve_releases() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"], allocations={"x": alloc("10.0.0.1")})])
+    state = env.pre_filter(POD)
+    node = env.node("node-a")
+    assert (await env.plugin.reserve(state, POD, node)).is_success()
+    assert env.allocations("p") == {"x": ("10.0.0.1", "Bound"), "uid-me": ("10.0.0.2", "Reserved")}
+    await env.plugin.unreserve(state, POD, node)
+    assert env.allocations("p") == {"x": ("10.0.0.1", "Bound")}
+    await env.plugin.unreserve(state, POD, node)  # idempotent
+    assert env.allocations("p") == {"x": ("10.0.0.1", "Bound")}
+    # The address is free again for the next pod.
+    other = PodInfo(uid="uid-other", namespace="ns", name="other")
+    state2 = env.pre_filter(other)
+    assert (await env.plugin.reserve(state2, other, node)).is_success()
+    assert allocated_ip(state2) == "10.0.0.2"
+
+
+async def test_unreserve_without_reserve_is_a_no_op() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1"], allocations={"uid-me": alloc("10.0.0.1")})])
+    await env.plugin.unreserve(CycleState(), POD, env.node("node-a"))
+    assert env.writer.writes == []
+    assert "uid-me" in env.allocations("p")
+
+
+async def test_unreserve_swallows_writer_errors() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
+    state = env.pre_filter(POD)
+    node = env.node("node-a")
+    assert (await env.plugin.reserve(state, POD, node)).is_success()
+
+    async def broken(name: str, mutate: Mutate) -> PoolView | None:
+        raise RuntimeError("API down")
+
+    env.writer.update = broken  # type: ignore[method-assign]
+    await env.plugin.unreserve(state, POD, node)  # logs, does not raise
+    await env.plugin.post_bind(state, POD, node)  # logs, does not raise
+
+
+# --------------------------------------------------------------------------- pre_bind / post_bind
+
+BIND_CASES = [
+    # (pool, existing annotations in the cycle state, expected annotations)
+    (pool("p", addresses=["10.0.0.1-10.0.0.4"]), None, {ANNOTATION_POOL: "p", ANNOTATION_IP: "10.0.0.1"}),
+    (
+        pool("p", addresses=["fd00::10-fd00::20"]),
+        {"other/key": "v"},
+        {"other/key": "v", ANNOTATION_POOL: "p", ANNOTATION_IP: "fd00::10"},
+    ),
+    (pool("slots", capacity=2), None, {ANNOTATION_POOL: "slots"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "existing", "expected"), BIND_CASES, ids=["ipv4", "ipv6-merged", "count-only"]
+)
+async def test_pre_bind_and_post_bind(
+    body: dict[str, Any], existing: dict[str, str] | None, expected: dict[str, str]
+) -> None:
+    env = Env([body])
+    name = body["metadata"]["name"]
+    state = env.pre_filter(POD)
+    if existing is not None:
+        state.write(BIND_ANNOTATIONS, existing)
+    node = env.node("node-a")
+    assert (await env.plugin.reserve(state, POD, node)).is_success()
+    assert (await env.plugin.pre_bind(state, POD, node)).is_success()
+    assert state.read(BIND_ANNOTATIONS) == expected
+    if existing is not None:
+        assert existing == {"other/key": "v"}  # not mutated in place
+    ip = expected.get(ANNOTATION_IP)
+    assert env.allocations(name) == {"uid-me": (ip, "Reserved")}
+    await env.plugin.post_bind(state, POD, node)
+    assert env.allocations(name) == {"uid-me": (ip, "Bound")}
+    writes = len(env.writer.writes)
+    await env.plugin.post_bind(state, POD, node)  # already Bound: nothing to write
+    assert len(env.writer.writes) == writes
+
+
+async def test_pre_bind_without_reservation_adds_nothing() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1"])])
+    state = CycleState()
+    assert (await env.plugin.pre_bind(state, POD, env.node("node-a"))).is_success()
+    assert BIND_ANNOTATIONS not in state
