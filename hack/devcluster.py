@@ -450,6 +450,12 @@ class Cluster:
     ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
 
     def _start(self, name: str) -> None:
+        if name == "kwok":
+            # kwok insists on its config file; an empty configuration keeps its default stages
+            # (node heartbeat, pods Running on bind, deletions completed).
+            (self.root / "kwok.yaml").write_text(
+                "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
+            )
         cmd = self._commands()[name]
         with open(self.root / "logs" / f"{name}.log", "ab") as logf:
             proc = subprocess.Popen(

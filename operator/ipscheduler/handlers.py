@@ -4,6 +4,8 @@ Only ``@kopf.index`` and ``@kopf.on.event`` are used on pods, and they return
 None, so kopf never writes annotations, finalizers or status onto a pod
 (``on.create``/``on.update`` would store ``last-handled-configuration``).
 The pod watch is narrowed server-side to ``spec.schedulerName=<ours>``.
+All handlers are ``async``: kopf runs sync handlers in a thread pool, and the
+queue and caches belong to the event loop.
 Posting of kopf's own log messages as Events is disabled: the scheduler
 posts its own, kube-scheduler style.
 """
@@ -39,10 +41,6 @@ class RunConfig:
     scheduler_name: str = "ip-scheduler"
     ip_strategy: Strategy = "spread"
     bind_concurrency: int = 16
-
-
-def _memo_state(memo: Any) -> tuple[RunConfig, client.Configuration | None, Scheduler | None]:
-    return memo.config, getattr(memo, "client_config", None), getattr(memo, "scheduler", None)
 
 
 @kopf.on.login()
@@ -127,7 +125,7 @@ async def cleanup(memo: Any, **_: Any) -> None:
 
 
 @kopf.index("v1", "nodes")
-def ipscheduler_nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, NodeInfo] | None:
+async def ipscheduler_nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, NodeInfo] | None:
     """Node name → NodeInfo."""
     try:
         return {name: NodeInfo.from_obj(body)}
@@ -136,7 +134,7 @@ def ipscheduler_nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, NodeInf
 
 
 @kopf.index(GROUP, VERSION, PLURAL)
-def ipscheduler_pools(body: kopf.Body, name: str, **_: Any) -> dict[str, PoolView] | None:
+async def ipscheduler_pools(body: kopf.Body, name: str, **_: Any) -> dict[str, PoolView] | None:
     """Pool name → PoolView."""
     try:
         return {name: PoolView.from_obj(body)}
@@ -156,7 +154,7 @@ def _attach(memo: Any, kwargs: dict[str, Any]) -> Scheduler | None:
 
 
 @kopf.on.event("v1", "pods")
-def pod_event(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     """Queue, dequeue or release; returns None so kopf writes nothing to the pod."""
     scheduler = _attach(memo, kwargs)
     if scheduler is not None:
@@ -164,7 +162,7 @@ def pod_event(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any
 
 
 @kopf.on.event("v1", "nodes")
-def node_event(*, event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
+async def node_event(*, event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
     """Any node change may make pending pods schedulable (and pools' NodeNotFound change)."""
     scheduler = _attach(memo, kwargs)
     if scheduler is None or event.get("type") is None:
@@ -176,7 +174,7 @@ def node_event(*, event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def pool_event(*, event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
+async def pool_event(*, event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
     """Recompute pool status and retry pending pods."""
     scheduler = _attach(memo, kwargs)
     if scheduler is not None:

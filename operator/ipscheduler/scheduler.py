@@ -105,6 +105,7 @@ class Scheduler:
             return
         if pod.scheduler_name != self.name:
             return
+        log.debug("pod event %s %s node=%s phase=%s", event_type, pod.key, pod.node_name, pod.phase)
         if event_type == "DELETED" or pod.terminal:
             self.queue.delete(pod.uid)
             self._unschedulable_msg.pop(pod.uid, None)

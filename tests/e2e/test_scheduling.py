@@ -70,7 +70,12 @@ def test_35_replicas_on_3_nodes_x_10_addresses(
     pending = _pending(pods)
     for p in pending:
         name = p["metadata"]["name"]
-        cond = next(c for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled")
+
+        def condition(n: str = name) -> dict[str, Any] | None:
+            conds = kubectl.json("get", "pod", n, "-n", ns)["status"].get("conditions", [])
+            return next((c for c in conds if c["type"] == "PodScheduled"), None)
+
+        cond = wait_for(f"PodScheduled condition on {name}", condition, timeout=30)
         assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
         assert cond["message"] == "0/3 nodes are available: 3 node(s) had no free underlay IPs."
         evs = wait_for(
