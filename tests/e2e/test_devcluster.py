@@ -53,3 +53,44 @@ def test_pod_on_a_kwok_node_runs_and_deletion_completes(kubectl: Kubectl, namesp
     kubectl("delete", "pod", "direct", "-n", namespace, "--wait=true", "--timeout=60s")
     gone = kubectl.run("get", "pod", "direct", "-n", namespace, check=False)
     assert gone.returncode != 0 and "NotFound" in gone.stderr
+
+
+def test_cli_lifecycle_up_add_nodes_idempotent_down(cluster, tmp_path) -> None:
+    """A second, separate cluster through the CLI: up --nodes 0, add-nodes, up again, down."""
+    import json
+    import sys
+    from pathlib import Path
+
+    import devcluster
+
+    script = Path(__file__).resolve().parents[2] / "hack" / "devcluster.py"
+    root = tmp_path / "lifecycle"
+
+    def cli(*args: str) -> str:
+        return subprocess.run(
+            [sys.executable, str(script), *args, "--dir", str(root)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    kubeconfig = cli("up", "--nodes", "0").strip()
+    kubectl = Kubectl(Path(kubeconfig))
+    assert kubectl.json("get", "nodes")["items"] == []
+    assert cli("add-nodes", "--count", "2").split() == ["node-1", "node-2"]
+    ready = {
+        n["metadata"]["name"]
+        for n in kubectl.json("get", "nodes")["items"]
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+    }
+    assert ready == {"node-1", "node-2"}
+    state = json.loads((root / "state.json").read_text())["pids"]
+    pids = {k: v["pid"] for k, v in state.items()}
+    assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kwok"}
+    cli("up", "--nodes", "2")  # idempotent: same processes
+    again = {k: v["pid"] for k, v in json.loads((root / "state.json").read_text())["pids"].items()}
+    assert again == pids
+    cli("down")
+    assert not root.exists()
+    for name, info in state.items():
+        assert not devcluster.pid_alive(info["pid"], info["exe"]), f"{name} still running"
