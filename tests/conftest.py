@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
-import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.kube import Kubectl, wait_for
+from tests.kube import Kubectl, create_namespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hack"))
@@ -55,14 +53,6 @@ def kubectl(cluster: devcluster.Cluster) -> Kubectl:
 @pytest.fixture
 def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace for one test (deleted afterwards, without waiting)."""
-    base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
-    name = f"{base}-{secrets.token_hex(3)}"
-    kubectl("create", "namespace", name)
-    # The ServiceAccount admission plugin rejects pods until the controller-manager made "default".
-    wait_for(
-        "default ServiceAccount",
-        lambda: kubectl.run("get", "sa", "default", "-n", name, check=False).returncode == 0,
-        timeout=30,
-    )
+    name = create_namespace(kubectl, request.node.name)
     yield name
     kubectl.run("delete", "namespace", name, "--wait=false", check=False)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import secrets
 import subprocess
 import time
 from collections.abc import Callable
@@ -49,6 +51,20 @@ class Kubectl:
     def create(self, manifest: dict[str, Any], namespace: str | None = None) -> str:
         ns = ["-n", namespace] if namespace else []
         return self("create", *ns, "-f", "-", stdin=json.dumps(manifest))
+
+
+def create_namespace(kubectl: Kubectl, test_name: str) -> str:
+    """Create a uniquely named namespace for a test and wait until pods can be created in it."""
+    base = re.sub(r"[^a-z0-9-]", "-", test_name.lower())[:40].strip("-")
+    name = f"{base}-{secrets.token_hex(3)}"
+    kubectl("create", "namespace", name)
+    # The ServiceAccount admission plugin rejects pods until the controller-manager made "default".
+    wait_for(
+        "default ServiceAccount",
+        lambda: kubectl.run("get", "sa", "default", "-n", name, check=False).returncode == 0,
+        timeout=30,
+    )
+    return name
 
 
 def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 60, interval: float = 0.5) -> T:

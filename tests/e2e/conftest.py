@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.kube import Kubectl, wait_for
+from tests.kube import Kubectl, create_namespace, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
@@ -144,16 +144,7 @@ def pools(kubectl: Kubectl, crd: None) -> Iterator[Pools]:
 @pytest.fixture
 def ns(kubectl: Kubectl, pools: Pools, request: pytest.FixtureRequest) -> Iterator[str]:
     """A namespace deleted (and waited for) *before* the test's pools go away."""
-    import re
-    import secrets
-
-    name = f"{re.sub(r'[^a-z0-9-]', '-', request.node.name.lower())[:40].strip('-')}-{secrets.token_hex(3)}"
-    kubectl("create", "namespace", name)
-    wait_for(
-        "default ServiceAccount",
-        lambda: kubectl.run("get", "sa", "default", "-n", name, check=False).returncode == 0,
-        timeout=30,
-    )
+    name = create_namespace(kubectl, request.node.name)
     yield name
     kubectl.run("delete", "namespace", name, "--wait=true", "--timeout=90s", check=False)
 
