@@ -48,6 +48,7 @@ class PoolView:
     spec_error: str | None = None
     deleting: bool = False
     status: NodeIPPoolStatus = field(default_factory=NodeIPPoolStatus)
+    finalizers: tuple[str, ...] = ()
 
     @classmethod
     def from_obj(cls, body: Mapping[str, Any]) -> PoolView:
@@ -93,6 +94,7 @@ class PoolView:
             spec_error=spec_error,
             deleting=meta.get("deletionTimestamp") is not None,
             status=parse_status(body.get("status")),
+            finalizers=tuple(f for f in (meta.get("finalizers") or []) if isinstance(f, str)),
         )
 
     @property
@@ -194,6 +196,8 @@ def ready_condition(pool: PoolView, ctx: PoolContext) -> tuple[Literal["True", "
     """``(status, reason, message)`` of the pool's Ready condition, worst problem first."""
     capacity = pool.capacity(ctx.blocked)
     allocated = len(pool.allocations)
+    if pool.deleting:
+        return "False", "Terminating", f"deletion waits until {allocated} allocation(s) are released"
     if pool.spec_error:
         return "False", "InvalidSpec", pool.spec_error
     if not ctx.node_exists:

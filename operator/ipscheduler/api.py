@@ -120,6 +120,19 @@ class KubeApi:
                 raise Conflict(name) from e
             raise
 
+    async def set_pool_finalizers(self, name: str, resource_version: str, finalizers: list[str]) -> None:
+        """Replace the pool's finalizers if it is still at ``resource_version`` (raises Conflict)."""
+        patch = {"metadata": {"resourceVersion": resource_version, "finalizers": finalizers}}
+        try:
+            await self.custom.patch_cluster_custom_object(
+                GROUP, VERSION, PLURAL, name, patch, _content_type="application/merge-patch+json"
+            )
+        except ApiException as e:
+            if e.status == 409:
+                raise Conflict(name) from e
+            if e.status != 404:
+                raise
+
     # -- pods ----------------------------------------------------------
     async def list_pods(self, field_selector: str) -> list[dict[str, Any]]:
         resp = await self.core.list_pod_for_all_namespaces(

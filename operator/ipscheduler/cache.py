@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from ipscheduler.addresses import AddressSet
 from ipscheduler.allocator import PoolContext, PoolView, find_conflicts
-from ipscheduler.objects import NodeInfo
+from ipscheduler.objects import NodeInfo, PodInfo
 
 IndexLike = Mapping[str, Iterable[object]]
 """A kopf.Index (key → Store of values) or, in tests, a dict of lists."""
@@ -33,16 +33,28 @@ class ClusterCache:
     def __init__(self) -> None:
         self._nodes: IndexLike = {}
         self._pools: IndexLike = {}
+        self._pods: IndexLike = {}
         self._fresh: dict[str, PoolView] = {}
         self._conflicts: dict[str, PoolContext] = {}
         self._conflict_key: tuple[tuple[str, int, str], ...] | None = None
         self.ready = asyncio.Event()
 
-    def attach(self, nodes: IndexLike, pools: IndexLike) -> None:
-        """Use these indexes (node name → NodeInfo, pool name → PoolView) from now on."""
+    def attach(self, nodes: IndexLike, pools: IndexLike, pods: IndexLike | None = None) -> None:
+        """Use these indexes from now on: node name → NodeInfo, pool name → PoolView,
+        pod UID → PodInfo (our pods only)."""
         self._nodes = nodes
         self._pools = pools
+        self._pods = pods if pods is not None else {}
         self.ready.set()
+
+    def pods(self) -> dict[str, PodInfo]:
+        """Our pods (any phase) by UID, as last seen by the watch."""
+        out: dict[str, PodInfo] = {}
+        for uid, store in self._pods.items():
+            for pod in store:
+                if isinstance(pod, PodInfo):
+                    out[uid] = pod
+        return out
 
     # -- nodes ---------------------------------------------------------
     def nodes(self) -> dict[str, NodeInfo]:

@@ -29,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--bind-concurrency", type=int, default=16, help="binding cycles in flight at once")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub.add_parser("crd", help="print the NodeIPPool CRD generated from the models")
+    check = sub.add_parser("check", help="print every allocation invariant violation; exit 1 if any")
+    check.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
+    )
+    check.add_argument("--scheduler-name", default="ip-scheduler")
     return parser
 
 
@@ -40,6 +45,14 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(crd_yaml())
         return 0
+    if args.command == "check":
+        from ipscheduler.check import live_violations
+
+        problems = asyncio.run(live_violations(args.kubeconfig, args.scheduler_name))
+        for line in problems:
+            print(line)
+        print(f"{len(problems)} violation(s)" if problems else "ok: no violations")
+        return 1 if problems else 0
     if args.command == "run":
         logging.basicConfig(
             level=logging.DEBUG if args.verbose else logging.INFO,

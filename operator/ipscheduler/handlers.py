@@ -24,7 +24,7 @@ from ipscheduler.allocator import PoolView
 from ipscheduler.api import EventRecorder, KubeApi, PoolWriter, load_client_config
 from ipscheduler.cache import ClusterCache
 from ipscheduler.models import GROUP, PLURAL, VERSION
-from ipscheduler.objects import NodeInfo
+from ipscheduler.objects import NodeInfo, PodInfo
 from ipscheduler.plugins.registry import default_profile
 from ipscheduler.plugins.underlayip import Strategy
 from ipscheduler.queue import SchedulingQueue
@@ -83,7 +83,6 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.inactivity_timeout = 90
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = 10
-    settings.persistence.finalizer = "ipscheduler.io/finalizer"
 
     conf = getattr(memo, "client_config", None) or await load_client_config(cfg.kubeconfig)
     api = KubeApi(client.ApiClient(conf))
@@ -142,11 +141,22 @@ async def ipscheduler_pools(body: kopf.Body, name: str, **_: Any) -> dict[str, P
         return None
 
 
+@kopf.index("v1", "pods")
+async def ipscheduler_pods(body: kopf.Body, uid: str, **_: Any) -> dict[str, PodInfo] | None:
+    """Pod UID → PodInfo, for our pods only (the watch is field-selected)."""
+    try:
+        return {uid: PodInfo.from_obj(body)}
+    except ValueError:
+        return None
+
+
 def _attach(memo: Any, kwargs: dict[str, Any]) -> Scheduler | None:
     """The scheduler, with its cache bound to kopf's indexes (passed to handlers as kwargs)."""
     scheduler: Scheduler | None = getattr(memo, "scheduler", None)
     if scheduler is not None and not scheduler.cache.ready.is_set():
-        scheduler.cache.attach(kwargs["ipscheduler_nodes"], kwargs["ipscheduler_pools"])
+        scheduler.cache.attach(
+            kwargs["ipscheduler_nodes"], kwargs["ipscheduler_pools"], kwargs["ipscheduler_pods"]
+        )
     return scheduler
 
 

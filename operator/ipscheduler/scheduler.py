@@ -11,6 +11,7 @@ on failure, a Normal ``Scheduled`` event on success.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import functools
 import logging
 import random
@@ -20,17 +21,20 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler import allocator
+from ipscheduler import allocator, repair
 from ipscheduler.allocator import PoolView
-from ipscheduler.api import EventRecorder, KubeApi, PoolWriter, pod_ref, pool_ref
+from ipscheduler.api import Conflict, EventRecorder, KubeApi, PoolWriter, pod_ref, pool_ref
 from ipscheduler.cache import ClusterCache
 from ipscheduler.framework import CycleState, QueuedPodInfo
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
+from ipscheduler.objects import PodInfo
 from ipscheduler.plugins.underlayip import allocated_ip
 from ipscheduler.profile import Diagnosis, Profile
 from ipscheduler.queue import QueueClosed, SchedulingQueue
 
 log = logging.getLogger(__name__)
+
+POOL_FINALIZER = "ipscheduler.io/allocations"
+"""Keeps a NodeIPPool (and its allocation records) until no pod holds an address in it."""
 
 
 @dataclass
@@ -57,6 +61,8 @@ class Scheduler:
         queue: SchedulingQueue,
         recorder: EventRecorder,
         bind_concurrency: int = 16,
+        gc_interval: float = 30.0,
+        reserved_ttl: float = 60.0,
     ) -> None:
         self.name = name
         self.api = api
@@ -71,6 +77,8 @@ class Scheduler:
         self._pools_dirty = asyncio.Event()
         self._pool_reasons: dict[str, str] = {}
         self.started = asyncio.Event()
+        self.gc_interval = gc_interval
+        self.reserved_ttl = reserved_ttl
 
     # -- task helpers --------------------------------------------------
     def _spawn(self, coro: Any, what: str) -> None:
@@ -153,6 +161,7 @@ class Scheduler:
                 delay = min(delay * 2, 30.0)
         self.started.set()
         self._spawn(self._pool_reconciler(), "pool-status-reconciler")
+        self._spawn(self._gc_loop(), "garbage-collector")
         while True:
             try:
                 qp = await self.queue.pop()
@@ -247,9 +256,34 @@ class Scheduler:
             for pool in list(self.cache.pools().values()):
                 try:
                     await self.refresh_pool(pool)
+                    await self._finalize(self.cache.pool(pool.name) or pool)
+                except Conflict:
+                    self._pools_dirty.set()  # changed meanwhile: its watch event comes, look again
                 except ApiException as e:
                     log.warning("refreshing NodeIPPool %s status failed: %s", pool.name, e.reason)
                     self._pools_dirty.set()
+
+    async def _finalize(self, pool: PoolView) -> None:
+        """Keep our finalizer on live pools; drop it once a deleted pool holds nothing."""
+        has = POOL_FINALIZER in pool.finalizers
+        if not pool.deleting and not has:
+            await self.api.set_pool_finalizers(
+                pool.name, pool.resource_version, [*pool.finalizers, POOL_FINALIZER]
+            )
+        elif pool.deleting and has and not pool.allocations:
+            rest = [f for f in pool.finalizers if f != POOL_FINALIZER]
+            await self.api.set_pool_finalizers(pool.name, pool.resource_version, rest)
+            log.info("NodeIPPool %s holds no allocations any more: deletion proceeds", pool.name)
+        elif pool.deleting and pool.allocations:
+            pods = ", ".join(sorted(a.pod for a in pool.allocations.values())[:5])
+            more = "" if len(pool.allocations) <= 5 else f" and {len(pool.allocations) - 5} more"
+            await self.recorder.record(
+                pool_ref(pool),
+                "Warning",
+                "DeletionBlocked",
+                f"deletion waits until {len(pool.allocations)} allocation(s) are released "
+                f"(pods {pods}{more})",
+            )
 
     async def refresh_pool(self, pool: PoolView) -> None:
         """Write the pool's computed status if it differs; Warning event when it turns not Ready."""
@@ -265,19 +299,18 @@ class Scheduler:
             log.warning("NodeIPPool %s not ready: %s: %s", pool.name, cond.reason, cond.message)
             await self.recorder.record(pool_ref(written), "Warning", cond.reason, cond.message)
 
-    # -- start-up reconcile ------------------------------------------------------
+    # -- repairs: start-up reconcile and garbage collection ---------------------------
     async def reconcile(self) -> dict[str, int]:
         """Repair state left by a crash, from live LISTs (not the cache).
 
-        - release allocations whose pod UID no longer exists or is terminal;
-        - mark Reserved allocations Bound when their pod is bound with them;
-        - adopt bound pods of ours that carry the address annotation but have
-          no allocation (Warning event on the pod when the address is taken).
-
-        Returns counts: released, marked_bound, adopted, adopt_conflicts.
+        Releases allocations of pods that are gone or terminal, marks Reserved
+        allocations Bound when their pod is bound with them, adopts bound
+        pods of ours that carry the annotations but have no allocation
+        (Warning event on the pod when its address is taken). Returns the
+        number of repairs done per action.
         """
-        pools = {p["metadata"]["name"]: PoolView.from_obj(p) for p in await self.api.list_pools()}
-        for pool in pools.values():
+        pools = [PoolView.from_obj(body) for body in await self.api.list_pools()]
+        for pool in pools:
             self.cache.store_fresh(pool)
         pods: dict[str, PodInfo] = {}
         for body in await self.api.list_pods(f"spec.schedulerName={self.name}"):
@@ -286,39 +319,85 @@ class Scheduler:
             except ValueError:
                 continue
             pods[info.uid] = info
-        counts = {"released": 0, "marked_bound": 0, "adopted": 0, "adopt_conflicts": 0}
-        for pool in pools.values():
-            for uid, alloc in list(pool.allocations.items()):
-                pod = pods.get(uid)
-                if pod is None or pod.terminal:
-                    await self.writer.update(pool.name, functools.partial(allocator.release, uid=uid))
-                    counts["released"] += 1
-                elif (
-                    alloc.phase == "Reserved"
-                    and pod.node_name == pool.node_name
-                    and (pod.annotations.get(ANNOTATION_POOL) == pool.name)
-                ):
-                    await self.writer.update(pool.name, functools.partial(allocator.mark_bound, uid=uid))
-                    counts["marked_bound"] += 1
-        held = {uid for p in pools.values() for uid in p.allocations}
-        for pod in pods.values():
-            pool_name = pod.annotations.get(ANNOTATION_POOL)
-            if not pod.bound or pod.terminal or pod.uid in held or not pool_name:
-                continue
-            target = pools.get(pool_name)
-            if target is None or target.node_name != pod.node_name:
-                log.warning("cannot adopt %s: pool %s is missing or serves another node", pod.key, pool_name)
-                counts["adopt_conflicts"] += 1
-                continue
-            ip = pod.annotations.get(ANNOTATION_IP)
-            try:
-                await self.writer.update(
-                    pool_name, functools.partial(allocator.adopt, uid=pod.uid, pod_key=pod.key, ip=ip)
-                )
-                counts["adopted"] += 1
-            except allocator.AdoptConflict as e:
-                counts["adopt_conflicts"] += 1
-                await self.recorder.record(pod_ref(pod), "Warning", "AddressConflict", str(e))
+        counts = await self.apply_repairs(
+            repair.plan(pools, pods, _utcnow(), self.reserved_ttl), confirm=False
+        )
         log.info("start-up reconcile: %s", counts)
         self._pools_dirty.set()
         return counts
+
+    async def gc_sweep(self) -> dict[str, int]:
+        """One garbage-collection pass over all pools (cache + live confirmation)."""
+        pods = self.cache.pods()
+        counts = await self.apply_repairs(
+            repair.plan(self.cache.pools().values(), pods, _utcnow(), self.reserved_ttl), confirm=True
+        )
+        if any(counts.values()):
+            log.info("garbage collection: %s", counts)
+        return counts
+
+    async def _gc_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.gc_interval)
+            try:
+                await self.gc_sweep()
+            except (ApiException, OSError) as e:
+                log.warning("garbage collection failed: %s", e)
+
+    async def _confirmed(self, r: repair.Repair) -> bool:
+        """Re-check a planned release against a live read of the pod (by UID, never by name)."""
+        namespace, _, name = r.pod.partition("/")
+        body = await self.api.get_pod(namespace, name) if namespace and name else None
+        live = PodInfo.from_obj(body) if body else None
+        pods = {live.uid: live} if live is not None and live.uid == r.uid else {}
+        pool = self.cache.pool(r.pool)
+        if pool is None or r.uid not in pool.allocations:
+            return False
+        return any(
+            x.action == "release" and x.uid == r.uid
+            for x in repair.plan([pool], pods, _utcnow(), self.reserved_ttl)
+        )
+
+    async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:
+        """Carry out ``repairs`` by CAS; releases are confirmed live first when ``confirm``."""
+        counts = {"released": 0, "marked_bound": 0, "adopted": 0, "adopt_conflicts": 0}
+        released = False
+        for r in repairs:
+            if r.action == "release":
+                if confirm and not await self._confirmed(r):
+                    continue
+                log.info("releasing %s of %s in pool %s: %s", r.ip or "slot", r.pod, r.pool, r.reason)
+                await self.writer.update(r.pool, functools.partial(allocator.release, uid=r.uid))
+                counts["released"] += 1
+                released = True
+            elif r.action == "mark_bound":
+                await self.writer.update(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))
+                counts["marked_bound"] += 1
+            else:
+                counts.update(await self._adopt(r, counts))
+        if released:
+            self.on_cluster_event("AddressReleased")
+        return counts
+
+    async def _adopt(self, r: repair.Repair, counts: dict[str, int]) -> dict[str, int]:
+        namespace, _, name = r.pod.partition("/")
+        ref = {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": name, "uid": r.uid}
+        pool = self.cache.pool(r.pool)
+        try:
+            if pool is None:
+                raise allocator.AdoptConflict(f"pool {r.pool} named in the pod's annotation does not exist")
+            await self.writer.update(
+                r.pool, functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip)
+            )
+            counts["adopted"] += 1
+        except allocator.AdoptConflict as e:
+            counts["adopt_conflicts"] += 1
+            log.warning("cannot adopt %s: %s", r.pod, e)
+            await self.recorder.record(
+                ref, "Warning", "AddressConflict", f"cannot record the pod's address: {e}"
+            )
+        return counts
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)

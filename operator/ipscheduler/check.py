@@ -1,0 +1,101 @@
+"""``ipscheduler check``: every violation of the allocation invariants, from live state.
+
+Invariants (each violation is one line of output):
+
+- no address is held by two allocations (across all pools);
+- every allocation's pod exists and is not terminal;
+- every bound, live, non-hostNetwork pod of ours has an allocation;
+- an allocation's pool serves the node its (bound) pod runs on;
+- a pool's ``allocated`` does not exceed its ``capacity``;
+- a bound pod's ``ipscheduler.io/ip`` / ``ipscheduler.io/pool`` annotations
+  match its allocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ipscheduler.addresses import AddressError, canonical
+from ipscheduler.allocator import PoolView
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
+
+
+def _canon(ip: str) -> str:
+    try:
+        return canonical(ip)
+    except AddressError:
+        return ip
+
+
+def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Violations between NodeIPPool bodies and the pod bodies of our scheduler (all phases)."""
+    by_uid: dict[str, PodInfo] = {}
+    raw_pods: dict[str, Mapping[str, Any]] = {}
+    for body in pods:
+        try:
+            info = PodInfo.from_obj(body)
+        except ValueError:
+            continue
+        by_uid[info.uid] = info
+        raw_pods[info.uid] = body
+    problems: list[str] = []
+    holders: dict[str, str] = {}
+    allocated: set[str] = set()
+    for body in pools:
+        try:
+            pool = PoolView.from_obj(body)
+        except ValueError:
+            continue
+        raw_status = body.get("status") or {}
+        capacity, count = raw_status.get("capacity"), raw_status.get("allocated")
+        if isinstance(capacity, int) and isinstance(count, int) and count > capacity:
+            problems.append(f"pool {pool.name}: allocated {count} > capacity {capacity}")
+        for uid, a in pool.allocations.items():
+            allocated.add(uid)
+            where = f"pool {pool.name}: {a.pod} ({uid})"
+            if a.ip:
+                ip = _canon(a.ip)
+                if ip in holders:
+                    problems.append(f"address {ip} held twice: {holders[ip]} and {a.pod} (pool {pool.name})")
+                holders[ip] = f"{a.pod} (pool {pool.name})"
+            pod = by_uid.get(uid)
+            if pod is None:
+                problems.append(f"{where}: allocation of a pod that no longer exists")
+                continue
+            if pod.terminal:
+                problems.append(f"{where}: allocation of a {pod.phase} pod")
+            if pod.bound and pod.node_name != pool.node_name:
+                problems.append(f"{where}: pod runs on {pod.node_name} but the pool serves {pool.node_name}")
+            if pod.bound and not pod.terminal:
+                ann_ip, ann_pool = pod.annotations.get(ANNOTATION_IP), pod.annotations.get(ANNOTATION_POOL)
+                if ann_pool != pool.name or (ann_ip and _canon(ann_ip)) != (a.ip and _canon(a.ip)):
+                    problems.append(
+                        f"{where}: annotations ip={ann_ip} pool={ann_pool} differ from allocation ip={a.ip}"
+                    )
+    for uid, pod in by_uid.items():
+        spec = raw_pods[uid].get("spec") or {}
+        if (
+            pod.bound
+            and not pod.terminal
+            and not pod.deleting
+            and not spec.get("hostNetwork")
+            and uid not in allocated
+        ):
+            problems.append(f"pod {pod.key} ({uid}) is bound to {pod.node_name} but holds no allocation")
+    return problems
+
+
+async def live_violations(kubeconfig: str | None, scheduler_name: str) -> list[str]:
+    """Read pools and our pods from the API server and return :func:`find_violations`."""
+    from kubernetes_asyncio import client
+
+    from ipscheduler.api import KubeApi, load_client_config
+
+    api = KubeApi(client.ApiClient(await load_client_config(kubeconfig)))
+    try:
+        pools = await api.list_pools()
+        pods = await api.list_pods(f"spec.schedulerName={scheduler_name}")
+    finally:
+        await api.close()
+    return find_violations(pools, pods)
