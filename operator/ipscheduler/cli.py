@@ -27,6 +27,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="spread: prefer nodes with the most free addresses (default); binpack: the fewest",
     )
     run.add_argument("--bind-concurrency", type=int, default=16, help="binding cycles in flight at once")
+    run.add_argument(
+        "--gc-interval", type=float, default=30.0, help="seconds between garbage-collection sweeps"
+    )
+    run.add_argument(
+        "--reserved-ttl",
+        type=float,
+        default=60.0,
+        help="seconds a Reserved allocation may stay while its pod is bound elsewhere",
+    )
+    run.add_argument(
+        "--health-addr", default="0.0.0.0:8080", help="host:port for /healthz and /readyz ('' disables)"
+    )
+    run.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="active/passive: run only while holding the lease",
+    )
+    run.add_argument("--leader-elect-lease-name", default="ip-scheduler")
+    run.add_argument(
+        "--leader-elect-namespace", default=None, help="default: the pod's namespace, else kube-system"
+    )
+    run.add_argument("--leader-elect-lease-duration", type=float, default=15.0)
+    run.add_argument("--leader-elect-renew-deadline", type=float, default=10.0)
+    run.add_argument("--leader-elect-retry-period", type=float, default=2.0)
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub.add_parser("crd", help="print the NodeIPPool CRD generated from the models")
     check = sub.add_parser("check", help="print every allocation invariant violation; exit 1 if any")
@@ -60,15 +85,28 @@ def main(argv: list[str] | None = None) -> int:
         )
         logging.getLogger("kopf").setLevel(logging.INFO if args.verbose else logging.WARNING)
         logging.getLogger("aiohttp").setLevel(logging.WARNING)
-        from ipscheduler.handlers import RunConfig, run_operator
+        from ipscheduler import runner
+        from ipscheduler.election import ElectionSettings
+        from ipscheduler.handlers import RunConfig
 
         cfg = RunConfig(
             kubeconfig=args.kubeconfig,
             scheduler_name=args.scheduler_name,
             ip_strategy=args.ip_strategy,
             bind_concurrency=max(1, args.bind_concurrency),
+            gc_interval=max(1.0, args.gc_interval),
+            reserved_ttl=max(0.0, args.reserved_ttl),
+            health_addr=args.health_addr,
+            leader_elect=args.leader_elect,
+            election=ElectionSettings(
+                lease_name=args.leader_elect_lease_name,
+                lease_namespace=args.leader_elect_namespace,
+                lease_duration=args.leader_elect_lease_duration,
+                renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period,
+            ),
         )
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run_operator(cfg))
+            return asyncio.run(runner.main(cfg))
         return 0
     return 2  # pragma: no cover - argparse enforces a command

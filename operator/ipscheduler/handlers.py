@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -23,6 +23,8 @@ from kubernetes_asyncio import client
 from ipscheduler.allocator import PoolView
 from ipscheduler.api import EventRecorder, KubeApi, PoolWriter, load_client_config
 from ipscheduler.cache import ClusterCache
+from ipscheduler.election import ElectionSettings
+from ipscheduler.health import HealthState
 from ipscheduler.models import GROUP, PLURAL, VERSION
 from ipscheduler.objects import NodeInfo, PodInfo
 from ipscheduler.plugins.registry import default_profile
@@ -41,6 +43,11 @@ class RunConfig:
     scheduler_name: str = "ip-scheduler"
     ip_strategy: Strategy = "spread"
     bind_concurrency: int = 16
+    gc_interval: float = 30.0
+    reserved_ttl: float = 60.0
+    health_addr: str = "0.0.0.0:8080"
+    leader_elect: bool = False
+    election: ElectionSettings = field(default_factory=ElectionSettings)
 
 
 @kopf.on.login()
@@ -191,11 +198,10 @@ async def pool_event(*, event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
         scheduler.on_pool_event()
 
 
-async def run_operator(cfg: RunConfig, stop_flag: asyncio.Event | None = None) -> None:
-    """Run kopf with our handlers until stopped (SIGINT/SIGTERM or ``stop_flag``)."""
+async def run_operator(cfg: RunConfig, health: HealthState | None = None) -> None:
+    """Run kopf with our handlers until stopped (SIGINT/SIGTERM, or cancelled)."""
     await kopf.operator(
         clusterwide=True,
         standalone=True,
-        memo=kopf.Memo(config=cfg),
-        stop_flag=stop_flag,
+        memo=kopf.Memo(config=cfg, health=health or HealthState()),
     )

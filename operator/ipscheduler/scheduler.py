@@ -26,6 +26,7 @@ from ipscheduler.allocator import PoolView
 from ipscheduler.api import Conflict, EventRecorder, KubeApi, PoolWriter, pod_ref, pool_ref
 from ipscheduler.cache import ClusterCache
 from ipscheduler.framework import CycleState, QueuedPodInfo
+from ipscheduler.health import HealthState
 from ipscheduler.objects import PodInfo
 from ipscheduler.plugins.underlayip import allocated_ip
 from ipscheduler.profile import Diagnosis, Profile
@@ -63,6 +64,7 @@ class Scheduler:
         bind_concurrency: int = 16,
         gc_interval: float = 30.0,
         reserved_ttl: float = 60.0,
+        health: HealthState | None = None,
     ) -> None:
         self.name = name
         self.api = api
@@ -79,6 +81,9 @@ class Scheduler:
         self.started = asyncio.Event()
         self.gc_interval = gc_interval
         self.reserved_ttl = reserved_ttl
+        self.health = health or HealthState()
+        self._stale_since: dict[str, float] = {}
+        self.watch_timeout = 90.0
 
     # -- task helpers --------------------------------------------------
     def _spawn(self, coro: Any, what: str) -> None:
@@ -160,6 +165,7 @@ class Scheduler:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
         self.started.set()
+        self.health.ready = True
         self._spawn(self._pool_reconciler(), "pool-status-reconciler")
         self._spawn(self._gc_loop(), "garbage-collector")
         while True:
@@ -326,8 +332,28 @@ class Scheduler:
         self._pools_dirty.set()
         return counts
 
+    def check_watch(self, live_pools: list[dict[str, Any]]) -> None:
+        """Flag the NodeIPPool watch as stalled when the cache lags the API for > watch_timeout.
+
+        ``live_pools`` is a fresh LIST. A pool whose live resourceVersion
+        differs from the cache's starts a clock; the clock stops when they
+        agree again.
+        """
+        now = asyncio.get_running_loop().time()
+        live = {p["metadata"]["name"]: str(p["metadata"].get("resourceVersion", "")) for p in live_pools}
+        cached = {name: p.resource_version for name, p in self.cache.pools().items()}
+        lagging = {name for name, rv in live.items() if cached.get(name) != rv}
+        lagging |= set(cached) - set(live)
+        self._stale_since = {n: self._stale_since.get(n, now) for n in lagging}
+        worst = max((now - t for t in self._stale_since.values()), default=0.0)
+        if worst > self.watch_timeout:
+            self.health.stalled["nodeippools"] = f"watch stalled: cache {worst:.0f}s behind the API server"
+        else:
+            self.health.stalled.pop("nodeippools", None)
+
     async def gc_sweep(self) -> dict[str, int]:
         """One garbage-collection pass over all pools (cache + live confirmation)."""
+        self.check_watch(await self.api.list_pools())
         pods = self.cache.pods()
         counts = await self.apply_repairs(
             repair.plan(self.cache.pools().values(), pods, _utcnow(), self.reserved_ttl), confirm=True

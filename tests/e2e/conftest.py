@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,37 @@ from tests.kube import Kubectl, create_namespace, wait_for
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
 SCHEDULER = "ip-scheduler"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ipscheduler_check(kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    """``ipscheduler check`` as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "ipscheduler", "check", "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def assert_check_clean(kubectl: Kubectl, timeout: float = 30) -> None:
+    """``ipscheduler check`` exits 0 (waiting up to ``timeout`` for the cluster to go quiet)."""
+    last: list[subprocess.CompletedProcess[str]] = []
+
+    def clean() -> bool:
+        last[:] = [ipscheduler_check(kubectl.kubeconfig)]
+        return last[0].returncode == 0
+
+    try:
+        wait_for("ipscheduler check clean", clean, timeout=timeout, interval=1)
+    except AssertionError:
+        raise AssertionError(f"ipscheduler check: {last[0].stdout}{last[0].stderr}") from None
 
 
 @pytest.fixture(scope="session")
@@ -35,30 +69,32 @@ class SchedulerProcess:
         self.log_path = log_path
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
+        self.health_port = free_port()
 
-    def start(self) -> SchedulerProcess:
+    def probe(self, path: str) -> tuple[int, str]:
+        """GET http://127.0.0.1:<port><path> → (status, body); (0, error) if unreachable."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}{path}", timeout=3) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError as e:
+            return 0, str(e)
+
+    def start(self, wait: str = "start-up reconcile") -> SchedulerProcess:
+        """Start the process; unless ``wait`` is empty, wait for that text in its log."""
+        cmd = [sys.executable, "-m", "ipscheduler", "run", "--kubeconfig", str(self.kubeconfig)]
+        cmd += ["--health-addr", f"127.0.0.1:{self.health_port}", *self.extra]
+        start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "ipscheduler",
-                    "run",
-                    "--kubeconfig",
-                    str(self.kubeconfig),
-                    *self.extra,
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
             )
-        start = self.log_path.stat().st_size if self.log_path.exists() else 0
-        wait_for(
-            "scheduler start-up reconcile", lambda: self._logged("start-up reconcile", start), timeout=60
-        )
+        if wait:
+            wait_for(f"scheduler log: {wait}", lambda: self.logged(wait, start), timeout=60)
         return self
 
-    def _logged(self, text: str, offset: int = 0) -> bool:
+    def logged(self, text: str, offset: int = 0) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
             raise AssertionError(f"scheduler exited ({self.proc.returncode}):\n{self.log_tail()}")
@@ -192,48 +228,6 @@ def nodeippools_table(kubectl: Kubectl) -> dict[str, dict[str, str]]:
     lines = out.splitlines()
     header = lines[0].split()
     return {row.split()[0]: dict(zip(header, row.split(), strict=False)) for row in lines[1:]}
-
-
-def consistency_violations(kubectl: Kubectl) -> list[str]:
-    """Invariants between pools and pods of our scheduler (empty list: consistent).
-
-    No address in two allocations; every allocation's pod exists, is not
-    terminal, and (once bound) is on the pool's node with a matching
-    annotation; every bound non-hostNetwork pod of ours has an allocation.
-    """
-    pools = kubectl.json("get", "nodeippools")["items"]
-    pods = kubectl.json("get", "pods", "-A", "--field-selector", f"spec.schedulerName={SCHEDULER}")["items"]
-    by_uid = {p["metadata"]["uid"]: p for p in pods}
-    problems: list[str] = []
-    seen_ip: dict[str, str] = {}
-    allocated: set[str] = set()
-    for pool in pools:
-        pname, node = pool["metadata"]["name"], pool["spec"]["nodeName"]
-        for uid, a in (pool.get("status", {}).get("allocations") or {}).items():
-            allocated.add(uid)
-            ip = a.get("ip")
-            if ip:
-                if ip in seen_ip:
-                    problems.append(f"{ip} held by {seen_ip[ip]} and {a['pod']}")
-                seen_ip[ip] = a["pod"]
-            pod = by_uid.get(uid)
-            if pod is None:
-                problems.append(f"{pname}: allocation of gone pod {a['pod']} ({uid})")
-                continue
-            if pod["status"].get("phase") in ("Succeeded", "Failed"):
-                problems.append(f"{pname}: allocation of terminal pod {a['pod']}")
-            bound_to = pod["spec"].get("nodeName")
-            if bound_to and bound_to != node:
-                problems.append(f"{pname}: pod {a['pod']} is on {bound_to}, pool serves {node}")
-            ann = pod["metadata"].get("annotations") or {}
-            if bound_to and ann.get("ipscheduler.io/ip") != ip:
-                problems.append(f"{pname}: pod {a['pod']} annotation {ann.get('ipscheduler.io/ip')} != {ip}")
-    for uid, pod in by_uid.items():
-        spec, meta = pod["spec"], pod["metadata"]
-        live = pod["status"].get("phase") not in ("Succeeded", "Failed") and not meta.get("deletionTimestamp")
-        if spec.get("nodeName") and not spec.get("hostNetwork") and uid not in allocated and live:
-            problems.append(f"bound pod {meta['namespace']}/{meta['name']} has no allocation")
-    return problems
 
 
 def dump(obj: Any) -> str:

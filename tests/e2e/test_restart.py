@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.e2e.conftest import Pools, SchedulerProcess, consistency_violations, deployment, pods_of
+from tests.e2e.conftest import Pools, SchedulerProcess, assert_check_clean, deployment, pods_of
 from tests.kube import Kubectl, wait_for
 
 
@@ -40,7 +40,7 @@ def test_sigkill_delete_and_create_while_down_then_restart(
     bound = wait_for("18 bound (all addresses in use)", settled, timeout=90)
     ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in bound]
     assert len(set(ips)) == 18, "an address is held twice"
-    wait_for("allocations equal bound pods", lambda: consistency_violations(kubectl) == [], timeout=30)
+    assert_check_clean(kubectl)
     allocs = {uid for i in (1, 2, 3) for uid in (pools.get(f"r-node-{i}")["status"].get("allocations") or {})}
     assert allocs == {p["metadata"]["uid"] for p in bound}
     pending = [p for p in pods_of(kubectl, ns) if not p["spec"].get("nodeName")]

@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from tests.e2e.conftest import (
     SCHEDULER,
     Pools,
     SchedulerProcess,
-    consistency_violations,
+    assert_check_clean,
     deployment,
     events_for,
     nodeippools_table,
     pods_of,
 )
 from tests.kube import Kubectl, pod_manifest, wait_for
+
+
+@pytest.fixture(autouse=True)
+def check_after(kubectl: Kubectl) -> Iterator[None]:
+    """Every test here ends with a quiet cluster: ``ipscheduler check`` must be clean."""
+    yield
+    assert_check_clean(kubectl)
+
 
 POOL_RANGES = {f"node-{i}": f"10.0.{i}.10-10.0.{i}.19" for i in (1, 2, 3)}
 
@@ -95,7 +106,7 @@ def test_35_replicas_on_3_nodes_x_10_addresses(
     for node in POOL_RANGES:
         row = table[f"pool-{node}"]
         assert (row["NODE"], row["CAPACITY"], row["ALLOCATED"], row["FREE"]) == (node, "10", "10", "0")
-    assert consistency_violations(kubectl) == []
+    assert_check_clean(kubectl)
 
     # Delete 3 running pods: the freed addresses go to the replacements/pending pods at once.
     victims = [p["metadata"]["name"] for p in running[:3]]
@@ -110,7 +121,7 @@ def test_35_replicas_on_3_nodes_x_10_addresses(
     new_ips = {_ip(p) for p in _running(pods)}
     assert freed <= new_ips, "freed addresses were reused"
     assert len(new_ips) == 30
-    wait_for("consistent pools", lambda: consistency_violations(kubectl) == [], timeout=30)
+    assert_check_clean(kubectl)
 
 
 def test_pods_of_other_schedulers_are_untouched(

@@ -1,0 +1,118 @@
+"""Active/passive replicas: leader election on a coordination.k8s.io Lease.
+
+Uses kubernetes-asyncio's ``LeaderElection`` with a ``LeaseLock`` and
+kube-scheduler's defaults (lease 15 s, renew deadline 10 s, retry 2 s): a
+standby takes over at most one lease duration (plus a retry period) after the
+leader stops renewing. Like kube-scheduler, a replica that loses the lease
+exits (status 1) so that it restarts clean as a standby.
+
+Correctness never depends on the lease: every allocation is a
+compare-and-swap, so two schedulers running at once still never hand out one
+address twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+log = logging.getLogger(__name__)
+
+SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass
+class ElectionSettings:
+    """Lease name/namespace and timings (seconds)."""
+
+    lease_name: str = "ip-scheduler"
+    lease_namespace: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def namespace(self) -> str:
+        """The configured namespace, else the pod's own (in-cluster), else kube-system."""
+        if self.lease_namespace:
+            return self.lease_namespace
+        try:
+            return SA_NAMESPACE_FILE.read_text().strip() or "kube-system"
+        except OSError:
+            return "kube-system"
+
+
+def identity() -> str:
+    """``<hostname>_<random>``, unique per process, as client-go builds it."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+class LostLeadership(Exception):
+    """The lease could not be renewed; the process should exit."""
+
+
+async def run_elected(
+    api_client: client.ApiClient,
+    settings: ElectionSettings,
+    lead: Callable[[], Awaitable[None]],
+    on_role: Callable[[str], None] = lambda role: None,
+) -> None:
+    """Wait for the lease, then run ``lead()`` while holding it.
+
+    ``on_role`` is told "standby" at once and "leader" on acquisition.
+    Raises LostLeadership when the lease is lost; re-raises if ``lead()``
+    fails; returns when ``lead()`` returns.
+    """
+    me = identity()
+    lost = asyncio.Event()
+    leading: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def started() -> None:
+        log.info("acquired lease %s/%s as %s", settings.namespace(), settings.lease_name, me)
+        on_role("leader")
+        try:
+            await lead()
+            if not leading.done():
+                leading.set_result(None)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:
+            if not leading.done():
+                leading.set_exception(e)
+
+    async def stopped() -> None:
+        lost.set()
+
+    config = electionconfig.Config(
+        LeaseLock(settings.lease_name, settings.namespace(), me, api_client),
+        lease_duration=settings.lease_duration,
+        renew_deadline=settings.renew_deadline,
+        retry_period=settings.retry_period,
+        onstarted_leading=started,
+        onstopped_leading=stopped,
+    )
+    on_role("standby")
+    log.info("waiting for lease %s/%s (identity %s)", settings.namespace(), settings.lease_name, me)
+    election = asyncio.create_task(leaderelection.LeaderElection(config).run(), name="leader-election")
+    lost_wait = asyncio.create_task(lost.wait())
+    try:
+        waiters: set[asyncio.Future[Any]] = {election, lost_wait, leading}
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        if leading in done:
+            leading.result()  # re-raise a failure of lead()
+            return
+        if lost.is_set() or election in done:
+            raise LostLeadership(f"lost lease {settings.namespace()}/{settings.lease_name}")
+    finally:
+        for t in (election, lost_wait):
+            t.cancel()
+        await asyncio.gather(election, lost_wait, return_exceptions=True)

@@ -1,0 +1,91 @@
+"""``/healthz`` and ``/readyz`` (and, later, ``/metrics``) on a small aiohttp server.
+
+- ``/healthz`` is 200 unless the event loop is lagging (a ticker that should
+  run every second has not run for ``max_loop_lag`` seconds) or a watch is
+  stalled (the GC sweep saw a pool in the API server newer than our cache
+  for longer than the watch timeout). A fully blocked loop cannot answer at
+  all, which the probe's own timeout turns into a failure.
+- ``/readyz`` is 200 once the indexes are loaded and the start-up reconcile
+  is done (body ``ok: leader``), and 200 with ``ok: standby`` while waiting
+  for the lease; 503 otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class HealthState:
+    """Shared, mutable health facts; written by the scheduler, read by the probes."""
+
+    role: str = "starting"  # starting | standby | leader
+    ready: bool = False
+    max_loop_lag: float = 10.0
+    last_tick: float = field(default_factory=time.monotonic)
+    stalled: dict[str, str] = field(default_factory=dict)
+    ticker: asyncio.Task[None] | None = None
+
+    def healthy(self) -> tuple[bool, str]:
+        """``(ok, reason)``."""
+        lag = time.monotonic() - self.last_tick
+        if lag > self.max_loop_lag:
+            return False, f"event loop blocked for {lag:.1f}s"
+        if self.stalled:
+            return False, "; ".join(f"{k}: {v}" for k, v in sorted(self.stalled.items()))
+        return True, "ok"
+
+    def readiness(self) -> tuple[bool, str]:
+        if self.role == "standby":
+            return True, "ok: standby"
+        if self.role == "leader" and self.ready:
+            return True, "ok: leader"
+        return False, f"not ready ({self.role})"
+
+
+async def _ticker(state: HealthState) -> None:
+    while True:
+        state.last_tick = time.monotonic()
+        await asyncio.sleep(1.0)
+
+
+def make_app(state: HealthState) -> web.Application:
+    """The probe endpoints as an aiohttp application."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        ok, why = state.healthy()
+        return web.Response(status=200 if ok else 503, text=why + "\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        ok, why = state.readiness()
+        return web.Response(status=200 if ok else 503, text=why + "\n")
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/livez", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+async def serve(state: HealthState, address: str) -> web.AppRunner:
+    """Start serving on ``host:port``; returns the runner (call ``cleanup()`` to stop).
+
+    Raises ValueError for a malformed address, OSError if the port is taken.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"invalid address {address!r}: expected host:port")
+    runner = web.AppRunner(make_app(state), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host or "0.0.0.0", int(port))
+    await site.start()
+    state.ticker = asyncio.get_running_loop().create_task(_ticker(state), name="health-ticker")
+    log.info("serving /healthz and /readyz on %s", address)
+    return runner

@@ -1,0 +1,40 @@
+"""``ipscheduler run``: probes, optional leader election, then the kopf operator."""
+
+from __future__ import annotations
+
+import logging
+
+from kubernetes_asyncio import client
+
+from ipscheduler.api import load_client_config
+from ipscheduler.election import LostLeadership, run_elected
+from ipscheduler.handlers import RunConfig, run_operator
+from ipscheduler.health import HealthState, serve
+
+log = logging.getLogger(__name__)
+
+
+async def main(cfg: RunConfig) -> int:
+    """Run until stopped; returns the process exit status (1 after losing the lease)."""
+    health = HealthState()
+    runner = await serve(health, cfg.health_addr) if cfg.health_addr else None
+    try:
+        if not cfg.leader_elect:
+            health.role = "leader"
+            await run_operator(cfg, health)
+            return 0
+        conf = await load_client_config(cfg.kubeconfig)
+        async with client.ApiClient(conf) as api_client:
+
+            def on_role(role: str) -> None:
+                health.role = role
+
+            try:
+                await run_elected(api_client, cfg.election, lambda: run_operator(cfg, health), on_role)
+            except LostLeadership as e:
+                log.error("%s: exiting", e)
+                return 1
+        return 0
+    finally:
+        if runner is not None:
+            await runner.cleanup()
