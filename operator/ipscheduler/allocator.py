@@ -9,6 +9,7 @@ allocation truth is always the pool status in the API server.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -162,12 +163,26 @@ class PoolContext:
     """What a pool's status depends on beyond the pool itself.
 
     ``blocked``: addresses this pool shares with other pools (handed to
-    nobody); ``conflicts``: names of those other pools.
+    nobody); ``conflicts``: names of those other pools; ``held_by``:
+    canonical address → name of the pool whose allocation holds it, over all
+    pools (an address held in another pool, e.g. after a spec change, is
+    never handed out here).
     """
 
     node_exists: bool = True
     blocked: AddressSet | None = None
     conflicts: tuple[str, ...] = ()
+    held_by: Mapping[str, str] = field(default_factory=dict)
+
+
+def held_addresses(pools: Iterable[PoolView]) -> dict[str, str]:
+    """Canonical address → pool name, for every allocation that holds an address."""
+    out: dict[str, str] = {}
+    for p in pools:
+        for a in p.allocations.values():
+            if a.ip and (ip := _canonical_or_none(a.ip)):
+                out.setdefault(ip, p.name)
+    return out
 
 
 def find_conflicts(pools: Iterable[PoolView]) -> dict[str, PoolContext]:
@@ -250,19 +265,7 @@ def desired_status(
 
 
 def _with_allocations(pool: PoolView, allocs: dict[str, Allocation]) -> PoolView:
-    status = pool.status.model_copy(update={"allocations": allocs})
-    return PoolView(
-        name=pool.name,
-        node_name=pool.node_name,
-        resource_version=pool.resource_version,
-        generation=pool.generation,
-        uid=pool.uid,
-        addresses=pool.addresses,
-        cap=pool.cap,
-        spec_error=pool.spec_error,
-        deleting=pool.deleting,
-        status=status,
-    )
+    return dataclasses.replace(pool, status=pool.status.model_copy(update={"allocations": allocs}))
 
 
 def _same(a: NodeIPPoolStatus, b: NodeIPPoolStatus) -> bool:
@@ -297,9 +300,12 @@ def pick(pool: PoolView, ctx: PoolContext, uid: str) -> tuple[bool, str | None]:
         return False, None
     if pool.addresses is None:
         return True, None
-    taken = [a.ip for a in pool.allocations.values() if a.ip]
-    ip = pool.addresses.first_free(taken, ctx.blocked)
-    return (ip is not None), ip
+    taken = {a.ip for a in pool.allocations.values() if a.ip}
+    while True:
+        ip = pool.addresses.first_free(taken, ctx.blocked)
+        if ip is None or ctx.held_by.get(ip, pool.name) == pool.name:
+            return (ip is not None), ip
+        taken.add(ip)  # held by an allocation of another pool
 
 
 def reserve(

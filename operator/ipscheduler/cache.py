@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Iterable, Mapping
 
 from ipscheduler.addresses import AddressSet
-from ipscheduler.allocator import PoolContext, PoolView, find_conflicts
+from ipscheduler.allocator import PoolContext, PoolView, find_conflicts, held_addresses
 from ipscheduler.objects import NodeInfo, PodInfo
 
 IndexLike = Mapping[str, Iterable[object]]
@@ -37,6 +37,8 @@ class ClusterCache:
         self._fresh: dict[str, PoolView] = {}
         self._conflicts: dict[str, PoolContext] = {}
         self._conflict_key: tuple[tuple[str, int, str], ...] | None = None
+        self._held: dict[str, str] = {}
+        self._held_key: tuple[tuple[str, str, str], ...] | None = None
         self.ready = asyncio.Event()
 
     def attach(self, nodes: IndexLike, pools: IndexLike, pods: IndexLike | None = None) -> None:
@@ -123,11 +125,16 @@ class ClusterCache:
         if key != self._conflict_key:
             self._conflicts = find_conflicts(pools.values())
             self._conflict_key = key
+        held_key = tuple(sorted((p.name, p.uid, p.resource_version) for p in pools.values()))
+        if held_key != self._held_key:
+            self._held = held_addresses(pools.values())
+            self._held_key = held_key
         base = self._conflicts.get(pool.name, PoolContext())
         return PoolContext(
             node_exists=self.node(pool.node_name) is not None,
             blocked=base.blocked,
             conflicts=base.conflicts,
+            held_by=self._held,
         )
 
     def blocked(self, pool: PoolView) -> AddressSet | None:

@@ -29,6 +29,12 @@ class Repair:
     pod: str
     reason: str
     ip: str | None = None
+    node: str = ""
+
+
+def _aware(t: datetime.datetime) -> datetime.datetime:
+    """Timestamps without a zone are UTC (the API server writes UTC)."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=datetime.UTC)
 
 
 def plan(
@@ -54,8 +60,7 @@ def plan(
     """
     out: list[Repair] = []
     held: set[str] = set()
-    pool_list = list(pools)
-    for pool in pool_list:
+    for pool in pools:
         for uid, a in pool.allocations.items():
             held.add(uid)
             pod = pods.get(uid)
@@ -72,7 +77,7 @@ def plan(
                 out.append(
                     Repair("mark_bound", pool.name, uid, a.pod, "pod is bound with this address", a.ip)
                 )
-            elif (now - a.since).total_seconds() > reserved_ttl:
+            elif (now - _aware(a.since)).total_seconds() > reserved_ttl:
                 out.append(
                     Repair(
                         "release",

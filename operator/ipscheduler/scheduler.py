@@ -82,7 +82,7 @@ class Scheduler:
         self.gc_interval = gc_interval
         self.reserved_ttl = reserved_ttl
         self.health = health or HealthState()
-        self._stale_since: dict[str, float] = {}
+        self._stale_since: dict[str, tuple[float, int]] = {}
         self.watch_timeout = 90.0
 
     # -- task helpers --------------------------------------------------
@@ -333,19 +333,34 @@ class Scheduler:
         return counts
 
     def check_watch(self, live_pools: list[dict[str, Any]]) -> None:
-        """Flag the NodeIPPool watch as stalled when the cache lags the API for > watch_timeout.
+        """Flag the NodeIPPool watch as stalled when the cache stays behind the API server.
 
-        ``live_pools`` is a fresh LIST. A pool whose live resourceVersion
-        differs from the cache's starts a clock; the clock stops when they
-        agree again.
+        ``live_pools`` is a fresh LIST. A pool whose cached resourceVersion is
+        lower than the live one (compared as numbers) starts a clock holding
+        that live version; the clock stops as soon as the cache reaches it,
+        even if the pool has moved on meanwhile (the watch is making
+        progress). Being ahead of the LIST (our own write landing during it)
+        is not lagging; a pool still cached but gone from the LIST is. A clock
+        older than ``watch_timeout`` marks the watch
+        stalled in the health state (``/healthz`` fails).
         """
         now = asyncio.get_running_loop().time()
-        live = {p["metadata"]["name"]: str(p["metadata"].get("resourceVersion", "")) for p in live_pools}
-        cached = {name: p.resource_version for name, p in self.cache.pools().items()}
-        lagging = {name for name, rv in live.items() if cached.get(name) != rv}
-        lagging |= set(cached) - set(live)
-        self._stale_since = {n: self._stale_since.get(n, now) for n in lagging}
-        worst = max((now - t for t in self._stale_since.values()), default=0.0)
+        cached = {name: _rv(p.resource_version) for name, p in self.cache.pools().items()}
+        clocks: dict[str, tuple[float, int]] = {}
+        for body in live_pools:
+            name = body["metadata"]["name"]
+            live_rv = _rv(str(body["metadata"].get("resourceVersion", "")))
+            have = cached.get(name, -1)
+            started = self._stale_since.get(name)
+            if started is not None and have < started[1]:
+                clocks[name] = started  # still behind the version that started the clock
+            elif have < live_rv:
+                clocks[name] = (now, live_rv)
+        live_names = {b["metadata"]["name"] for b in live_pools}
+        for name in set(cached) - live_names:  # deleted in the API server, still in our cache
+            clocks[name] = self._stale_since.get(name) or (now, -1)
+        self._stale_since = clocks
+        worst = max((now - t for t, _ in clocks.values()), default=0.0)
         if worst > self.watch_timeout:
             self.health.stalled["nodeippools"] = f"watch stalled: cache {worst:.0f}s behind the API server"
         else:
@@ -412,6 +427,10 @@ class Scheduler:
         try:
             if pool is None:
                 raise allocator.AdoptConflict(f"pool {r.pool} named in the pod's annotation does not exist")
+            if r.node and pool.node_name != r.node:
+                raise allocator.AdoptConflict(
+                    f"pool {r.pool} named in the pod's annotation serves {pool.node_name}, not {r.node}"
+                )
             await self.writer.update(
                 r.pool, functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip)
             )
@@ -423,6 +442,13 @@ class Scheduler:
                 ref, "Warning", "AddressConflict", f"cannot record the pod's address: {e}"
             )
         return counts
+
+
+def _rv(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        return -1
 
 
 def _utcnow() -> datetime.datetime:

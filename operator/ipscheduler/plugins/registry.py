@@ -23,7 +23,7 @@ def default_profile(
     and NodeAffinity 1 each (kube-scheduler's defaults for those two are 3
     and 2; ours favours the address strategy).
     """
-    underlay = UnderlayIP(cache, writer, strategy)
+    underlay = UnderlayIP(cache, writer, strategy, api)
     taints = TaintToleration()
     affinity = NodeAffinity()
     return Profile(

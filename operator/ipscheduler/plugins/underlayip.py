@@ -28,7 +28,7 @@ from typing import Literal
 
 from ipscheduler import allocator
 from ipscheduler.allocator import PoolContext, PoolView
-from ipscheduler.api import PoolWriter
+from ipscheduler.api import KubeApi, PoolWriter
 from ipscheduler.cache import ClusterCache
 from ipscheduler.framework import CycleState, Status, default_normalize
 from ipscheduler.models import NodeIPPoolStatus
@@ -52,10 +52,18 @@ class UnderlayIP:
 
     name = NAME
 
-    def __init__(self, cache: ClusterCache, writer: PoolWriter, strategy: Strategy = "spread") -> None:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        writer: PoolWriter,
+        strategy: Strategy = "spread",
+        api: KubeApi | None = None,
+    ) -> None:
+        """``api`` is used by Unreserve for a live read of the pod (None: release without it)."""
         self.cache = cache
         self.writer = writer
         self.strategy = strategy
+        self.api = api
 
     # -- PreFilter -----------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
@@ -128,25 +136,53 @@ class UnderlayIP:
                 continue
             if written is None or "ip" not in got:
                 continue
+            # Allocations this pod may still hold in other pools (an earlier attempt) are NOT
+            # released here: another replica may be binding the pod with one of them right now.
+            # The GC releases them once the pod is bound elsewhere (Reserved past the TTL).
             state.write(_ALLOC, (pool.name, got["ip"]))
-            await self._release_elsewhere(pod, keep=pool.name)
             return Status.success()
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
 
-    async def _release_elsewhere(self, pod: PodInfo, keep: str) -> None:
-        for other in self.cache.holder(pod.uid):
-            if other.name != keep:
-                await self.writer.update(other.name, functools.partial(allocator.release, uid=pod.uid))
+    async def _bound_with(self, pod: PodInfo, pool_name: str, ip: str | None) -> bool | None:
+        """Is the pod (same UID) bound carrying exactly this allocation? None if unknown."""
+        if self.api is None:
+            return False
+        try:
+            body = await self.api.get_pod(pod.namespace, pod.name)
+        except Exception:
+            return None
+        if body is None:
+            return False
+        live = PodInfo.from_obj(body)
+        return (
+            live.uid == pod.uid
+            and live.bound
+            and live.annotations.get(ANNOTATION_POOL) == pool_name
+            and (ip is None or live.annotations.get(ANNOTATION_IP) == ip)
+        )
 
     async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
-        """Release the allocation made by :meth:`reserve`; logs instead of raising."""
+        """Release the allocation made by :meth:`reserve`; logs instead of raising.
+
+        First a live read of the pod: if it is bound with this very allocation
+        (another replica won the bind with the same reservation), the
+        allocation is kept; if that read fails it is kept too and the GC
+        decides later. Never releases what a bound pod uses.
+        """
         alloc = state.get(_ALLOC)
         if alloc is None:
             return
+        pool_name, ip = alloc
         try:
-            await self.writer.update(alloc[0], functools.partial(allocator.release, uid=pod.uid))
+            bound = await self._bound_with(pod, pool_name, ip)
+            if bound is None or bound:
+                log.info(
+                    "unreserve of %s keeps %s in pool %s (bound=%s)", pod.key, ip or "slot", pool_name, bound
+                )
+                return
+            await self.writer.update(pool_name, functools.partial(allocator.release, uid=pod.uid))
         except Exception:
-            log.exception("unreserve of %s in pool %s failed; the GC will release it", pod.key, alloc[0])
+            log.exception("unreserve of %s in pool %s failed; the GC will release it", pod.key, pool_name)
 
     # -- PreBind / PostBind ----------------------------------------------
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:

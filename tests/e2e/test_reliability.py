@@ -1,0 +1,294 @@
+"""Reliability: leaks, pool lifecycle, node loss, replicas, API outages, RBAC."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.e2e.conftest import (
+    ROOT,
+    SCHEDULER,
+    Pools,
+    SchedulerProcess,
+    assert_check_clean,
+    deployment,
+    events_for,
+    ipscheduler_check,
+    pods_of,
+)
+from tests.kube import Kubectl, pod_manifest, wait_for
+
+Factory = Callable[..., SchedulerProcess]
+FAST_GC = ("--gc-interval", "2", "--reserved-ttl", "5")
+
+
+def _bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+
+
+def _ready(pools: Pools, name: str) -> dict[str, Any] | None:
+    conds = pools.get(name).get("status", {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == "Ready"), None)
+
+
+def _pinned(name: str, node: str, **spec: Any) -> dict[str, Any]:
+    return pod_manifest(name, scheduler=SCHEDULER, nodeSelector={"kubernetes.io/hostname": node}, **spec)
+
+
+def test_gc_releases_leaks_by_uid_never_by_name(
+    scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("gc", "node-1", ["10.3.0.1-10.3.0.4"])
+    scheduler_factory(*FAST_GC)
+    kubectl.create(_pinned("x", "node-1"), ns)
+    pod = wait_for(
+        "x bound", lambda: (p := kubectl.json("get", "pod", "x", "-n", ns))["spec"].get("nodeName") and p
+    )
+    uid, ip = pod["metadata"]["uid"], pod["metadata"]["annotations"]["ipscheduler.io/ip"]
+    # A leaked allocation under the SAME name but another (dead) UID, as a crashed controller leaves it.
+    ghost = "00000000-0000-0000-0000-00000000dead"
+    leak = {
+        "status": {
+            "allocations": {
+                ghost: {"ip": "10.3.0.4", "pod": f"{ns}/x", "phase": "Bound", "since": "2026-01-01T00:00:00Z"}
+            }
+        }
+    }
+    kubectl("patch", "nodeippool", "gc", "--subresource=status", "--type=merge", "-p", json.dumps(leak))
+    wait_for(
+        "leak released", lambda: ghost not in (pools.get("gc")["status"].get("allocations") or {}), timeout=30
+    )
+    allocs = pools.get("gc")["status"]["allocations"]
+    assert allocs[uid]["ip"] == ip, "the live pod of the same name kept its address"
+    assert_check_clean(kubectl)
+
+
+def test_pool_deletion_waits_for_its_allocations(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("fin", "node-2", ["10.4.0.1-10.4.0.2"])
+    kubectl.create(_pinned("holder", "node-2"), ns)
+    wait_for("bound", lambda: kubectl.json("get", "pod", "holder", "-n", ns)["spec"].get("nodeName"))
+    wait_for(
+        "finalizer",
+        lambda: "ipscheduler.io/allocations" in (pools.get("fin")["metadata"].get("finalizers") or []),
+    )
+    kubectl("delete", "nodeippool", "fin", "--wait=false")
+    cond = wait_for("Terminating", lambda: (c := _ready(pools, "fin")) and c["reason"] == "Terminating" and c)
+    assert "1 allocation" in cond["message"]
+    ev = wait_for(
+        "DeletionBlocked event",
+        lambda: [
+            e
+            for e in kubectl.json("get", "events", "-n", "default")["items"]
+            if e["involvedObject"].get("name") == "fin" and e["reason"] == "DeletionBlocked"
+        ],
+    )
+    assert ev[0]["type"] == "Warning" and f"{ns}/holder" in ev[0]["message"]
+    assert kubectl.run("get", "nodeippool", "fin", check=False).returncode == 0, "pool vanished under its pod"
+    kubectl("delete", "pod", "holder", "-n", ns, "--wait=true")
+    kubectl("wait", "--for=delete", "nodeippool/fin", "--timeout=30s")
+
+
+def test_shrinking_keeps_allocations_and_hands_out_nothing_new(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("shrink", "node-3", ["10.5.0.1-10.5.0.6"])
+    for i in range(4):
+        kubectl.create(_pinned(f"s{i}", "node-3"), ns)
+    wait_for("4 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 4)
+    before = {
+        p["metadata"]["uid"]: p["metadata"]["annotations"]["ipscheduler.io/ip"]
+        for p in _bound(pods_of(kubectl, ns))
+    }
+    pools.create("shrink", "node-3", ["10.5.0.1-10.5.0.2"])  # re-apply with fewer addresses
+    cond = wait_for(
+        "OverCommitted", lambda: (c := _ready(pools, "shrink")) and c["reason"] == "OverCommitted" and c
+    )
+    assert cond["status"] == "False" and "4 allocated" in cond["message"]
+    status = pools.get("shrink")["status"]
+    assert (status["capacity"], status["allocated"], status["free"]) == (2, 4, 0)
+    assert {u: a["ip"] for u, a in status["allocations"].items()} == before
+    kubectl.create(_pinned("late", "node-3"), ns)
+    wait_for("late FailedScheduling", lambda: events_for(kubectl, ns, "late", "FailedScheduling"))
+    report = ipscheduler_check(kubectl.kubeconfig)
+    assert report.returncode == 1 and "pool shrink: allocated 4 > capacity 2" in report.stdout
+    # Free three: the late pod may now only get an address that is still in the spec.
+    gone = [p["metadata"]["name"] for p in _bound(pods_of(kubectl, ns))][:3]
+    kubectl("delete", "pod", "-n", ns, *gone, "--wait=true")
+    late = wait_for(
+        "late bound",
+        lambda: (p := kubectl.json("get", "pod", "late", "-n", ns))["spec"].get("nodeName") and p,
+    )
+    assert late["metadata"]["annotations"]["ipscheduler.io/ip"] in {"10.5.0.1", "10.5.0.2"}
+    assert_check_clean(kubectl)
+
+
+def test_deleted_node_gives_its_addresses_back(
+    scheduler: SchedulerProcess, cluster: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    (node,) = cluster.add_nodes(1)
+    try:
+        pools.create("doomed", node, ["10.6.0.1-10.6.0.3"])
+        for i in range(2):
+            kubectl.create(_pinned(f"d{i}", node, terminationGracePeriodSeconds=0), ns)
+        wait_for("2 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 2)
+        assert pools.get("doomed")["status"]["allocated"] == 2
+    finally:
+        kubectl("delete", "node", node)
+    # kube-controller-manager's pod GC deletes pods of a deleted node (after its 40 s quarantine).
+    wait_for(
+        "addresses released",
+        lambda: pools.get("doomed")["status"].get("allocated") == 0,
+        timeout=120,
+        interval=2,
+    )
+    cond = wait_for(
+        "NodeNotFound", lambda: (c := _ready(pools, "doomed")) and c["reason"] == "NodeNotFound" and c
+    )
+    assert node in cond["message"]
+    assert_check_clean(kubectl)
+
+
+def test_two_schedulers_without_leader_election_never_double_allocate(
+    scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    for i in (1, 2, 3):
+        pools.create(f"dup-{i}", f"node-{i}", [f"10.7.{i}.1-10.7.{i}.5"])
+    scheduler_factory("--no-leader-elect")
+    scheduler_factory("--no-leader-elect")
+    kubectl.apply(deployment("race", 20), ns)
+    wait_for("15 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 15, timeout=90)
+    time.sleep(3)  # let both schedulers retry the 5 pending pods a few times
+    bound = _bound(pods_of(kubectl, ns))
+    ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in bound]
+    assert len(bound) == 15 and len(set(ips)) == 15
+    assert_check_clean(kubectl)
+
+
+def test_leader_election_standby_takes_over(
+    scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("le", "node-1", ["10.8.0.1-10.8.0.9"])
+    lease = f"le-{secrets.token_hex(3)}"
+    args = ("--leader-elect", "--leader-elect-namespace", "default", "--leader-elect-lease-name", lease)
+    first = scheduler_factory(*args)  # waits for its start-up reconcile: it leads
+    second = scheduler_factory(*args, wait="waiting for lease")
+    assert first.probe("/readyz") == (200, "ok: leader\n")
+    wait_for("standby ready", lambda: second.probe("/readyz") == (200, "ok: standby\n"), timeout=15)
+    assert second.probe("/healthz")[0] == 200
+    holder = kubectl.json("get", "lease", lease, "-n", "default")["spec"]["holderIdentity"]
+    first.kill(signal.SIGKILL)
+    killed = time.monotonic()
+    kubectl.create(_pinned("after-failover", "node-1"), ns)
+    wait_for("second leads", lambda: second.probe("/readyz") == (200, "ok: leader\n"), timeout=45)
+    print(f"failover took {time.monotonic() - killed:.1f}s (lease duration 15s)")
+    wait_for(
+        "scheduled by the new leader",
+        lambda: kubectl.json("get", "pod", "after-failover", "-n", ns)["spec"].get("nodeName"),
+        timeout=30,
+    )
+    assert kubectl.json("get", "lease", lease, "-n", "default")["spec"]["holderIdentity"] != holder
+    assert_check_clean(kubectl)
+
+
+def test_api_server_outage_is_survived(
+    scheduler: SchedulerProcess, cluster: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("outage", "node-2", ["10.9.0.1-10.9.0.8"])
+    kubectl.apply(deployment("ride", 3, nodeSelector={"kubernetes.io/hostname": "node-2"}), ns)
+    wait_for("3 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 3)
+    cluster.stop_component("kube-apiserver")
+    time.sleep(10)
+    cluster.start_component("kube-apiserver")
+    assert scheduler.proc is not None and scheduler.proc.poll() is None, "scheduler died during the outage"
+    kubectl("scale", "deployment", "ride", "-n", ns, "--replicas=6")
+    wait_for(
+        "6 bound after the outage", lambda: len(_bound(pods_of(kubectl, ns))) == 6, timeout=120, interval=1
+    )
+    assert_check_clean(kubectl, timeout=60)
+
+
+def _service_account_kubeconfig(kubectl: Kubectl, path: Path) -> Path:
+    token = kubectl("create", "token", "ip-scheduler", "-n", "ipscheduler-system", "--duration=2h").strip()
+    admin = yaml.safe_load(kubectl.kubeconfig.read_text())
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": "ip-scheduler", "user": {"token": token}}],
+        "contexts": [
+            {"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": "ip-scheduler"}}
+        ],
+        "current-context": "sa",
+    }
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_scheduler_runs_with_the_deploy_service_account_rbac(
+    kubectl: Kubectl, crd: None, pools: Pools, ns: str, tmp_path: Path
+) -> None:
+    for f in sorted((ROOT / "deploy").glob("0[0-5]-*.yaml")):
+        kubectl("apply", "-f", str(f))
+    sa = "system:serviceaccount:ipscheduler-system:ip-scheduler"
+    must = [
+        ("create", "pods/binding"),
+        ("patch", "pods/status"),
+        ("list", "pods"),
+        ("watch", "nodes"),
+        ("update", "nodeippools.ipscheduler.io/status"),
+        ("create", "events"),
+    ]
+    must_not = [
+        ("delete", "pods"),
+        ("get", "secrets"),
+        ("create", "pods"),
+        ("update", "nodes"),
+        ("delete", "nodeippools.ipscheduler.io"),
+        ("list", "secrets"),
+    ]
+    for verb, res in must:
+        assert (
+            kubectl.run("auth", "can-i", verb, res, "--as", sa, "-A", check=False).stdout.strip() == "yes"
+        ), (verb, res)
+    for verb, res in must_not:
+        assert (
+            kubectl.run("auth", "can-i", verb, res, "--as", sa, "-A", check=False).stdout.strip() == "no"
+        ), (verb, res)
+    kc = _service_account_kubeconfig(kubectl, tmp_path / "sa.kubeconfig")
+    pools.create("rbac", "node-3", ["10.10.0.1-10.10.0.3"])
+    proc = SchedulerProcess(
+        kc, tmp_path / "sa-scheduler.log", "--leader-elect", "--leader-elect-namespace", "ipscheduler-system"
+    ).start()
+    try:
+        kubectl.create(_pinned("least-privilege", "node-3"), ns)
+        pod = wait_for(
+            "bound under the ServiceAccount",
+            lambda: (
+                (p := kubectl.json("get", "pod", "least-privilege", "-n", ns))["spec"].get("nodeName") and p
+            ),
+            timeout=60,
+        )
+        assert pod["metadata"]["annotations"]["ipscheduler.io/ip"] == "10.10.0.1"
+        assert "Forbidden" not in proc.log_path.read_text() and "403" not in proc.log_path.read_text()
+        check = subprocess.run(
+            [*proc_cmd(), "check", "--kubeconfig", str(kc)], capture_output=True, text=True, check=False
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+    finally:
+        proc.stop()
+
+
+def proc_cmd() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "ipscheduler"]

@@ -1,0 +1,299 @@
+"""Unit tests for ipscheduler.check.find_violations (raw NodeIPPool and Pod bodies, no server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ipscheduler.check import find_violations
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL
+
+SINCE = "2024-01-01T00:00:00Z"
+
+
+def alloc(ip: str | None, pod: str, phase: str = "Bound") -> dict[str, Any]:
+    out: dict[str, Any] = {"pod": pod, "phase": phase, "since": SINCE}
+    if ip is not None:
+        out["ip"] = ip
+    return out
+
+
+def pool(
+    name: str = "pool-a",
+    node: str = "node-a",
+    addresses: list[str] | None = None,
+    capacity: int | None = None,
+    allocations: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeName": node}
+    if addresses is not None:
+        spec["addresses"] = addresses
+    if capacity is not None:
+        spec["capacity"] = capacity
+    st = dict(status or {})
+    if allocations is not None:
+        st["allocations"] = allocations
+    return {
+        "apiVersion": "ipscheduler.io/v1alpha1",
+        "kind": "NodeIPPool",
+        "metadata": {"name": name, "resourceVersion": "1", "uid": f"uid-{name}"},
+        "spec": spec,
+        "status": st,
+    }
+
+
+def pod(
+    uid: str,
+    name: str,
+    node: str | None = "node-a",
+    phase: str = "Running",
+    pool_name: str | None = None,
+    ip: str | None = None,
+    deleting: bool = False,
+    host_network: bool = False,
+) -> dict[str, Any]:
+    annotations: dict[str, str] = {}
+    if pool_name is not None:
+        annotations[ANNOTATION_POOL] = pool_name
+    if ip is not None:
+        annotations[ANNOTATION_IP] = ip
+    meta: dict[str, Any] = {"uid": uid, "name": name, "namespace": "ns", "annotations": annotations}
+    if deleting:
+        meta["deletionTimestamp"] = SINCE
+    spec: dict[str, Any] = {"schedulerName": "ipscheduler", "containers": [{"name": "c", "image": "x"}]}
+    if node is not None:
+        spec["nodeName"] = node
+    if host_network:
+        spec["hostNetwork"] = True
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+V4 = ["10.0.0.0/28"]
+V6 = ["fd00::/120"]
+
+
+def test_clean_state_has_no_violations() -> None:
+    pools = [
+        pool(
+            addresses=V4,
+            allocations={
+                "u1": alloc("10.0.0.1", "ns/a"),
+                "u2": alloc("10.0.0.2", "ns/b", phase="Reserved"),
+            },
+            status={"capacity": 14, "allocated": 2, "free": 12},
+        ),
+        pool("pool-6", addresses=V6, allocations={"u3": alloc("fd00::1", "ns/c")}),
+        pool("pool-c", capacity=2, allocations={"u4": alloc(None, "ns/d")}),
+        pool("pool-b", node="node-b", addresses=["10.0.1.0/28"]),
+    ]
+    pods = [
+        pod("u1", "a", pool_name="pool-a", ip="10.0.0.1"),
+        pod("u2", "b", node=None, phase="Pending"),
+        pod("u3", "c", pool_name="pool-6", ip="fd00:0::1"),  # other spelling of the same address
+        pod("u4", "d", pool_name="pool-c"),
+        pod("u5", "e", host_network=True),
+        pod("u6", "f", phase="Succeeded", pool_name="pool-a", ip="10.0.0.9"),
+        pod("u7", "g", phase="Failed"),
+        pod("u8", "h", deleting=True, pool_name="pool-a", ip="10.0.0.3"),
+        pod("u9", "i", node=None, phase="Pending"),
+    ]
+    assert find_violations(pools, pods) == []
+
+
+def test_empty_inputs() -> None:
+    assert find_violations([], []) == []
+
+
+# (pools, pods, expected violation lines, exactly)
+CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a"), "u2": alloc("10.0.0.1", "ns/b")})],
+        [
+            pod("u1", "a", pool_name="pool-a", ip="10.0.0.1"),
+            pod("u2", "b", pool_name="pool-a", ip="10.0.0.1"),
+        ],
+        ["address 10.0.0.1 held twice: ns/a (pool pool-a) and ns/b (pool pool-a)"],
+    ),
+    (
+        [
+            pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")}),
+            pool("pool-b", addresses=V4, allocations={"u2": alloc("10.0.0.1", "ns/b")}),
+        ],
+        [
+            pod("u1", "a", pool_name="pool-a", ip="10.0.0.1"),
+            pod("u2", "b", pool_name="pool-b", ip="10.0.0.1"),
+        ],
+        ["address 10.0.0.1 held twice: ns/a (pool pool-a) and ns/b (pool pool-b)"],
+    ),
+    (
+        [
+            pool("pool-a", addresses=V6, allocations={"u1": alloc("fd00::1", "ns/a")}),
+            pool("pool-b", addresses=V6, allocations={"u2": alloc("fd00:0::1", "ns/b")}),
+        ],
+        [
+            pod("u1", "a", pool_name="pool-a", ip="fd00::1"),
+            pod("u2", "b", pool_name="pool-b", ip="fd00:0::1"),
+        ],
+        ["address fd00::1 held twice: ns/a (pool pool-a) and ns/b (pool pool-b)"],
+    ),
+    (
+        [
+            pool(
+                addresses=V6,
+                allocations={"u1": alloc("FD00:0:0::0001", "ns/a"), "u2": alloc("fd00::1", "ns/b")},
+            )
+        ],
+        [pod("u1", "a", pool_name="pool-a", ip="fd00::1"), pod("u2", "b", pool_name="pool-a", ip="fd00::1")],
+        ["address fd00::1 held twice: ns/a (pool pool-a) and ns/b (pool pool-a)"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [],
+        ["pool pool-a: ns/a (u1): allocation of a pod that no longer exists"],
+    ),
+    (
+        [pool(capacity=3, allocations={"u1": alloc(None, "ns/a", phase="Reserved")})],
+        [pod("u1-other", "a", pool_name="pool-a")],
+        [
+            "pool pool-a: ns/a (u1): allocation of a pod that no longer exists",
+            "pod ns/a (u1-other) is bound to node-a but holds no allocation",
+        ],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", phase="Succeeded", pool_name="pool-a", ip="10.0.0.1")],
+        ["pool pool-a: ns/a (u1): allocation of a Succeeded pod"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", phase="Failed", pool_name="pool-a", ip="10.0.0.1")],
+        ["pool pool-a: ns/a (u1): allocation of a Failed pod"],
+    ),
+    (
+        [pool(addresses=V4)],
+        [pod("u1", "a", pool_name="pool-a", ip="10.0.0.1")],
+        ["pod ns/a (u1) is bound to node-a but holds no allocation"],
+    ),
+    (
+        [pool(addresses=V4)],
+        [pod("u1", "a")],
+        ["pod ns/a (u1) is bound to node-a but holds no allocation"],
+    ),
+    (
+        [pool(addresses=V4)],
+        [pod("u1", "a", phase="Pending", pool_name="pool-a", ip="10.0.0.1")],
+        ["pod ns/a (u1) is bound to node-a but holds no allocation"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", node="node-b", pool_name="pool-a", ip="10.0.0.1")],
+        ["pool pool-a: ns/a (u1): pod runs on node-b but the pool serves node-a"],
+    ),
+    (
+        [pool(addresses=V4, status={"capacity": 2, "allocated": 3})],
+        [],
+        ["pool pool-a: allocated 3 > capacity 2"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", pool_name="pool-a", ip="10.0.0.2")],
+        ["pool pool-a: ns/a (u1): annotations ip=10.0.0.2 pool=pool-a differ from allocation ip=10.0.0.1"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", pool_name="pool-b", ip="10.0.0.1")],
+        ["pool pool-a: ns/a (u1): annotations ip=10.0.0.1 pool=pool-b differ from allocation ip=10.0.0.1"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a")],
+        ["pool pool-a: ns/a (u1): annotations ip=None pool=None differ from allocation ip=10.0.0.1"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", pool_name="pool-a")],
+        ["pool pool-a: ns/a (u1): annotations ip=None pool=pool-a differ from allocation ip=10.0.0.1"],
+    ),
+    (
+        [pool(capacity=2, allocations={"u1": alloc(None, "ns/a")})],
+        [pod("u1", "a", pool_name="pool-a", ip="10.0.0.1")],
+        ["pool pool-a: ns/a (u1): annotations ip=10.0.0.1 pool=pool-a differ from allocation ip=None"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pools", "pods", "expected"),
+    CASES,
+    ids=[
+        "same-address-twice-one-pool",
+        "same-address-across-pools",
+        "same-v6-address-different-spelling-across-pools",
+        "same-v6-address-uppercase-spelling-one-pool",
+        "allocation-of-missing-pod",
+        "allocation-of-missing-uid-same-name",
+        "allocation-of-succeeded-pod",
+        "allocation-of-failed-pod",
+        "bound-pod-with-annotations-no-allocation",
+        "bound-pod-without-annotations-no-allocation",
+        "bound-pending-phase-no-allocation",
+        "allocation-on-pool-of-other-node",
+        "allocated-over-capacity",
+        "annotation-ip-differs",
+        "annotation-pool-differs",
+        "annotations-missing",
+        "annotation-ip-missing",
+        "annotation-ip-on-count-only-allocation",
+    ],
+)
+def test_violations(pools: list[dict[str, Any]], pods: list[dict[str, Any]], expected: list[str]) -> None:
+    assert find_violations(pools, pods) == expected
+
+
+def test_annotation_ip_in_other_spelling_is_not_a_violation() -> None:
+    pools = [pool(addresses=V6, allocations={"u1": alloc("fd00::a", "ns/a")})]
+    pods = [pod("u1", "a", pool_name="pool-a", ip="FD00:0:0:0:0:0:0:A")]
+    assert find_violations(pools, pods) == []
+
+
+def test_status_counts_at_capacity_are_fine() -> None:
+    assert find_violations([pool(addresses=V4, status={"capacity": 3, "allocated": 3})], []) == []
+
+
+def test_several_violations_are_all_reported() -> None:
+    pools = [
+        pool(
+            addresses=V4,
+            allocations={
+                "gone": alloc("10.0.0.1", "ns/gone"),
+                "done": alloc("10.0.0.1", "ns/done"),
+                "elsewhere": alloc("10.0.0.3", "ns/elsewhere"),
+            },
+            status={"capacity": 1, "allocated": 3},
+        )
+    ]
+    pods = [
+        pod("done", "done", phase="Succeeded"),
+        pod("elsewhere", "elsewhere", node="node-b", pool_name="pool-a", ip="10.0.0.3"),
+        pod("naked", "naked", node="node-b"),
+        pod("host", "host", node="node-b", host_network=True),
+    ]
+    out = find_violations(pools, pods)
+    assert sorted(out) == sorted(
+        [
+            "pool pool-a: allocated 3 > capacity 1",
+            "pool pool-a: ns/gone (gone): allocation of a pod that no longer exists",
+            "address 10.0.0.1 held twice: ns/gone (pool pool-a) and ns/done (pool pool-a)",
+            "pool pool-a: ns/done (done): allocation of a Succeeded pod",
+            "pool pool-a: ns/elsewhere (elsewhere): pod runs on node-b but the pool serves node-a",
+            "pod ns/naked (naked) is bound to node-b but holds no allocation",
+        ]
+    )
+
+
+def test_malformed_bodies_are_skipped() -> None:
+    pools = [{"metadata": {}}, pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})]
+    pods = [{"metadata": {"name": "no-uid"}}, pod("u1", "a", pool_name="pool-a", ip="10.0.0.1")]
+    assert find_violations(pools, pods) == []
