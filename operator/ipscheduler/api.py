@@ -20,7 +20,7 @@ import logging
 import os
 import random
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kubernetes_asyncio import client, config
@@ -79,9 +79,21 @@ class KubeApi:
         await self.client.close()
 
     @staticmethod
-    async def _json(resp: Any) -> Any:
+    async def _raw(call: Awaitable[Any]) -> Any:
+        """Await a ``_preload_content=False`` call; return its JSON body.
+
+        kubernetes-asyncio checks the HTTP status only when it preloads the
+        content, so this does it: a non-2xx answer raises ApiException
+        (status, reason and body set) like the preloading path would.
+        """
+        resp = await call
         try:
-            return json.loads(await resp.read())
+            raw = await resp.read()
+            if not 200 <= resp.status <= 299:
+                err = ApiException(status=resp.status, reason=resp.reason)
+                err.body = raw.decode(errors="replace")
+                raise err
+            return json.loads(raw) if raw else {}
         finally:
             resp.release()
 
@@ -135,19 +147,20 @@ class KubeApi:
 
     # -- pods ----------------------------------------------------------
     async def list_pods(self, field_selector: str) -> list[dict[str, Any]]:
-        resp = await self.core.list_pod_for_all_namespaces(
-            field_selector=field_selector, _preload_content=False
+        body = await self._raw(
+            self.core.list_pod_for_all_namespaces(field_selector=field_selector, _preload_content=False)
         )
-        return list((await self._json(resp)).get("items", []))
+        return list(body.get("items", []))
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            resp = await self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+            return dict(
+                await self._raw(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
+            )
         except ApiException as e:
             if e.status == 404:
                 return None
             raise
-        return dict(await self._json(resp))
 
     async def bind(self, pod: PodInfo, node: str, annotations: dict[str, str]) -> None:
         """POST a Binding of ``pod`` (by UID) to ``node`` carrying ``annotations``.
@@ -167,14 +180,13 @@ class KubeApi:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            resp = await self.core.create_namespaced_pod_binding(
-                pod.name, pod.namespace, body, _preload_content=False
+            await self._raw(
+                self.core.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False)
             )
         except ApiException as e:
             if e.status in (404, 409):
                 raise Conflict(f"{pod.key}: {e.reason}") from e
             raise
-        resp.release()
 
     async def set_unschedulable(self, pod: PodInfo, message: str) -> None:
         """Set the pod condition PodScheduled=False, reason Unschedulable."""
@@ -192,28 +204,31 @@ class KubeApi:
             }
         }
         try:
-            resp = await self.core.patch_namespaced_pod_status(
-                pod.name,
-                pod.namespace,
-                patch,
-                _preload_content=False,
-                _content_type="application/strategic-merge-patch+json",
+            await self._raw(
+                self.core.patch_namespaced_pod_status(
+                    pod.name,
+                    pod.namespace,
+                    patch,
+                    _preload_content=False,
+                    _content_type="application/strategic-merge-patch+json",
+                )
             )
-            resp.release()
         except ApiException as e:
             if e.status != 404:
                 raise
 
     # -- events --------------------------------------------------------
     async def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = await self.core.create_namespaced_event(namespace, body, _preload_content=False)
-        return dict(await self._json(resp))
+        return dict(
+            await self._raw(self.core.create_namespaced_event(namespace, body, _preload_content=False))
+        )
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        resp = await self.core.patch_namespaced_event(
-            name, namespace, patch, _preload_content=False, _content_type="application/merge-patch+json"
+        await self._raw(
+            self.core.patch_namespaced_event(
+                name, namespace, patch, _preload_content=False, _content_type="application/merge-patch+json"
+            )
         )
-        resp.release()
 
 
 MutateFn = Callable[[PoolView, PoolContext], NodeIPPoolStatus | None]
