@@ -49,9 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--leader-elect-namespace", default=None, help="default: the pod's namespace, else kube-system"
     )
-    run.add_argument("--leader-elect-lease-duration", type=float, default=15.0)
-    run.add_argument("--leader-elect-renew-deadline", type=float, default=10.0)
-    run.add_argument("--leader-elect-retry-period", type=float, default=2.0)
+    run.add_argument("--leader-elect-lease-duration", type=int, default=15, help="seconds")
+    run.add_argument("--leader-elect-renew-deadline", type=int, default=10, help="seconds")
+    run.add_argument("--leader-elect-retry-period", type=int, default=2, help="seconds")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub.add_parser("crd", help="print the NodeIPPool CRD generated from the models")
     check = sub.add_parser("check", help="print every allocation invariant violation; exit 1 if any")

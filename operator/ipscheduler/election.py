@@ -33,13 +33,13 @@ SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespac
 
 @dataclass
 class ElectionSettings:
-    """Lease name/namespace and timings (seconds)."""
+    """Lease name/namespace and timings (whole seconds, as the Lease API stores them)."""
 
     lease_name: str = "ip-scheduler"
     lease_namespace: str | None = None
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    lease_duration: int = 15
+    renew_deadline: int = 10
+    retry_period: int = 2
 
     def namespace(self) -> str:
         """The configured namespace, else the pod's own (in-cluster), else kube-system."""
@@ -110,6 +110,8 @@ async def run_elected(
         if leading in done:
             leading.result()  # re-raise a failure of lead()
             return
+        if election in done and not election.cancelled() and election.exception() is not None:
+            raise LostLeadership(f"leader election failed: {election.exception()!r}")
         if lost.is_set() or election in done:
             raise LostLeadership(f"lost lease {settings.namespace()}/{settings.lease_name}")
     finally:

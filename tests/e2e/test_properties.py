@@ -425,6 +425,12 @@ def small_pools(draw: st.DrawFn) -> tuple[list[str], list[str], int | None]:
     return addresses, exclude, capacity
 
 
+def ip_order(ip: str | None) -> tuple[int, int]:
+    """IPv4 before IPv6, each numerically (the order AddressSet hands addresses out in)."""
+    addr = ipaddress.ip_address(str(ip))
+    return addr.version, int(addr)
+
+
 def _bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if p["spec"].get("nodeName")]
 
@@ -465,7 +471,12 @@ def test_handed_out_addresses_are_inside_the_spec(
                 return None
             return bound
 
-        bound = wait_for(f"{want} of {n} pods bound, the rest FailedScheduling", settled, timeout=60)
+        try:
+            bound = wait_for(f"{want} of {n} pods bound, the rest FailedScheduling", settled, timeout=60)
+        except AssertionError as e:
+            pods = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods_of(kubectl, ns)}
+            events = kubectl("get", "events", "-n", ns)
+            raise AssertionError(f"{e}\npods: {pods}\nevents:\n{events}\n{scheduler.log_tail(30)}") from None
         ips = [p["metadata"]["annotations"].get(ANNOTATION_IP) for p in bound]
         for p, ip in zip(bound, ips, strict=True):
             assert p["spec"]["nodeName"] == "node-1"
@@ -474,16 +485,16 @@ def test_handed_out_addresses_are_inside_the_spec(
             assert ip not in excluded, f"{ip} is excluded ({spec})"
         assert len(set(ips)) == len(ips), f"addresses handed out twice: {ips}"
         # Reserve takes the lowest free address, so a fresh pool hands out its first `want` addresses.
-        assert sorted(map(ipaddress.ip_address, ips)) == [
-            ipaddress.ip_address(a) for a in aset.iter_addresses(want)
-        ]
+        assert sorted(ips, key=ip_order) == sorted(aset.iter_addresses(want), key=ip_order), spec
         assert len(_bound(pods_of(kubectl, ns))) == want
         status = kubectl.json("get", "nodeippool", name)["status"]
         assert {a.get("ip") for a in status["allocations"].values()} == set(ips)
         assert_check_clean(kubectl)
     finally:
-        delete_pods(kubectl, ns, names)
-        delete_pool(kubectl, name)
+        try:
+            delete_pods(kubectl, ns, names)
+        finally:
+            delete_pool(kubectl, name)
     assert_alive(scheduler)
 
 
