@@ -106,6 +106,9 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         queue=queue,
         recorder=EventRecorder(api),
         bind_concurrency=cfg.bind_concurrency,
+        gc_interval=cfg.gc_interval,
+        reserved_ttl=cfg.reserved_ttl,
+        health=memo.health,
     )
     memo.api = api
     memo.scheduler = scheduler

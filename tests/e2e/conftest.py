@@ -123,8 +123,9 @@ def scheduler_factory(kubectl: Kubectl, crd: None, tmp_path: Path) -> Iterator[A
     """Start schedulers on demand; all are stopped at the end of the test."""
     procs: list[SchedulerProcess] = []
 
-    def start(*extra: str) -> SchedulerProcess:
-        p = SchedulerProcess(kubectl.kubeconfig, tmp_path / f"scheduler-{len(procs)}.log", *extra).start()
+    def start(*extra: str, wait: str = "start-up reconcile") -> SchedulerProcess:
+        log = tmp_path / f"scheduler-{len(procs)}.log"
+        p = SchedulerProcess(kubectl.kubeconfig, log, *extra).start(wait=wait)
         procs.append(p)
         return p
 
@@ -164,10 +165,19 @@ class Pools:
         return dict(self.kubectl.json("get", "nodeippool", name))
 
     def cleanup(self) -> None:
-        if self.names:
-            self.kubectl.run(
-                "delete", "nodeippool", *self.names, "--ignore-not-found", "--wait=true", check=False
+        """Delete the pools; if no scheduler finishes them (none running), drop the finalizers."""
+        if not self.names:
+            return
+        self.kubectl.run(
+            "delete", "nodeippool", *self.names, "--ignore-not-found", "--wait=false", check=False
+        )
+        for name in self.names:
+            gone = self.kubectl.run(
+                "wait", "--for=delete", f"nodeippool/{name}", "--timeout=20s", check=False
             )
+            if gone.returncode != 0:
+                unblock = '{"metadata":{"finalizers":null}}'
+                self.kubectl.run("patch", "nodeippool", name, "--type=merge", "-p", unblock, check=False)
 
 
 @pytest.fixture

@@ -182,7 +182,7 @@ def test_leader_election_standby_takes_over(
     args = ("--leader-elect", "--leader-elect-namespace", "default", "--leader-elect-lease-name", lease)
     first = scheduler_factory(*args)  # waits for its start-up reconcile: it leads
     second = scheduler_factory(*args, wait="waiting for lease")
-    assert first.probe("/readyz") == (200, "ok: leader\n")
+    wait_for("first leads", lambda: first.probe("/readyz") == (200, "ok: leader\n"), timeout=15)
     wait_for("standby ready", lambda: second.probe("/readyz") == (200, "ok: standby\n"), timeout=15)
     assert second.probe("/healthz")[0] == 200
     holder = kubectl.json("get", "lease", lease, "-n", "default")["spec"]["holderIdentity"]
@@ -256,14 +256,16 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         ("delete", "nodeippools.ipscheduler.io"),
         ("list", "secrets"),
     ]
-    for verb, res in must:
-        assert (
-            kubectl.run("auth", "can-i", verb, res, "--as", sa, "-A", check=False).stdout.strip() == "yes"
-        ), (verb, res)
-    for verb, res in must_not:
-        assert (
-            kubectl.run("auth", "can-i", verb, res, "--as", sa, "-A", check=False).stdout.strip() == "no"
-        ), (verb, res)
+
+    def can_i(verb: str, res: str) -> str:
+        resource, _, sub = res.partition("/")
+        extra = ["--subresource", sub] if sub else []
+        return kubectl.run(
+            "auth", "can-i", verb, resource, *extra, "--as", sa, "-A", check=False
+        ).stdout.strip()
+
+    assert {(v, r): can_i(v, r) for v, r in must} == {(v, r): "yes" for v, r in must}
+    assert {(v, r): can_i(v, r) for v, r in must_not} == {(v, r): "no" for v, r in must_not}
     kc = _service_account_kubeconfig(kubectl, tmp_path / "sa.kubeconfig")
     pools.create("rbac", "node-3", ["10.10.0.1-10.10.0.3"])
     proc = SchedulerProcess(
