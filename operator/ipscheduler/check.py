@@ -68,7 +68,8 @@ def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
             if pod.bound and pod.node_name != pool.node_name:
                 problems.append(f"{where}: pod runs on {pod.node_name} but the pool serves {pool.node_name}")
             if pod.bound and not pod.terminal:
-                ann_ip, ann_pool = pod.annotations.get(ANNOTATION_IP), pod.annotations.get(ANNOTATION_POOL)
+                ann_ip = pod.annotations.get(ANNOTATION_IP) or None  # "" means "no address"
+                ann_pool = pod.annotations.get(ANNOTATION_POOL)
                 if ann_pool != pool.name or (ann_ip and _canon(ann_ip)) != (a.ip and _canon(a.ip)):
                     problems.append(
                         f"{where}: annotations ip={ann_ip} pool={ann_pool} differ from allocation ip={a.ip}"

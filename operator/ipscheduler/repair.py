@@ -100,6 +100,7 @@ def plan(
                 pod.key,
                 "bound pod has no allocation",
                 pod.annotations.get(ANNOTATION_IP),
+                node=pod.node_name,
             )
         )
     return out

@@ -194,6 +194,10 @@ class UnderlayIP:
         annotations[ANNOTATION_POOL] = alloc[0]
         if alloc[1]:
             annotations[ANNOTATION_IP] = alloc[1]
+        elif ANNOTATION_IP in pod.annotations:
+            # Count-only slot: a Binding can only add annotations, so a stale/foreign address
+            # the pod was created with is overwritten with an empty value.
+            annotations[ANNOTATION_IP] = ""
         state.write(BIND_ANNOTATIONS, annotations)
         return Status.success()
 
