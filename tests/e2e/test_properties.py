@@ -372,7 +372,7 @@ def expected_condition(case: PoolCase) -> Expected:
 def test_generated_pool_specs_are_rejected_or_reported_consistently(
     scheduler: SchedulerProcess, kubectl: Kubectl, steps: list[PoolCase]
 ) -> None:
-    """Each spec is applied (twice: create, then update); the API server or the operator judges it."""
+    """1-2 specs applied in turn to one pool (create, update); the API server or the operator judges each."""
     no_foreign_pools(kubectl)
     name = unique("prop-spec")
     exists = False
@@ -633,13 +633,7 @@ def test_unbound_pods_with_foreign_annotations_get_the_schedulers_annotations(
         delete_pods(kubectl, ns, names)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a pod created with a foreign ipscheduler.io/ip annotation and bound into a count-only "
-    "pool keeps that annotation (the Binding only adds ipscheduler.io/pool); ipscheduler check "
-    "reports 'annotations ip=... differ from allocation ip=None'",
-)
-def test_stale_ip_annotation_is_not_left_on_a_pod_of_a_count_only_pool(
+def test_stale_ip_annotation_is_cleared_on_a_pod_of_a_count_only_pool(
     scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
 ) -> None:
     no_foreign_pools(kubectl)
@@ -655,9 +649,9 @@ def test_stale_ip_annotation_is_not_left_on_a_pod_of_a_count_only_pool(
     ann = pod["metadata"]["annotations"]
     assert ann[ANNOTATION_POOL] == "prop-slots"
     try:
-        assert ANNOTATION_IP not in ann, (
-            f"pod holds a slot, no address, but still claims {ann[ANNOTATION_IP]}"
-        )
+        # A Binding can only add annotations: "" (or no annotation) is how "no address" reads.
+        assert ann.get(ANNOTATION_IP, "") == "", f"pod holds a slot, no address, but claims {ann}"
+        assert_check_clean(kubectl)
     finally:
         delete_pods(kubectl, ns, ["stale"])
 
@@ -669,7 +663,8 @@ def test_stale_ip_annotation_is_not_left_on_a_pod_of_a_count_only_pool(
 PB_A, PB_B = "prop-bound-a", "prop-bound-b"
 LEGIT_IP, CROSS_IP = "10.97.0.5", "10.97.0.6"
 CONFLICTING = {  # pod → (node, annotations, text the Warning event must contain)
-    "dup": ("node-1", {ANNOTATION_POOL: PB_B, ANNOTATION_IP: "10.97.1.1"}, "already held"),
+    "dup": ("node-2", {ANNOTATION_POOL: PB_B, ANNOTATION_IP: "10.97.1.1"}, "already held"),
+    "dup-far": ("node-1", {ANNOTATION_POOL: PB_B, ANNOTATION_IP: "10.97.1.1"}, "serves node-2, not node-1"),
     "ghost": ("node-1", {ANNOTATION_POOL: "nonexistent", ANNOTATION_IP: "10.97.0.2"}, "does not exist"),
     "junk": ("node-1", {ANNOTATION_POOL: PB_A, ANNOTATION_IP: "not-an-ip"}, "is not an IP"),
     "outside": ("node-1", {ANNOTATION_POOL: PB_A, ANNOTATION_IP: "10.97.9.9"}, "is not in pool"),
@@ -692,9 +687,10 @@ def prebound(kubectl: Kubectl, scheduler: SchedulerProcess) -> Iterator[Prebound
     """Pools A (node-1, 10.97.0.1-6) and B (node-2, 10.97.1.1-4); a holder pod takes 10.97.1.1 in B.
 
     Then pods are created already bound (spec.nodeName set, schedulerName ip-scheduler) with
-    annotations naming: B and the holder's address (dup); a pool that does not exist (ghost); A
-    and a non-IP (junk); A and an address outside A (outside); A and a free address of A
-    (legit, on node-1, A's node); A and a free address of A but bound to node-2 (cross).
+    annotations naming: B and the holder's address (dup on node-2, dup-far on node-1); a pool
+    that does not exist (ghost); A and a non-IP (junk); A and an address outside A (outside);
+    A and a free address of A (legit, on node-1, A's node); A and a free address of A but bound
+    to node-2 (cross). None may be double-allocated; only legit may be adopted.
 
     Adoption happens at start-up reconcile and in the periodic GC sweep (every 30s by default):
     the fixture waits up to 45s for the sweep to have handled every pod.
@@ -773,7 +769,7 @@ def test_prebound_pods_with_foreign_annotations_are_never_double_allocated(
     lacking = set(
         re.findall(rf"pod {re.escape(ns)}/(\S+) \(\S+\) is bound to \S+ but holds no allocation", out)
     )
-    assert lacking == set(CONFLICTING), out
+    assert lacking - {"cross"} == set(CONFLICTING), out  # cross: see the next test
     # New pods on node-1 never get the adopted address.
     new = ["after-0", "after-1", "after-2"]
     create_pods(kubectl, ns, [scheduler_pod(n, **pinned("node-1")) for n in new])
@@ -795,13 +791,6 @@ def test_prebound_pods_with_foreign_annotations_are_never_double_allocated(
     assert_alive(scheduler)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: adoption ignores the node: a pod bound to node-2 whose annotations name pool "
-    "prop-bound-a (serving node-1) and a free address of it is adopted into that pool "
-    "(allocator.adopt/Scheduler._adopt never compare pod.node_name with pool.node_name); "
-    "ipscheduler check then reports 'pod runs on node-2 but the pool serves node-1'",
-)
 def test_prebound_pod_on_another_node_is_not_adopted_into_the_pool(
     scheduler: SchedulerProcess, kubectl: Kubectl, prebound: Prebound
 ) -> None:
@@ -815,3 +804,5 @@ def test_prebound_pod_on_another_node_is_not_adopted_into_the_pool(
     assert "but the pool serves" not in out, out
     events = events_for(kubectl, ns, "cross", "AddressConflict")
     assert events and events[0]["type"] == "Warning"
+    assert f"pool {PB_A} named in the pod's annotation serves node-1, not node-2" in events[0]["message"]
+    assert f"pod {ns}/cross ({uids['cross']}) is bound to node-2 but holds no allocation" in out, out
