@@ -239,6 +239,8 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
 ) -> None:
     for f in sorted((ROOT / "deploy").glob("0[0-5]-*.yaml")):
         kubectl("apply", "-f", str(f))
+    # The Deployment itself is valid for this API server (no image can run here: server dry-run).
+    kubectl("apply", "--dry-run=server", "-f", str(ROOT / "deploy" / "06-deployment.yaml"))
     sa = "system:serviceaccount:ipscheduler-system:ip-scheduler"
     must = [
         ("create", "pods/binding"),

@@ -305,7 +305,7 @@ def test_deployment_runs_as_the_service_account(manifests: list[Manifest]) -> No
 def test_deployment_shape(manifests: list[Manifest]) -> None:
     deployment = _one(manifests, "Deployment", DEPLOYMENT)
     spec = deployment["spec"]
-    assert spec["replicas"] == 1
+    assert spec["replicas"] == 2  # active/passive with leader election
     assert spec["selector"]["matchLabels"] == APP_LABEL
     assert APP_LABEL.items() <= spec["template"]["metadata"]["labels"].items()
     assert APP_LABEL.items() <= deployment["metadata"]["labels"].items()
@@ -324,7 +324,10 @@ def test_deployment_container(manifests: list[Manifest]) -> None:
     container = _container(manifests)
     assert container["image"] == "ipscheduler:0.1.0"
     assert container["imagePullPolicy"] == "IfNotPresent"
-    assert container["args"] == ["run", "--scheduler-name", "ip-scheduler"]
+    assert container["args"][:3] == ["run", "--scheduler-name", "ip-scheduler"]
+    assert "--leader-elect" in container["args"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert "command" not in container, "the image ENTRYPOINT is `ipscheduler`"
     assert container["resources"] == {
         "requests": {"cpu": "100m", "memory": "128Mi"},
