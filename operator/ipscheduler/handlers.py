@@ -26,6 +26,7 @@ from ipscheduler.cache import ClusterCache
 from ipscheduler.election import ElectionSettings
 from ipscheduler.health import HealthState
 from ipscheduler.models import GROUP, PLURAL, VERSION
+from ipscheduler.nodepods import NodePods
 from ipscheduler.objects import NodeInfo, PodInfo
 from ipscheduler.plugins.registry import default_profile
 from ipscheduler.plugins.underlayip import Strategy
@@ -109,6 +110,12 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         gc_interval=cfg.gc_interval,
         reserved_ttl=cfg.reserved_ttl,
         health=memo.health,
+        node_pods=NodePods(),
+    )
+    node_pods = scheduler.node_pods
+    node_pods.on_change = lambda node: scheduler.on_cluster_event("PodDeleted")
+    memo.node_pods_task = asyncio.get_running_loop().create_task(
+        node_pods.run(api.client), name="pods-by-node-watch"
     )
     memo.api = api
     memo.scheduler = scheduler
@@ -119,12 +126,12 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
 @kopf.on.cleanup()
 async def cleanup(memo: Any, **_: Any) -> None:
     scheduler: Scheduler | None = getattr(memo, "scheduler", None)
-    task: asyncio.Task[None] | None = getattr(memo, "loop_task", None)
     if scheduler is not None:
         await scheduler.stop()
-    if task is not None:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    tasks = [t for t in (getattr(memo, "loop_task", None), getattr(memo, "node_pods_task", None)) if t]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
     api: KubeApi | None = getattr(memo, "api", None)
     if api is not None:
         await api.close()

@@ -8,6 +8,7 @@ safe default for optional fields) instead of a crash deep in a plugin.
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -116,6 +117,22 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     allocatable: Mapping[str, Decimal] = field(default_factory=dict)
     uid: str = ""
+    pods: tuple[PodInfo, ...] = ()
+    """Non-terminal pods bound to this node (any scheduler); filled per scheduling cycle."""
+
+    @functools.cached_property
+    def requested(self) -> dict[str, Decimal]:
+        """Sum of :func:`pod_requests` over :attr:`pods`, plus ``pods`` = their count."""
+        total: dict[str, Decimal] = {"pods": Decimal(len(self.pods))}
+        for p in self.pods:
+            for k, v in p.requests.items():
+                total[k] = total.get(k, Decimal(0)) + v
+        return total
+
+    @functools.cached_property
+    def used_ports(self) -> frozenset[HostPort]:
+        """Host ports taken by :attr:`pods`."""
+        return frozenset(hp for p in self.pods for hp in p.host_ports)
 
     @classmethod
     def from_obj(cls, body: Mapping[str, Any]) -> NodeInfo:
@@ -173,6 +190,10 @@ class PodInfo:
     annotations: Mapping[str, str] = field(default_factory=dict)
     scheduling_gates: tuple[str, ...] = ()
     resource_version: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, Decimal] = field(default_factory=dict)
+    host_ports: tuple[HostPort, ...] = ()
+    topology_spread: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def key(self) -> str:
@@ -218,7 +239,110 @@ class PodInfo:
             annotations=_str_map(meta.get("annotations")),
             scheduling_gates=tuple(_str(_dict(g).get("name")) for g in _list(spec.get("schedulingGates"))),
             resource_version=_str(meta.get("resourceVersion")),
+            labels=_str_map(meta.get("labels")),
+            requests=pod_requests(spec),
+            host_ports=host_ports(spec),
+            topology_spread=tuple(_dict(c) for c in _list(spec.get("topologySpreadConstraints"))),
         )
+
+
+@dataclass(frozen=True)
+class HostPort:
+    """A container's ``hostPort`` (``hostIP`` "" means all addresses, 0.0.0.0)."""
+
+    host_ip: str
+    protocol: str
+    port: int
+
+    def conflicts(self, other: HostPort) -> bool:
+        """Same port and protocol, and the addresses overlap.
+
+        Rule from ``pkg/scheduler/framework/types.go`` (HostPortInfo.CheckConflict):
+        0.0.0.0 (or "") conflicts with every address.
+        """
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        wildcard = ("", "0.0.0.0", "::")
+        return self.host_ip in wildcard or other.host_ip in wildcard or self.host_ip == other.host_ip
+
+
+def _is_sidecar(container: Any) -> bool:
+    return _dict(container).get("restartPolicy") == "Always"
+
+
+def host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """Host ports of app containers and sidecar init containers (``restartPolicy: Always``)."""
+    containers = _list(spec.get("containers")) + [
+        c for c in _list(spec.get("initContainers")) if _is_sidecar(c)
+    ]
+    out = []
+    for c in containers:
+        for port in _list(_dict(c).get("ports")):
+            d = _dict(port)
+            hp = d.get("hostPort")
+            if isinstance(hp, int) and not isinstance(hp, bool) and 0 < hp < 65536:
+                out.append(HostPort(_str(d.get("hostIP")), _str(d.get("protocol"), "TCP") or "TCP", hp))
+    return tuple(out)
+
+
+def _requests_of(container: Any) -> dict[str, Decimal]:
+    res = _dict(_dict(container).get("resources"))
+    # A limit without a request defaults the request to the limit (API server defaulting).
+    merged = {**_dict(res.get("limits")), **_dict(res.get("requests"))}
+    out: dict[str, Decimal] = {}
+    for name, q in merged.items():
+        try:
+            value = parse_quantity(q)
+        except ValueError:
+            continue
+        if value > 0:
+            out[str(name)] = value
+    return out
+
+
+def _add(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, Decimal(0)) + v
+    return out
+
+
+def _max(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = max(out.get(k, Decimal(0)), v)
+    return out
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Effective resource requests of a pod (cpu in cores, memory in bytes, ...).
+
+    Rule from ``staging/src/k8s.io/component-helpers/resource/helpers.go``
+    (PodRequests): the sum of app containers plus sidecar init containers
+    (``restartPolicy: Always``), or, if larger per resource, each regular init
+    container's request plus the sidecars started before it; then
+    ``spec.overhead`` is added.
+    """
+    reqs: dict[str, Decimal] = {}
+    for c in _list(spec.get("containers")):
+        reqs = _add(reqs, _requests_of(c))
+    sidecars: dict[str, Decimal] = {}
+    init_max: dict[str, Decimal] = {}
+    for c in _list(spec.get("initContainers")):
+        r = _requests_of(c)
+        if _is_sidecar(c):
+            sidecars = _add(sidecars, r)
+            init_max = _max(init_max, sidecars)
+        else:
+            init_max = _max(init_max, _add(sidecars, r))
+    reqs = _max(_add(reqs, sidecars), init_max)
+    overhead = {}
+    for name, q in _dict(spec.get("overhead")).items():
+        try:
+            overhead[str(name)] = parse_quantity(q)
+        except ValueError:
+            continue
+    return _add(reqs, overhead)
 
 
 QOS_RANK = {"Guaranteed": 2, "Burstable": 1, "BestEffort": 0}

@@ -11,6 +11,7 @@ on failure, a Normal ``Scheduled`` event on success.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import functools
 import logging
@@ -27,7 +28,8 @@ from ipscheduler.api import Conflict, EventRecorder, KubeApi, PoolWriter, pod_re
 from ipscheduler.cache import ClusterCache
 from ipscheduler.framework import CycleState, QueuedPodInfo
 from ipscheduler.health import HealthState
-from ipscheduler.objects import PodInfo
+from ipscheduler.nodepods import NodePods
+from ipscheduler.objects import NodeInfo, PodInfo
 from ipscheduler.plugins.underlayip import allocated_ip
 from ipscheduler.profile import Diagnosis, Profile
 from ipscheduler.queue import QueueClosed, SchedulingQueue
@@ -65,6 +67,7 @@ class Scheduler:
         gc_interval: float = 30.0,
         reserved_ttl: float = 60.0,
         health: HealthState | None = None,
+        node_pods: NodePods | None = None,
     ) -> None:
         self.name = name
         self.api = api
@@ -82,6 +85,8 @@ class Scheduler:
         self.gc_interval = gc_interval
         self.reserved_ttl = reserved_ttl
         self.health = health or HealthState()
+        self.node_pods = node_pods or NodePods()
+        self._assumed: dict[str, PodInfo] = {}
         self._stale_since: dict[str, tuple[float, int]] = {}
         self.watch_timeout = 90.0
 
@@ -121,6 +126,7 @@ class Scheduler:
         log.debug("pod event %s %s node=%s phase=%s", event_type, pod.key, pod.node_name, pod.phase)
         if event_type == "DELETED" or pod.terminal:
             self.queue.delete(pod.uid)
+            self._assumed.pop(pod.uid, None)
             self._unschedulable_msg.pop(pod.uid, None)
             if event_type == "DELETED":
                 self.recorder.forget(pod.uid)
@@ -155,6 +161,7 @@ class Scheduler:
     async def run(self) -> None:
         """Reconcile, then schedule pods until stopped. Waits for the caches first."""
         await self.cache.ready.wait()
+        await self.node_pods.synced.wait()
         delay = 1.0
         while True:
             try:
@@ -181,8 +188,18 @@ class Scheduler:
                 log.exception("scheduling %s failed unexpectedly", qp.pod.key)
                 self.queue.add_unschedulable(qp, error=True)
 
-    def _snapshot(self) -> dict[str, Any]:
-        return dict(self.cache.nodes())
+    def _snapshot(self) -> dict[str, NodeInfo]:
+        """Nodes with the pods on them: bound ones from the watch plus our assumed ones."""
+        extra: dict[str, list[PodInfo]] = {}
+        for uid, pod in list(self._assumed.items()):
+            if self.node_pods.get(uid) is not None:
+                del self._assumed[uid]  # the watch has it now
+            else:
+                extra.setdefault(pod.node_name, []).append(pod)
+        return {
+            name: dataclasses.replace(node, pods=self.node_pods.on(name) + tuple(extra.get(name, ())))
+            for name, node in self.cache.nodes().items()
+        }
 
     async def schedule_one(self, qp: QueuedPodInfo) -> ScheduleResult:
         """One scheduling cycle for ``qp``; the binding cycle runs as a task."""
@@ -204,8 +221,10 @@ class Scheduler:
             log.info("reserve for %s on %s failed: %s", pod.key, host.name, st.message)
             self.queue.add_unschedulable(qp, error=True)
             return ScheduleResult(pod.key, message=st.message)
+        self._assumed[pod.uid] = dataclasses.replace(pod, node_name=host.name)
         st = self.profile.run_permit(state, pod, host)
         if not st.is_success():
+            self._assumed.pop(pod.uid, None)
             await self.profile.run_unreserve(state, pod, host)
             await self._fail(qp, st.message, None)
             return ScheduleResult(pod.key, message=st.message)
@@ -221,6 +240,7 @@ class Scheduler:
                 st = await self.profile.run_bind(state, pod, host)
             if not st.is_success():
                 log.warning("binding %s to %s failed: %s", pod.key, host.name, st.message)
+                self._assumed.pop(pod.uid, None)
                 await self.profile.run_unreserve(state, pod, host)
                 self.queue.add_unschedulable(qp, error=True)
                 return
@@ -235,6 +255,7 @@ class Scheduler:
             )
         except Exception:
             log.exception("binding cycle of %s failed", pod.key)
+            self._assumed.pop(pod.uid, None)
             await self.profile.run_unreserve(state, pod, host)
             self.queue.add_unschedulable(qp, error=True)
         finally:

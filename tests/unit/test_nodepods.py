@@ -1,0 +1,59 @@
+"""NodePods: the pods-by-node index that resource and port filters read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ipscheduler.nodepods import NodePods
+
+
+def pod(uid: str, node: str = "", phase: str = "Running", cpu: str = "100m") -> dict[str, Any]:
+    return {
+        "metadata": {"uid": uid, "namespace": "ns", "name": uid},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": phase},
+    }
+
+
+def test_upsert_indexes_by_node_and_moves() -> None:
+    freed: list[str] = []
+    idx = NodePods(on_change=freed.append)
+    idx.upsert(pod("a", "n1"))
+    idx.upsert(pod("b", "n1"))
+    assert [p.uid for p in idx.on("n1")] == ["a", "b"]
+    idx.upsert(pod("a", "n2"))
+    assert [p.uid for p in idx.on("n1")] == ["b"] and [p.uid for p in idx.on("n2")] == ["a"]
+    assert freed == []  # adds never signal freed capacity
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda i: i.remove("a"),
+        lambda i: i.upsert(pod("a", "n1", phase="Succeeded")),
+        lambda i: i.upsert(pod("a")),
+    ],
+    ids=["deleted", "terminal", "unbound"],
+)
+def test_pod_leaving_a_node_frees_it(change: Any) -> None:
+    freed: list[str] = []
+    idx = NodePods(on_change=freed.append)
+    idx.upsert(pod("a", "n1"))
+    change(idx)
+    assert idx.on("n1") == () and idx.get("a") is None and len(idx) == 0
+    assert freed == ["n1"]
+
+
+def test_replace_all_and_node_requested_sum() -> None:
+    from decimal import Decimal
+
+    from ipscheduler.objects import NodeInfo
+
+    idx = NodePods()
+    idx.upsert(pod("old", "n1"))
+    idx.replace_all([pod("x", "n1", cpu="250m"), pod("y", "n1", cpu="1"), pod("z", "", cpu="9")])
+    node = NodeInfo(name="n1", pods=idx.on("n1"))
+    assert node.requested == {"pods": Decimal(2), "cpu": Decimal("1.250")}
+    assert idx.get("old") is None and idx.get("z") is None
