@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--leader-elect-retry-period", type=int, default=2, help="seconds")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub.add_parser("crd", help="print the NodeIPPool CRD generated from the models")
+    ex = sub.add_parser("explain", help="dry-run one scheduling cycle for a pod: per-node filters and scores")
+    ex.add_argument("pod", help="<namespace>/<name>")
+    ex.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+    ex.add_argument("--scheduler-name", default="ip-scheduler")
+    ex.add_argument("--ip-strategy", choices=("spread", "binpack"), default="spread")
     check = sub.add_parser("check", help="print every allocation invariant violation; exit 1 if any")
     check.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
@@ -70,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(crd_yaml())
         return 0
+    if args.command == "explain":
+        from ipscheduler.explain import explain
+
+        status, text = asyncio.run(explain(args.kubeconfig, args.pod, args.scheduler_name, args.ip_strategy))
+        sys.stdout.write(text)
+        return status
     if args.command == "check":
         from ipscheduler.check import live_violations
 

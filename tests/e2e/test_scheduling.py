@@ -257,3 +257,44 @@ def test_invalid_pools_are_flagged_and_overlaps_handed_to_nobody(
     ips = sorted(_ip(p) or "" for p in pods_of(kubectl, ns) if p["spec"].get("nodeName"))
     assert ips == ["10.0.60.1", "10.0.60.3"]
     assert scheduler.proc is not None and scheduler.proc.poll() is None
+
+
+def test_explain_shows_per_node_filters_for_a_pending_pod(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    import subprocess
+    import sys
+
+    pools.create("ex-1", "node-1", ["10.0.70.1"])
+    kubectl.create(
+        pod_manifest("first", scheduler=SCHEDULER, nodeSelector={"kubernetes.io/hostname": "node-1"}), ns
+    )
+    wait_for("first bound", lambda: kubectl.json("get", "pod", "first", "-n", ns)["spec"].get("nodeName"))
+    kubectl.create(pod_manifest("second", scheduler=SCHEDULER), ns)
+    wait_for("second FailedScheduling", lambda: events_for(kubectl, ns, "second", "FailedScheduling"))
+
+    def explain(pod: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ipscheduler",
+                "explain",
+                f"{ns}/{pod}",
+                "--kubeconfig",
+                str(kubectl.kubeconfig),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    pending = explain("second")
+    assert pending.returncode == 1, pending.stderr
+    rows = {line.split()[0]: line for line in pending.stdout.splitlines() if line.startswith("node-")}
+    assert "rejected" in rows["node-1"] and "node(s) had no free underlay IPs" in rows["node-1"]
+    assert "UnderlayIP" in rows["node-2"] and "node(s) had no NodeIPPool" in rows["node-2"]
+    assert "Unschedulable: 0/3 nodes are available" in pending.stdout
+    bound = explain("first")
+    assert bound.returncode == 0 and "Would be scheduled to node-1" in bound.stdout
+    assert explain("nope").returncode == 2

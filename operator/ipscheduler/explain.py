@@ -1,0 +1,124 @@
+"""``ipscheduler explain <namespace>/<pod>``: why a pod is (or would be) placed where.
+
+A dry run of one scheduling cycle against live state: it lists nodes,
+NodeIPPools and bound pods, runs PreFilter and Filter on every node and the
+Score plugins on the feasible ones, and prints per node which filter
+rejected the pod and why, or its scores. Nothing is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from ipscheduler.allocator import PoolView
+from ipscheduler.api import KubeApi, PoolWriter, load_client_config
+from ipscheduler.cache import ClusterCache
+from ipscheduler.framework import CycleState
+from ipscheduler.nodepods import FIELD_SELECTOR, NodePods
+from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.plugins.registry import default_profile
+from ipscheduler.plugins.underlayip import Strategy
+from ipscheduler.profile import Profile
+
+
+@dataclasses.dataclass
+class NodeVerdict:
+    """One node's outcome: the rejecting plugin and reasons, or the scores."""
+
+    node: str
+    feasible: bool
+    plugin: str = ""
+    reasons: tuple[str, ...] = ()
+    scores: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    total: int = 0
+
+
+def evaluate(profile: Profile, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> tuple[list[NodeVerdict], str]:
+    """Run the scheduling cycle's PreFilter/Filter/Score for ``pod``; no Reserve, no writes.
+
+    Returns the per-node verdicts (feasible first, best total first) and
+    the FailedScheduling-style summary (empty when some node fits).
+    """
+    state = CycleState()
+    feasible, diagnosis = profile.find_feasible(state, pod, nodes)
+    verdicts: list[NodeVerdict] = []
+    if feasible:
+        per_plugin = profile.run_scores(state, pod, feasible)
+        totals = profile.total_scores(per_plugin, feasible)
+        for n in feasible:
+            scores = {p: s[n.name] for p, s in per_plugin.items()}
+            verdicts.append(NodeVerdict(n.name, True, scores=scores, total=totals[n.name]))
+        verdicts.sort(key=lambda v: (-v.total, v.node))
+    rejected = diagnosis.node_to_status
+    for name in sorted(nodes):
+        if name in rejected:
+            st = rejected[name]
+            verdicts.append(NodeVerdict(name, False, plugin=st.plugin, reasons=st.reasons))
+        elif diagnosis.pre_filter is not None:
+            st = diagnosis.pre_filter
+            verdicts.append(NodeVerdict(name, False, plugin=st.plugin or "PreFilter", reasons=st.reasons))
+    return verdicts, ("" if feasible else diagnosis.message())
+
+
+def render(pod: PodInfo, verdicts: list[NodeVerdict], summary: str, weights: Mapping[str, int]) -> str:
+    """Human-readable table, kubectl style."""
+    where = f"bound to {pod.node_name}" if pod.node_name else "Pending"
+    lines = [
+        f"Pod {pod.key} ({where}; priority {pod.priority}; QoS {pod.qos_class}; "
+        f"scheduler {pod.scheduler_name})",
+        "",
+    ]
+    rows = [("NODE", "RESULT", "FILTER / SCORE", "DETAIL")]
+    for v in verdicts:
+        if v.feasible:
+            detail = ", ".join(f"{p} {s}x{weights.get(p, 1)}" for p, s in v.scores.items())
+            rows.append((v.node, "feasible", f"total {v.total}", detail))
+        else:
+            rows.append((v.node, "rejected", v.plugin, ", ".join(v.reasons)))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:3])) + "  " + r[3])
+    lines.append("")
+    if summary:
+        lines.append(f"Unschedulable: {summary}")
+    else:
+        best = next(v for v in verdicts if v.feasible)
+        lines.append(f"Would be scheduled to {best.node} (highest total score).")
+    return "\n".join(lines) + "\n"
+
+
+async def explain(
+    kubeconfig: str | None, target: str, scheduler_name: str = "ip-scheduler", strategy: Strategy = "spread"
+) -> tuple[int, str]:
+    """``(exit status, text)``: 0 when some node fits, 1 when none does, 2 on bad input."""
+    namespace, _, name = target.partition("/")
+    if not namespace or not name:
+        return 2, f"explain: expected <namespace>/<pod>, got {target!r}\n"
+    api = KubeApi(client.ApiClient(await load_client_config(kubeconfig)))
+    try:
+        body = await api.get_pod(namespace, name)
+        if body is None:
+            return 2, f"explain: pod {target} not found\n"
+        pod = PodInfo.from_obj(body)
+        nodes_raw: Any = await api._raw(api.core.list_node(_preload_content=False))
+        pools = [PoolView.from_obj(p) for p in await api.list_pools()]
+        bound = NodePods()
+        bound.replace_all(await api.list_pods(FIELD_SELECTOR))
+        cache = ClusterCache()
+        node_infos = {n.name: n for n in (NodeInfo.from_obj(b) for b in nodes_raw.get("items", []))}
+        cache.attach({k: [v] for k, v in node_infos.items()}, {p.name: [p] for p in pools})
+        profile = default_profile(scheduler_name, cache, api, PoolWriter(api, cache), strategy)
+        nodes = {
+            n: dataclasses.replace(info, pods=tuple(p for p in bound.on(n) if p.uid != pod.uid))
+            for n, info in node_infos.items()
+        }
+        # Explain a bound pod as if it were pending again.
+        verdicts, summary = evaluate(profile, dataclasses.replace(pod, node_name=""), nodes)
+        weights = {p.name: w for p, w in profile.score}
+        return (0 if not summary else 1), render(pod, verdicts, summary, weights)
+    finally:
+        await api.close()
