@@ -554,6 +554,44 @@ class Cluster:
         if self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
 
+    # -- kube-scheduler (not started by up) ---------------------------------
+    def start_kube_scheduler(
+        self, name: str = "kube-scheduler", qps: int = 50, burst: int = 100
+    ) -> subprocess.Popen[bytes]:
+        """Start the real kube-scheduler of the pinned release against this cluster.
+
+        Profile ``default-scheduler``, no leader election, client QPS/burst as
+        given (kube-scheduler ships with 50/100). Logs go to ``D/logs/<name>.log``;
+        the caller stops the returned process.
+        """
+        port = free_port()
+        config = self.root / f"{name}.yaml"
+        config.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": qps, "burst": burst},
+                    "leaderElection": {"leaderElect": False},
+                    "profiles": [{"schedulerName": "default-scheduler"}],
+                }
+            )
+        )
+        cmd = [
+            str(Path(self.state["bindir"]) / "kube-scheduler"),
+            f"--config={config}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.root / 'pki' / name}",
+            "--v=1",
+        ]
+        with open(self.root / "logs" / f"{name}.log", "ab") as logf:
+            return subprocess.Popen(
+                cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.root
+            )
+
     # -- nodes ---------------------------------------------------------
     def node_names(self) -> list[str]:
         items = self.api.request("GET", "/api/v1/nodes")["items"]
