@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--leader-elect-lease-duration", type=int, default=15, help="seconds")
     run.add_argument("--leader-elect-renew-deadline", type=int, default=10, help="seconds")
     run.add_argument("--leader-elect-retry-period", type=int, default=2, help="seconds")
+    run.add_argument(
+        "--config", help="IPSchedulerConfiguration YAML (profile plugins, weights, pluginConfig)"
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub.add_parser("crd", help="print the NodeIPPool CRD generated from the models")
     ex = sub.add_parser("explain", help="dry-run one scheduling cycle for a pod: per-node filters and scores")
@@ -96,14 +99,29 @@ def main(argv: list[str] | None = None) -> int:
         )
         logging.getLogger("kopf").setLevel(logging.INFO if args.verbose else logging.WARNING)
         logging.getLogger("aiohttp").setLevel(logging.WARNING)
+        from ipscheduler import config as configuration
         from ipscheduler import runner
+
+        try:
+            file_config = (
+                configuration.load(args.config) if args.config else configuration.SchedulerConfiguration()
+            )
+        except configuration.ConfigError as e:
+            print(f"ipscheduler: invalid --config: {e}", file=sys.stderr)
+            return 2
+        scheduler_name = args.scheduler_name
+        if args.config:
+            scheduler_name = file_config.profile.scheduler_name
+        else:
+            file_config.profile.scheduler_name = scheduler_name
         from ipscheduler.election import ElectionSettings
         from ipscheduler.handlers import RunConfig
 
         cfg = RunConfig(
             kubeconfig=args.kubeconfig,
-            scheduler_name=args.scheduler_name,
+            scheduler_name=scheduler_name,
             ip_strategy=args.ip_strategy,
+            config=file_config,
             bind_concurrency=max(1, args.bind_concurrency),
             gc_interval=max(1.0, args.gc_interval),
             reserved_ttl=max(0.0, args.reserved_ttl),

@@ -23,12 +23,13 @@ from kubernetes_asyncio import client
 from ipscheduler.allocator import PoolView
 from ipscheduler.api import EventRecorder, KubeApi, PoolWriter, load_client_config
 from ipscheduler.cache import ClusterCache
+from ipscheduler.config import SchedulerConfiguration
 from ipscheduler.election import ElectionSettings
 from ipscheduler.health import HealthState
 from ipscheduler.models import GROUP, PLURAL, VERSION
 from ipscheduler.nodepods import NodePods
 from ipscheduler.objects import NodeInfo, PodInfo
-from ipscheduler.plugins.registry import default_profile
+from ipscheduler.plugins.registry import build_profile
 from ipscheduler.plugins.underlayip import Strategy
 from ipscheduler.queue import SchedulingQueue
 from ipscheduler.scheduler import Scheduler
@@ -49,6 +50,7 @@ class RunConfig:
     health_addr: str = "0.0.0.0:8080"
     leader_elect: bool = False
     election: ElectionSettings = field(default_factory=ElectionSettings)
+    config: SchedulerConfiguration | None = None
 
 
 @kopf.on.login()
@@ -96,7 +98,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     api = KubeApi(client.ApiClient(conf))
     cache = ClusterCache()
     writer = PoolWriter(api, cache)
-    profile = default_profile(cfg.scheduler_name, cache, api, writer, cfg.ip_strategy)
+    profile = build_profile(cache, api, writer, cfg.config, cfg.ip_strategy)
     queue = SchedulingQueue(profile.queue_sort)
     scheduler = Scheduler(
         name=cfg.scheduler_name,

@@ -194,6 +194,8 @@ class PodInfo:
     requests: Mapping[str, Decimal] = field(default_factory=dict)
     host_ports: tuple[HostPort, ...] = ()
     topology_spread: tuple[Mapping[str, Any], ...] = ()
+    nonzero_requests: Mapping[str, Decimal] | None = None
+    """cpu/memory with kube-scheduler's scoring defaults (100m / 200Mi per container lacking one)."""
 
     @property
     def key(self) -> str:
@@ -243,6 +245,7 @@ class PodInfo:
             requests=pod_requests(spec),
             host_ports=host_ports(spec),
             topology_spread=tuple(_dict(c) for c in _list(spec.get("topologySpreadConstraints"))),
+            nonzero_requests=_nonzero_requests(spec),
         )
 
 
@@ -262,8 +265,15 @@ class HostPort:
         """
         if self.port != other.port or self.protocol != other.protocol:
             return False
-        wildcard = ("", "0.0.0.0", "::")
+        wildcard = ("", "0.0.0.0")
         return self.host_ip in wildcard or other.host_ip in wildcard or self.host_ip == other.host_ip
+
+
+def _nonzero_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    # The rule lives with the plugin that uses it (imported here, at call time, to avoid a cycle).
+    from ipscheduler.plugins.noderesources import nonzero_requests_from_spec
+
+    return nonzero_requests_from_spec(spec)
 
 
 def _is_sidecar(container: Any) -> bool:

@@ -115,6 +115,10 @@ class Profile:
     ) -> dict[str, dict[str, int]]:
         """Normalized score per plugin: plugin name → node name → 0..100 (unweighted)."""
         out: dict[str, dict[str, int]] = {}
+        for plugin, _ in self.score:  # PreScore: plugins that need the feasible set first
+            pre_score = getattr(plugin, "pre_score", None)
+            if callable(pre_score):
+                pre_score(state, pod, nodes)
         for plugin, _ in self.score:
             scores = {n.name: plugin.score(state, pod, n) for n in nodes}
             plugin.normalize_score(state, pod, scores)

@@ -193,7 +193,8 @@ MIN_POD_META = {"uid": "u1", "namespace": "ns", "name": "p"}
 
 def test_pod_from_minimal_body() -> None:
     pod = PodInfo.from_obj({"metadata": dict(MIN_POD_META)})
-    assert pod == PodInfo(uid="u1", namespace="ns", name="p")
+    zero = {"cpu": Decimal(0), "memory": Decimal(0)}  # no containers: no scoring defaults either
+    assert pod == PodInfo(uid="u1", namespace="ns", name="p", nonzero_requests=zero)
     assert pod.key == "ns/p"
     assert pod.scheduler_name == "default-scheduler"
     assert pod.phase == "Pending"

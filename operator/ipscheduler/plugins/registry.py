@@ -1,39 +1,161 @@
-"""The default profile: which plugins run where (``pkg/scheduler/framework/plugins/registry.go``)."""
+"""Plugin registry and the default profile (``pkg/scheduler/framework/plugins/registry.go``,
+``pkg/scheduler/apis/config/v1/default_plugins.go``).
+
+Filters run in kube-scheduler's default order (cheap node-only checks first,
+then resources, then pod-to-pod constraints), with our NodeReady first and
+UnderlayIP last. Score weights are kube-scheduler's defaults; UnderlayIP
+(the address strategy) weighs 2.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from ipscheduler.api import KubeApi, PoolWriter
 from ipscheduler.cache import ClusterCache
+from ipscheduler.framework import (
+    BindPlugin,
+    FilterPlugin,
+    PostBindPlugin,
+    PreBindPlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
 from ipscheduler.plugins.defaultbinder import DefaultBinder
+from ipscheduler.plugins.interpodaffinity import InterPodAffinity
 from ipscheduler.plugins.nodeaffinity import NodeAffinity
+from ipscheduler.plugins.nodename import NodeName
+from ipscheduler.plugins.nodeports import NodePorts
 from ipscheduler.plugins.nodeready import NodeReady
+from ipscheduler.plugins.noderesources import (
+    NodeResourcesBalancedAllocation,
+    NodeResourcesFit,
+    NodeResourcesLeastAllocated,
+)
 from ipscheduler.plugins.nodeunschedulable import NodeUnschedulable
+from ipscheduler.plugins.podtopologyspread import PodTopologySpread
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.plugins.tainttoleration import TaintToleration
 from ipscheduler.plugins.underlayip import Strategy, UnderlayIP
 from ipscheduler.profile import Profile
 
+if TYPE_CHECKING:
+    from ipscheduler.config import SchedulerConfiguration
+
+FILTER_PLUGINS: tuple[str, ...] = (
+    "NodeReady",
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "PodTopologySpread",
+    "InterPodAffinity",
+    "UnderlayIP",
+)
+"""Default filters, in the order they run."""
+
+SCORE_WEIGHTS: dict[str, int] = {
+    "UnderlayIP": 2,
+    "TaintToleration": 3,
+    "NodeAffinity": 2,
+    "PodTopologySpread": 2,
+    "InterPodAffinity": 2,
+    "NodeResourcesLeastAllocated": 1,
+    "NodeResourcesBalancedAllocation": 1,
+}
+"""Default score plugins and weights."""
+
+SCORE_PLUGINS: tuple[str, ...] = tuple(SCORE_WEIGHTS)
+
+
+def _factories(
+    cache: ClusterCache, api: KubeApi, writer: PoolWriter, strategy: Strategy
+) -> dict[str, Callable[[], Any]]:
+    return {
+        "NodeReady": NodeReady,
+        "NodeUnschedulable": NodeUnschedulable,
+        "NodeName": NodeName,
+        "TaintToleration": TaintToleration,
+        "NodeAffinity": NodeAffinity,
+        "NodePorts": NodePorts,
+        "NodeResourcesFit": NodeResourcesFit,
+        "NodeResourcesLeastAllocated": NodeResourcesLeastAllocated,
+        "NodeResourcesBalancedAllocation": NodeResourcesBalancedAllocation,
+        "PodTopologySpread": PodTopologySpread,
+        "InterPodAffinity": InterPodAffinity,
+        "UnderlayIP": lambda: UnderlayIP(cache, writer, strategy, api),
+    }
+
+
+def build_profile(
+    cache: ClusterCache,
+    api: KubeApi,
+    writer: PoolWriter,
+    config: SchedulerConfiguration | None = None,
+    strategy: Strategy | None = None,
+) -> Profile:
+    """The profile described by ``config`` (None: all defaults).
+
+    ``strategy`` (the ``--ip-strategy`` flag) applies unless the file's
+    pluginConfig sets UnderlayIP's strategy. Disabling UnderlayIP's filter is
+    refused: it is what makes the scheduler address-aware.
+    """
+    from ipscheduler.config import SchedulerConfiguration
+
+    cfg = config or SchedulerConfiguration()
+    prof = cfg.profile
+    chosen: Strategy = cfg.strategy or strategy or "spread"
+    make = _factories(cache, api, writer, chosen)
+    instances: dict[str, Any] = {}
+
+    def get(name: str) -> Any:
+        if name not in instances:
+            instances[name] = make[name]()
+        return instances[name]
+
+    off = {r.name for r in prof.plugins.filter.disabled}
+    if "UnderlayIP" in off or "*" in off:
+        raise ValueError("the UnderlayIP filter cannot be disabled")
+    filters = [n for n in FILTER_PLUGINS if n not in off]
+    filters += [r.name for r in prof.plugins.filter.enabled if r.name not in filters]
+
+    weights = {} if any(r.name == "*" for r in prof.plugins.score.disabled) else dict(SCORE_WEIGHTS)
+    for r in prof.plugins.score.disabled:
+        weights.pop(r.name, None)
+    for r in prof.plugins.score.enabled:
+        weights[r.name] = r.weight if r.weight is not None else SCORE_WEIGHTS.get(r.name, 1)
+
+    filter_objs = [get(n) for n in filters]
+    score_objs = [(get(n), w) for n, w in weights.items() if w > 0]
+    every = [*filter_objs, *(p for p, _ in score_objs)]
+    underlay = get("UnderlayIP")
+    pre_filter: list[PreFilterPlugin] = []
+    for p in every:
+        if isinstance(p, PreFilterPlugin) and p not in pre_filter:
+            pre_filter.append(p)
+    return Profile(
+        scheduler_name=prof.scheduler_name,
+        queue_sort=PrioritySort(),
+        pre_filter=pre_filter,
+        filter=[p for p in filter_objs if isinstance(p, FilterPlugin)],
+        score=[(p, w) for p, w in score_objs if isinstance(p, ScorePlugin)],
+        reserve=[underlay] if isinstance(underlay, ReservePlugin) else [],
+        pre_bind=[underlay] if isinstance(underlay, PreBindPlugin) else [],
+        bind=[b for b in [DefaultBinder(api)] if isinstance(b, BindPlugin)],
+        post_bind=[underlay] if isinstance(underlay, PostBindPlugin) else [],
+    )
+
 
 def default_profile(
     scheduler_name: str, cache: ClusterCache, api: KubeApi, writer: PoolWriter, strategy: Strategy = "spread"
 ) -> Profile:
-    """Filters in kube-scheduler's order (cheap, node-only checks first), then UnderlayIP.
+    """All defaults, for ``scheduler_name`` and the given address strategy."""
+    from ipscheduler.config import Profile as ProfileConfig
+    from ipscheduler.config import SchedulerConfiguration
 
-    Score weights: UnderlayIP 2 (the product's purpose), TaintToleration
-    and NodeAffinity 1 each (kube-scheduler's defaults for those two are 3
-    and 2; ours favours the address strategy).
-    """
-    underlay = UnderlayIP(cache, writer, strategy, api)
-    taints = TaintToleration()
-    affinity = NodeAffinity()
-    return Profile(
-        scheduler_name=scheduler_name,
-        queue_sort=PrioritySort(),
-        pre_filter=[underlay],
-        filter=[NodeReady(), NodeUnschedulable(), affinity, taints, underlay],
-        score=[(underlay, 2), (taints, 1), (affinity, 1)],
-        reserve=[underlay],
-        pre_bind=[underlay],
-        bind=[DefaultBinder(api)],
-        post_bind=[underlay],
-    )
+    cfg = SchedulerConfiguration(profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})])
+    return build_profile(cache, api, writer, cfg, strategy)

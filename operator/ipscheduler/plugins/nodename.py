@@ -1,0 +1,70 @@
+"""NodeName: a pod that names its node only fits that node.
+
+Mirrors ``pkg/scheduler/framework/plugins/nodename/node_name.go``: when the
+pod names a node and it is not this one, the node is rejected as
+UnschedulableAndUnresolvable, reason ``node(s) didn't match the requested
+node name``. The name comes from ``spec.nodeName`` (a bound pod, e.g. under
+``explain``) or, for a pending pod, from its required node affinity
+``matchFields`` on ``metadata.name`` with operator ``In`` (how a pod pinned
+to a node reaches a scheduler; upstream leaves that form to NodeAffinity).
+The affinity pins the pod only if every ``nodeSelectorTerm`` (they are
+ORed) carries such a field; the pod may then go to any of the named nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ipscheduler.framework import CycleState, Status
+from ipscheduler.objects import NodeInfo, PodInfo
+
+ERR_REASON = "node(s) didn't match the requested node name"
+
+
+def _term_names(term: object) -> frozenset[str] | None:
+    """Names one nodeSelectorTerm allows by ``metadata.name In``; None if it has no such field."""
+    fields = term.get("matchFields") if isinstance(term, Mapping) else None
+    pinned = [
+        frozenset(v for v in f["values"] if isinstance(v, str))
+        for f in (fields if isinstance(fields, list) else [])
+        if isinstance(f, Mapping)
+        and f.get("key") == "metadata.name"
+        and f.get("operator") == "In"
+        and isinstance(f.get("values"), list)
+    ]
+    return frozenset.intersection(*pinned) if pinned else None  # fields of a term are ANDed
+
+
+def requested_node_names(pod: PodInfo) -> frozenset[str] | None:
+    """The node names the pod may run on, or None if it does not name any."""
+    if pod.node_name:
+        return frozenset({pod.node_name})
+    node_affinity = pod.affinity.get("nodeAffinity")
+    required = (
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node_affinity, Mapping)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list) or not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:  # terms are ORed
+        allowed = _term_names(term)
+        if allowed is None:
+            return None
+        names |= allowed
+    return frozenset(names)
+
+
+class NodeName:
+    """Filter: reject every node but the one the pod names."""
+
+    name: str = "NodeName"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Success if the pod names no node or names this one."""
+        names = requested_node_names(pod)
+        if names is None or node.name in names:
+            return Status.success()
+        return Status.unresolvable(ERR_REASON, plugin=self.name)

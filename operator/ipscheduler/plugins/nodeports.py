@@ -1,0 +1,38 @@
+"""NodePorts: a pod's host ports must be free on the node.
+
+Mirrors ``pkg/scheduler/framework/plugins/nodeports/node_ports.go`` (1.34):
+the wanted ports are the ``hostPort`` > 0 entries of the app containers and
+of sidecar init containers (``restartPolicy: Always``), as
+``schedutil.GetHostPorts``; :attr:`PodInfo.host_ports` already holds them.
+A wanted port conflicts with a port in use on the node when port and
+protocol are equal and the host IPs overlap (``HostPortInfo.CheckConflict``:
+an empty ``hostIP`` means ``0.0.0.0``, which overlaps every address; see
+:meth:`HostPort.conflicts`). Rejection is Unschedulable (deleting the other
+pod frees the port), reason ``node(s) didn't have free ports for the
+requested pod ports``.
+"""
+
+from __future__ import annotations
+
+from ipscheduler.framework import CycleState, Status
+from ipscheduler.objects import NodeInfo, PodInfo
+
+ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
+
+
+def fits_ports(pod: PodInfo, node: NodeInfo) -> bool:
+    """True if none of the pod's host ports conflicts with one in use on ``node`` (``Fits``)."""
+    used = node.used_ports
+    return not any(want.conflicts(have) for want in pod.host_ports for have in used)
+
+
+class NodePorts:
+    """Filter: reject nodes where a requested host port is already taken."""
+
+    name: str = "NodePorts"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Success unless one of the pod's host ports conflicts with the node's used ports."""
+        if not pod.host_ports or fits_ports(pod, node):
+            return Status.success()
+        return Status.unschedulable(ERR_REASON, plugin=self.name)

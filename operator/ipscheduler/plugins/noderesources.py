@@ -1,0 +1,398 @@
+"""NodeResources plugins: does the pod fit the node's allocatable, and how full would it be.
+
+Semantics of kube-scheduler 1.34, ``pkg/scheduler/framework/plugins/noderesources/``:
+
+* :class:`NodeResourcesFit` (``fit.go``, Filter): ``Too many pods`` when the
+  node's pods + 1 exceed allocatable ``pods``; then, for every resource the
+  pod requests (> 0) among cpu, memory, ephemeral-storage and the *scalar*
+  resources (extended ``example.com/gpu``, ``ipscheduler.io/underlay-ip``,
+  ``hugepages-*``, ``*kubernetes.io/*``, ``attachable-volumes-*``),
+  ``Insufficient <resource>`` when the request exceeds allocatable minus
+  what the node's pods already request (so an exact fit is accepted). A
+  resource the node does not list has allocatable 0. Every failing
+  resource gives one reason (``fitsRequest``); the status is Unschedulable,
+  or UnschedulableAndUnresolvable when some request alone exceeds the
+  node's whole allocatable (preemption cannot help; kubernetes PR #131345,
+  in 1.34). Requests of other names (``foo``, ``pods``) are ignored, as
+  ``Resource.SetMaxResource`` does.
+* :class:`NodeResourcesLeastAllocated` (``least_allocated.go`` +
+  ``resource_allocation.go``, Score; the default ``LeastAllocated`` scoring
+  strategy of NodeResourcesFit): per resource
+  ``(allocatable - requested) * 100 // allocatable`` (0 when over-committed),
+  weighted integer average. ``requested`` includes the incoming pod and, for
+  cpu and memory, uses the *non-zero* requests: a container that does not
+  set a cpu (memory) request counts as 100m (200Mi)
+  (``pkg/scheduler/util/pod_resources.go``).
+* :class:`NodeResourcesBalancedAllocation` (``balanced_allocation.go``,
+  Score): ``int((1 - std) * 100)`` over the per-resource fractions
+  requested/allocatable (capped at 1) using the *actual* requests
+  (``useRequested: true``); best-effort pods are skipped (score 0 everywhere).
+
+Quantities are compared as upstream does: cpu in whole millicores, everything
+else in whole units, each rounded up (``Quantity.MilliValue``/``Value``).
+Neither score plugin has a NormalizeScore upstream: :meth:`normalize_score`
+is a no-op and raw scores are already in ``0..MAX_NODE_SCORE``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from ipscheduler.framework import MAX_NODE_SCORE, CycleState, Status
+from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.quantity import parse_quantity
+
+RESOURCE_CPU = "cpu"
+RESOURCE_MEMORY = "memory"
+RESOURCE_EPHEMERAL_STORAGE = "ephemeral-storage"
+RESOURCE_PODS = "pods"
+
+ERR_TOO_MANY_PODS = "Too many pods"
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""Non-zero cpu request of a container without one, in millicores (``DefaultMilliCPURequest``)."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+"""Non-zero memory request of a container without one, in bytes (``DefaultMemoryRequest``)."""
+
+DEFAULT_RESOURCES: Mapping[str, int] = {RESOURCE_CPU: 1, RESOURCE_MEMORY: 1}
+"""Scored resources and weights of the default scoring strategy (``defaultResourceSpec``)."""
+
+_NATIVE_FIXED = (RESOURCE_CPU, RESOURCE_MEMORY, RESOURCE_EPHEMERAL_STORAGE)
+_STATE_KEY = "NodeResourcesFit/requests"
+
+
+def insufficient_reason(resource: str) -> str:
+    """The Filter reason for ``resource`` (``fmt.Sprintf("Insufficient %v", rName)``)."""
+    return f"Insufficient {resource}"
+
+
+def is_scalar_resource(name: str) -> bool:
+    """``schedutil.IsScalarResourceName``: extended, hugepages, prefixed-native or attachable-volumes.
+
+    Extended = domain-prefixed (has a ``/``), not in ``kubernetes.io`` and not
+    starting with ``requests.`` (the API server validates the rest).
+    """
+    if name.startswith(("hugepages-", "attachable-volumes-")) or "kubernetes.io/" in name:
+        return True
+    return "/" in name and not name.startswith("requests.")
+
+
+def to_units(resource: str, value: Decimal) -> int:
+    """``Quantity.MilliValue()`` for cpu, ``Quantity.Value()`` otherwise: rounded up."""
+    return math.ceil(value * 1000) if resource == RESOURCE_CPU else math.ceil(value)
+
+
+def request_units(requests: Mapping[str, Decimal]) -> dict[str, int]:
+    """The pod requests the scheduler accounts for (``Resource.SetMaxResource``), in units, > 0 only."""
+    out: dict[str, int] = {}
+    for name, value in requests.items():
+        if name in _NATIVE_FIXED or is_scalar_resource(name):
+            units = to_units(name, value)
+            if units > 0:
+                out[name] = units
+    return out
+
+
+def _allocatable(node: NodeInfo, resource: str) -> int:
+    return to_units(resource, node.allocatable.get(resource, Decimal(0)))
+
+
+def _requested(node: NodeInfo, resource: str) -> int:
+    return to_units(resource, node.requested.get(resource, Decimal(0)))
+
+
+# --------------------------------------------------------------------------- Fit
+
+
+@dataclass(frozen=True)
+class InsufficientResource:
+    """One failed resource check (``noderesources.InsufficientResource``)."""
+
+    resource: str
+    reason: str
+    requested: int
+    used: int
+    capacity: int
+    unresolvable: bool = False
+
+
+def insufficient_resources(pod_request: Mapping[str, int], node: NodeInfo) -> list[InsufficientResource]:
+    """``fitsRequest``: every resource ``pod_request`` (from :func:`request_units`) does not get on ``node``.
+
+    Order: pods, cpu, memory, ephemeral-storage, then scalar resources by
+    name (upstream iterates a Go map for those, so its order is random).
+    """
+    out: list[InsufficientResource] = []
+    allowed_pods = _allocatable(node, RESOURCE_PODS)
+    if len(node.pods) + 1 > allowed_pods:
+        out.append(InsufficientResource(RESOURCE_PODS, ERR_TOO_MANY_PODS, 1, len(node.pods), allowed_pods))
+    scalars = sorted(r for r in pod_request if r not in _NATIVE_FIXED)
+    for resource in (*_NATIVE_FIXED, *scalars):
+        want = pod_request.get(resource, 0)
+        if want <= 0:
+            continue
+        alloc = _allocatable(node, resource)
+        used = _requested(node, resource)
+        if want > alloc - used:
+            reason = insufficient_reason(resource)
+            out.append(InsufficientResource(resource, reason, want, used, alloc, unresolvable=want > alloc))
+    return out
+
+
+def fits(pod: PodInfo, node: NodeInfo) -> list[str]:
+    """Reasons ``pod`` does not fit ``node`` by resources (``noderesources.Fits``); empty if it fits."""
+    return [r.reason for r in insufficient_resources(request_units(pod.requests), node)]
+
+
+class NodeResourcesFit:
+    """PreFilter: the pod's requests into the cycle state. Filter: ``fitsRequest`` (see module doc)."""
+
+    name: str = "NodeResourcesFit"
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
+        """Compute the pod's request vector once per cycle (``computePodResourceRequest``)."""
+        state.write(_STATE_KEY, request_units(pod.requests))
+        return Status.success()
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Reject ``node`` with one reason per insufficient resource.
+
+        Works without PreFilter too (upstream returns an Error then).
+        """
+        pod_request: Mapping[str, int] | None = state.get(_STATE_KEY)
+        if pod_request is None:
+            pod_request = request_units(pod.requests)
+        failed = insufficient_resources(pod_request, node)
+        if not failed:
+            return Status.success()
+        reasons = tuple(f.reason for f in failed)
+        if any(f.unresolvable for f in failed):
+            return Status.unresolvable(*reasons, plugin=self.name)
+        return Status.unschedulable(*reasons, plugin=self.name)
+
+
+# --------------------------------------------------------------------------- non-zero requests
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _seq(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _quantity(value: Any) -> Decimal | None:
+    """A parsed quantity, or None if absent or malformed."""
+    try:
+        return None if value is None else parse_quantity(value)
+    except ValueError:
+        return None
+
+
+def _container_nonzero(container: Any) -> dict[str, Decimal]:
+    """cpu/memory requests of one container, a missing one replaced by the default (``applyNonMissing``).
+
+    An explicit request, even ``0``, is kept; a limit without a request
+    stands for the request (API-server defaulting); an unparsable quantity
+    counts as missing.
+    """
+    resources = _map(_map(container).get("resources"))
+    given = {**_map(resources.get("limits")), **_map(resources.get("requests"))}
+    defaults = {
+        RESOURCE_CPU: Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000,
+        RESOURCE_MEMORY: Decimal(DEFAULT_MEMORY_REQUEST),
+    }
+    out: dict[str, Decimal] = {}
+    for name, default in defaults.items():
+        value = _quantity(given.get(name))
+        out[name] = default if value is None else value
+    return out
+
+
+def nonzero_requests_from_spec(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Non-zero cpu (cores) and memory (bytes) requests of a pod spec, exactly as upstream.
+
+    ``resourcehelper.PodRequests`` with ``NonMissingContainerRequests``
+    (``staging/src/k8s.io/component-helpers/resource/helpers.go``): the
+    defaults are applied per container *before* aggregating, so two
+    containers without requests count 200m; sidecars add up, a regular init
+    container counts with the sidecars started before it, the pod needs the
+    max; pod-level ``spec.resources.requests`` (PodLevelResources) override
+    cpu/memory; ``spec.overhead`` is added.
+
+    :class:`~ipscheduler.objects.PodInfo` keeps only aggregated requests, so
+    the plugins cannot call this yet; see :func:`nonzero_requests`.
+    """
+    names = (RESOURCE_CPU, RESOURCE_MEMORY)
+    zero = {n: Decimal(0) for n in names}
+    total = dict(zero)
+    for c in _seq(spec.get("containers")):
+        r = _container_nonzero(c)
+        total = {n: total[n] + r[n] for n in names}
+    sidecars = dict(zero)
+    init_max = dict(zero)
+    for c in _seq(spec.get("initContainers")):
+        r = _container_nonzero(c)
+        if _map(c).get("restartPolicy") == "Always":
+            sidecars = {n: sidecars[n] + r[n] for n in names}
+            running = sidecars
+        else:
+            running = {n: sidecars[n] + r[n] for n in names}
+        init_max = {n: max(init_max[n], running[n]) for n in names}
+    result = {n: max(total[n] + sidecars[n], init_max[n]) for n in names}
+    pod_level = _map(_map(spec.get("resources")).get("requests"))
+    overhead = _map(spec.get("overhead"))
+    for n in names:
+        if (level := _quantity(pod_level.get(n))) is not None:
+            result[n] = level
+        result[n] += _quantity(overhead.get(n)) or Decimal(0)
+    return result
+
+
+def nonzero_requests(pod: PodInfo) -> dict[str, Decimal]:
+    """The pod's requests with non-zero cpu/memory for scoring (``GetNonzeroRequests``).
+
+    Uses ``pod.nonzero_requests`` when PodInfo provides it (computed by
+    :func:`nonzero_requests_from_spec`). Otherwise approximates from the
+    aggregated requests: a pod whose cpu (memory) request sums to 0 counts
+    100m (200Mi) — exact for single-container pods without explicit zero
+    requests; off for several containers lacking requests (upstream counts
+    100m each) or an explicit ``cpu: 0`` (upstream keeps 0).
+    """
+    exact: Mapping[str, Decimal] | None = getattr(pod, "nonzero_requests", None)
+    out = dict(pod.requests)
+    if exact is not None:
+        out.update({n: exact.get(n, Decimal(0)) for n in (RESOURCE_CPU, RESOURCE_MEMORY)})
+        return out
+    if out.get(RESOURCE_CPU, Decimal(0)) == 0:
+        out[RESOURCE_CPU] = Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000
+    if out.get(RESOURCE_MEMORY, Decimal(0)) == 0:
+        out[RESOURCE_MEMORY] = Decimal(DEFAULT_MEMORY_REQUEST)
+    return out
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _sum_units(resource: str, pods: Iterable[Mapping[str, Decimal]]) -> int:
+    """Sum of per-pod requests in units, each pod rounded up on its own (as NodeInfo.update does)."""
+    return sum(to_units(resource, p.get(resource, Decimal(0))) for p in pods)
+
+
+def _validate(resources: Mapping[str, int] | None) -> dict[str, int]:
+    """Scoring resources and weights; weights must be 1..100 (``ValidateNodeResourcesFitArgs``)."""
+    out = dict(DEFAULT_RESOURCES if resources is None else resources)
+    if not out:
+        raise ValueError("resources: at least one resource is required")
+    for name, weight in out.items():
+        if not 1 <= weight <= MAX_NODE_SCORE:
+            raise ValueError(f"resources[{name}].weight: {weight} not in 1..{MAX_NODE_SCORE}")
+    return out
+
+
+def _allocation(
+    node: NodeInfo, resource: str, pod_request: int, node_requested: Mapping[str, int]
+) -> tuple[int, int]:
+    """``calculateResourceAllocatableRequest``: (allocatable, requested incl. the pod), (0, 0) to skip.
+
+    ``node_requested`` overrides the node's requested cpu/memory (the
+    non-zero sums for LeastAllocated). A scalar resource the pod does not
+    request, or the node does not list, is skipped.
+    """
+    if pod_request == 0 and is_scalar_resource(resource):
+        return 0, 0
+    if resource in _NATIVE_FIXED:
+        used = node_requested.get(resource, _requested(node, resource))
+        return _allocatable(node, resource), used + pod_request
+    if resource in node.allocatable:
+        return _allocatable(node, resource), _requested(node, resource) + pod_request
+    return 0, 0
+
+
+def least_requested_score(requested: int, capacity: int) -> int:
+    """``leastRequestedScore``: unused share on 0..100; 0 when over-committed or no capacity."""
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def balanced_resource_score(requested: Iterable[int], allocatable: Iterable[int]) -> int:
+    """``balancedResourceScorer``: ``int((1 - std) * 100)`` over requested/allocatable fractions (≤ 1).
+
+    Resources with allocatable 0 are left out; with two fractions std is
+    ``|f1 - f2| / 2``, with more the population standard deviation, with
+    fewer 0. Float arithmetic in the same order as upstream, so the
+    truncation matches.
+    """
+    fractions = [min(float(r) / float(a), 1.0) for r, a in zip(requested, allocatable, strict=True) if a != 0]
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) * (f - mean) for f in fractions) / len(fractions))
+    return int((1 - std) * float(MAX_NODE_SCORE))
+
+
+class NodeResourcesLeastAllocated:
+    """Score: favour nodes with the most unrequested cpu/memory (NodeResourcesFit ``LeastAllocated``)."""
+
+    name: str = "NodeResourcesLeastAllocated"
+
+    def __init__(self, resources: Mapping[str, int] | None = None) -> None:
+        """``resources``: resource name → weight (1..100); default cpu and memory, weight 1 each."""
+        self.resources = _validate(resources)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """Weighted integer mean of :func:`least_requested_score` over the scored resources."""
+        pod_units = {r: to_units(r, v) for r, v in nonzero_requests(pod).items() if r in self.resources}
+        existing = [nonzero_requests(p) for p in node.pods]
+        node_nonzero = {r: _sum_units(r, existing) for r in (RESOURCE_CPU, RESOURCE_MEMORY)}
+        total = weights = 0
+        for resource, weight in self.resources.items():
+            alloc, req = _allocation(node, resource, pod_units.get(resource, 0), node_nonzero)
+            if alloc == 0:
+                continue
+            total += least_requested_score(req, alloc) * weight
+            weights += weight
+        return total // weights if weights else 0
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        """No-op: upstream has no NormalizeScore for this strategy."""
+
+
+class NodeResourcesBalancedAllocation:
+    """Score: favour nodes whose cpu and memory fractions stay close to each other."""
+
+    name: str = "NodeResourcesBalancedAllocation"
+
+    def __init__(self, resources: Mapping[str, int] | None = None) -> None:
+        """``resources``: resource names (weights are validated but, as upstream, unused)."""
+        self.resources = _validate(resources)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """:func:`balanced_resource_score` with the pod's actual requests added to the node's.
+
+        A best-effort pod (no request for any scored resource) gets 0 on
+        every node: upstream's PreScore returns Skip for it (kubernetes PR
+        #130260), which leaves the ranking to the other plugins as a
+        constant does.
+        """
+        pod_units = {r: to_units(r, pod.requests.get(r, Decimal(0))) for r in self.resources}
+        if not any(pod_units.values()):
+            return 0
+        requested: list[int] = []
+        allocatable: list[int] = []
+        for resource in self.resources:
+            alloc, req = _allocation(node, resource, pod_units[resource], {})
+            requested.append(req if alloc else 0)
+            allocatable.append(alloc)
+        return balanced_resource_score(requested, allocatable)
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        """No-op: upstream has no NormalizeScore for this plugin."""

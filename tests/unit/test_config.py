@@ -1,0 +1,88 @@
+"""--config: validation with clear errors, and the profile it builds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ipscheduler.cache import ClusterCache
+from ipscheduler.config import ConfigError, load
+from ipscheduler.plugins.registry import FILTER_PLUGINS, SCORE_WEIGHTS, build_profile
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "config.yaml"
+    p.write_text(text)
+    return p
+
+
+def profile_of(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
+    return build_profile(ClusterCache(), None, None, load(write(tmp_path, text)))  # type: ignore[arg-type]
+
+
+def test_empty_file_gives_the_default_profile(tmp_path: Path) -> None:
+    prof = profile_of(tmp_path, "")
+    assert [p.name for p in prof.filter] == list(FILTER_PLUGINS)
+    assert {p.name: w for p, w in prof.score} == SCORE_WEIGHTS
+    assert prof.scheduler_name == "ip-scheduler"
+
+
+def test_overrides_weights_disables_and_strategy(tmp_path: Path) -> None:
+    prof = profile_of(
+        tmp_path,
+        """
+apiVersion: ipscheduler.io/v1alpha1
+kind: IPSchedulerConfiguration
+profiles:
+  - schedulerName: custom
+    plugins:
+      filter: {disabled: [{name: NodePorts}]}
+      score:
+        enabled: [{name: UnderlayIP, weight: 7}]
+        disabled: [{name: NodeResourcesBalancedAllocation}]
+    pluginConfig:
+      - {name: UnderlayIP, args: {strategy: binpack}}
+""",
+    )
+    assert "NodePorts" not in [p.name for p in prof.filter]
+    weights = {p.name: w for p, w in prof.score}
+    assert weights["UnderlayIP"] == 7 and "NodeResourcesBalancedAllocation" not in weights
+    underlay = next(p for p, _ in prof.score if p.name == "UnderlayIP")
+    assert underlay.strategy == "binpack" and prof.scheduler_name == "custom"
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("profiles: [{plugins: {score: {enabled: [{name: Nope}]}}}]", "unknown score plugin 'Nope'"),
+        (
+            "profiles: [{plugins: {filter: {enabled: [{name: NodePorts, weight: 2}]}}}]",
+            "weight is only valid",
+        ),
+        ("profiles: [{plugins: {score: {enabled: [{name: UnderlayIP, weight: -1}]}}}]", "weight"),
+        ("profiles: [{schedulerNmae: x}]", "profiles.0.schedulerNmae"),
+        ("profiles: [{pluginConfig: [{name: UnderlayIP, args: {strategy: fast}}]}]", "strategy"),
+        ("profiles: [{}, {}]", "profiles"),
+        ("kind: KubeSchedulerConfiguration", "kind"),
+        ("profiles: [", "config.yaml"),
+    ],
+    ids=[
+        "unknown-plugin",
+        "filter-weight",
+        "negative-weight",
+        "typo",
+        "bad-strategy",
+        "two-profiles",
+        "kind",
+        "yaml",
+    ],
+)
+def test_invalid_files_name_the_field(tmp_path: Path, text: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment.replace(".", r"\.").replace("(", r"\(")):
+        load(write(tmp_path, text))
+
+
+def test_underlay_filter_cannot_be_disabled(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="UnderlayIP filter cannot be disabled"):
+        profile_of(tmp_path, "profiles: [{plugins: {filter: {disabled: [{name: UnderlayIP}]}}}]")
