@@ -298,3 +298,35 @@ def test_explain_shows_per_node_filters_for_a_pending_pod(
     bound = explain("first")
     assert bound.returncode == 0 and "Would be scheduled to node-1" in bound.stdout
     assert explain("nope").returncode == 2
+
+
+def test_scheduling_gates_keep_a_pod_out_of_the_queue(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    import json
+    import time
+
+    _three_pools(pools)
+    kubectl.create(
+        pod_manifest("gated", scheduler=SCHEDULER, schedulingGates=[{"name": "example.com/wait"}]), ns
+    )
+    time.sleep(3)  # give the scheduler every chance to (wrongly) act on it
+    pod = kubectl.json("get", "pod", "gated", "-n", ns)
+    assert not pod["spec"].get("nodeName")
+    assert events_for(kubectl, ns, "gated") == []
+    cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert cond["reason"] == "SchedulingGated"  # set by the API server, untouched by us
+    kubectl(
+        "patch",
+        "pod",
+        "gated",
+        "-n",
+        ns,
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "remove", "path": "/spec/schedulingGates"}]),
+    )
+    node = wait_for(
+        "bound once ungated", lambda: kubectl.json("get", "pod", "gated", "-n", ns)["spec"].get("nodeName")
+    )
+    assert node in POOL_RANGES
