@@ -118,6 +118,7 @@ def main() -> int:
         f"\nThe scheduler (pid {pid}) keeps running; its log is {root / 'scheduler.log'}.\n"
         f"Try: kubectl --kubeconfig {kc} scale deployment demo --replicas=40   (10 stay Pending)\n"
         f"     kubectl --kubeconfig {kc} describe pod <a Pending pod>          (FailedScheduling)\n"
+        f"     {args.python} -m ipscheduler explain default/<a Pending pod> --kubeconfig {kc}\n"
         "Stop everything with: make down"
     )
     return 0
