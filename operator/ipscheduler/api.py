@@ -249,6 +249,7 @@ class PoolWriter:
         self.cache = cache
         self._locks: dict[str, asyncio.Lock] = {}
         self.conflicts = 0
+        self.on_conflict: Callable[[], None] = lambda: None
 
     def _lock(self, name: str) -> asyncio.Lock:
         lock = self._locks.get(name)
@@ -279,6 +280,7 @@ class PoolWriter:
                     body = await self.api.replace_pool_status(name, pool.resource_version, status.to_wire())
                 except Conflict:
                     self.conflicts += 1
+                    self.on_conflict()
                     await asyncio.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
                     pool = await self._reread(name)
                     continue

@@ -26,6 +26,7 @@ from ipscheduler.cache import ClusterCache
 from ipscheduler.config import SchedulerConfiguration
 from ipscheduler.election import ElectionSettings
 from ipscheduler.health import HealthState
+from ipscheduler.metrics import Metrics
 from ipscheduler.models import GROUP, PLURAL, VERSION
 from ipscheduler.nodepods import NodePods
 from ipscheduler.objects import NodeInfo, PodInfo
@@ -113,7 +114,11 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         reserved_ttl=cfg.reserved_ttl,
         health=memo.health,
         node_pods=NodePods(),
+        metrics=Metrics(cfg.scheduler_name),
     )
+    writer.on_conflict = scheduler.metrics.cas_conflicts.inc
+    scheduler.metrics.scrape_from(queue.depths, cache.pools, scheduler.pool_counts)
+    memo.health.metrics = scheduler.metrics
     node_pods = scheduler.node_pods
     node_pods.on_change = lambda node: scheduler.on_cluster_event("PodDeleted")
     memo.node_pods_task = asyncio.get_running_loop().create_task(

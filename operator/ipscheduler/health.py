@@ -5,6 +5,7 @@
   stalled (the GC sweep saw a pool in the API server newer than our cache
   for longer than the watch timeout). A fully blocked loop cannot answer at
   all, which the probe's own timeout turns into a failure.
+- ``/metrics``: Prometheus text format (see ``ipscheduler.metrics``).
 - ``/readyz`` is 200 once the indexes are loaded and the start-up reconcile
   is done (body ``ok: leader``), and 200 with ``ok: standby`` while waiting
   for the lease; 503 otherwise.
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from ipscheduler.metrics import Metrics
+
 log = logging.getLogger(__name__)
 
 
@@ -32,6 +35,7 @@ class HealthState:
     last_tick: float = field(default_factory=time.monotonic)
     stalled: dict[str, str] = field(default_factory=dict)
     ticker: asyncio.Task[None] | None = None
+    metrics: Metrics | None = None
 
     def healthy(self) -> tuple[bool, str]:
         """``(ok, reason)``."""
@@ -67,10 +71,21 @@ def make_app(state: HealthState) -> web.Application:
         ok, why = state.readiness()
         return web.Response(status=200 if ok else 503, text=why + "\n")
 
+    async def metrics(_: web.Request) -> web.Response:
+        if state.metrics is None:
+            return web.Response(status=503, text="metrics not ready\n")
+        return web.Response(
+            body=state.metrics.exposition(),
+            content_type="text/plain",
+            charset="utf-8",
+            headers={"X-Prometheus-Format": "0.0.4"},
+        )
+
     app = web.Application()
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/livez", healthz)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
     return app
 
 

@@ -16,6 +16,7 @@ import datetime
 import functools
 import logging
 import random
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from ipscheduler.api import Conflict, EventRecorder, KubeApi, PoolWriter, pod_re
 from ipscheduler.cache import ClusterCache
 from ipscheduler.framework import CycleState, QueuedPodInfo
 from ipscheduler.health import HealthState
+from ipscheduler.metrics import Metrics
 from ipscheduler.nodepods import NodePods
 from ipscheduler.objects import NodeInfo, PodInfo
 from ipscheduler.plugins.underlayip import allocated_ip
@@ -48,6 +50,7 @@ class ScheduleResult:
     node: str | None = None
     ip: str | None = None
     message: str = ""
+    error: bool = False
 
 
 class Scheduler:
@@ -68,6 +71,7 @@ class Scheduler:
         reserved_ttl: float = 60.0,
         health: HealthState | None = None,
         node_pods: NodePods | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.name = name
         self.api = api
@@ -87,6 +91,7 @@ class Scheduler:
         self.health = health or HealthState()
         self.node_pods = node_pods or NodePods()
         self._assumed: dict[str, PodInfo] = {}
+        self.metrics = metrics or Metrics(name)
         self._stale_since: dict[str, tuple[float, int]] = {}
         self.watch_timeout = 90.0
 
@@ -201,8 +206,20 @@ class Scheduler:
             for name, node in self.cache.nodes().items()
         }
 
+    def pool_counts(self, pool: PoolView) -> tuple[int, int, int]:
+        """``(capacity, allocated, free)`` of a pool as the scheduler sees it."""
+        blocked = self.cache.context(pool).blocked
+        return pool.capacity(blocked), len(pool.allocations), pool.free(blocked)
+
     async def schedule_one(self, qp: QueuedPodInfo) -> ScheduleResult:
         """One scheduling cycle for ``qp``; the binding cycle runs as a task."""
+        started = time.monotonic()
+        result = await self._schedule_one(qp)
+        outcome = "scheduled" if result.node else ("error" if result.error else "unschedulable")
+        self.metrics.observe_attempt(outcome, time.monotonic() - started)
+        return result
+
+    async def _schedule_one(self, qp: QueuedPodInfo) -> ScheduleResult:
         pod = qp.pod
         state = CycleState()
         nodes = self._snapshot()
@@ -220,7 +237,7 @@ class Scheduler:
             # Someone else took the last address in between: retry soon.
             log.info("reserve for %s on %s failed: %s", pod.key, host.name, st.message)
             self.queue.add_unschedulable(qp, error=True)
-            return ScheduleResult(pod.key, message=st.message)
+            return ScheduleResult(pod.key, message=st.message, error=True)
         self._assumed[pod.uid] = dataclasses.replace(pod, node_name=host.name)
         st = self.profile.run_permit(state, pod, host)
         if not st.is_success():
@@ -240,12 +257,15 @@ class Scheduler:
                 st = await self.profile.run_bind(state, pod, host)
             if not st.is_success():
                 log.warning("binding %s to %s failed: %s", pod.key, host.name, st.message)
+                self.metrics.bind_failures.inc()
                 self._assumed.pop(pod.uid, None)
                 await self.profile.run_unreserve(state, pod, host)
                 self.queue.add_unschedulable(qp, error=True)
                 return
             self.queue.done(pod.uid)
             self._unschedulable_msg.pop(pod.uid, None)
+            if qp.initial_attempt_timestamp is not None:
+                self.metrics.observe_bound(time.monotonic() - qp.initial_attempt_timestamp, qp.attempts)
             await self.profile.run_post_bind(state, pod, host)
             ip = allocated_ip(state)
             suffix = f" (IP {ip})" if ip else ""
@@ -255,6 +275,7 @@ class Scheduler:
             )
         except Exception:
             log.exception("binding cycle of %s failed", pod.key)
+            self.metrics.bind_failures.inc()
             self._assumed.pop(pod.uid, None)
             await self.profile.run_unreserve(state, pod, host)
             self.queue.add_unschedulable(qp, error=True)
@@ -431,6 +452,7 @@ class Scheduler:
                 log.info("releasing %s of %s in pool %s: %s", r.ip or "slot", r.pod, r.pool, r.reason)
                 await self.writer.update(r.pool, functools.partial(allocator.release, uid=r.uid))
                 counts["released"] += 1
+                self.metrics.gc_releases.inc()
                 released = True
             elif r.action == "mark_bound":
                 await self.writer.update(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))

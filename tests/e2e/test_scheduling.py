@@ -330,3 +330,31 @@ def test_scheduling_gates_keep_a_pod_out_of_the_queue(
         "bound once ungated", lambda: kubectl.json("get", "pod", "gated", "-n", ns)["spec"].get("nodeName")
     )
     assert node in POOL_RANGES
+
+
+def test_metrics_endpoint_reports_attempts_queue_and_pools(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("m-1", "node-1", ["10.0.80.1-10.0.80.2"])
+    sel = {"kubernetes.io/hostname": "node-1"}
+    for i in range(3):
+        kubectl.create(pod_manifest(f"m{i}", scheduler=SCHEDULER, nodeSelector=sel), ns)
+    wait_for(
+        "FailedScheduling of the third",
+        lambda: any(events_for(kubectl, ns, f"m{i}", "FailedScheduling") for i in range(3)),
+    )
+
+    def scraped() -> str | None:
+        status, text = scheduler.probe("/metrics")
+        return (
+            text
+            if status == 200 and 'ipscheduler_pool_allocated{node="node-1",pool="m-1"} 2.0' in text
+            else None
+        )
+
+    text = wait_for("pool gauges", scraped, timeout=30)
+    assert 'ipscheduler_pool_free{node="node-1",pool="m-1"} 0.0' in text
+    assert 'scheduler_schedule_attempts_total{profile="ip-scheduler",result="scheduled"}' in text
+    assert 'scheduler_schedule_attempts_total{profile="ip-scheduler",result="unschedulable"}' in text
+    assert 'scheduler_pending_pods{queue="unschedulable"}' in text
+    assert "scheduler_pod_scheduling_sli_duration_seconds_bucket" in text
