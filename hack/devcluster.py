@@ -84,7 +84,55 @@ def bin_dir() -> Path:
 
 
 def missing_binaries(bindir: Path) -> list[str]:
-    return [b for b in ALL_BINARIES if not os.access(bindir / b, os.X_OK)]
+    """Binaries absent from ``bindir``, or present but not runnable (see :func:`verify_binaries`)."""
+    absent = [b for b in ALL_BINARIES if not os.access(bindir / b, os.X_OK)]
+    present = [b for b in ALL_BINARIES if b not in absent]
+    return absent + verify_binaries(bindir, present)
+
+
+def _stamp(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def verify_binaries(bindir: Path, names: list[str]) -> list[str]:
+    """Names of binaries that fail ``<binary> --version`` (a truncated or foreign file).
+
+    A binary that passed once is remembered in ``bindir/.verified`` by size and
+    mtime, so later calls cost a stat each. A bad binary is deleted so that the
+    next build replaces it.
+    """
+    record = bindir / ".verified"
+    try:
+        known: dict[str, str] = json.loads(record.read_text())
+    except (OSError, ValueError):
+        known = {}
+    bad, changed = [], False
+    for name in names:
+        path = bindir / name
+        stamp = _stamp(path)
+        if known.get(name) == stamp:
+            continue
+        try:
+            ok = (
+                subprocess.run(
+                    [str(path), "--version"], capture_output=True, timeout=60, check=False
+                ).returncode
+                == 0
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if ok:
+            known[name], changed = stamp, True
+        else:
+            log(f"{path} does not run ('--version' failed); it will be rebuilt")
+            with contextlib.suppress(OSError):
+                path.unlink()
+            bad.append(name)
+    if changed:
+        with contextlib.suppress(OSError):
+            record.write_text(json.dumps(known))
+    return bad
 
 
 @contextlib.contextmanager
@@ -318,6 +366,7 @@ class Cluster:
         self.state_file = self.root / "state.json"
         self.kubeconfig = self.root / "kubeconfig"
         self.state: dict[str, Any] = {}
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
         if self.state_file.exists():
             self.state = json.loads(self.state_file.read_text())
 
@@ -333,8 +382,9 @@ class Cluster:
 
     def _init_state(self, bindir: Path) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        for sub in ("logs", "pki", "etcd"):
+        for sub in ("logs", "pki"):
             (self.root / sub).mkdir(exist_ok=True)
+        (self.root / "etcd").mkdir(mode=0o700, exist_ok=True)
         token = secrets.token_hex(16)
         (self.root / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
         key = self.root / "pki" / "sa.key"
@@ -466,8 +516,25 @@ class Cluster:
                 start_new_session=True,
                 cwd=self.root,
             )
+        self._procs[name] = proc
         self.state["pids"][name] = {"pid": proc.pid, "exe": cmd[0]}
         self.save()
+
+    def exit_status(self, name: str) -> str:
+        """How a component started by this object ended: 'exit code N' or 'killed by SIGX'."""
+        proc = self._procs.get(name)
+        rc = proc.poll() if proc else None
+        if rc is None:
+            return "exit status unknown"
+        if rc < 0:
+            with contextlib.suppress(ValueError):
+                return f"killed by {signal.Signals(-rc).name}"
+            return f"killed by signal {-rc}"
+        return f"exit code {rc}"
+
+    def _disk_note(self) -> str:
+        free = shutil.disk_usage(self.root).free
+        return f"{free / 2**30:.1f} GiB free in {self.root}"
 
     def alive(self, name: str) -> bool:
         info = self.state.get("pids", {}).get(name)
@@ -479,8 +546,11 @@ class Cluster:
             if check():
                 return
             if component and not self.alive(component):
-                tail = self._log_tail(component)
-                raise DevclusterError(f"{component} exited while waiting for {what}; log tail:\n{tail}")
+                tail = self._log_tail(component) or "(empty)\n"
+                raise DevclusterError(
+                    f"{component} exited while waiting for {what} ({self.exit_status(component)}, "
+                    f"{self._disk_note()}); log {self.root / 'logs' / (component + '.log')} tail:\n{tail}"
+                )
             time.sleep(0.2)
         raise DevclusterError(f"timed out after {timeout:.0f}s waiting for {what}")
 
@@ -513,7 +583,20 @@ class Cluster:
             return
         self._start(name)
         if name == "etcd":
-            self._wait("etcd /health", self._etcd_ready, 60, name)
+            try:
+                self._wait("etcd /health", self._etcd_ready, 60, name)
+            except DevclusterError as e:
+                if self.state["pids"].get("kube-apiserver"):
+                    raise
+                # Nothing depends on etcd's ports yet: one more try on fresh ports and an
+                # empty data dir, so a port race or an interrupted first start heals itself.
+                log(f"{e}\nretrying etcd once on fresh ports")
+                shutil.rmtree(self.root / "etcd", ignore_errors=True)
+                (self.root / "etcd").mkdir(mode=0o700)
+                self.state["ports"]["etcd"] = free_port()
+                self.state["ports"]["etcd_peer"] = free_port()
+                self._start(name)
+                self._wait("etcd /health", self._etcd_ready, 60, name)
         elif name == "kube-apiserver":
             self._wait("kube-apiserver /readyz", self.api.ready, 120, name)
         elif name == "kube-controller-manager":

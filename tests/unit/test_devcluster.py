@@ -65,3 +65,38 @@ def test_pid_alive_checks_the_command_line() -> None:
     )
     assert not devcluster.pid_alive(os.getpid(), "/bin/not-this-program")
     assert not devcluster.pid_alive(2**22 + 12345, "/bin/sh")
+
+
+def test_a_binary_that_does_not_run_counts_as_missing(tmp_path: Path) -> None:
+    """A truncated or foreign file in the cache is deleted and reported missing (so it is rebuilt)."""
+    import os
+
+    for name in devcluster.ALL_BINARIES:
+        exe = tmp_path / name
+        exe.write_text("#!/bin/sh\nexit 0\n" if name != "etcd" else "#!/bin/sh\nexit 3\n")
+        exe.chmod(0o755)
+    assert devcluster.missing_binaries(tmp_path) == ["etcd"]
+    assert not (tmp_path / "etcd").exists()
+    # A verified binary is remembered by size and mtime and not run again ...
+    kwok = tmp_path / "kwok"
+    st = kwok.stat()
+    kwok.write_text("#!/bin/sh\nexit 9\n")
+    os.utime(kwok, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert devcluster.missing_binaries(tmp_path) == ["etcd"]
+    # ... but a changed one is.
+    kwok.write_text("#!/bin/sh\nexit 9\n")
+    assert devcluster.missing_binaries(tmp_path) == ["etcd", "kwok"]
+
+
+def test_exit_status_names_the_signal(tmp_path: Path) -> None:
+    import subprocess
+
+    c = devcluster.Cluster(tmp_path / "c")
+    proc = subprocess.Popen(["/bin/sh", "-c", "kill -9 $$"])
+    proc.wait()
+    c._procs["etcd"] = proc
+    assert c.exit_status("etcd") == "killed by SIGKILL"
+    proc = subprocess.Popen(["/bin/sh", "-c", "exit 7"])
+    proc.wait()
+    c._procs["etcd"] = proc
+    assert c.exit_status("etcd") == "exit code 7"
