@@ -8,7 +8,7 @@ DEVCLUSTER_DIR ?= .devcluster
 KUBECONFIG_DEV := $(DEVCLUSTER_DIR)/kubeconfig
 KUBECTL := kubectl --kubeconfig $(KUBECONFIG_DEV)
 
-.PHONY: test lint typecheck unit e2e demo down binaries crds clean
+.PHONY: test lint typecheck unit e2e demo down binaries crds clean bench
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ binaries:
 
 crds: $(VENV)/.installed
 	$(PY) -m ipscheduler crd > crds/nodeippools.ipscheduler.io.yaml
+
+## bench: ip-scheduler vs kube-scheduler side by side (BENCH_ARGS="--preset large" etc.)
+BENCH_ARGS ?= --preset small
+bench: $(VENV)/.installed binaries
+	$(PY) hack/bench.py $(BENCH_ARGS)
 
 ## demo: local control plane + the scheduler running the examples
 demo: $(VENV)/.installed

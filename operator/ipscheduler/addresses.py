@@ -28,6 +28,7 @@ the offending entry and says what is wrong with it.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from bisect import bisect_right
@@ -84,9 +85,17 @@ def canonical(ip: str) -> str:
 
     ``"fd00:0::1"`` → ``"fd00::1"``, ``" 10.0.0.5 "`` → ``"10.0.0.5"``.
     Raises AddressError if ``ip`` is not a single IPv4/IPv6 address (CIDRs,
-    ranges, zone IDs and non-strings are rejected).
+    ranges, zone IDs and non-strings are rejected). Memoized for strings
+    (allocations are re-read on every pool change).
     """
-    parsed = _parse_ip(ip) if isinstance(ip, str) else None
+    if isinstance(ip, str):
+        return _canonical_str(ip)
+    raise AddressError(f"invalid IP address {_quote(ip)}: not an IPv4 or IPv6 address")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _canonical_str(ip: str) -> str:
+    parsed = _parse_ip(ip)
     if parsed is None:
         raise AddressError(f"invalid IP address {_quote(ip)}: not an IPv4 or IPv6 address")
     return parsed.compressed

@@ -193,17 +193,27 @@ def find_conflicts(pools: Iterable[PoolView]) -> dict[str, PoolContext]:
     are absent. Count-only and invalid pools never overlap.
     """
     with_addr = [p for p in pools if p.addresses]
+    # Sweep over all intervals sorted by (version, first): only pools whose intervals
+    # overlap are intersected, so n pools cost O(intervals log intervals), not O(n²).
+    events = sorted(
+        (version, first, last, i)
+        for i, p in enumerate(with_addr)
+        for version, first, last in (p.addresses.intervals if p.addresses else ())
+    )
+    pairs: set[tuple[int, int]] = set()
+    active: list[tuple[int, int, int]] = []  # (version, last, pool index) of open intervals
+    for version, first, last, i in events:
+        active = [a for a in active if a[0] == version and a[1] >= first]
+        pairs.update((min(i, j), max(i, j)) for _, _, j in active if j != i)
+        active.append((version, last, i))
     out: dict[str, tuple[AddressSet, set[str]]] = {}
-    for i, a in enumerate(with_addr):
-        assert a.addresses is not None
-        for b in with_addr[i + 1 :]:
-            assert b.addresses is not None
-            shared = a.addresses.intersection(b.addresses)
-            if not shared:
-                continue
-            for me, other in ((a, b), (b, a)):
-                blocked, names = out.get(me.name, (AddressSet.empty(), set()))
-                out[me.name] = (blocked.union(shared), names | {other.name})
+    for i, j in sorted(pairs):
+        a, b = with_addr[i], with_addr[j]
+        assert a.addresses is not None and b.addresses is not None
+        shared = a.addresses.intersection(b.addresses)
+        for me, other in ((a, b), (b, a)):
+            blocked, names = out.get(me.name, (AddressSet.empty(), set()))
+            out[me.name] = (blocked.union(shared), names | {other.name})
     return {name: PoolContext(blocked=b, conflicts=tuple(sorted(n))) for name, (b, n) in out.items()}
 
 

@@ -35,10 +35,17 @@ class ClusterCache:
         self._pools: IndexLike = {}
         self._pods: IndexLike = {}
         self._fresh: dict[str, PoolView] = {}
+        self._version = 0
+        self._snap: dict[str, PoolView] = {}
+        self._by_node: dict[str, list[PoolView]] = {}
+        self._snap_version = -1
+        self._spec_key: frozenset[tuple[str, AddressSet | None]] | None = None
         self._conflicts: dict[str, PoolContext] = {}
-        self._conflict_key: tuple[tuple[str, int, str], ...] | None = None
-        self._held: dict[str, str] = {}
-        self._held_key: tuple[tuple[str, str, str], ...] | None = None
+        self.layout_version = 0
+        """Bumped whenever address conflicts between pools were recomputed."""
+        self._ctx: dict[str, PoolContext] = {}
+        self._ctx_held: dict[str, str] = {}
+        self._ctx_version = -1
         self.ready = asyncio.Event()
 
     def attach(self, nodes: IndexLike, pools: IndexLike, pods: IndexLike | None = None) -> None:
@@ -47,6 +54,7 @@ class ClusterCache:
         self._nodes = nodes
         self._pools = pools
         self._pods = pods if pods is not None else {}
+        self.invalidate()
         self.ready.set()
 
     def pods(self) -> dict[str, PodInfo]:
@@ -95,47 +103,81 @@ class ClusterCache:
         return indexed
 
     def pools(self) -> dict[str, PoolView]:
-        out = {}
-        for name in list(self._pools.keys()):
-            p = self.pool(name)
-            if p is not None:
-                out[name] = p
-        return out
+        """All pools by name (newest known versions); memoized until :meth:`invalidate`.
+
+        The returned dict is shared: read it, do not modify it.
+        """
+        if self._snap_version != self._version:
+            out = {}
+            for name in list(self._pools.keys()):
+                p = self.pool(name)
+                if p is not None:
+                    out[name] = p
+            by_node: dict[str, list[PoolView]] = {}
+            for name in sorted(out):
+                by_node.setdefault(out[name].node_name, []).append(out[name])
+            self._snap, self._by_node = out, by_node
+            self._snap_version = self._version
+        return self._snap
+
+    def invalidate(self) -> None:
+        """Pools or nodes changed: recompute snapshots and contexts on next use."""
+        self._version += 1
 
     def pools_for_node(self, node_name: str) -> list[PoolView]:
-        """Pools serving ``node_name``, sorted by name."""
-        return sorted((p for p in self.pools().values() if p.node_name == node_name), key=lambda p: p.name)
+        """Pools serving ``node_name``, sorted by name (the list is shared: do not modify it)."""
+        self.pools()
+        return self._by_node.get(node_name, [])
 
     def store_fresh(self, pool: PoolView) -> None:
         """Remember a pool object returned by our own write (newer than the watch)."""
         self._fresh[pool.name] = pool
+        self.invalidate()
 
     def forget(self, name: str) -> None:
         self._fresh.pop(name, None)
+        self.invalidate()
 
     def holder(self, uid: str) -> list[PoolView]:
         """Pools holding an allocation for pod ``uid`` (normally zero or one)."""
         return [p for p in self.pools().values() if uid in p.allocations]
 
     # -- context -------------------------------------------------------
+    def ensure_contexts(self) -> None:
+        """Recompute every pool's context if pools or nodes changed since the last time."""
+        if self._ctx_version != self._version:
+            pools = self.pools()
+            spec_key = frozenset((name, p.addresses) for name, p in pools.items())
+            if spec_key != self._spec_key:
+                self._conflicts = find_conflicts(pools.values())
+                self._spec_key = spec_key
+                self.layout_version += 1
+            conflicts = self._conflicts
+            held = held_addresses(pools.values())
+            self._ctx = {
+                name: PoolContext(
+                    node_exists=self.node(p.node_name) is not None,
+                    blocked=conflicts.get(name, PoolContext()).blocked,
+                    conflicts=conflicts.get(name, PoolContext()).conflicts,
+                    held_by=held,
+                )
+                for name, p in pools.items()
+            }
+            self._ctx_held = held
+            self._ctx_version = self._version
+
     def context(self, pool: PoolView) -> PoolContext:
-        """Node existence and address conflicts of ``pool`` with all other pools."""
-        pools = self.pools()
-        key = tuple(sorted((p.name, p.generation, p.uid) for p in pools.values()))
-        if key != self._conflict_key:
-            self._conflicts = find_conflicts(pools.values())
-            self._conflict_key = key
-        held_key = tuple(sorted((p.name, p.uid, p.resource_version) for p in pools.values()))
-        if held_key != self._held_key:
-            self._held = held_addresses(pools.values())
-            self._held_key = held_key
-        base = self._conflicts.get(pool.name, PoolContext())
-        return PoolContext(
-            node_exists=self.node(pool.node_name) is not None,
-            blocked=base.blocked,
-            conflicts=base.conflicts,
-            held_by=self._held,
-        )
+        """Node existence and address conflicts/holdings of ``pool`` among all pools.
+
+        Computed for every pool at once and memoized until the next
+        :meth:`invalidate` (a pool or node change, or one of our writes);
+        address conflicts only when some pool's address set changed.
+        """
+        self.ensure_contexts()
+        ctx = self._ctx.get(pool.name)
+        if ctx is None:  # a pool the snapshot does not know (e.g. just re-read)
+            ctx = PoolContext(node_exists=self.node(pool.node_name) is not None, held_by=self._ctx_held)
+        return ctx
 
     def blocked(self, pool: PoolView) -> AddressSet | None:
         return self.context(pool).blocked

@@ -196,23 +196,20 @@ async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwarg
 
 
 @kopf.on.event("v1", "nodes")
-async def node_event(*, event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
+async def node_event(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     """Any node change may make pending pods schedulable (and pools' NodeNotFound change)."""
     scheduler = _attach(memo, kwargs)
-    if scheduler is None or event.get("type") is None:
-        return
-    if event.get("type") in ("ADDED", "DELETED"):
-        scheduler.on_pool_event()
-    else:
-        scheduler.on_cluster_event("NodeUpdate")
+    if scheduler is not None:
+        scheduler.on_node_event(event.get("type"), body)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def pool_event(*, event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
+async def pool_event(*, event: kopf.RawEvent, name: str, memo: Any, **kwargs: Any) -> None:
     """Recompute pool status and retry pending pods."""
     scheduler = _attach(memo, kwargs)
     if scheduler is not None:
-        scheduler.on_pool_event()
+        scheduler.cache.invalidate()
+        scheduler.on_pool_event(name)
 
 
 async def run_operator(cfg: RunConfig, health: HealthState | None = None) -> None:

@@ -107,7 +107,7 @@ class NodePods:
 
     async def _watch(self, core: Any, timeout_seconds: int) -> None:
         while True:
-            w = watch.Watch()
+            w = watch.Watch(return_type="object")  # keep raw dicts: no model deserialization
             async with w.stream(
                 core.list_pod_for_all_namespaces,
                 field_selector=FIELD_SELECTOR,

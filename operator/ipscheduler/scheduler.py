@@ -84,6 +84,9 @@ class Scheduler:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._unschedulable_msg: dict[str, str] = {}
         self._pools_dirty = asyncio.Event()
+        self._dirty_pools: set[str] | None = None  # None: every pool
+        self._layout_seen = -1
+        self._nodes_seen: dict[str, NodeInfo] = {}
         self._pool_reasons: dict[str, str] = {}
         self.started = asyncio.Event()
         self.gc_interval = gc_interval
@@ -150,10 +153,48 @@ class Scheduler:
         """A node or pool changed: capacity may have freed up."""
         self.queue.move_all_to_active_or_backoff(what)
 
-    def on_pool_event(self) -> None:
-        """A pool changed: recompute pool statuses (debounced) and retry pending pods."""
-        self._pools_dirty.set()
+    def on_pool_event(self, name: str | None = None) -> None:
+        """Pool ``name`` (None: any pool or the node set) changed.
+
+        Recomputes that pool's status (debounced; every pool's when ``name``
+        is None) and retries pending pods.
+        """
+        self._mark_pools_dirty(name)
         self.on_cluster_event("NodeIPPoolChange")
+
+    def _mark_pools_dirty(self, name: str | None = None) -> None:
+        if name is None:
+            self._dirty_pools = None
+        elif self._dirty_pools is not None:
+            self._dirty_pools.add(name)
+        self._pools_dirty.set()
+
+    def on_node_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Route a node watch event: the node set changes pools' status; a node change
+        that alters what the filters read (labels, taints, readiness, allocatable...)
+        retries pending pods. kwok/kubelet heartbeats that change none of it are ignored,
+        as kube-scheduler's queueing hints do for NodeUpdate.
+        """
+        name = (body.get("metadata") or {}).get("name")
+        if not isinstance(name, str):
+            return
+        if event_type == "DELETED":
+            self._nodes_seen.pop(name, None)
+            self.cache.invalidate()
+            self.on_pool_event()
+            return
+        try:
+            info = NodeInfo.from_obj(body)
+        except ValueError:
+            return
+        previous = self._nodes_seen.get(name)
+        self._nodes_seen[name] = info
+        if previous is None:
+            self.cache.invalidate()
+            if event_type is not None:
+                self.on_pool_event()
+        elif previous != info:
+            self.on_cluster_event("NodeUpdate")
 
     # -- release -----------------------------------------------------------
     async def release(self, uid: str) -> None:
@@ -301,15 +342,20 @@ class Scheduler:
             await self._pools_dirty.wait()
             await asyncio.sleep(0.05)
             self._pools_dirty.clear()
-            for pool in list(self.cache.pools().values()):
+            names, self._dirty_pools = self._dirty_pools, set()
+            pools = self.cache.pools()
+            self.cache.ensure_contexts()
+            if self.cache.layout_version != self._layout_seen:  # conflicts may have changed anywhere
+                self._layout_seen, names = self.cache.layout_version, None
+            for pool in [pools[n] for n in sorted(pools) if names is None or n in names]:
                 try:
                     await self.refresh_pool(pool)
                     await self._finalize(self.cache.pool(pool.name) or pool)
                 except Conflict:
-                    self._pools_dirty.set()  # changed meanwhile: its watch event comes, look again
+                    self._mark_pools_dirty(pool.name)  # changed meanwhile: look again
                 except ApiException as e:
                     log.warning("refreshing NodeIPPool %s status failed: %s", pool.name, e.reason)
-                    self._pools_dirty.set()
+                    self._mark_pools_dirty(pool.name)
 
     async def _finalize(self, pool: PoolView) -> None:
         """Keep our finalizer on live pools; drop it once a deleted pool holds nothing."""
@@ -371,7 +417,7 @@ class Scheduler:
             repair.plan(pools, pods, _utcnow(), self.reserved_ttl), confirm=False
         )
         log.info("start-up reconcile: %s", counts)
-        self._pools_dirty.set()
+        self._mark_pools_dirty()
         return counts
 
     def check_watch(self, live_pools: list[dict[str, Any]]) -> None:

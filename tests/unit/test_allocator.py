@@ -7,6 +7,8 @@ import ipaddress
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ipscheduler.addresses import AddressSet
 from ipscheduler.allocator import (
@@ -777,6 +779,41 @@ def test_find_conflicts_ignores_count_only_invalid_and_excluded() -> None:
 def test_find_conflicts_accepts_a_generator() -> None:
     pools = [view(name="a", addresses=["10.0.0.1"]), view(name="b", addresses=["10.0.0.1"])]
     assert set(find_conflicts(p for p in pools)) == {"a", "b"}
+
+
+def _pairwise_conflicts(pools: list[PoolView]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The definition: intersect every pair of pools."""
+    out: dict[str, tuple[AddressSet, set[str]]] = {}
+    for i, a in enumerate(pools):
+        for b in pools[i + 1 :]:
+            if not a.addresses or not b.addresses:
+                continue
+            shared = a.addresses.intersection(b.addresses)
+            if shared:
+                for me, other in ((a, b), (b, a)):
+                    blocked, names = out.get(me.name, (AddressSet.empty(), set()))
+                    out[me.name] = (blocked.union(shared), names | {other.name})
+    return {n: (str(b), tuple(sorted(o))) for n, (b, o) in out.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 60), st.integers(0, 8), st.booleans()), min_size=0, max_size=3),
+        min_size=0,
+        max_size=8,
+    )
+)
+def test_find_conflicts_matches_pairwise_intersection(specs: list[list[tuple[int, int, bool]]]) -> None:
+    """The interval sweep finds exactly the overlaps that intersecting every pair finds."""
+    pools = []
+    for n, entries in enumerate(specs):
+        addrs = [
+            f"10.0.0.{lo}-10.0.0.{lo + width}" if not v6 else f"fd00::{lo:x}-fd00::{lo + width:x}"
+            for lo, width, v6 in entries
+        ]
+        pools.append(view(name=f"p{n}", addresses=addrs) if addrs else view(name=f"p{n}", capacity=1))
+    assert conflicts_of(pools) == _pairwise_conflicts(pools)
 
 
 # --------------------------------------------------------------------------- ready_condition

@@ -60,6 +60,7 @@ class Harness:
         for n, rv in rvs.items():
             name = n.replace("_", "-")
             self.pools[name] = [view(name, rv)]
+        self.cache.invalidate()  # as the pool event handler does after kopf updated its index
 
     def check(self, at: float, live_pools: list[dict[str, Any]]) -> bool:
         """Run check_watch at ``at`` seconds after start; True when the pool watch is flagged stalled."""

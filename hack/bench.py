@@ -1,0 +1,476 @@
+#!/usr/bin/env python3
+"""Benchmark: ip-scheduler against kube-scheduler, same workload, same run.
+
+On a dev cluster (hack/devcluster.py) with N kwok nodes, each phase creates
+P pods (all at once, or at a steady R pods/s) and measures until all are bound:
+
+- ``ip-scheduler``: NodeIPPools of C addresses per node;
+- ``kube-scheduler (qps 50)``: the same Kubernetes release with its shipped
+  client QPS/burst (50/100), the capacity as extended resource
+  ``ipscheduler.io/underlay-ip: C`` on every node and a request of 1 per pod;
+- ``kube-scheduler (qps 1000)``: the same with ``qps: 1000, burst: 2000``.
+
+Reported per phase: throughput (pods/s from the first create to the last
+bind), create→bound latency p50/p90/p99 (ms, from watch events timestamped
+in this client), API server requests per bound pod (``apiserver_request_total``
+delta over the phase, all clients, so every phase carries the same
+background), the scheduler's peak RSS (MB) and CPU seconds, and correctness
+(no node over C; our addresses unique and inside the node's pool). One more
+phase restarts ip-scheduler with one Pending pod and N pools and measures
+process start → pod bound. Output: a Markdown table on stdout, a JSON file
+and, when matplotlib is installed, a PNG of bound pods over time.
+
+    make bench                                               # --preset small
+    .venv/bin/python hack/bench.py --preset small            # 100 nodes x 20, 1000 pods
+    .venv/bin/python hack/bench.py --preset small --rate 50  # steady arrival, 50 pods/s
+    .venv/bin/python hack/bench.py --preset large            # 1000 nodes x 20, 10000 pods
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "hack"))
+
+from kubernetes_asyncio import client, config, watch  # noqa: E402
+
+import devcluster  # noqa: E402
+
+UNDERLAY = "ipscheduler.io/underlay-ip"
+ANNOTATION_IP = "ipscheduler.io/ip"
+PRESETS = {"tiny": (10, 10, 80), "small": (100, 20, 1000), "large": (1000, 20, 10000)}
+"""preset → (nodes, addresses per node, pods)."""
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile ``q`` in [0, 1] of ``values`` (NaN when empty)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def proc_usage(pid: int) -> tuple[float, float]:
+    """(peak RSS in MB, user+system CPU seconds) of a live process, from /proc."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    m = re.search(r"VmHWM:\s+(\d+) kB", status)
+    hwm = int(m.group(1)) / 1024 if m else float("nan")
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return hwm, (int(fields[11]) + int(fields[12])) / ticks
+
+
+def node_range(index: int, capacity: int) -> tuple[str, str]:
+    """The address range of node ``index`` (0-based): ``capacity`` addresses in 10.100.0.0/14."""
+    base = ipaddress.IPv4Address("10.100.0.0") + index * 256
+    return str(base + 1), str(base + capacity)
+
+
+@dataclass
+class Phase:
+    """One measured phase: pods created by this client, bindings seen by its watch."""
+
+    name: str
+    scheduler_name: str
+    extended: bool
+    capacity: int
+    created: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    placement: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+
+
+async def apiserver_requests(api: client.ApiClient) -> float:
+    """Sum of ``apiserver_request_total`` over all label sets."""
+    resp = await api.call_api("/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False)
+    raw = resp[0] if isinstance(resp, tuple) else resp
+    text = (await raw.read()).decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("apiserver_request_total{")
+    )
+
+
+async def new_namespace(core: client.CoreV1Api, ns: str) -> None:
+    await core.create_namespace({"metadata": {"name": ns}})
+    while True:  # the ServiceAccount admission plugin needs "default"
+        try:
+            await core.read_namespaced_service_account("default", ns)
+            return
+        except client.exceptions.ApiException:
+            await asyncio.sleep(0.2)
+
+
+async def delete_namespace(core: client.CoreV1Api, ns: str) -> None:
+    await core.delete_namespace(ns)
+    while True:  # wait for the namespace (and its pods, so their addresses) to be gone
+        try:
+            await core.read_namespace(ns)
+            await asyncio.sleep(1)
+        except client.exceptions.ApiException:
+            return
+
+
+def pod_body(name: str, scheduler_name: str, extended: bool) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
+    if extended:
+        container["resources"] = {"requests": {UNDERLAY: "1"}, "limits": {UNDERLAY: "1"}}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "containers": [container],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+async def watch_bindings(
+    core: client.CoreV1Api, ns: str, phase: Phase, want: int, done: asyncio.Event
+) -> None:
+    """Record the first time each pod of ``ns`` is seen with a nodeName."""
+    w = watch.Watch()
+    async with w.stream(core.list_namespaced_pod, ns, timeout_seconds=3600) as stream:
+        async for ev in stream:
+            obj = ev["raw_object"]
+            pname = obj["metadata"]["name"]
+            node = obj["spec"].get("nodeName")
+            if node and pname not in phase.bound:
+                phase.bound[pname] = time.monotonic()
+                annotations = obj["metadata"].get("annotations") or {}
+                phase.placement[pname] = (node, annotations.get(ANNOTATION_IP))
+                if len(phase.bound) >= want:
+                    done.set()
+                    return
+
+
+async def run_phase(
+    phase: Phase, api: client.ApiClient, pods: int, rate: float | None, pid: int, index: int
+) -> dict[str, Any]:
+    """Create ``pods`` pods for ``phase`` and measure until all are bound (or a timeout)."""
+    core = client.CoreV1Api(api)
+    ns = f"bench-{index}"
+    await new_namespace(core, ns)
+    done = asyncio.Event()
+    watch_task = asyncio.create_task(watch_bindings(core, ns, phase, pods, done))
+    await asyncio.sleep(0.5)
+    requests_before = await apiserver_requests(api)
+    cpu_before = proc_usage(pid)[1]
+    sem = asyncio.Semaphore(50)
+
+    async def create(i: int) -> None:
+        async with sem:
+            phase.created[f"p{i}"] = time.monotonic()
+            await core.create_namespaced_pod(
+                ns, pod_body(f"p{i}", phase.scheduler_name, phase.extended), _preload_content=False
+            )
+
+    start = time.monotonic()
+    if rate:
+        tasks = []
+        for i in range(pods):
+            tasks.append(asyncio.create_task(create(i)))
+            await asyncio.sleep(max(0.0, start + (i + 1) / rate - time.monotonic()))
+        await asyncio.gather(*tasks)
+    else:
+        await asyncio.gather(*(create(i) for i in range(pods)))
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), timeout=max(300, pods / 5))
+    watch_task.cancel()
+    end = max(phase.bound.values(), default=time.monotonic())
+    requests_after = await apiserver_requests(api)
+    rss, cpu_after = proc_usage(pid)
+    latencies = [(phase.bound[p] - phase.created[p]) * 1000 for p in phase.bound if p in phase.created]
+    per_node: dict[str, int] = {}
+    for node, _ in phase.placement.values():
+        per_node[node] = per_node.get(node, 0) + 1
+    ips = [(node, ip) for node, ip in phase.placement.values() if ip]
+    result = {
+        "phase": phase.name,
+        "pods": pods,
+        "bound": len(phase.bound),
+        "seconds": round(end - start, 2),
+        "throughput_pods_per_s": round(len(phase.bound) / max(end - start, 1e-9), 1),
+        "latency_ms": {
+            q: round(percentile(latencies, v), 1) for q, v in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+        },
+        "api_requests_per_bound_pod": round((requests_after - requests_before) / max(len(phase.bound), 1), 2),
+        "scheduler_peak_rss_mb": round(rss, 1),
+        "scheduler_cpu_s": round(cpu_after - cpu_before, 2),
+        "max_pods_per_node": max(per_node.values(), default=0),
+        "over_capacity_nodes": sum(1 for n in per_node.values() if n > phase.capacity),
+        "addresses": len(ips),
+        "addresses_unique": len({ip for _, ip in ips}) == len(ips),
+        "addresses_in_node_pool": all(ip_in_node_pool(node, ip, phase.capacity) for node, ip in ips),
+        "bound_over_time": sorted(round(t - start, 3) for t in phase.bound.values()),
+    }
+    await delete_namespace(core, ns)
+    return result
+
+
+def ip_in_node_pool(node: str, ip: str, capacity: int) -> bool:
+    """Is ``ip`` inside the bench pool of ``node`` (``node-<i>``)?"""
+    m = re.fullmatch(r"node-(\d+)", node)
+    if not m:
+        return False
+    first, last = node_range(int(m.group(1)) - 1, capacity)
+    try:
+        addr = ipaddress.IPv4Address(ip)
+    except ValueError:
+        return False
+    return ipaddress.IPv4Address(first) <= addr <= ipaddress.IPv4Address(last)
+
+
+async def prepare(api: client.ApiClient, nodes: list[str], capacity: int) -> None:
+    """Extended resource on every node, one NodeIPPool per node."""
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    sem = asyncio.Semaphore(50)
+
+    async def one(i: int, node: str) -> None:
+        async with sem:
+            res = {UNDERLAY: str(capacity)}
+            await core.patch_node_status(node, {"status": {"capacity": res, "allocatable": res}})
+            first, last = node_range(i, capacity)
+            body = {
+                "apiVersion": "ipscheduler.io/v1alpha1",
+                "kind": "NodeIPPool",
+                "metadata": {"name": f"bench-{node}"},
+                "spec": {"nodeName": node, "addresses": [f"{first}-{last}"]},
+            }
+            try:
+                await custom.create_cluster_custom_object("ipscheduler.io", "v1alpha1", "nodeippools", body)
+            except client.exceptions.ApiException as e:
+                if e.status != 409:
+                    raise
+
+    await asyncio.gather(*(one(i, n) for i, n in enumerate(nodes)))
+
+
+class Ours:
+    """``python -m ipscheduler run`` as a child process, logging to a file."""
+
+    def __init__(self, python: str, kubeconfig: str, log_path: Path, extra: list[str]) -> None:
+        self.cmd = [
+            python,
+            "-m",
+            "ipscheduler",
+            "run",
+            "--kubeconfig",
+            kubeconfig,
+            "--health-addr",
+            "",
+            *extra,
+        ]
+        self.log_path = log_path
+        self.proc: asyncio.subprocess.Process | None = None
+        self.started_at = 0.0
+
+    async def start(self, wait_ready: bool = True) -> int:
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.started_at = time.monotonic()
+            self.proc = await asyncio.create_subprocess_exec(*self.cmd, stdout=fd, stderr=subprocess.STDOUT)
+        finally:
+            os.close(fd)
+        if wait_ready:
+            deadline = time.monotonic() + 120
+            while b"start-up reconcile" not in self._log_since(offset):
+                if time.monotonic() > deadline or self.proc.returncode is not None:
+                    raise SystemExit(f"bench: ip-scheduler did not start; see {self.log_path}")
+                await asyncio.sleep(0.2)
+        return self.proc.pid
+
+    def _log_since(self, offset: int) -> bytes:
+        with open(self.log_path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read()
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.terminate()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 30)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+
+async def restart_to_first_bind(api: client.ApiClient, ours: Ours, index: int) -> dict[str, Any]:
+    """Stop ip-scheduler, create one pod, start it: seconds from process start to the pod bound."""
+    core = client.CoreV1Api(api)
+    ns = f"bench-{index}"
+    await ours.stop()
+    await new_namespace(core, ns)
+    phase = Phase("restart", "ip-scheduler", extended=False, capacity=0)
+    done = asyncio.Event()
+    watch_task = asyncio.create_task(watch_bindings(core, ns, phase, 1, done))
+    await asyncio.sleep(0.5)
+    await core.create_namespaced_pod(ns, pod_body("first", "ip-scheduler", False), _preload_content=False)
+    await ours.start(wait_ready=False)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), timeout=120)
+    watch_task.cancel()
+    seconds = (phase.bound["first"] - ours.started_at) if "first" in phase.bound else float("nan")
+    await delete_namespace(core, ns)
+    return {"restart_to_first_bind_s": round(seconds, 2)}
+
+
+async def run_all(args: argparse.Namespace, cluster: devcluster.Cluster, shape: tuple[int, int, int]) -> Any:
+    n_nodes, capacity, pods = shape
+    conf = client.Configuration()
+    await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=conf)
+    conf.connection_pool_maxsize = 100
+    nodes = [f"node-{i}" for i in range(1, n_nodes + 1)]
+    results: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
+    log_dir = cluster.root / "logs"
+    async with client.ApiClient(conf) as api:
+        await prepare(api, nodes, capacity)
+        ours = Ours(args.python, str(cluster.kubeconfig), log_dir / "ip-scheduler.log", args.scheduler_arg)
+        try:
+            pid = await ours.start()
+            phase = Phase("ip-scheduler", "ip-scheduler", extended=False, capacity=capacity)
+            results.append(await run_phase(phase, api, pods, args.rate, pid, len(results)))
+            extra = await restart_to_first_bind(api, ours, 99)
+        finally:
+            await ours.stop()
+        for label, qps, burst in (
+            ("kube-scheduler (qps 50)", 50, 100),
+            ("kube-scheduler (qps 1000)", 1000, 2000),
+        ):
+            kube = await asyncio.to_thread(cluster.start_kube_scheduler, f"kube-scheduler-{qps}", qps, burst)
+            try:
+                await asyncio.sleep(5)
+                phase = Phase(label, "default-scheduler", extended=True, capacity=capacity)
+                results.append(await run_phase(phase, api, pods, args.rate, kube.pid, len(results)))
+            finally:
+                kube.terminate()
+                await asyncio.to_thread(kube.wait, 30)
+    return results, extra
+
+
+def correct(r: dict[str, Any]) -> bool:
+    ok = r["over_capacity_nodes"] == 0 and r["bound"] == r["pods"]
+    if r["phase"] == "ip-scheduler":
+        ok = ok and r["addresses_unique"] and r["addresses_in_node_pool"] and r["addresses"] == r["bound"]
+    return bool(ok)
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    head = (
+        "| scheduler | bound | pods/s | p50 ms | p90 ms | p99 ms | API req/pod "
+        "| peak RSS MB | CPU s | max pods/node | correct |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lat = r["latency_ms"]
+        lines.append(
+            f"| {r['phase']} | {r['bound']}/{r['pods']} | {r['throughput_pods_per_s']} "
+            f"| {lat['p50']} | {lat['p90']} | {lat['p99']} | {r['api_requests_per_bound_pod']} "
+            f"| {r['scheduler_peak_rss_mb']} | {r['scheduler_cpu_s']} | {r['max_pods_per_node']} "
+            f"| {'yes' if correct(r) else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> bool:
+    """PNG of bound pods over time per scheduler; False when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for r in results:
+        times = r["bound_over_time"]
+        ax.plot(times, range(1, len(times) + 1), label=r["phase"])
+    ax.set_xlabel("seconds since first create")
+    ax.set_ylabel("pods bound")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    p.add_argument("--nodes", type=int, help="override the preset's node count")
+    p.add_argument("--capacity", type=int, help="override the preset's addresses per node")
+    p.add_argument("--pods", type=int, help="override the preset's pod count")
+    p.add_argument("--rate", type=float, help="steady arrival in pods/s (default: all at once)")
+    p.add_argument("--dir", default=".bench/cluster", help="dev cluster folder")
+    p.add_argument("--python", default=sys.executable, help="interpreter that has ipscheduler installed")
+    p.add_argument("--output", default="bench-results/bench.json", help="JSON result (PNG beside it)")
+    p.add_argument("--keep", action="store_true", help="leave the cluster running")
+    p.add_argument(
+        "--scheduler-arg", action="append", default=[], help="extra argument for ipscheduler run (repeatable)"
+    )
+    args = p.parse_args()
+    n, c, pods = PRESETS[args.preset]
+    shape = (args.nodes or n, args.capacity or c, args.pods or pods)
+    arrival = f"steady {args.rate}/s" if args.rate else "all at once"
+    print(f"# bench: {shape[0]} nodes x {shape[1]} addresses, {shape[2]} pods, {arrival}", file=sys.stderr)
+    cluster = devcluster.Cluster(Path(args.dir))
+    try:
+        cluster.up(nodes=shape[0])
+        kc = str(cluster.kubeconfig)
+        subprocess.run(["kubectl", "--kubeconfig", kc, "apply", "-f", str(ROOT / "crds")], check=True)
+        subprocess.run(
+            [
+                "kubectl",
+                "--kubeconfig",
+                kc,
+                "wait",
+                "--for=condition=Established",
+                "crd/nodeippools.ipscheduler.io",
+            ],
+            check=True,
+        )
+        results, extra = asyncio.run(run_all(args, cluster, shape))
+    finally:
+        if not args.keep:
+            cluster.down()
+    print(table(results))
+    print(
+        f"\nip-scheduler restart → first bind with {shape[0]} pools: {extra.get('restart_to_first_bind_s')} s"
+    )
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "preset": args.preset,
+        "nodes": shape[0],
+        "capacity": shape[1],
+        "pods": shape[2],
+        "rate": args.rate,
+        "kubernetes": devcluster.K8S_VERSION,
+        "results": results,
+        **extra,
+    }
+    out.write_text(json.dumps(doc, indent=2))
+    print(f"JSON: {out}", file=sys.stderr)
+    if plot(results, out.with_suffix(".png")):
+        print(f"PNG: {out.with_suffix('.png')}", file=sys.stderr)
+    return 0 if all(correct(r) for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

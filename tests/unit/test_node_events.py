@@ -1,0 +1,135 @@
+"""Scheduler.on_node_event: which node watch events retry pending pods or refresh pools.
+
+kube-scheduler's queueing hints ignore a NodeUpdate that changes nothing a
+plugin reads; kwok and kubelets post heartbeats every few seconds, so each
+one must not move every unschedulable pod back to the active queue.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from ipscheduler.cache import ClusterCache
+from ipscheduler.scheduler import Scheduler
+
+_NONE: Any = None
+
+
+class RecordingQueue:
+    """Only what on_cluster_event touches."""
+
+    def __init__(self) -> None:
+        self.moves: list[str] = []
+
+    def move_all_to_active_or_backoff(self, event: str) -> None:
+        self.moves.append(event)
+
+
+def node(name: str = "node-1", **changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"zone": "a"}},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}],
+        },
+    }
+    for path, value in changes.items():
+        target = body
+        *parents, leaf = path.split("__")
+        for p in parents:
+            target = target[p]
+        target[leaf] = value
+    return body
+
+
+def heartbeat(body: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(body)
+    out["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:00:40Z"
+    out["metadata"]["resourceVersion"] = "99"
+    return out
+
+
+@pytest.fixture
+def sched() -> Scheduler:
+    cache = ClusterCache()
+    cache.attach({}, {}, {})
+    return Scheduler(
+        name="ip-scheduler",
+        api=_NONE,
+        cache=cache,
+        writer=_NONE,
+        profile=_NONE,
+        queue=RecordingQueue(),  # type: ignore[arg-type]
+        recorder=_NONE,
+    )
+
+
+def moves(s: Scheduler) -> list[str]:
+    q = s.queue
+    assert isinstance(q, RecordingQueue)
+    return q.moves
+
+
+def test_initial_listing_retries_nothing(sched: Scheduler) -> None:
+    sched.on_node_event(None, node())
+    assert moves(sched) == []
+
+
+def test_added_node_refreshes_every_pool_and_retries(sched: Scheduler) -> None:
+    sched.on_node_event("ADDED", node())
+    assert moves(sched) == ["NodeIPPoolChange"]
+    assert sched._dirty_pools is None  # every pool (NodeNotFound may clear)
+    assert sched._pools_dirty.is_set()
+
+
+def test_deleted_node_refreshes_every_pool_and_retries(sched: Scheduler) -> None:
+    sched.on_node_event(None, node())
+    sched._dirty_pools = set()
+    sched.on_node_event("DELETED", node())
+    assert moves(sched) == ["NodeIPPoolChange"]
+    assert sched._dirty_pools is None
+
+
+def test_heartbeat_is_ignored(sched: Scheduler) -> None:
+    first = node()
+    sched.on_node_event(None, first)
+    sched.on_node_event("MODIFIED", heartbeat(first))
+    sched.on_node_event("MODIFIED", heartbeat(heartbeat(first)))
+    assert moves(sched) == []
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        node(metadata__labels={"zone": "b"}),
+        node(spec__unschedulable=True),
+        node(spec__taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+        node(status__allocatable={"cpu": "4", "memory": "32Gi", "pods": "110"}),
+        node(status__conditions=[{"type": "Ready", "status": "False"}]),
+    ],
+    ids=["labels", "unschedulable", "taint", "allocatable", "not-ready"],
+)
+def test_a_change_filters_read_retries_pending_pods(sched: Scheduler, changed: dict[str, Any]) -> None:
+    sched.on_node_event(None, node())
+    sched.on_node_event("MODIFIED", changed)
+    assert moves(sched) == ["NodeUpdate"]
+
+
+def test_modified_node_not_seen_before_counts_as_new(sched: Scheduler) -> None:
+    sched.on_node_event("MODIFIED", node("node-9"))
+    assert moves(sched) == ["NodeIPPoolChange"]
+
+
+def test_pool_event_marks_only_that_pool(sched: Scheduler) -> None:
+    sched._dirty_pools = set()
+    sched.on_pool_event("pool-a")
+    sched.on_pool_event("pool-b")
+    assert sched._dirty_pools == {"pool-a", "pool-b"}
+    sched.on_pool_event()
+    assert sched._dirty_pools is None
+    sched.on_pool_event("pool-c")  # "every pool" absorbs a single one
+    assert sched._dirty_pools is None
