@@ -342,17 +342,20 @@ async def run_all(args: argparse.Namespace, cluster: devcluster.Cluster, shape: 
     async with client.ApiClient(conf) as api:
         await prepare(api, nodes, capacity)
         ours = Ours(args.python, str(cluster.kubeconfig), log_dir / "ip-scheduler.log", args.scheduler_arg)
-        try:
-            pid = await ours.start()
-            phase = Phase("ip-scheduler", "ip-scheduler", extended=False, capacity=capacity)
-            results.append(await run_phase(phase, api, pods, args.rate, pid, len(results)))
-            extra = await restart_to_first_bind(api, ours, 99)
-        finally:
-            await ours.stop()
-        for label, qps, burst in (
-            ("kube-scheduler (qps 50)", 50, 100),
-            ("kube-scheduler (qps 1000)", 1000, 2000),
-        ):
+        if "ours" in args.phases:
+            try:
+                pid = await ours.start()
+                profiler = await start_profiler(args.profile, pid)
+                phase = Phase("ip-scheduler", "ip-scheduler", extended=False, capacity=capacity)
+                results.append(await run_phase(phase, api, pods, args.rate, pid, len(results)))
+                await stop_profiler(profiler, args.profile)
+                extra = await restart_to_first_bind(api, ours, 99)
+            finally:
+                await ours.stop()
+        kube_phases = [("kube-scheduler (qps 50)", 50, 100), ("kube-scheduler (qps 1000)", 1000, 2000)]
+        for label, qps, burst in kube_phases:
+            if f"kube{qps}" not in args.phases:
+                continue
             kube = await asyncio.to_thread(cluster.start_kube_scheduler, f"kube-scheduler-{qps}", qps, burst)
             try:
                 await asyncio.sleep(5)
@@ -362,6 +365,35 @@ async def run_all(args: argparse.Namespace, cluster: devcluster.Cluster, shape: 
                 kube.terminate()
                 await asyncio.to_thread(kube.wait, 30)
     return results, extra
+
+
+async def start_profiler(path: str | None, pid: int) -> asyncio.subprocess.Process | None:
+    """py-spy sampling ``pid`` into ``path`` (collapsed stacks) for the phase, if asked for."""
+    if not path:
+        return None
+    spy = Path(sys.executable).with_name("py-spy")
+    return await asyncio.create_subprocess_exec(
+        str(spy),
+        "record",
+        "--pid",
+        str(pid),
+        "--format",
+        "speedscope",
+        "--output",
+        path,
+        "--rate",
+        "200",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def stop_profiler(proc: asyncio.subprocess.Process | None, path: str | None) -> None:
+    if proc is None:
+        return
+    proc.send_signal(2)  # SIGINT: py-spy writes its output and exits
+    await proc.wait()
+    print(f"profile: {path}", file=sys.stderr)
 
 
 def correct(r: dict[str, Any]) -> bool:
@@ -421,6 +453,16 @@ def main() -> int:
     p.add_argument("--python", default=sys.executable, help="interpreter that has ipscheduler installed")
     p.add_argument("--output", default="bench-results/bench.json", help="JSON result (PNG beside it)")
     p.add_argument("--keep", action="store_true", help="leave the cluster running")
+    p.add_argument(
+        "--phases",
+        type=lambda v: set(v.split(",")),
+        default={"ours", "kube50", "kube1000"},
+        help="comma-separated subset of ours,kube50,kube1000 (default: all)",
+    )
+    p.add_argument(
+        "--profile",
+        help="py-spy profile (collapsed stacks, flamegraph.pl input) of ip-scheduler during its phase",
+    )
     p.add_argument(
         "--scheduler-arg", action="append", default=[], help="extra argument for ipscheduler run (repeatable)"
     )

@@ -347,15 +347,27 @@ def free_port() -> int:
 
 
 def pid_alive(pid: int, exe: str) -> bool:
-    """True if ``pid`` runs and its command line starts with ``exe``."""
+    """True if ``pid`` runs (not a zombie) and is the program ``exe``.
+
+    The command line's first word must be ``exe``. While a process is inside
+    execve the kernel already closed its close-on-exec fds (so Popen has
+    returned) but has not yet set up the new argument area, and
+    ``/proc/PID/cmdline`` reads empty; then ``/proc/PID/exe`` (switched
+    earlier in execve) decides instead.
+    """
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
     if stat.rsplit(")", 1)[-1].split()[0] == "Z":
         return False
-    return bool(cmdline) and cmdline[0].decode(errors="replace") == exe
+    if cmdline:
+        return cmdline.split(b"\0")[0].decode(errors="replace") == exe
+    try:
+        return os.readlink(f"/proc/{pid}/exe") == os.path.realpath(exe)
+    except OSError:
+        return False
 
 
 class Cluster:
@@ -537,8 +549,14 @@ class Cluster:
         return f"{free / 2**30:.1f} GiB free in {self.root}"
 
     def alive(self, name: str) -> bool:
+        """Is component ``name`` running? Our own child: by its exit status; else by its pid."""
         info = self.state.get("pids", {}).get(name)
-        return bool(info) and pid_alive(info["pid"], info["exe"])
+        if not info:
+            return False
+        proc = self._procs.get(name)
+        if proc is not None and proc.pid == info["pid"]:
+            return proc.poll() is None
+        return pid_alive(info["pid"], info["exe"])
 
     def _wait(self, what: str, check: Any, timeout: float, component: str | None = None) -> None:
         deadline = time.monotonic() + timeout
@@ -591,6 +609,7 @@ class Cluster:
                 # Nothing depends on etcd's ports yet: one more try on fresh ports and an
                 # empty data dir, so a port race or an interrupted first start heals itself.
                 log(f"{e}\nretrying etcd once on fresh ports")
+                self.stop_component(name)
                 shutil.rmtree(self.root / "etcd", ignore_errors=True)
                 (self.root / "etcd").mkdir(mode=0o700)
                 self.state["ports"]["etcd"] = free_port()
@@ -603,19 +622,20 @@ class Cluster:
             self._wait("the default ServiceAccount (controller-manager)", self._default_sa, 120, name)
 
     def stop_component(self, name: str, timeout: float = 15) -> None:
+        """SIGTERM component ``name`` (SIGKILL after ``timeout`` s) and wait until it is gone."""
         info = self.state.get("pids", {}).get(name)
-        if not info or not pid_alive(info["pid"], info["exe"]):
+        if not info or not self.alive(name):
             return
         pid = info["pid"]
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and pid_alive(pid, info["exe"]):
+        while time.monotonic() < deadline and self.alive(name):
             time.sleep(0.1)
-        if pid_alive(pid, info["exe"]):
+        if self.alive(name):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            while pid_alive(pid, info["exe"]):
+            while self.alive(name):
                 time.sleep(0.05)
 
     def up(self, nodes: int) -> None:

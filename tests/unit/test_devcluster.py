@@ -100,3 +100,26 @@ def test_exit_status_names_the_signal(tmp_path: Path) -> None:
     proc.wait()
     c._procs["etcd"] = proc
     assert c.exit_status("etcd") == "exit code 7"
+
+
+def test_own_child_is_alive_by_its_exit_status_not_its_proc_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right after Popen returns, /proc/PID/cmdline can still read empty (the child is inside
+    execve): a component this object started counts as alive until it exits, and is then
+    reaped, not left a zombie."""
+    import subprocess
+
+    monkeypatch.setattr(devcluster, "pid_alive", lambda pid, exe: False)
+    c = devcluster.Cluster(tmp_path / "c")
+    proc = subprocess.Popen(["/bin/sleep", "30"])
+    c.state = {"pids": {"etcd": {"pid": proc.pid, "exe": "/bin/sleep"}}}
+    c._procs["etcd"] = proc
+    try:
+        assert c.alive("etcd")
+        c.stop_component("etcd")
+        assert not c.alive("etcd")
+        assert proc.returncode is not None  # reaped by poll()
+    finally:
+        proc.kill()
+        proc.wait()
