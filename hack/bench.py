@@ -141,20 +141,50 @@ def pod_body(name: str, scheduler_name: str, extended: bool) -> dict[str, Any]:
 async def watch_bindings(
     core: client.CoreV1Api, ns: str, phase: Phase, want: int, done: asyncio.Event
 ) -> None:
-    """Record the first time each pod of ``ns`` is seen with a nodeName."""
-    w = watch.Watch()
-    async with w.stream(core.list_namespaced_pod, ns, timeout_seconds=3600) as stream:
-        async for ev in stream:
-            obj = ev["raw_object"]
-            pname = obj["metadata"]["name"]
-            node = obj["spec"].get("nodeName")
-            if node and pname not in phase.bound:
-                phase.bound[pname] = time.monotonic()
-                annotations = obj["metadata"].get("annotations") or {}
-                phase.placement[pname] = (node, annotations.get(ANNOTATION_IP))
-                if len(phase.bound) >= want:
+    """Record the first time each pod of ``ns`` is seen with a nodeName.
+
+    Raw dicts, no model deserialization: a watcher that falls behind is
+    closed by the API server ("Forcing pods watcher close due to
+    unresponsiveness"); then the watch resumes from the last resourceVersion
+    (or re-lists after 410 Gone).
+    """
+    rv = ""
+    while True:
+        if not rv:
+            listed = await core.list_namespaced_pod(ns, _preload_content=False)
+            body = json.loads(await listed.read())
+            rv = body["metadata"]["resourceVersion"]
+            for obj in body["items"]:
+                if _seen_bound(obj, phase) and len(phase.bound) >= want:
                     done.set()
                     return
+        w = watch.Watch(return_type="object")
+        try:
+            async with w.stream(
+                core.list_namespaced_pod, ns, resource_version=rv, timeout_seconds=3600
+            ) as stream:
+                async for ev in stream:
+                    obj = ev["raw_object"]
+                    rv = obj["metadata"].get("resourceVersion", rv)
+                    if _seen_bound(obj, phase) and len(phase.bound) >= want:
+                        done.set()
+                        return
+        except client.exceptions.ApiException as e:
+            if e.status != 410:
+                raise
+            rv = ""
+
+
+def _seen_bound(obj: dict[str, Any], phase: Phase) -> bool:
+    """Record ``obj``'s binding if it is bound and new; True if it was recorded."""
+    pname = obj["metadata"]["name"]
+    node = obj["spec"].get("nodeName")
+    if not node or pname in phase.bound:
+        return False
+    phase.bound[pname] = time.monotonic()
+    annotations = obj["metadata"].get("annotations") or {}
+    phase.placement[pname] = (node, annotations.get(ANNOTATION_IP))
+    return True
 
 
 async def run_phase(
@@ -189,6 +219,8 @@ async def run_phase(
         await asyncio.gather(*(create(i) for i in range(pods)))
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), timeout=max(300, pods / 5))
+    if watch_task.done() and watch_task.exception():
+        print(f"bench: watch failed: {watch_task.exception()!r}", file=sys.stderr)
     watch_task.cancel()
     end = max(phase.bound.values(), default=time.monotonic())
     requests_after = await apiserver_requests(api)
@@ -378,7 +410,7 @@ async def start_profiler(path: str | None, pid: int) -> asyncio.subprocess.Proce
         "--pid",
         str(pid),
         "--format",
-        "speedscope",
+        "raw",
         "--output",
         path,
         "--rate",

@@ -164,9 +164,10 @@ class PoolContext:
 
     ``blocked``: addresses this pool shares with other pools (handed to
     nobody); ``conflicts``: names of those other pools; ``held_by``:
-    canonical address → name of the pool whose allocation holds it, over all
-    pools (an address held in another pool, e.g. after a spec change, is
-    never handed out here).
+    canonical address → name of a pool whose allocation holds it; at least
+    every address held outside its own pool's spec (:func:`foreign_holds`),
+    e.g. after a spec change. An address held by another pool is never
+    handed out here.
     """
 
     node_exists: bool = True
@@ -175,13 +176,20 @@ class PoolContext:
     held_by: Mapping[str, str] = field(default_factory=dict)
 
 
-def held_addresses(pools: Iterable[PoolView]) -> dict[str, str]:
-    """Canonical address → pool name, for every allocation that holds an address."""
+def foreign_holds(pool: PoolView) -> dict[str, str]:
+    """Addresses ``pool``'s allocations hold outside its own spec: canonical address → pool name.
+
+    That happens after a spec change (the address was removed or the spec
+    became invalid) and matters to the other pools: such an address may be
+    declared by another pool and must not be handed out there. An address
+    held inside the pool's own spec needs no entry: another pool declaring
+    it overlaps this one, and overlapping addresses are blocked anyway
+    (:func:`find_conflicts`).
+    """
     out: dict[str, str] = {}
-    for p in pools:
-        for a in p.allocations.values():
-            if a.ip and (ip := _canonical_or_none(a.ip)):
-                out.setdefault(ip, p.name)
+    for a in pool.allocations.values():
+        if a.ip and (ip := _canonical_or_none(a.ip)) and (pool.addresses is None or ip not in pool.addresses):
+            out[ip] = pool.name
     return out
 
 
@@ -306,6 +314,10 @@ def pick(pool: PoolView, ctx: PoolContext, uid: str) -> tuple[bool, str | None]:
     existing = pool.allocations.get(uid)
     if existing is not None:
         return True, existing.ip
+    return _pick_new(pool, ctx)
+
+
+def _pick_new(pool: PoolView, ctx: PoolContext) -> tuple[bool, str | None]:
     if pool.spec_error or pool.deleting or pool.free(ctx.blocked) <= 0:
         return False, None
     if pool.addresses is None:
@@ -316,6 +328,14 @@ def pick(pool: PoolView, ctx: PoolContext, uid: str) -> tuple[bool, str | None]:
         if ip is None or ctx.held_by.get(ip, pool.name) == pool.name:
             return (ip is not None), ip
         taken.add(ip)  # held by an allocation of another pool
+
+
+def available(pool: PoolView, ctx: PoolContext) -> int:
+    """How many more pods ``pool`` can take now: its free count, or 0 when not even one
+    address can be picked (full, invalid, being deleted, or every free address held
+    by an allocation of another pool)."""
+    possible, _ = _pick_new(pool, ctx)
+    return pool.free(ctx.blocked) if possible else 0
 
 
 def reserve(

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import json
 import logging
@@ -21,6 +22,7 @@ import os
 import random
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes_asyncio import client, config
@@ -234,29 +236,110 @@ class KubeApi:
 MutateFn = Callable[[PoolView, PoolContext], NodeIPPoolStatus | None]
 
 
-class PoolWriter:
-    """Compare-and-swap writes of NodeIPPool status, serialized per pool in-process.
+@dataclass
+class _Write:
+    """One queued mutation; ``future`` is None for a deferred one nobody waits for."""
 
-    ``update(name, mutate)`` calls ``mutate(pool, ctx)`` on the newest known
-    pool; if it returns a status, PUTs it with the pool's resourceVersion.
-    On 409 it re-reads the pool from the API server and calls ``mutate``
-    again (up to CAS_ATTEMPTS times, with jittered sleeps). ``mutate`` may
-    raise to abort (the exception propagates).
+    mutate: MutateFn
+    future: asyncio.Future[PoolView | None] | None
+
+
+class PoolWriter:
+    """Compare-and-swap writes of NodeIPPool status, coalesced per pool (group commit).
+
+    :meth:`submit` queues ``mutate(pool, ctx) -> new status | None`` for a
+    pool and returns a future. One flusher task per pool takes every queued
+    mutation, applies them in order to the newest known pool (each one sees
+    the status the previous one produced) and PUTs the combined status with
+    the pool's resourceVersion: one write for all of them. On 409 it re-reads
+    the pool and applies them all again (up to CAS_ATTEMPTS times, with
+    jittered sleeps), so the allocation truth is always the API server's.
+    A mutation that raises (e.g. ``PoolFull``) fails only its own future; the
+    others are written. Mutations queued while a PUT is in flight go into the
+    next one, so a burst of reservations on one pool costs one write per
+    round trip instead of one per pod.
+
+    :meth:`defer` queues a mutation nobody waits for (marking an allocation
+    Bound) that rides along with the pool's next write, or is written after
+    ``defer_delay`` seconds if none comes.
+
+    The future resolves to the pool as written (or unchanged, when no
+    mutation changed anything) or None when the pool is gone; it raises the
+    mutation's own exception, ``ApiException``/``OSError`` from the API, or
+    RuntimeError after CAS_ATTEMPTS conflicts.
     """
 
-    def __init__(self, api: KubeApi, cache: ClusterCache) -> None:
+    def __init__(self, api: KubeApi, cache: ClusterCache, defer_delay: float = 1.0) -> None:
         self.api = api
         self.cache = cache
-        self._locks: dict[str, asyncio.Lock] = {}
+        self.defer_delay = defer_delay
+        self._queues: dict[str, list[_Write]] = {}
+        self._flushers: dict[str, asyncio.Task[None]] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
         self.conflicts = 0
+        self.writes = 0
+        """Successful PUTs (for tests and the benchmark)."""
+        self._written: dict[str, str] = {}  # pool → resourceVersion of our last write
         self.on_conflict: Callable[[], None] = lambda: None
 
-    def _lock(self, name: str) -> asyncio.Lock:
-        lock = self._locks.get(name)
-        if lock is None:
-            lock = self._locks[name] = asyncio.Lock()
-        return lock
+    # -- queueing --------------------------------------------------------
+    def submit(self, name: str, mutate: MutateFn) -> asyncio.Future[PoolView | None]:
+        """Queue ``mutate`` for pool ``name``; the future resolves once it is written."""
+        future: asyncio.Future[PoolView | None] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(name, []).append(_Write(mutate, future))
+        self._kick(name)
+        return future
 
+    async def update(self, name: str, mutate: MutateFn) -> PoolView | None:
+        """Apply ``mutate`` by CAS; return the pool as written (or unchanged), None if gone."""
+        return await self.submit(name, mutate)
+
+    def defer(self, name: str, mutate: MutateFn) -> None:
+        """Queue ``mutate`` without waiting: written with the next write of the pool, or
+        after ``defer_delay`` s. Failures are logged; the start-up reconcile and the GC
+        sweep repair what a lost deferred write would have done."""
+        self._queues.setdefault(name, []).append(_Write(mutate, None))
+        if name not in self._flushers and name not in self._timers:
+            loop = asyncio.get_running_loop()
+            self._timers[name] = loop.call_later(self.defer_delay, self._kick, name)
+
+    def is_own_write(self, name: str, resource_version: str) -> bool:
+        """Is this version of pool ``name`` the one our last write produced (its watch echo)?"""
+        return bool(resource_version) and self._written.get(name) == resource_version
+
+    def pending(self, name: str) -> int:
+        """Mutations queued for pool ``name`` and not yet taken into a write."""
+        return len(self._queues.get(name, ()))
+
+    async def flush(self) -> None:
+        """Write everything queued now, deferred mutations included, and wait for it."""
+        for name in list(self._queues):
+            self._kick(name)
+        while self._flushers:
+            await asyncio.gather(*self._flushers.values(), return_exceptions=True)
+
+    def _kick(self, name: str) -> None:
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+        if name not in self._flushers:
+            loop = asyncio.get_running_loop()
+            self._flushers[name] = loop.create_task(self._flush(name), name=f"write NodeIPPool {name}")
+
+    async def _flush(self, name: str) -> None:
+        batch: list[_Write] = []
+        try:
+            while batch := self._queues.pop(name, []):
+                await self._commit(name, batch)
+        except asyncio.CancelledError:
+            for w in batch:
+                if w.future is not None and not w.future.done():
+                    w.future.cancel()
+            raise
+        finally:
+            del self._flushers[name]
+
+    # -- writing ---------------------------------------------------------
     async def _reread(self, name: str) -> PoolView | None:
         body = await self.api.get_pool(name)
         if body is None:
@@ -266,18 +349,21 @@ class PoolWriter:
         self.cache.store_fresh(pool)
         return pool
 
-    async def update(self, name: str, mutate: MutateFn) -> PoolView | None:
-        """Apply ``mutate`` by CAS; return the pool as written (or unchanged), None if gone."""
-        async with self._lock(name):
+    async def _commit(self, name: str, batch: list[_Write]) -> None:
+        """Write ``batch`` in one CAS (retrying on conflicts) and settle its futures."""
+        try:
             pool = self.cache.pool(name) or await self._reread(name)
             for attempt in range(CAS_ATTEMPTS):
                 if pool is None:
-                    return None
-                status = mutate(pool, self.cache.context(pool))
-                if status is None:
-                    return pool
+                    _settle(name, batch, None, {})
+                    return
+                view, errors = _apply(pool, self.cache.context(pool), batch)
+                if view is pool:
+                    _settle(name, batch, pool, errors)
+                    return
                 try:
-                    body = await self.api.replace_pool_status(name, pool.resource_version, status.to_wire())
+                    wire = view.status.to_wire()
+                    body = await self.api.replace_pool_status(name, pool.resource_version, wire)
                 except Conflict:
                     self.conflicts += 1
                     self.on_conflict()
@@ -287,12 +373,52 @@ class PoolWriter:
                 except ApiException as e:
                     if e.status == 404:
                         self.cache.forget(name)
-                        return None
+                        _settle(name, batch, None, {})
+                        return
                     raise
-                pool = PoolView.from_obj(body)
-                self.cache.store_fresh(pool)
-                return pool
+                written = PoolView.from_obj(body)
+                self.cache.store_fresh(written)
+                self.writes += 1
+                self._written[name] = written.resource_version
+                _settle(name, batch, written, errors)
+                return
             raise RuntimeError(f"NodeIPPool {name}: gave up after {CAS_ATTEMPTS} conflicting writes")
+        except (ApiException, OSError, TimeoutError, RuntimeError, ValueError) as e:
+            for w in batch:
+                if w.future is None:
+                    log.warning("deferred write of NodeIPPool %s failed: %s", name, e)
+                elif not w.future.done():
+                    w.future.set_exception(e)
+
+
+def _apply(pool: PoolView, ctx: PoolContext, batch: list[_Write]) -> tuple[PoolView, dict[int, Exception]]:
+    """Run the batch's mutations in order on ``pool``; the result (``pool`` itself if nothing
+    changed) and the exceptions raised, by position."""
+    view = pool
+    errors: dict[int, Exception] = {}
+    for i, w in enumerate(batch):
+        try:
+            status = w.mutate(view, ctx)
+        except Exception as e:
+            errors[i] = e
+            continue
+        if status is not None:
+            view = dataclasses.replace(view, status=status)
+    return view, errors
+
+
+def _settle(name: str, batch: list[_Write], result: PoolView | None, errors: dict[int, Exception]) -> None:
+    for i, w in enumerate(batch):
+        error = errors.get(i)
+        if w.future is None:
+            if error is not None:
+                log.warning("deferred write of NodeIPPool %s failed: %r", name, error)
+        elif w.future.done():
+            continue
+        elif error is not None:
+            w.future.set_exception(error)
+        else:
+            w.future.set_result(result)
 
 
 class EventRecorder:
@@ -310,6 +436,7 @@ class EventRecorder:
         self.min_interval = min_interval
         self.instance = socket.gethostname()
         self._seen: dict[tuple[str, str, str, str], tuple[str, str, int, float, float]] = {}
+        self._keys_of: dict[str, set[tuple[str, str, str, str]]] = {}  # object → its keys in _seen
 
     async def record(
         self, obj: dict[str, str], event_type: str, reason: str, message: str, namespace: str | None = None
@@ -347,15 +474,20 @@ class EventRecorder:
             }
             created = await self.api.create_event(ns, body)
             self._seen[key] = (created["metadata"]["name"], ns, 1, now, now)
+            self._keys_of.setdefault(key[0], set()).add(key)
             if len(self._seen) > 10_000:
                 cutoff = now - self.window
                 self._seen = {k: v for k, v in self._seen.items() if v[3] >= cutoff}
+                self._keys_of = {}
+                for k in self._seen:
+                    self._keys_of.setdefault(k[0], set()).add(k)
         except (ApiException, OSError, KeyError) as e:
             log.warning("could not record event %s/%s on %s: %s", reason, event_type, obj.get("name"), e)
 
     def forget(self, uid: str) -> None:
         """Drop dedup state of an object that is gone."""
-        self._seen = {k: v for k, v in self._seen.items() if k[0] != uid}
+        for key in self._keys_of.pop(uid, ()):
+            self._seen.pop(key, None)
 
 
 def pod_ref(pod: PodInfo) -> dict[str, str]:

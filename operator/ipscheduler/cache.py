@@ -5,6 +5,13 @@ runs) plus an overlay of pool objects returned by our own status writes,
 which are newer than the watch until it catches up. The cache is a hint for
 filtering and scoring; allocations are always written by compare-and-swap,
 so a stale cache costs a retry, never a double allocation.
+
+Everything derived from the pools is maintained incrementally: a change of
+one pool (our write, or its watch event via :meth:`ClusterCache.invalidate`
+with its name) costs work for that pool only. Address conflicts between
+pools are recomputed only when some pool's address set changes, and the
+per-pool contexts only when conflicts, addresses held outside their pool's
+spec, or the node set change. ``invalidate()`` without a name rebuilds all.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import asyncio
 from collections.abc import Iterable, Mapping
 
 from ipscheduler.addresses import AddressSet
-from ipscheduler.allocator import PoolContext, PoolView, find_conflicts, held_addresses
+from ipscheduler.allocator import PoolContext, PoolView, available, find_conflicts, foreign_holds
 from ipscheduler.objects import NodeInfo, PodInfo
 
 IndexLike = Mapping[str, Iterable[object]]
@@ -28,24 +35,30 @@ def _rv(value: str) -> int:
 
 
 class ClusterCache:
-    """Nodes by name, pools by name and by node, and pool conflicts."""
+    """Nodes by name, pools by name, by node and by allocation holder, and pool conflicts."""
 
     def __init__(self) -> None:
         self._nodes: IndexLike = {}
         self._pools: IndexLike = {}
         self._pods: IndexLike = {}
         self._fresh: dict[str, PoolView] = {}
-        self._version = 0
+        # Pool snapshot, kept current from the dirty names.
+        self._dirty: set[str] | None = None  # None: rebuild everything
         self._snap: dict[str, PoolView] = {}
         self._by_node: dict[str, list[PoolView]] = {}
-        self._snap_version = -1
-        self._spec_key: frozenset[tuple[str, AddressSet | None]] | None = None
+        self._holders: dict[str, set[str]] = {}  # pod UID → pool names holding an allocation for it
+        self._foreign: dict[str, dict[str, str]] = {}  # pool → its addresses held outside its spec
+        self._held_by: dict[str, str] = {}  # merged _foreign: canonical address → pool name
         self._conflicts: dict[str, PoolContext] = {}
+        self._conflicts_stale = True
         self.layout_version = 0
         """Bumped whenever address conflicts between pools were recomputed."""
         self._ctx: dict[str, PoolContext] = {}
-        self._ctx_held: dict[str, str] = {}
-        self._ctx_version = -1
+        self._avail: dict[str, int] = {}  # pool → pods it can take now (see allocator.available)
+        self._node_free: dict[str, int] = {}  # node → sum of _avail of its pools
+        self._assumed: dict[str, set[str]] = {}  # pool → pod UIDs reserved in memory, write pending
+        # Node snapshot.
+        self._node_snap: dict[str, NodeInfo] | None = None
         self.ready = asyncio.Event()
 
     def attach(self, nodes: IndexLike, pools: IndexLike, pods: IndexLike | None = None) -> None:
@@ -68,12 +81,18 @@ class ClusterCache:
 
     # -- nodes ---------------------------------------------------------
     def nodes(self) -> dict[str, NodeInfo]:
-        out: dict[str, NodeInfo] = {}
-        for name, store in self._nodes.items():
-            for node in store:
-                if isinstance(node, NodeInfo):
-                    out[name] = node
-        return out
+        """All nodes by name; memoized until :meth:`node_changed` or :meth:`invalidate`.
+
+        The returned dict is shared: read it, do not modify it.
+        """
+        if self._node_snap is None:
+            out: dict[str, NodeInfo] = {}
+            for name, store in self._nodes.items():
+                for node in store:
+                    if isinstance(node, NodeInfo):
+                        out[name] = node
+            self._node_snap = out
+        return self._node_snap
 
     def node(self, name: str) -> NodeInfo | None:
         store = self._nodes.get(name)
@@ -81,6 +100,16 @@ class ClusterCache:
             if isinstance(node, NodeInfo):
                 return node
         return None
+
+    def node_changed(self, name: str) -> None:
+        """Node ``name`` changed in the index (not added or deleted: use :meth:`invalidate`)."""
+        if self._node_snap is None:
+            return
+        node = self.node(name)
+        if node is None or name not in self._node_snap:
+            self.invalidate()  # the node set changed: pools' node existence too
+        else:
+            self._node_snap[name] = node
 
     # -- pools ---------------------------------------------------------
     def pool(self, name: str) -> PoolView | None:
@@ -103,81 +132,223 @@ class ClusterCache:
         return indexed
 
     def pools(self) -> dict[str, PoolView]:
-        """All pools by name (newest known versions); memoized until :meth:`invalidate`.
+        """All pools by name (newest known versions), brought up to date from the changed names.
 
         The returned dict is shared: read it, do not modify it.
         """
-        if self._snap_version != self._version:
-            out = {}
-            for name in list(self._pools.keys()):
-                p = self.pool(name)
-                if p is not None:
-                    out[name] = p
-            by_node: dict[str, list[PoolView]] = {}
-            for name in sorted(out):
-                by_node.setdefault(out[name].node_name, []).append(out[name])
-            self._snap, self._by_node = out, by_node
-            self._snap_version = self._version
+        self._refresh()
         return self._snap
 
-    def invalidate(self) -> None:
-        """Pools or nodes changed: recompute snapshots and contexts on next use."""
-        self._version += 1
+    def invalidate(self, name: str | None = None) -> None:
+        """Pool ``name`` changed (in the index or by our write); None: pools or nodes changed."""
+        if name is None:
+            self._dirty = None
+            self._node_snap = None
+        elif self._dirty is not None:
+            self._dirty.add(name)
 
     def pools_for_node(self, node_name: str) -> list[PoolView]:
         """Pools serving ``node_name``, sorted by name (the list is shared: do not modify it)."""
-        self.pools()
+        self._refresh()
         return self._by_node.get(node_name, [])
 
     def store_fresh(self, pool: PoolView) -> None:
         """Remember a pool object returned by our own write (newer than the watch)."""
         self._fresh[pool.name] = pool
-        self.invalidate()
+        self.invalidate(pool.name)
+
+    def fresh(self, name: str, resource_version: str) -> PoolView | None:
+        """Our own parsed copy of pool ``name`` at exactly ``resource_version`` (the watch's
+        echo of our write), so the index need not parse the same object again."""
+        pool = self._fresh.get(name) or self._snap.get(name)
+        return pool if pool is not None and pool.resource_version == resource_version else None
 
     def forget(self, name: str) -> None:
         self._fresh.pop(name, None)
-        self.invalidate()
+        self.invalidate(name)
 
     def holder(self, uid: str) -> list[PoolView]:
-        """Pools holding an allocation for pod ``uid`` (normally zero or one)."""
-        return [p for p in self.pools().values() if uid in p.allocations]
+        """Pools holding an allocation for pod ``uid`` (normally zero or one), sorted by name."""
+        self._refresh()
+        return [self._snap[n] for n in sorted(self._holders.get(uid, ()))]
+
+    # -- incremental upkeep ----------------------------------------------
+    def _refresh(self) -> None:
+        """Apply the pending changes to the snapshot and everything derived from it."""
+        dirty = self._dirty
+        if dirty is not None and not dirty:
+            return
+        self._dirty = set()
+        if dirty is None:
+            self._rebuild()
+            return
+        held_changed = False
+        for name in dirty:
+            old = self._snap.get(name)
+            new = self.pool(name)
+            if new is old:
+                continue  # only assumed reservations changed: _set_avail below
+            self._unlink(old)
+            if new is None:
+                self._snap.pop(name, None)
+            else:
+                self._snap[name] = new
+                self._link(new)
+            if (old.addresses if old else None) != (new.addresses if new else None):
+                self._conflicts_stale = True
+            foreign = foreign_holds(new) if new is not None else {}
+            if foreign != self._foreign.get(name, {}):
+                held_changed = True
+                if foreign:
+                    self._foreign[name] = foreign
+                else:
+                    self._foreign.pop(name, None)
+            self._ctx.pop(name, None)
+        if held_changed:
+            self._held_by.clear()
+            for pool_name in sorted(self._foreign):
+                for ip, holder in self._foreign[pool_name].items():
+                    self._held_by.setdefault(ip, holder)
+        if self._conflicts_stale or held_changed:
+            self._recompute_contexts()
+        else:
+            for name in dirty:
+                self._set_avail(name)
+
+    def _rebuild(self) -> None:
+        self._snap, self._by_node, self._holders, self._foreign = {}, {}, {}, {}
+        for name in list(self._pools.keys()):
+            p = self.pool(name)
+            if p is not None:
+                self._snap[name] = p
+                self._link(p)
+                if foreign := foreign_holds(p):
+                    self._foreign[name] = foreign
+        self._held_by.clear()
+        for pool_name in sorted(self._foreign):
+            for ip, holder in self._foreign[pool_name].items():
+                self._held_by.setdefault(ip, holder)
+        self._conflicts_stale = True
+        self._recompute_contexts()
+
+    def _link(self, pool: PoolView) -> None:
+        others = [p for p in self._by_node.get(pool.node_name, []) if p.name != pool.name]
+        self._by_node[pool.node_name] = sorted([*others, pool], key=lambda p: p.name)
+        for uid in pool.allocations:
+            self._holders.setdefault(uid, set()).add(pool.name)
+
+    def _unlink(self, pool: PoolView | None) -> None:
+        if pool is None:
+            return
+        rest = [p for p in self._by_node.get(pool.node_name, []) if p.name != pool.name]
+        if rest:
+            self._by_node[pool.node_name] = rest
+        else:
+            self._by_node.pop(pool.node_name, None)
+        for uid in pool.allocations:
+            names = self._holders.get(uid)
+            if names is not None:
+                names.discard(pool.name)
+                if not names:
+                    del self._holders[uid]
+        old = self._avail.pop(pool.name, 0)
+        if old:
+            self._node_free[pool.node_name] = self._node_free.get(pool.node_name, 0) - old
+
+    def _recompute_contexts(self) -> None:
+        if self._conflicts_stale:
+            self._conflicts = find_conflicts(self._snap.values())
+            self._conflicts_stale = False
+            self.layout_version += 1
+        self._ctx.clear()
+        self._avail.clear()
+        self._node_free.clear()
+        for name in self._snap:
+            self._set_avail(name)
+
+    def _set_avail(self, name: str) -> None:
+        pool = self._snap.get(name)
+        if pool is None:
+            return
+        old = self._avail.get(name, 0)
+        new = self._available(pool, self._context(pool))
+        self._avail[name] = new
+        if new != old:
+            self._node_free[pool.node_name] = self._node_free.get(pool.node_name, 0) + new - old
 
     # -- context -------------------------------------------------------
     def ensure_contexts(self) -> None:
-        """Recompute every pool's context if pools or nodes changed since the last time."""
-        if self._ctx_version != self._version:
-            pools = self.pools()
-            spec_key = frozenset((name, p.addresses) for name, p in pools.items())
-            if spec_key != self._spec_key:
-                self._conflicts = find_conflicts(pools.values())
-                self._spec_key = spec_key
-                self.layout_version += 1
-            conflicts = self._conflicts
-            held = held_addresses(pools.values())
-            self._ctx = {
-                name: PoolContext(
-                    node_exists=self.node(p.node_name) is not None,
-                    blocked=conflicts.get(name, PoolContext()).blocked,
-                    conflicts=conflicts.get(name, PoolContext()).conflicts,
-                    held_by=held,
-                )
-                for name, p in pools.items()
-            }
-            self._ctx_held = held
-            self._ctx_version = self._version
+        """Bring pools, conflicts and contexts up to date (bumps :attr:`layout_version`
+        when conflicts were recomputed)."""
+        self._refresh()
+
+    def _context(self, pool: PoolView) -> PoolContext:
+        ctx = self._ctx.get(pool.name)
+        if ctx is None:
+            c = self._conflicts.get(pool.name)
+            ctx = PoolContext(
+                node_exists=self.node(pool.node_name) is not None,
+                blocked=c.blocked if c else None,
+                conflicts=c.conflicts if c else (),
+                held_by=self._held_by,
+            )
+            self._ctx[pool.name] = ctx
+        return ctx
 
     def context(self, pool: PoolView) -> PoolContext:
-        """Node existence and address conflicts/holdings of ``pool`` among all pools.
-
-        Computed for every pool at once and memoized until the next
-        :meth:`invalidate` (a pool or node change, or one of our writes);
-        address conflicts only when some pool's address set changed.
-        """
-        self.ensure_contexts()
-        ctx = self._ctx.get(pool.name)
-        if ctx is None:  # a pool the snapshot does not know (e.g. just re-read)
-            ctx = PoolContext(node_exists=self.node(pool.node_name) is not None, held_by=self._ctx_held)
-        return ctx
+        """Node existence and address conflicts of ``pool`` among all pools, and the
+        addresses held by allocations outside their own pool's spec (``held_by``, a
+        live mapping: use it right away). Memoized per pool until it, the address
+        layout or the node set changes."""
+        self._refresh()
+        snap = self._snap.get(pool.name)
+        if snap is not None and snap.node_name == pool.node_name:
+            return self._context(snap)
+        c = self._conflicts.get(pool.name)  # a version the snapshot does not hold (yet)
+        return PoolContext(
+            node_exists=self.node(pool.node_name) is not None,
+            blocked=c.blocked if c else None,
+            conflicts=c.conflicts if c else (),
+            held_by=self._held_by,
+        )
 
     def blocked(self, pool: PoolView) -> AddressSet | None:
         return self.context(pool).blocked
+
+    def node_free(self) -> Mapping[str, int]:
+        """Node name → pods its pools can take now (:func:`allocator.available` summed);
+        nodes without pools are absent. Shared: do not modify."""
+        self._refresh()
+        return self._node_free
+
+    def available(self, pool: PoolView) -> int:
+        """Pods ``pool`` can take now, assumed reservations deducted (memoized for the
+        snapshot's version of the pool)."""
+        self._refresh()
+        if self._snap.get(pool.name) is pool:
+            return self._avail.get(pool.name, 0)
+        return self._available(pool, self.context(pool))
+
+    def _available(self, pool: PoolView, ctx: PoolContext) -> int:
+        n = available(pool, ctx)
+        assumed = self._assumed.get(pool.name)
+        if n and assumed:
+            n = max(0, n - len(assumed - pool.allocations.keys()))
+        return n
+
+    # -- assumed reservations ----------------------------------------------
+    def assume(self, pool_name: str, uid: str) -> None:
+        """Pod ``uid`` was given a place in pool ``pool_name`` whose write is still pending:
+        count it as taken until :meth:`forget_assumed` (as kube-scheduler's cache assumes a
+        pod on its node before the binding lands)."""
+        self._assumed.setdefault(pool_name, set()).add(uid)
+        self.invalidate(pool_name)
+
+    def forget_assumed(self, pool_name: str, uid: str) -> None:
+        """The pending write for ``uid`` in ``pool_name`` landed or failed."""
+        uids = self._assumed.get(pool_name)
+        if uids is not None and uid in uids:
+            uids.discard(uid)
+            if not uids:
+                del self._assumed[pool_name]
+            self.invalidate(pool_name)

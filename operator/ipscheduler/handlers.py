@@ -54,6 +54,26 @@ class RunConfig:
     config: SchedulerConfiguration | None = None
 
 
+class NoDiffBaseStorage(kopf.DiffBaseStorage):
+    """A diff base that is never kept.
+
+    kopf computes the "essence" of every object on every event (a deep copy
+    of the body) to diff it against the last handled state, which only
+    on.create/on.update/on.delete/on.field handlers use. The scheduler has
+    none (only on.event and indexes), so the copy is pure overhead on the
+    pod and pool watches.
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 @kopf.on.login()
 async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
     """Credentials for kopf from the same kubeconfig/in-cluster config as our client."""
@@ -87,6 +107,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.field_selectors["v1", "pods"] = f"spec.schedulerName={cfg.scheduler_name}"
     settings.scanning.disabled = True  # no CRD/namespace watches: less RBAC, CRD must exist at start
     settings.posting.enabled = False
+    settings.persistence.diffbase_storage = NoDiffBaseStorage()
     settings.peering.standalone = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
@@ -157,8 +178,14 @@ async def ipscheduler_nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, N
 
 
 @kopf.index(GROUP, VERSION, PLURAL)
-async def ipscheduler_pools(body: kopf.Body, name: str, **_: Any) -> dict[str, PoolView] | None:
-    """Pool name → PoolView."""
+async def ipscheduler_pools(
+    body: kopf.Body, name: str, meta: kopf.Meta, memo: Any, **_: Any
+) -> dict[str, PoolView] | None:
+    """Pool name → PoolView (the echo of our own write reuses the view we parsed then)."""
+    scheduler: Scheduler | None = getattr(memo, "scheduler", None)
+    own = scheduler.cache.fresh(name, str(meta.get("resourceVersion", ""))) if scheduler else None
+    if own is not None:
+        return {name: own}
     try:
         return {name: PoolView.from_obj(body)}
     except ValueError:
@@ -188,11 +215,18 @@ def _attach(memo: Any, kwargs: dict[str, Any]) -> Scheduler | None:
 
 
 @kopf.on.event("v1", "pods")
-async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
-    """Queue, dequeue or release; returns None so kopf writes nothing to the pod."""
+async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, uid: str, memo: Any, **kwargs: Any) -> None:
+    """Queue, dequeue or release; returns None so kopf writes nothing to the pod.
+
+    The PodInfo the index handler just parsed from this very event is reused
+    (indexers run before event handlers); a deleted pod is parsed again.
+    """
     scheduler = _attach(memo, kwargs)
     if scheduler is not None:
-        scheduler.on_pod_event(event.get("type"), body)
+        indexed = None
+        if event.get("type") != "DELETED":
+            indexed = next(iter(kwargs["ipscheduler_pods"].get(uid, ())), None)
+        scheduler.on_pod_event(event.get("type"), body, indexed if isinstance(indexed, PodInfo) else None)
 
 
 @kopf.on.event("v1", "nodes")
@@ -204,12 +238,17 @@ async def node_event(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwar
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def pool_event(*, event: kopf.RawEvent, name: str, memo: Any, **kwargs: Any) -> None:
-    """Recompute pool status and retry pending pods."""
+async def pool_event(*, event: kopf.RawEvent, name: str, meta: kopf.Meta, memo: Any, **kwargs: Any) -> None:
+    """Recompute pool status and retry pending pods, unless it is the echo of our own write
+    of a live pool (that write already set a complete status, and frees capacity only on
+    release, which retries pending pods itself)."""
     scheduler = _attach(memo, kwargs)
     if scheduler is not None:
-        scheduler.cache.invalidate()
-        scheduler.on_pool_event(name)
+        scheduler.cache.invalidate(name)
+        rv = str(meta.get("resourceVersion", ""))
+        echo = scheduler.writer.is_own_write(name, rv) and event.get("type") != "DELETED"
+        if not echo or meta.get("deletionTimestamp"):  # a deleting pool may be ready to finalize
+            scheduler.on_pool_event(name)
 
 
 async def run_operator(cfg: RunConfig, health: HealthState | None = None) -> None:

@@ -37,14 +37,22 @@ class NodePods:
         """``on_change(node)`` is called when a pod leaves ``node`` (capacity freed)."""
         self._pods: dict[str, PodInfo] = {}
         self._by_node: dict[str, set[str]] = {}
+        self._on: dict[str, tuple[PodInfo, ...]] = {}  # memo of on(); dropped when the node's pods change
         self.synced = asyncio.Event()
         self.on_change = on_change
         self.resource_version = ""
 
     # -- reads -----------------------------------------------------------
     def on(self, node: str) -> tuple[PodInfo, ...]:
-        """Pods bound to ``node`` (sorted by UID for determinism)."""
-        return tuple(self._pods[u] for u in sorted(self._by_node.get(node, ())))
+        """Pods bound to ``node`` (sorted by UID for determinism).
+
+        The same tuple object is returned until a pod of ``node`` changes, so
+        callers may memoize on its identity.
+        """
+        pods = self._on.get(node)
+        if pods is None:
+            pods = self._on[node] = tuple(self._pods[u] for u in sorted(self._by_node.get(node, ())))
+        return pods
 
     def get(self, uid: str) -> PodInfo | None:
         return self._pods.get(uid)
@@ -62,14 +70,19 @@ class NodePods:
             self.remove(pod.uid)
             return
         old = self._pods.get(pod.uid)
+        if old == pod:
+            return
         if old is not None and old.node_name != pod.node_name:
             self._by_node.get(old.node_name, set()).discard(pod.uid)
+            self._on.pop(old.node_name, None)
         self._pods[pod.uid] = pod
+        self._on.pop(pod.node_name, None)
         self._by_node.setdefault(pod.node_name, set()).add(pod.uid)
 
     def remove(self, uid: str) -> None:
         old = self._pods.pop(uid, None)
         if old is not None:
+            self._on.pop(old.node_name, None)
             uids = self._by_node.get(old.node_name)
             if uids is not None:
                 uids.discard(uid)
@@ -80,6 +93,7 @@ class NodePods:
     def replace_all(self, bodies: list[dict[str, Any]]) -> None:
         self._pods.clear()
         self._by_node.clear()
+        self._on.clear()
         for b in bodies:
             self.upsert(b)
 

@@ -38,6 +38,9 @@ from ipscheduler.queue import QueueClosed, SchedulingQueue
 
 log = logging.getLogger(__name__)
 
+_SnapshotEntry = tuple[NodeInfo, tuple[PodInfo, ...], tuple[PodInfo, ...], NodeInfo]
+"""(node from the cache, its bound pods, its assumed pods, the NodeInfo built from them)."""
+
 POOL_FINALIZER = "ipscheduler.io/allocations"
 """Keeps a NodeIPPool (and its allocation records) until no pod holds an address in it."""
 
@@ -94,6 +97,7 @@ class Scheduler:
         self.health = health or HealthState()
         self.node_pods = node_pods or NodePods()
         self._assumed: dict[str, PodInfo] = {}
+        self._snapshot_memo: dict[str, _SnapshotEntry] = {}
         self.metrics = metrics or Metrics(name)
         self._stale_since: dict[str, tuple[float, int]] = {}
         self.watch_timeout = 90.0
@@ -111,21 +115,28 @@ class Scheduler:
         task.add_done_callback(_done)
 
     async def stop(self) -> None:
+        """Stop scheduling; write what the PoolWriter still holds (deferred Bound marks)."""
         self.queue.close()
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        try:
+            await asyncio.wait_for(self.writer.flush(), timeout=5)
+        except TimeoutError as e:
+            log.warning("pending NodeIPPool writes not flushed at stop: %r", e)
 
     # -- events from the watches -----------------------------------------
-    def on_pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+    def on_pod_event(
+        self, event_type: str | None, body: Mapping[str, Any], parsed: PodInfo | None = None
+    ) -> None:
         """Route a watch event of one of our pods into queue / release.
 
         Deleted or terminal pods release their allocation; unbound live pods
         are (re)queued; bound pods leave the queue. Malformed pods are
-        logged and ignored.
+        logged and ignored. ``parsed``: ``body`` already parsed, if at hand.
         """
         try:
-            pod = PodInfo.from_obj(body)
+            pod = parsed if parsed is not None else PodInfo.from_obj(body)
         except ValueError as e:
             log.warning("ignoring malformed pod: %s", e)
             return
@@ -194,6 +205,7 @@ class Scheduler:
             if event_type is not None:
                 self.on_pool_event()
         elif previous != info:
+            self.cache.node_changed(name)
             self.on_cluster_event("NodeUpdate")
 
     # -- release -----------------------------------------------------------
@@ -235,17 +247,33 @@ class Scheduler:
                 self.queue.add_unschedulable(qp, error=True)
 
     def _snapshot(self) -> dict[str, NodeInfo]:
-        """Nodes with the pods on them: bound ones from the watch plus our assumed ones."""
+        """Nodes with the pods on them: bound ones from the watch plus our assumed ones.
+
+        A node whose object, pods and assumed pods are unchanged since the last
+        cycle is the very same NodeInfo object again, so what it memoizes
+        (requested resources, used ports) and plugins' per-node memos survive.
+        """
         extra: dict[str, list[PodInfo]] = {}
         for uid, pod in list(self._assumed.items()):
             if self.node_pods.get(uid) is not None:
                 del self._assumed[uid]  # the watch has it now
             else:
                 extra.setdefault(pod.node_name, []).append(pod)
-        return {
-            name: dataclasses.replace(node, pods=self.node_pods.on(name) + tuple(extra.get(name, ())))
-            for name, node in self.cache.nodes().items()
-        }
+        out: dict[str, NodeInfo] = {}
+        memo = self._snapshot_memo
+        for name, node in self.cache.nodes().items():
+            pods = self.node_pods.on(name)
+            assumed = tuple(extra.get(name, ()))
+            seen = memo.get(name)
+            if seen is not None and seen[0] is node and seen[1] is pods and seen[2] == assumed:
+                out[name] = seen[3]  # unchanged: reuse it, with whatever it has memoized
+                continue
+            info = dataclasses.replace(node, pods=pods + assumed)
+            memo[name] = (node, pods, assumed, info)
+            out[name] = info
+        for name in memo.keys() - out.keys():
+            del memo[name]
+        return out
 
     def pool_counts(self, pool: PoolView) -> tuple[int, int, int]:
         """``(capacity, allocated, free)`` of a pool as the scheduler sees it."""

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.allocator import PoolContext, PoolView
+from ipscheduler.api import PoolWriter
 from ipscheduler.cache import ClusterCache
 from ipscheduler.framework import Code, CycleState, Status
-from ipscheduler.models import Allocation, NodeIPPoolStatus
+from ipscheduler.models import NodeIPPoolStatus
 from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.plugins.underlayip import (
     BIND_ANNOTATIONS,
@@ -21,6 +23,7 @@ from ipscheduler.plugins.underlayip import (
     UnderlayIP,
     allocated_ip,
 )
+from tests.unit.fakes import FakePoolApi
 
 SINCE = "2024-01-01T00:00:00Z"
 NODES = ("node-a", "node-b", "node-c")
@@ -54,36 +57,15 @@ def pool(
     return {"metadata": meta, "spec": spec, "status": {"allocations": allocations or {}}}
 
 
-class FakeWriter:
-    """api.PoolWriter without I/O: mutate the cached pool, store the result as a fresh pool."""
-
-    def __init__(self, cache: ClusterCache) -> None:
-        self.cache = cache
-        self.writes: list[str] = []
-
-    async def update(self, name: str, mutate: Mutate) -> PoolView | None:
-        current = self.cache.pool(name)
-        if current is None:
-            return None
-        status = mutate(current, self.cache.context(current))
-        if status is None:
-            return current
-        written = dataclasses.replace(
-            current, resource_version=str(int(current.resource_version) + 1), status=status
-        )
-        self.cache.store_fresh(written)
-        self.writes.append(name)
-        return written
-
-
 class Env:
     def __init__(self, pools: list[dict[str, Any]], strategy: str = "spread", nodes: tuple[str, ...] = NODES):
         self.cache = ClusterCache()
         node_index = {n: [NodeInfo(name=n, ready=True)] for n in nodes}
         pool_index = {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in pools}
         self.cache.attach(node_index, pool_index)
-        self.writer = FakeWriter(self.cache)
-        self.plugin = UnderlayIP(self.cache, self.writer, strategy)  # type: ignore[arg-type]
+        self.api = FakePoolApi(pools)
+        self.writer = PoolWriter(self.api, self.cache)  # type: ignore[arg-type]
+        self.plugin = UnderlayIP(self.cache, self.writer, strategy)
 
     def node(self, name: str) -> NodeInfo:
         got = self.cache.node(name)
@@ -94,6 +76,11 @@ class Env:
         state = CycleState()
         assert self.plugin.pre_filter(state, pod, self.cache.nodes()).is_success()
         return state
+
+    async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Reserve, then PreBind (which waits for the reservation's write)."""
+        st = await self.plugin.reserve(state, pod, node)
+        return await self.plugin.pre_bind(state, pod, node) if st.is_success() else st
 
     def allocations(self, name: str) -> dict[str, tuple[str | None, str]]:
         p = self.cache.pool(name)
@@ -207,7 +194,7 @@ async def test_host_network_pod_binding_cycle_writes_nothing() -> None:
     assert (await env.plugin.pre_bind(state, HOST_POD, node)).is_success()
     await env.plugin.post_bind(state, HOST_POD, node)
     await env.plugin.unreserve(state, HOST_POD, node)
-    assert env.writer.writes == []
+    assert env.api.puts == []
     assert BIND_ANNOTATIONS not in state
     assert allocated_ip(state) is None
     assert env.allocations("p") == {}
@@ -280,10 +267,10 @@ async def test_reserve_takes_lowest_free_address_of_pool_with_most_free() -> Non
         ]
     )
     state = env.pre_filter(POD)
-    st = await env.plugin.reserve(state, POD, env.node("node-a"))
+    st = await env.reserve(state, POD, env.node("node-a"))
     assert st.is_success()
     assert allocated_ip(state) == "10.0.1.2"
-    assert env.writer.writes == ["p2"]
+    assert env.api.puts == ["p2"]
     p2 = env.cache.pool("p2")
     assert p2 is not None
     assert p2.resource_version == "11"
@@ -331,7 +318,7 @@ RESERVE_CASES = [
 async def test_reserve_choice(pools: list[dict[str, Any]], expected: tuple[str, str | None]) -> None:
     env = Env(pools)
     state = env.pre_filter(POD)
-    assert (await env.plugin.reserve(state, POD, env.node("node-a"))).is_success()
+    assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
     name, ip = expected
     assert allocated_ip(state) == ip
     assert env.allocations(name)["uid-me"] == (ip, "Reserved")
@@ -349,29 +336,20 @@ async def test_reserve_fails_when_every_pool_is_full() -> None:
     state = CycleState()
     st = await env.plugin.reserve(state, POD, env.node("node-a"))
     assert st == Status(Code.UNSCHEDULABLE, (ERR_NO_FREE,), NAME)
-    assert env.writer.writes == []
+    assert env.api.puts == []
     assert allocated_ip(state) is None
 
 
 async def test_reserve_with_stale_cache_moves_on_to_next_pool() -> None:
-    """The cache said p1 had room, but by the time of the write someone else took it."""
+    """The cache said p1 had room, but by the time of the write another replica took it all."""
     env = Env([pool("p1", addresses=["10.0.0.1-10.0.0.3"]), pool("p2", addresses=["10.0.1.1-10.0.1.2"])])
     state = env.pre_filter(POD)
-    real = env.writer.update
-
-    async def racing(name: str, mutate: Mutate) -> PoolView | None:
-        if name == "p1":
-            current = env.cache.pool("p1")
-            assert current is not None
-            taken = {f"o{i}": Allocation.model_validate(alloc(f"10.0.0.{i}")) for i in (1, 2, 3)}
-            status = current.status.model_copy(update={"allocations": {**current.allocations, **taken}})
-            env.cache.store_fresh(dataclasses.replace(current, resource_version="99", status=status))
-        return await real(name, mutate)
-
-    env.writer.update = racing  # type: ignore[method-assign]
-    assert (await env.plugin.reserve(state, POD, env.node("node-a"))).is_success()
+    env.api.racing_write("p1", {f"o{i}": alloc(f"10.0.0.{i}") for i in (1, 2, 3)})
+    assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
     assert allocated_ip(state) == "10.0.1.1"
     assert "uid-me" not in env.allocations("p1")
+    assert env.writer.conflicts == 1
+    assert env.cache.available(env.cache.pools()["p1"]) == 0  # the conflict re-read the pool
 
 
 async def test_pod_holding_an_allocation_keeps_it_and_other_pools_are_left_to_the_gc() -> None:
@@ -391,14 +369,14 @@ async def test_pod_holding_an_allocation_keeps_it_and_other_pools_are_left_to_th
         ]
     )
     state = env.pre_filter(POD)
-    assert (await env.plugin.reserve(state, POD, env.node("node-a"))).is_success()
+    assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
     assert allocated_ip(state) == "10.0.0.3"
     assert env.allocations("p1") == {"uid-me": ("10.0.0.3", "Bound")}  # unchanged, not rewritten
     assert env.allocations("p2") == {}
     # Another replica may be binding the pod with these right now: only the GC may release them.
     assert env.allocations("p3") == {"uid-me": ("10.0.2.1", "Bound")}
     assert env.allocations("p4") == {"uid-me": (None, "Bound"), "x": (None, "Bound")}
-    assert env.writer.writes == []
+    assert env.api.puts == []
     assert sorted(p.name for p in env.cache.holder(POD.uid)) == ["p1", "p3", "p4"]
 
 
@@ -406,7 +384,7 @@ async def test_unreserve_releases() -> None:
     env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"], allocations={"x": alloc("10.0.0.1")})])
     state = env.pre_filter(POD)
     node = env.node("node-a")
-    assert (await env.plugin.reserve(state, POD, node)).is_success()
+    assert (await env.reserve(state, POD, node)).is_success()
     assert env.allocations("p") == {"x": ("10.0.0.1", "Bound"), "uid-me": ("10.0.0.2", "Reserved")}
     await env.plugin.unreserve(state, POD, node)
     assert env.allocations("p") == {"x": ("10.0.0.1", "Bound")}
@@ -415,14 +393,14 @@ async def test_unreserve_releases() -> None:
     # The address is free again for the next pod.
     other = PodInfo(uid="uid-other", namespace="ns", name="other")
     state2 = env.pre_filter(other)
-    assert (await env.plugin.reserve(state2, other, node)).is_success()
+    assert (await env.reserve(state2, other, node)).is_success()
     assert allocated_ip(state2) == "10.0.0.2"
 
 
 async def test_unreserve_without_reserve_is_a_no_op() -> None:
     env = Env([pool("p", addresses=["10.0.0.1"], allocations={"uid-me": alloc("10.0.0.1")})])
     await env.plugin.unreserve(CycleState(), POD, env.node("node-a"))
-    assert env.writer.writes == []
+    assert env.api.puts == []
     assert "uid-me" in env.allocations("p")
 
 
@@ -436,8 +414,50 @@ async def test_unreserve_swallows_writer_errors() -> None:
         raise RuntimeError("API down")
 
     env.writer.update = broken  # type: ignore[method-assign]
-    await env.plugin.unreserve(state, POD, node)  # logs, does not raise
-    await env.plugin.post_bind(state, POD, node)  # logs, does not raise
+    await env.plugin.unreserve(state, POD, node)  # waits for the reservation, release fails: logs
+    assert env.allocations("p") == {"uid-me": ("10.0.0.1", "Reserved")}  # left to the GC
+    await env.plugin.post_bind(state, POD, node)  # does not raise
+
+
+async def test_a_failed_reservation_write_fails_pre_bind_and_frees_the_assumed_place() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1"])])
+    state = env.pre_filter(POD)
+    node = env.node("node-a")
+
+    async def down(name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+        raise ApiException(status=503, reason="Service Unavailable")
+
+    env.api.replace_pool_status = down  # type: ignore[method-assign]
+    assert (await env.plugin.reserve(state, POD, node)).is_success()
+    assert env.cache.node_free()["node-a"] == 0  # assumed while the write is pending
+    st = await env.plugin.pre_bind(state, POD, node)
+    assert st.code == Code.ERROR
+    assert "NodeIPPool p" in st.message
+    assert env.cache.node_free()["node-a"] == 1
+    await env.plugin.unreserve(state, POD, node)  # nothing was written: nothing to release
+
+
+async def test_reservations_in_flight_are_assumed_and_coalesced_into_one_write() -> None:
+    """Three pods reserved in one pool before any write lands: three addresses, one PUT;
+    the fourth finds the pool full although the API server has not seen a write yet."""
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.3"])])
+    node = env.node("node-a")
+    pods = [PodInfo(uid=f"uid-{i}", namespace="ns", name=f"pod-{i}") for i in range(4)]
+    states = []
+    for pod in pods[:3]:
+        state = env.pre_filter(pod)
+        assert (await env.plugin.reserve(state, pod, node)).is_success()
+        states.append(state)
+    assert env.api.puts == []
+    assert env.cache.node_free()["node-a"] == 0
+    last = env.pre_filter(pods[3])
+    assert env.plugin.filter(last, pods[3], node).reasons == (ERR_NO_FREE,)
+    assert (await env.plugin.reserve(last, pods[3], node)).code == Code.UNSCHEDULABLE
+    for pod, state in zip(pods, states, strict=False):
+        assert (await env.plugin.pre_bind(state, pod, node)).is_success()
+    assert env.api.puts == ["p"]
+    assert sorted(allocated_ip(s) or "" for s in states) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    assert env.cache.node_free().get("node-a", 0) == 0
 
 
 # --------------------------------------------------------------------------- pre_bind / post_bind
@@ -474,10 +494,13 @@ async def test_pre_bind_and_post_bind(
     ip = expected.get(ANNOTATION_IP)
     assert env.allocations(name) == {"uid-me": (ip, "Reserved")}
     await env.plugin.post_bind(state, POD, node)
-    assert env.allocations(name) == {"uid-me": (ip, "Bound")}
-    writes = len(env.writer.writes)
+    assert env.allocations(name) == {"uid-me": (ip, "Reserved")}  # deferred ...
+    await env.writer.flush()
+    assert env.allocations(name) == {"uid-me": (ip, "Bound")}  # ... until written
+    writes = len(env.api.puts)
     await env.plugin.post_bind(state, POD, node)  # already Bound: nothing to write
-    assert len(env.writer.writes) == writes
+    await env.writer.flush()
+    assert len(env.api.puts) == writes
 
 
 async def test_pre_bind_without_reservation_adds_nothing() -> None:

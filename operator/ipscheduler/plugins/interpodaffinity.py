@@ -279,6 +279,9 @@ class PodAffinityTerms:
 
 _NO_TERMS = PodAffinityTerms()
 
+_PodTerms = tuple[PodInfo, PodAffinityTerms]
+"""An existing pod and its parsed terms."""
+
 
 def _list_of(section: Any, field_name: str) -> list[Any]:
     if not isinstance(section, Mapping):
@@ -409,6 +412,26 @@ class InterPodAffinity:
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
         self.ignore_preferred_terms_of_existing_pods = ignore_preferred_terms_of_existing_pods
         self._namespace_labels = namespace_labels
+        self._node_terms: dict[str, tuple[NodeInfo, tuple[_PodTerms, ...]]] = {}
+
+    def _with_terms(self, node: NodeInfo) -> tuple[_PodTerms, ...]:
+        """The node's pods that have any affinity term, with their terms (upstream's
+        ``PodsWithAffinity``), memoized per NodeInfo object: most pods have none, and
+        an unchanged node is the same object in the next cycle."""
+        seen = self._node_terms.get(node.name)
+        if seen is not None and seen[0] is node:
+            return seen[1]
+        found = tuple((p, t) for p in node.pods if (t := pod_affinity_terms(p)).any)
+        self._node_terms[node.name] = (node, found)
+        return found
+
+    def _existing(
+        self, node: NodeInfo, every_pod: bool, terms_of: Callable[[PodInfo], PodAffinityTerms]
+    ) -> Iterable[_PodTerms]:
+        """All pods of ``node`` with their terms, or only those that have any."""
+        if every_pod:
+            return ((p, terms_of(p)) for p in node.pods)
+        return self._with_terms(node)
 
     def ns_labels(self, namespace: str) -> dict[str, str]:
         """Labels of ``namespace`` as seen by namespaceSelectors."""
@@ -426,9 +449,9 @@ class InterPodAffinity:
         s.self_matches_affinity = pod_matches_all_affinity_terms(terms.required_affinity, pod, own_ns)
         ns_cache: dict[str, dict[str, str]] = {}
         terms_of = _TermsCache()
+        own_required = bool(terms.required_affinity or terms.required_anti_affinity)
         for node in nodes.values():
-            for existing in node.pods:
-                ex_terms = terms_of(existing)
+            for existing, ex_terms in self._existing(node, own_required, terms_of):
                 for t in ex_terms.required_anti_affinity:
                     if t.matches(pod, own_ns):
                         _bump(s.existing_anti_affinity_counts, node, t.topology_key)
@@ -518,8 +541,7 @@ class InterPodAffinity:
         for node in nodes:
             if not node.labels:
                 continue
-            for existing in node.pods:
-                ex_terms = terms_of(existing)
+            for existing, ex_terms in self._existing(node, has_constraints, terms_of):
                 if not has_constraints and not ex_terms.any:
                     continue
                 if has_constraints:

@@ -347,18 +347,47 @@ class NodeResourcesLeastAllocated:
     def __init__(self, resources: Mapping[str, int] | None = None) -> None:
         """``resources``: resource name → weight (1..100); default cpu and memory, weight 1 each."""
         self.resources = _validate(resources)
+        self._node_memo: dict[str, tuple[NodeInfo, dict[str, tuple[int, int]]]] = {}
+        self._state_key = f"{self.name}/pod-units"
+
+    def _node_units(self, node: NodeInfo) -> dict[str, tuple[int, int]]:
+        """Scored resource → (allocatable, requested by the node's pods) in units, cpu and
+        memory with non-zero requests; resources to skip are absent. Memoized per NodeInfo
+        object (an unchanged node is the same object in the next cycle)."""
+        seen = self._node_memo.get(node.name)
+        if seen is not None and seen[0] is node:
+            return seen[1]
+        existing = [nonzero_requests(p) for p in node.pods]
+        nonzero = {r: _sum_units(r, existing) for r in (RESOURCE_CPU, RESOURCE_MEMORY)}
+        units: dict[str, tuple[int, int]] = {}
+        for resource in self.resources:
+            if resource in _NATIVE_FIXED:
+                used = nonzero.get(resource, _requested(node, resource))
+                units[resource] = (_allocatable(node, resource), used)
+            elif resource in node.allocatable:
+                units[resource] = (_allocatable(node, resource), _requested(node, resource))
+        self._node_memo[node.name] = (node, units)
+        return units
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        """Weighted integer mean of :func:`least_requested_score` over the scored resources."""
-        pod_units = {r: to_units(r, v) for r, v in nonzero_requests(pod).items() if r in self.resources}
-        existing = [nonzero_requests(p) for p in node.pods]
-        node_nonzero = {r: _sum_units(r, existing) for r in (RESOURCE_CPU, RESOURCE_MEMORY)}
+        """Weighted integer mean of :func:`least_requested_score` over the scored resources
+        (``_allocation``'s rules: a scalar resource the pod does not request, or the node
+        does not list, is skipped)."""
+        pod_units: dict[str, int] | None = state.get(self._state_key)
+        if pod_units is None:
+            pod_units = {r: to_units(r, v) for r, v in nonzero_requests(pod).items() if r in self.resources}
+            state.write(self._state_key, pod_units)
+        units = self._node_units(node)
         total = weights = 0
         for resource, weight in self.resources.items():
-            alloc, req = _allocation(node, resource, pod_units.get(resource, 0), node_nonzero)
+            want = pod_units.get(resource, 0)
+            got = units.get(resource)
+            if got is None or (want == 0 and is_scalar_resource(resource)):
+                continue
+            alloc, used = got
             if alloc == 0:
                 continue
-            total += least_requested_score(req, alloc) * weight
+            total += least_requested_score(used + want, alloc) * weight
             weights += weight
         return total // weights if weights else 0
 

@@ -1,0 +1,39 @@
+"""In-memory stand-ins for pure-logic unit tests (the API behaviour itself is tested e2e)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ipscheduler.api import Conflict
+
+
+class FakePoolApi:
+    """The API server's side of NodeIPPool status writes, in memory: resourceVersion CAS."""
+
+    def __init__(self, bodies: list[dict[str, Any]]) -> None:
+        self.bodies = {b["metadata"]["name"]: copy.deepcopy(b) for b in bodies}
+        self.puts: list[str] = []
+
+    async def get_pool(self, name: str) -> dict[str, Any] | None:
+        body = self.bodies.get(name)
+        return copy.deepcopy(body) if body is not None else None
+
+    async def replace_pool_status(self, name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+        body = self.bodies.get(name)
+        if body is None:
+            raise ApiException(status=404, reason="Not Found")
+        if body["metadata"]["resourceVersion"] != rv:
+            raise Conflict(name)
+        body["status"] = copy.deepcopy(status)
+        body["metadata"]["resourceVersion"] = str(int(rv) + 1)
+        self.puts.append(name)
+        return copy.deepcopy(body)
+
+    def racing_write(self, name: str, allocations: dict[str, Any]) -> None:
+        """Another writer (replica) adds allocations: the cache does not know yet."""
+        body = self.bodies[name]
+        body["status"]["allocations"] = {**body["status"].get("allocations", {}), **allocations}
+        body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)

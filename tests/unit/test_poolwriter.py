@@ -1,0 +1,136 @@
+"""PoolWriter: group commit of NodeIPPool status mutations, CAS retries, deferred writes."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+import pytest
+
+from ipscheduler import allocator
+from ipscheduler.allocator import PoolView
+from ipscheduler.api import CAS_ATTEMPTS, MutateFn, PoolWriter
+from ipscheduler.cache import ClusterCache
+from ipscheduler.objects import NodeInfo
+from tests.unit.fakes import FakePoolApi
+
+SINCE = "2024-01-01T00:00:00Z"
+
+
+def body(name: str = "p", addresses: str = "10.0.0.1-10.0.0.4", **allocs: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "10"},
+        "spec": {"nodeName": "node-a", "addresses": [addresses]},
+        "status": {
+            "allocations": {
+                uid: {"ip": ip, "pod": f"ns/{uid}", "phase": "Reserved", "since": SINCE}
+                for uid, ip in allocs.items()
+            }
+        },
+    }
+
+
+def setup(*bodies: dict[str, Any], defer_delay: float = 1.0) -> tuple[FakePoolApi, ClusterCache, PoolWriter]:
+    cache = ClusterCache()
+    cache.attach(
+        {"node-a": [NodeInfo(name="node-a", ready=True)]},
+        {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in bodies},
+    )
+    api = FakePoolApi(list(bodies))
+    return api, cache, PoolWriter(api, cache, defer_delay=defer_delay)  # type: ignore[arg-type]
+
+
+def reserve(uid: str) -> MutateFn:
+    def mutate(p: PoolView, ctx: allocator.PoolContext) -> Any:
+        return allocator.reserve(p, ctx, uid, f"ns/{uid}")[0]
+
+    return mutate
+
+
+def ips(api: FakePoolApi, name: str = "p") -> dict[str, str]:
+    return {uid: a["ip"] for uid, a in api.bodies[name]["status"]["allocations"].items()}
+
+
+async def test_concurrent_mutations_are_one_write_in_order() -> None:
+    api, _, writer = setup(body())
+    futures = [writer.submit("p", reserve(f"u{i}")) for i in range(3)]
+    written = await asyncio.gather(*futures)
+    assert api.puts == ["p"]
+    assert ips(api) == {"u0": "10.0.0.1", "u1": "10.0.0.2", "u2": "10.0.0.3"}
+    assert all(w is written[0] for w in written)
+    assert written[0] is not None and written[0].status.allocated == 3
+
+
+async def test_a_failing_mutation_fails_only_its_own_future() -> None:
+    api, _, writer = setup(body(addresses="10.0.0.1-10.0.0.2"))
+    futures = [writer.submit("p", reserve(f"u{i}")) for i in range(3)]
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    assert isinstance(results[2], allocator.PoolFull)
+    assert ips(api) == {"u0": "10.0.0.1", "u1": "10.0.0.2"}
+    assert api.puts == ["p"]
+
+
+async def test_mutations_queued_during_a_write_go_into_the_next_one() -> None:
+    api, _, writer = setup(body())
+    first = writer.submit("p", reserve("u0"))
+    await asyncio.sleep(0)  # the flusher has taken u0 and is writing
+    later = [writer.submit("p", reserve(f"u{i}")) for i in (1, 2)]
+    await asyncio.gather(first, *later)
+    assert api.puts == ["p", "p"]
+    assert sorted(ips(api).values()) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+
+
+async def test_conflict_rereads_and_reapplies_every_mutation() -> None:
+    """Another replica took 10.0.0.1 meanwhile: our batch is re-applied on its version."""
+    api, cache, writer = setup(body())
+    api.racing_write("p", {"other": {"ip": "10.0.0.1", "pod": "ns/other", "phase": "Bound", "since": SINCE}})
+    await asyncio.gather(writer.submit("p", reserve("u0")), writer.submit("p", reserve("u1")))
+    assert writer.conflicts == 1
+    assert ips(api) == {"other": "10.0.0.1", "u0": "10.0.0.2", "u1": "10.0.0.3"}
+    pool = cache.pool("p")
+    assert pool is not None and set(pool.allocations) == {"other", "u0", "u1"}
+
+
+async def test_gives_up_after_cas_attempts_conflicts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ipscheduler.api.random.uniform", lambda a, b: 0.0)  # no jitter sleeps
+    api, _, writer = setup(body())
+    real = api.replace_pool_status
+
+    async def always_stale(name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+        api.racing_write("p", {})
+        return await real(name, rv, status)
+
+    api.replace_pool_status = always_stale  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="gave up"):
+        await writer.update("p", reserve("u0"))
+    assert writer.conflicts == CAS_ATTEMPTS
+
+
+async def test_nothing_to_change_writes_nothing_and_a_missing_pool_is_none() -> None:
+    api, _, writer = setup(body(u0="10.0.0.1"))
+    unchanged = await writer.update("p", functools.partial(allocator.release, uid="nobody"))
+    assert unchanged is not None and api.puts == []
+    assert await writer.update("gone", reserve("u1")) is None
+
+
+async def test_deferred_mutation_rides_along_with_the_next_write() -> None:
+    api, _, writer = setup(body(u0="10.0.0.1"), defer_delay=60)
+    writer.defer("p", functools.partial(allocator.mark_bound, uid="u0"))
+    await asyncio.sleep(0.01)
+    assert api.puts == []
+    assert writer.pending("p") == 1
+    await writer.update("p", reserve("u1"))
+    assert api.puts == ["p"]
+    allocs = api.bodies["p"]["status"]["allocations"]
+    assert (allocs["u0"]["phase"], allocs["u1"]["phase"]) == ("Bound", "Reserved")
+
+
+async def test_deferred_mutation_is_written_after_the_delay_alone() -> None:
+    api, _, writer = setup(body(u0="10.0.0.1"), defer_delay=0.05)
+    writer.defer("p", functools.partial(allocator.mark_bound, uid="u0"))
+    writer.defer("p", functools.partial(allocator.mark_bound, uid="u0"))
+    await asyncio.sleep(0.2)
+    assert api.puts == ["p"]
+    assert api.bodies["p"]["status"]["allocations"]["u0"]["phase"] == "Bound"
+    assert writer.pending("p") == 0
