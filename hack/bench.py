@@ -45,9 +45,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hack"))
 
-from kubernetes_asyncio import client, config, watch  # noqa: E402
+from kubernetes_asyncio import client, config  # noqa: E402
 
 import devcluster  # noqa: E402
+from ipscheduler.nodepods import RawWatch  # noqa: E402
 
 UNDERLAY = "ipscheduler.io/underlay-ip"
 ANNOTATION_IP = "ipscheduler.io/ip"
@@ -158,7 +159,7 @@ async def watch_bindings(
                 if _seen_bound(obj, phase) and len(phase.bound) >= want:
                     done.set()
                     return
-        w = watch.Watch(return_type="object")
+        w = RawWatch()
         try:
             async with w.stream(
                 core.list_namespaced_pod, ns, resource_version=rv, timeout_seconds=3600

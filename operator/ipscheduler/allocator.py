@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -74,9 +75,9 @@ class PoolView:
             spec = NodeIPPoolSpec.model_validate(raw_spec)
             cap = spec.capacity
             if spec.addresses:
-                addresses = AddressSet.from_entries(spec.addresses, spec.exclude)
+                addresses = _address_set(tuple(spec.addresses), tuple(spec.exclude))
             elif spec.exclude:
-                AddressSet.from_entries([], spec.exclude)  # validate: a bad entry is a spec error
+                _address_set((), tuple(spec.exclude))  # validate: a bad entry is a spec error
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])
@@ -128,6 +129,13 @@ class PoolView:
             if a.ip is not None and _canonical_or_none(a.ip) == want:
                 return uid
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _address_set(addresses: tuple[str, ...], exclude: tuple[str, ...]) -> AddressSet:
+    """``AddressSet.from_entries``, memoized: every status write of a pool comes back
+    through the watch with the same spec. Raises AddressError (not memoized)."""
+    return AddressSet.from_entries(addresses, exclude)
 
 
 def _canonical_or_none(ip: str) -> str | None:

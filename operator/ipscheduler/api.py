@@ -269,7 +269,7 @@ class PoolWriter:
     RuntimeError after CAS_ATTEMPTS conflicts.
     """
 
-    def __init__(self, api: KubeApi, cache: ClusterCache, defer_delay: float = 1.0) -> None:
+    def __init__(self, api: KubeApi, cache: ClusterCache, defer_delay: float = 5.0) -> None:
         self.api = api
         self.cache = cache
         self.defer_delay = defer_delay
@@ -376,7 +376,10 @@ class PoolWriter:
                         _settle(name, batch, None, {})
                         return
                     raise
-                written = PoolView.from_obj(body)
+                # A CAS that succeeded changed nothing but the status (we sent it) and the
+                # resourceVersion: no need to parse the whole object back.
+                meta = body.get("metadata") or {}
+                written = dataclasses.replace(view, resource_version=str(meta.get("resourceVersion", "")))
                 self.cache.store_fresh(written)
                 self.writes += 1
                 self._written[name] = written.resource_version

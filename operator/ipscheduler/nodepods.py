@@ -15,6 +15,7 @@ Memory: one PodInfo per pod (no raw bodies are kept).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,37 @@ from ipscheduler.objects import PodInfo
 log = logging.getLogger(__name__)
 
 FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
+class RawWatch(watch.Watch):
+    """kubernetes-asyncio's Watch, minus the model round trip.
+
+    With any ``return_type`` (even ``"object"``) the library json-dumps each
+    event's object and parses it again: three JSON passes per event. Here an
+    event is decoded once; ``object`` and ``raw_object`` are the same dict.
+    An ERROR event raises ApiException (``status`` = its code, e.g. 410), as
+    upstream's does; the resourceVersion to resume from is tracked.
+    """
+
+    def unmarshal_event(self, data: str | bytes, response_type: str | None) -> Any:
+        try:
+            js = json.loads(data)
+        except ValueError:
+            return data
+        if not isinstance(js, dict) or "object" not in js or "type" not in js:
+            code = js.get("code") if isinstance(js, dict) else None
+            if code:
+                raise ApiException(status=code, reason=f"{js.get('reason')}: {js.get('message')}")
+            raise ValueError(f"malformed watch event: {str(data)[:200]}")
+        obj = js["object"]
+        js["raw_object"] = obj
+        if js["type"] == "ERROR":
+            obj = obj if isinstance(obj, dict) else {}
+            raise ApiException(status=obj.get("code"), reason=f"{obj.get('reason')}: {obj.get('message')}")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(meta, dict) and meta.get("resourceVersion"):
+            self.resource_version = meta["resourceVersion"]
+        return js
 
 
 class NodePods:
@@ -121,7 +153,7 @@ class NodePods:
 
     async def _watch(self, core: Any, timeout_seconds: int) -> None:
         while True:
-            w = watch.Watch(return_type="object")  # keep raw dicts: no model deserialization
+            w = RawWatch()
             async with w.stream(
                 core.list_pod_for_all_namespaces,
                 field_selector=FIELD_SELECTOR,

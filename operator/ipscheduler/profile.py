@@ -32,6 +32,9 @@ from ipscheduler.objects import NodeInfo, PodInfo
 
 log = logging.getLogger(__name__)
 
+SKIP_FILTER_PLUGINS = "framework/skip-filter-plugins"
+"""CycleState key: names of the plugins whose PreFilter returned Skip in this cycle."""
+
 
 @dataclass
 class Diagnosis:
@@ -86,16 +89,26 @@ class Profile:
     def find_feasible(
         self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]
     ) -> tuple[list[NodeInfo], Diagnosis]:
-        """PreFilter, then Filter on every node. Returns feasible nodes and the diagnosis."""
+        """PreFilter, then Filter on every node. Returns feasible nodes and the diagnosis.
+
+        A PreFilter that returns Skip has nothing to check for this pod: its
+        Filter is not called (``SkipFilterPlugins`` in upstream's
+        ``RunPreFilterPlugins``).
+        """
         diagnosis = Diagnosis(num_all_nodes=len(nodes))
+        skip: set[str] = set()
         for plugin in self.pre_filter:
             st = plugin.pre_filter(state, pod, nodes)
-            if not st.is_success() and st.code is not Code.SKIP:
+            if st.code is Code.SKIP:
+                skip.add(plugin.name)
+            elif not st.is_success():
                 diagnosis.pre_filter = st
                 return [], diagnosis
+        state.write(SKIP_FILTER_PLUGINS, frozenset(skip))
+        filters = [p for p in self.filter if p.name not in skip]
         feasible = []
         for node in nodes.values():
-            st = self.run_filters(state, pod, node)
+            st = self._filter(filters, state, pod, node)
             if st.is_success():
                 feasible.append(node)
             else:
@@ -103,8 +116,13 @@ class Profile:
         return feasible, diagnosis
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """All Filter plugins in order; the first non-success wins."""
-        for plugin in self.filter:
+        """All Filter plugins in order (but those PreFilter skipped); the first non-success wins."""
+        skip = state.get(SKIP_FILTER_PLUGINS) or frozenset()
+        return self._filter([p for p in self.filter if p.name not in skip], state, pod, node)
+
+    @staticmethod
+    def _filter(filters: Sequence[FilterPlugin], state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        for plugin in filters:
             st = plugin.filter(state, pod, node)
             if not st.is_success():
                 return st if st.plugin else Status(st.code, st.reasons, plugin.name)
@@ -113,13 +131,22 @@ class Profile:
     def run_scores(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> dict[str, dict[str, int]]:
-        """Normalized score per plugin: plugin name → node name → 0..100 (unweighted)."""
+        """Normalized score per plugin: plugin name → node name → 0..100 (unweighted).
+
+        A plugin whose PreScore returns Skip is left out (upstream's
+        ``SkipScorePlugins``): it adds nothing to any node's total.
+        """
         out: dict[str, dict[str, int]] = {}
+        skip: set[str] = set()
         for plugin, _ in self.score:  # PreScore: plugins that need the feasible set first
             pre_score = getattr(plugin, "pre_score", None)
             if callable(pre_score):
-                pre_score(state, pod, nodes)
+                st = pre_score(state, pod, nodes)
+                if isinstance(st, Status) and st.code is Code.SKIP:
+                    skip.add(plugin.name)
         for plugin, _ in self.score:
+            if plugin.name in skip:
+                continue
             scores = {n.name: plugin.score(state, pod, n) for n in nodes}
             plugin.normalize_score(state, pod, scores)
             for name, s in scores.items():

@@ -57,3 +57,26 @@ def test_replace_all_and_node_requested_sum() -> None:
     node = NodeInfo(name="n1", pods=idx.on("n1"))
     assert node.requested == {"pods": Decimal(2), "cpu": Decimal("1.250")}
     assert idx.get("old") is None and idx.get("z") is None
+
+
+async def test_raw_watch_decodes_once_tracks_the_resource_version_and_raises_410() -> None:
+    import json
+
+    import pytest
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from ipscheduler.nodepods import RawWatch
+
+    w = RawWatch()
+    pod = {"metadata": {"name": "p", "resourceVersion": "42"}, "spec": {"nodeName": "n1"}}
+    event = w.unmarshal_event(json.dumps({"type": "MODIFIED", "object": pod}), "object")
+    assert event["object"] is event["raw_object"]
+    assert event["object"] == pod
+    assert w.resource_version == "42"
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "50"}}}
+    assert w.unmarshal_event(json.dumps(bookmark), None)["type"] == "BOOKMARK"
+    assert w.resource_version == "50"
+    gone = {"type": "ERROR", "object": {"code": 410, "reason": "Expired", "message": "too old"}}
+    with pytest.raises(ApiException) as err:
+        w.unmarshal_event(json.dumps(gone), None)
+    assert err.value.status == 410

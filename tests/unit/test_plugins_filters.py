@@ -6,13 +6,15 @@ node_affinity_test.go and node_unschedulable_test.go.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from ipscheduler.framework import Code, CycleState, FilterPlugin, ScorePlugin, Status
-from ipscheduler.objects import NodeInfo, PodInfo, Taint, Toleration
+from ipscheduler.objects import HostPort, NodeInfo, PodInfo, Taint, Toleration
 from ipscheduler.plugins.nodeaffinity import NodeAffinity, match_node_selector_terms
+from ipscheduler.plugins.nodeports import NodePorts
 from ipscheduler.plugins.nodeready import NodeReady
 from ipscheduler.plugins.nodeunschedulable import NodeUnschedulable
 from ipscheduler.plugins.tainttoleration import TaintToleration
@@ -846,3 +848,67 @@ def test_node_affinity_score(
 def test_node_affinity_raw_score_sums_weights() -> None:
     node = make_node(name="m5", labels=LABEL5)
     assert NodeAffinity().score(CycleState(), make_pod(affinity=AFFINITY2), node) == 11
+
+
+# --------------------------------------------------------------------------- PreFilter / PreScore Skip
+
+SKIP_CASES = [
+    # (plugin, extension point, pod fields, expected code)
+    (NodePorts(), "pre_filter", {}, Code.SKIP),
+    (NodePorts(), "pre_filter", {"host_ports": (HostPort("", "TCP", 8080),)}, Code.SUCCESS),
+    (NodeAffinity(), "pre_filter", {}, Code.SKIP),
+    (NodeAffinity(), "pre_filter", {"node_selector": {"disk": "ssd"}}, Code.SUCCESS),
+    (NodeAffinity(), "pre_filter", {"affinity": {"nodeAffinity": {}}}, Code.SKIP),
+    (
+        NodeAffinity(),
+        "pre_filter",
+        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}},
+        Code.SUCCESS,
+    ),
+    (NodeAffinity(), "pre_filter", {"affinity": {"nodeAffinity": "garbage"}}, Code.SUCCESS),
+    (NodeAffinity(), "pre_score", {}, Code.SKIP),
+    (
+        NodeAffinity(),
+        "pre_score",
+        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}},
+        Code.SKIP,
+    ),
+    (
+        NodeAffinity(),
+        "pre_score",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 1, "preference": {"matchExpressions": []}}
+                    ]
+                }
+            }
+        },
+        Code.SUCCESS,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("plugin", "point", "fields", "code"),
+    SKIP_CASES,
+    ids=[
+        "nodeports-no-host-port",
+        "nodeports-host-port",
+        "nodeaffinity-nothing",
+        "nodeaffinity-selector",
+        "nodeaffinity-empty-node-affinity",
+        "nodeaffinity-required",
+        "nodeaffinity-malformed-is-checked",
+        "nodeaffinity-score-nothing",
+        "nodeaffinity-score-required-only",
+        "nodeaffinity-score-preferred",
+    ],
+)
+def test_pre_filter_and_pre_score_skip(plugin: Any, point: str, fields: dict[str, Any], code: Code) -> None:
+    """As upstream: Skip when the pod gives the plugin nothing to check or score."""
+    pod = dataclasses.replace(PodInfo(uid="u1", namespace="ns", name="p1"), **fields)
+    node = NodeInfo(name="n1", ready=True)
+    arg: Any = {"n1": node} if point == "pre_filter" else [node]
+    assert getattr(plugin, point)(CycleState(), pod, arg).code == code

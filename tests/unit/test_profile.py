@@ -243,6 +243,41 @@ def test_pre_filter_rejection_fails_every_node(rejection: Status) -> None:
     assert diag.message() == "0/3 nodes are available: 3 pod has unbound PVC."
 
 
+def test_pre_filter_skip_leaves_out_that_plugins_filter_only() -> None:
+    """Upstream SkipFilterPlugins: a PreFilter Skip means its Filter is not called."""
+    log: list[tuple[str, str]] = []
+    skipping = FakeFilter("F1", {"n1", "n2"}, TAINT, log)
+    other = FakeFilter("F2", {"n2"}, NO_IP, log)
+    p = profile(
+        pre_filter=[FakePreFilter("F1", Status.skip()), FakePreFilter("P2")],
+        filter=[skipping, other],
+    )
+    state = CycleState()
+    feasible, diag = p.find_feasible(state, POD, nodes("n1", "n2"))
+    assert [n.name for n in feasible] == ["n1"]
+    assert log == [("F2", "n1"), ("F2", "n2")]
+    assert diag.pre_filter is None
+    assert p.run_filters(state, POD, nodes("n1")["n1"]).is_success()  # explain sees the same
+
+
+@dataclass
+class FakePreScore(FakeScore):
+    pre: Status = field(default_factory=Status.success)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: object) -> Status:
+        return self.pre
+
+
+def test_pre_score_skip_leaves_the_plugin_out_of_the_totals() -> None:
+    skipped = FakePreScore("S1", {"n1": 0, "n2": 9}, pre=Status.skip())
+    kept = FakePreScore("S2", {"n1": 5, "n2": 1})
+    p = profile(score=[(skipped, 3), (kept, 1)])
+    feasible = list(nodes("n1", "n2").values())
+    per_plugin = p.run_scores(CycleState(), POD, feasible)
+    assert per_plugin == {"S2": {"n1": 100, "n2": 20}}
+    assert p.total_scores(per_plugin, feasible) == {"n1": 100, "n2": 20}
+
+
 def test_find_feasible_no_nodes() -> None:
     feasible, diag = profile().find_feasible(CycleState(), POD, {})
     assert feasible == []

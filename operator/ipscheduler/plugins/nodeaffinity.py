@@ -26,7 +26,7 @@ the matching rules of
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ipscheduler.framework import CycleState, Status, default_normalize
@@ -203,6 +203,27 @@ class NodeAffinity:
     """Filter on nodeSelector + required node affinity; score on preferred node affinity."""
 
     name: str = "NodeAffinity"
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
+        """Skip when the pod has no nodeSelector and no required node affinity: Filter has
+        nothing to check (``node_affinity.go`` PreFilter)."""
+        node_affinity = pod.affinity.get("nodeAffinity")
+        no_required = node_affinity is None or (
+            isinstance(node_affinity, Mapping)
+            and node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") is None
+        )
+        return Status.skip() if no_required and not pod.node_selector else Status.success()
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        """Skip when the pod has no preferred node affinity: every node would score 0
+        (``node_affinity.go`` PreScore)."""
+        node_affinity = pod.affinity.get("nodeAffinity")
+        preferred = (
+            node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
+            if isinstance(node_affinity, Mapping)
+            else None
+        )
+        return Status.success() if preferred else Status.skip()
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Reject ``node`` unless it satisfies the pod's nodeSelector and required node affinity."""

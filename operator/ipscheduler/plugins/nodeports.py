@@ -14,6 +14,8 @@ requested pod ports``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ipscheduler.framework import CycleState, Status
 from ipscheduler.objects import NodeInfo, PodInfo
 
@@ -30,6 +32,10 @@ class NodePorts:
     """Filter: reject nodes where a requested host port is already taken."""
 
     name: str = "NodePorts"
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
+        """Skip when the pod asks for no host port (``node_ports.go`` PreFilter)."""
+        return Status.success() if pod.host_ports else Status.skip()
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Success unless one of the pod's host ports conflicts with the node's used ports."""
