@@ -71,7 +71,8 @@ class ClusterCache:
         self.ready.set()
 
     def pods(self) -> dict[str, PodInfo]:
-        """Our pods (any phase) by UID, as last seen by the watch."""
+        """Our pending pods by UID, as last seen by the watch (kopf watches only unbound pods;
+        bound ones are in NodePods)."""
         out: dict[str, PodInfo] = {}
         for uid, store in self._pods.items():
             for pod in store:

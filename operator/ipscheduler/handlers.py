@@ -104,7 +104,11 @@ async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     """Configure kopf, build the scheduler, start its loop (it waits for the indexes)."""
     cfg: RunConfig = memo.config
-    settings.watching.field_selectors["v1", "pods"] = f"spec.schedulerName={cfg.scheduler_name}"
+    # Only our pending pods: once bound a pod leaves this watch (kopf sees DELETED) and the
+    # pods-by-node watch follows it until it is deleted or terminal (then it is released).
+    settings.watching.field_selectors["v1", "pods"] = (
+        f"spec.schedulerName={cfg.scheduler_name},spec.nodeName="
+    )
     settings.scanning.disabled = True  # no CRD/namespace watches: less RBAC, CRD must exist at start
     settings.posting.enabled = False
     settings.persistence.diffbase_storage = NoDiffBaseStorage()
@@ -141,7 +145,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     scheduler.metrics.scrape_from(queue.depths, cache.pools, scheduler.pool_counts)
     memo.health.metrics = scheduler.metrics
     node_pods = scheduler.node_pods
-    node_pods.on_change = lambda node: scheduler.on_cluster_event("PodDeleted")
+    node_pods.on_change = scheduler.on_bound_pod_gone
     memo.node_pods_task = asyncio.get_running_loop().create_task(
         node_pods.run(api.client), name="pods-by-node-watch"
     )

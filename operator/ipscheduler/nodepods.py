@@ -65,8 +65,9 @@ class RawWatch(watch.Watch):
 class NodePods:
     """pod UID → PodInfo and node name → UIDs, kept current by :meth:`run`."""
 
-    def __init__(self, on_change: Callable[[str], None] = lambda node: None) -> None:
-        """``on_change(node)`` is called when a pod leaves ``node`` (capacity freed)."""
+    def __init__(self, on_change: Callable[[PodInfo], None] = lambda pod: None) -> None:
+        """``on_change(pod)`` is called with the last known state of a pod that left its
+        node (deleted, or turned Succeeded/Failed): capacity freed, its address too."""
         self._pods: dict[str, PodInfo] = {}
         self._by_node: dict[str, set[str]] = {}
         self._on: dict[str, tuple[PodInfo, ...]] = {}  # memo of on(); dropped when the node's pods change
@@ -120,14 +121,23 @@ class NodePods:
                 uids.discard(uid)
                 if not uids:
                     del self._by_node[old.node_name]
-            self.on_change(old.node_name)
+            self.on_change(old)
 
     def replace_all(self, bodies: list[dict[str, Any]]) -> None:
-        self._pods.clear()
+        """A fresh LIST: pods missing from it left their node while the watch was down."""
+        before = self._pods
+        self._pods = {}
         self._by_node.clear()
         self._on.clear()
         for b in bodies:
             self.upsert(b)
+        for uid, pod in before.items():
+            if uid not in self._pods:
+                self.on_change(pod)
+
+    def values(self) -> list[PodInfo]:
+        """Every pod in the index."""
+        return list(self._pods.values())
 
     # -- the informer loop -----------------------------------------------------
     async def run(self, api_client: client.ApiClient, timeout_seconds: int = 300) -> None:

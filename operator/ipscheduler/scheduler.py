@@ -97,6 +97,7 @@ class Scheduler:
         self.health = health or HealthState()
         self.node_pods = node_pods or NodePods()
         self._assumed: dict[str, PodInfo] = {}
+        self._binding: set[str] = set()  # UIDs whose Binding we POSTed (until kopf sees them leave)
         self._snapshot_memo: dict[str, _SnapshotEntry] = {}
         self.metrics = metrics or Metrics(name)
         self._stale_since: dict[str, tuple[float, int]] = {}
@@ -143,12 +144,23 @@ class Scheduler:
         if pod.scheduler_name != self.name:
             return
         log.debug("pod event %s %s node=%s phase=%s", event_type, pod.key, pod.node_name, pod.phase)
-        if event_type == "DELETED" or pod.terminal:
+        if event_type == "DELETED":
+            # It left the watch of pending pods: deleted, or bound. (For a pod that was
+            # bound the API server sends its previous, unbound state.)
+            self.queue.delete(pod.uid)
+            self._unschedulable_msg.pop(pod.uid, None)
+            self.recorder.forget(pod.uid)
+            if pod.uid in self._binding:  # we bound it: the pods-by-node watch follows it now
+                self._binding.discard(pod.uid)
+                return
+            self._assumed.pop(pod.uid, None)
+            if self.cache.holder(pod.uid):
+                self._spawn(self.release_if_gone(pod), f"release {pod.key}")
+            return
+        if pod.terminal:
             self.queue.delete(pod.uid)
             self._assumed.pop(pod.uid, None)
             self._unschedulable_msg.pop(pod.uid, None)
-            if event_type == "DELETED":
-                self.recorder.forget(pod.uid)
             if self.cache.holder(pod.uid):
                 self._spawn(self.release(pod.uid), f"release {pod.key}")
             return
@@ -159,6 +171,15 @@ class Scheduler:
             self.queue.delete(pod.uid)
             return
         self.queue.add(pod)
+
+    def on_bound_pod_gone(self, pod: PodInfo) -> None:
+        """A bound pod (any scheduler's) was deleted or turned terminal: its node has room
+        again, and if it is ours its address goes back to the pool."""
+        self._binding.discard(pod.uid)
+        if pod.scheduler_name == self.name and self.cache.holder(pod.uid):
+            self._spawn(self.release(pod.uid), f"release {pod.key}")
+        else:
+            self.on_cluster_event("PodDeleted")
 
     def on_cluster_event(self, what: str) -> None:
         """A node or pool changed: capacity may have freed up."""
@@ -209,6 +230,23 @@ class Scheduler:
             self.on_cluster_event("NodeUpdate")
 
     # -- release -----------------------------------------------------------
+    async def release_if_gone(self, pod: PodInfo) -> None:
+        """Release ``pod``'s allocations if a live read (by UID) finds it gone or terminal.
+
+        A pending pod that leaves the watch may have been deleted, or bound by
+        another replica with the very allocation we see: never release on the
+        event alone. A failed read leaves it to the GC sweep.
+        """
+        try:
+            body = await self.api.get_pod(pod.namespace, pod.name)
+        except (ApiException, OSError) as e:
+            log.warning("could not confirm that %s is gone (%s); the GC will decide", pod.key, e)
+            return
+        live = PodInfo.from_obj(body) if body else None
+        if live is not None and live.uid == pod.uid and not live.terminal:
+            return  # bound meanwhile: the pods-by-node watch follows it
+        await self.release(pod.uid)
+
     async def release(self, uid: str) -> None:
         """Remove ``uid``'s allocations from every pool holding one (CAS)."""
         for pool in self.cache.holder(uid):
@@ -323,8 +361,10 @@ class Scheduler:
         try:
             st = await self.profile.run_pre_bind(state, pod, host)
             if st.is_success():
+                self._binding.add(pod.uid)
                 st = await self.profile.run_bind(state, pod, host)
             if not st.is_success():
+                self._binding.discard(pod.uid)
                 log.warning("binding %s to %s failed: %s", pod.key, host.name, st.message)
                 self.metrics.bind_failures.inc()
                 self._assumed.pop(pod.uid, None)
@@ -344,6 +384,7 @@ class Scheduler:
             )
         except Exception:
             log.exception("binding cycle of %s failed", pod.key)
+            self._binding.discard(pod.uid)
             self.metrics.bind_failures.inc()
             self._assumed.pop(pod.uid, None)
             await self.profile.run_unreserve(state, pod, host)
@@ -485,7 +526,8 @@ class Scheduler:
     async def gc_sweep(self) -> dict[str, int]:
         """One garbage-collection pass over all pools (cache + live confirmation)."""
         self.check_watch(await self.api.list_pools())
-        pods = self.cache.pods()
+        pods = self.cache.pods()  # pending ones (kopf's index) ...
+        pods.update((p.uid, p) for p in self.node_pods.values() if p.scheduler_name == self.name)  # ... bound
         counts = await self.apply_repairs(
             repair.plan(self.cache.pools().values(), pods, _utcnow(), self.reserved_ttl), confirm=True
         )

@@ -19,7 +19,7 @@ def pod(uid: str, node: str = "", phase: str = "Running", cpu: str = "100m") -> 
 
 def test_upsert_indexes_by_node_and_moves() -> None:
     freed: list[str] = []
-    idx = NodePods(on_change=freed.append)
+    idx = NodePods(on_change=lambda p: freed.append(p.node_name))
     idx.upsert(pod("a", "n1"))
     idx.upsert(pod("b", "n1"))
     assert [p.uid for p in idx.on("n1")] == ["a", "b"]
@@ -39,7 +39,7 @@ def test_upsert_indexes_by_node_and_moves() -> None:
 )
 def test_pod_leaving_a_node_frees_it(change: Any) -> None:
     freed: list[str] = []
-    idx = NodePods(on_change=freed.append)
+    idx = NodePods(on_change=lambda p: freed.append(p.node_name))
     idx.upsert(pod("a", "n1"))
     change(idx)
     assert idx.on("n1") == () and idx.get("a") is None and len(idx) == 0
@@ -57,6 +57,16 @@ def test_replace_all_and_node_requested_sum() -> None:
     node = NodeInfo(name="n1", pods=idx.on("n1"))
     assert node.requested == {"pods": Decimal(2), "cpu": Decimal("1.250")}
     assert idx.get("old") is None and idx.get("z") is None
+
+
+def test_relist_reports_pods_that_left_while_the_watch_was_down() -> None:
+    gone: list[str] = []
+    idx = NodePods(on_change=lambda p: gone.append(p.uid))
+    idx.upsert(pod("stays", "n1"))
+    idx.upsert(pod("deleted", "n1"))
+    idx.replace_all([pod("stays", "n1"), pod("new", "n2")])
+    assert gone == ["deleted"]
+    assert sorted(p.uid for p in idx.values()) == ["new", "stays"]
 
 
 async def test_raw_watch_decodes_once_tracks_the_resource_version_and_raises_410() -> None:

@@ -1,0 +1,127 @@
+"""Scheduler.on_pod_event / on_bound_pod_gone: when an address is released.
+
+kopf watches only pending pods (``spec.nodeName=``). A pod that gets bound
+leaves that watch as a DELETED event carrying its previous, unbound state,
+exactly like a pod that was deleted; releasing on that event alone would
+hand out the address of a running pod again (seen in the e2e suite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from ipscheduler.allocator import PoolView
+from ipscheduler.api import PoolWriter
+from ipscheduler.cache import ClusterCache
+from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.plugins.queuesort import PrioritySort
+from ipscheduler.queue import SchedulingQueue
+from ipscheduler.scheduler import Scheduler
+from tests.unit.fakes import FakePoolApi
+
+SINCE = "2024-01-01T00:00:00Z"
+
+
+def pod_body(uid: str = "u1", node: str = "", phase: str = "Pending") -> dict[str, Any]:
+    return {
+        "metadata": {"uid": uid, "namespace": "ns", "name": f"pod-{uid}"},
+        "spec": {"schedulerName": "ip-scheduler", "nodeName": node, "containers": [{"name": "c"}]},
+        "status": {"phase": phase},
+    }
+
+
+class Api(FakePoolApi):
+    """Pools plus the one pod read release_if_gone makes."""
+
+    def __init__(self, pools: list[dict[str, Any]], live: dict[str, Any] | None) -> None:
+        super().__init__(pools)
+        self.live = live
+        self.reads = 0
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads += 1
+        return self.live
+
+
+class Recorder:
+    def forget(self, uid: str) -> None:
+        pass
+
+
+def setup(live: dict[str, Any] | None) -> tuple[Scheduler, Api]:
+    pool = {
+        "metadata": {"name": "p", "uid": "uid-p", "resourceVersion": "10"},
+        "spec": {"nodeName": "node-1", "addresses": ["10.0.0.1-10.0.0.4"]},
+        "status": {
+            "allocations": {"u1": {"ip": "10.0.0.1", "pod": "ns/pod-u1", "phase": "Reserved", "since": SINCE}}
+        },
+    }
+    cache = ClusterCache()
+    cache.attach({"node-1": [NodeInfo(name="node-1", ready=True)]}, {"p": [PoolView.from_obj(pool)]})
+    api = Api([pool], live)
+    sched = Scheduler(
+        name="ip-scheduler",
+        api=api,  # type: ignore[arg-type]
+        cache=cache,
+        writer=PoolWriter(api, cache),  # type: ignore[arg-type]
+        profile=None,  # type: ignore[arg-type]
+        queue=SchedulingQueue(PrioritySort()),
+        recorder=Recorder(),  # type: ignore[arg-type]
+    )
+    return sched, api
+
+
+async def settle(sched: Scheduler) -> None:
+    for _ in range(5):
+        await asyncio.gather(*sched._tasks)
+        await asyncio.sleep(0)
+
+
+def held(api: Api) -> bool:
+    return "u1" in api.bodies["p"]["status"]["allocations"]
+
+
+@pytest.mark.parametrize(
+    ("live", "released"),
+    [
+        (None, True),
+        (pod_body(node="node-1", phase="Running"), False),
+        (pod_body(uid="someone-else"), True),
+        (pod_body(node="node-1", phase="Succeeded"), True),
+    ],
+    ids=["deleted", "bound-by-another-replica", "name-reused-by-new-pod", "finished"],
+)
+async def test_leaving_the_pending_watch_releases_only_what_a_live_read_confirms_gone(
+    live: dict[str, Any] | None, released: bool
+) -> None:
+    sched, api = setup(live)
+    sched.on_pod_event("DELETED", pod_body())
+    await settle(sched)
+    assert api.reads == 1
+    assert held(api) is not released
+
+
+async def test_a_pod_we_bound_leaves_the_watch_without_any_read_or_release() -> None:
+    sched, api = setup(None)
+    sched._binding.add("u1")  # our Binding POST went out
+    sched.on_pod_event("DELETED", pod_body())
+    await settle(sched)
+    assert api.reads == 0 and held(api)
+    assert "u1" not in sched._binding
+
+
+async def test_a_terminal_pending_pod_is_released_at_once() -> None:
+    sched, api = setup(None)
+    sched.on_pod_event("MODIFIED", pod_body(phase="Failed"))
+    await settle(sched)
+    assert api.reads == 0 and not held(api)
+
+
+async def test_bound_pod_gone_from_its_node_is_released() -> None:
+    sched, api = setup(None)
+    sched.on_bound_pod_gone(PodInfo.from_obj(pod_body(node="node-1", phase="Running")))
+    await settle(sched)
+    assert not held(api)
