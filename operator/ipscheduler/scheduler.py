@@ -176,6 +176,7 @@ class Scheduler:
         """A bound pod (any scheduler's) was deleted or turned terminal: its node has room
         again, and if it is ours its address goes back to the pool."""
         self._binding.discard(pod.uid)
+        self._assumed.pop(pod.uid, None)  # gone before a snapshot saw the watch have it
         if pod.scheduler_name == self.name and self.cache.holder(pod.uid):
             self._spawn(self.release(pod.uid), f"release {pod.key}")
         else:

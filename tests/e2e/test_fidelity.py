@@ -272,6 +272,6 @@ def test_same_decisions_as_kube_scheduler(kubectl: Kubectl, worlds: dict[str, An
             kubectl("delete", "pods", "--all", "-n", ns, "--wait=true", "--timeout=120s")
             time.sleep(1)
     print(f"{executed} cases from {attempts} generated; {counts}; {len(disagreements)} disagreement(s)")
+    assert not disagreements, "\n".join(disagreements[:10])
     assert executed >= CASES // 2, f"only {executed} usable cases from {attempts} attempts"
     assert counts["bound"] >= CASES // 5 and counts["pending"] > 0, counts
-    assert not disagreements, "\n".join(disagreements[:10])

@@ -125,3 +125,14 @@ async def test_bound_pod_gone_from_its_node_is_released() -> None:
     sched.on_bound_pod_gone(PodInfo.from_obj(pod_body(node="node-1", phase="Running")))
     await settle(sched)
     assert not held(api)
+
+
+async def test_bound_pod_gone_is_no_longer_assumed_on_its_node() -> None:
+    """Bound and deleted before any snapshot saw the pods-by-node watch have it: a phantom
+    pod left in the assumed set would count against the node's resources and affinity."""
+    sched, _ = setup(None)
+    gone = PodInfo.from_obj(pod_body(node="node-1", phase="Running"))
+    sched._assumed[gone.uid] = gone
+    sched.on_bound_pod_gone(gone)
+    await settle(sched)
+    assert sched._snapshot()["node-1"].pods == ()
