@@ -188,8 +188,23 @@ def _seen_bound(obj: dict[str, Any], phase: Phase) -> bool:
     return True
 
 
+def control_plane_cpu(cluster: devcluster.Cluster) -> float:
+    """CPU seconds used so far by kube-apiserver, etcd, kube-controller-manager and kwok."""
+    total = 0.0
+    for info in cluster.state.get("pids", {}).values():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += proc_usage(int(info["pid"]))[1]
+    return total
+
+
 async def run_phase(
-    phase: Phase, api: client.ApiClient, pods: int, rate: float | None, pid: int, index: int
+    phase: Phase,
+    api: client.ApiClient,
+    pods: int,
+    rate: float | None,
+    pid: int,
+    index: int,
+    cluster: devcluster.Cluster,
 ) -> dict[str, Any]:
     """Create ``pods`` pods for ``phase`` and measure until all are bound (or a timeout)."""
     core = client.CoreV1Api(api)
@@ -200,6 +215,7 @@ async def run_phase(
     await asyncio.sleep(0.5)
     requests_before = await apiserver_requests(api)
     cpu_before = proc_usage(pid)[1]
+    cp_before = control_plane_cpu(cluster)
     sem = asyncio.Semaphore(50)
 
     async def create(i: int) -> None:
@@ -226,6 +242,7 @@ async def run_phase(
     end = max(phase.bound.values(), default=time.monotonic())
     requests_after = await apiserver_requests(api)
     rss, cpu_after = proc_usage(pid)
+    cp_after = control_plane_cpu(cluster)
     latencies = [(phase.bound[p] - phase.created[p]) * 1000 for p in phase.bound if p in phase.created]
     per_node: dict[str, int] = {}
     for node, _ in phase.placement.values():
@@ -243,6 +260,7 @@ async def run_phase(
         "api_requests_per_bound_pod": round((requests_after - requests_before) / max(len(phase.bound), 1), 2),
         "scheduler_peak_rss_mb": round(rss, 1),
         "scheduler_cpu_s": round(cpu_after - cpu_before, 2),
+        "control_plane_cpu_s": round(cp_after - cp_before, 2),
         "max_pods_per_node": max(per_node.values(), default=0),
         "over_capacity_nodes": sum(1 for n in per_node.values() if n > phase.capacity),
         "addresses": len(ips),
@@ -380,7 +398,7 @@ async def run_all(args: argparse.Namespace, cluster: devcluster.Cluster, shape: 
                 pid = await ours.start()
                 profiler = await start_profiler(args.profile, pid)
                 phase = Phase("ip-scheduler", "ip-scheduler", extended=False, capacity=capacity)
-                results.append(await run_phase(phase, api, pods, args.rate, pid, len(results)))
+                results.append(await run_phase(phase, api, pods, args.rate, pid, len(results), cluster))
                 await stop_profiler(profiler, args.profile)
                 extra = await restart_to_first_bind(api, ours, 99)
             finally:
@@ -393,7 +411,7 @@ async def run_all(args: argparse.Namespace, cluster: devcluster.Cluster, shape: 
             try:
                 await asyncio.sleep(5)
                 phase = Phase(label, "default-scheduler", extended=True, capacity=capacity)
-                results.append(await run_phase(phase, api, pods, args.rate, kube.pid, len(results)))
+                results.append(await run_phase(phase, api, pods, args.rate, kube.pid, len(results), cluster))
             finally:
                 kube.terminate()
                 await asyncio.to_thread(kube.wait, 30)
@@ -439,15 +457,16 @@ def correct(r: dict[str, Any]) -> bool:
 def table(results: list[dict[str, Any]]) -> str:
     head = (
         "| scheduler | bound | pods/s | p50 ms | p90 ms | p99 ms | API req/pod "
-        "| peak RSS MB | CPU s | max pods/node | correct |"
+        "| peak RSS MB | CPU s | control plane CPU s | max pods/node | correct |"
     )
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lat = r["latency_ms"]
         lines.append(
             f"| {r['phase']} | {r['bound']}/{r['pods']} | {r['throughput_pods_per_s']} "
             f"| {lat['p50']} | {lat['p90']} | {lat['p99']} | {r['api_requests_per_bound_pod']} "
-            f"| {r['scheduler_peak_rss_mb']} | {r['scheduler_cpu_s']} | {r['max_pods_per_node']} "
+            f"| {r['scheduler_peak_rss_mb']} | {r['scheduler_cpu_s']} | {r.get('control_plane_cpu_s', '')} "
+            f"| {r['max_pods_per_node']} "
             f"| {'yes' if correct(r) else 'NO'} |"
         )
     return "\n".join(lines)
