@@ -281,6 +281,7 @@ class PoolWriter:
         """Successful PUTs (for tests and the benchmark)."""
         self._written: dict[str, str] = {}  # pool → resourceVersion of our last write
         self.on_conflict: Callable[[], None] = lambda: None
+        self.on_write: Callable[[int], None] = lambda mutations: None
 
     # -- queueing --------------------------------------------------------
     def submit(self, name: str, mutate: MutateFn) -> asyncio.Future[PoolView | None]:
@@ -382,6 +383,7 @@ class PoolWriter:
                 written = dataclasses.replace(view, resource_version=str(meta.get("resourceVersion", "")))
                 self.cache.store_fresh(written)
                 self.writes += 1
+                self.on_write(len(batch))
                 self._written[name] = written.resource_version
                 _settle(name, batch, written, errors)
                 return

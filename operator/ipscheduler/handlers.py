@@ -142,6 +142,12 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         metrics=Metrics(cfg.scheduler_name),
     )
     writer.on_conflict = scheduler.metrics.cas_conflicts.inc
+
+    def count_write(mutations: int) -> None:
+        scheduler.metrics.pool_writes.inc()
+        scheduler.metrics.pool_mutations.inc(mutations)
+
+    writer.on_write = count_write
     scheduler.metrics.scrape_from(queue.depths, cache.pools, scheduler.pool_counts)
     memo.health.metrics = scheduler.metrics
     node_pods = scheduler.node_pods

@@ -98,6 +98,17 @@ class Metrics:
             "NodeIPPool status writes refused with 409 Conflict.",
             registry=self.registry,
         )
+        self.pool_writes = Counter(
+            "ipscheduler_pool_status_writes",
+            "NodeIPPool status writes that succeeded.",
+            registry=self.registry,
+        )
+        self.pool_mutations = Counter(
+            "ipscheduler_pool_status_mutations",
+            "Mutations (reserve, release, mark Bound...) carried by those writes; "
+            "mutations / writes is the coalescing factor.",
+            registry=self.registry,
+        )
         self.bind_failures = Counter(
             "ipscheduler_bind_failures",
             "Binding cycles that failed and were unreserved.",

@@ -54,9 +54,12 @@ def ips(api: FakePoolApi, name: str = "p") -> dict[str, str]:
 
 async def test_concurrent_mutations_are_one_write_in_order() -> None:
     api, _, writer = setup(body())
+    carried: list[int] = []
+    writer.on_write = carried.append
     futures = [writer.submit("p", reserve(f"u{i}")) for i in range(3)]
     written = await asyncio.gather(*futures)
     assert api.puts == ["p"]
+    assert carried == [3]  # what the ipscheduler_pool_status_mutations metric counts
     assert ips(api) == {"u0": "10.0.0.1", "u1": "10.0.0.2", "u2": "10.0.0.3"}
     assert all(w is written[0] for w in written)
     assert written[0] is not None and written[0].status.allocated == 3
