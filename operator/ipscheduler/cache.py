@@ -24,7 +24,8 @@ from ipscheduler.allocator import PoolContext, PoolView, available, find_conflic
 from ipscheduler.objects import NodeInfo, PodInfo
 
 IndexLike = Mapping[str, Iterable[object]]
-"""A kopf.Index (key → Store of values) or, in tests, a dict of lists."""
+"""key → values: an informer's index (name → one-element tuple), a kopf.Index (key → Store
+of values) or, in tests, a dict of lists."""
 
 
 def _rv(value: str) -> int:
@@ -63,12 +64,17 @@ class ClusterCache:
 
     def attach(self, nodes: IndexLike, pools: IndexLike, pods: IndexLike | None = None) -> None:
         """Use these indexes from now on: node name → NodeInfo, pool name → PoolView,
-        pod UID → PodInfo (our pods only)."""
+        pod UID → PodInfo (our pending pods; unchanged when None). Sets :attr:`ready`."""
         self._nodes = nodes
         self._pools = pools
-        self._pods = pods if pods is not None else {}
+        if pods is not None:
+            self._pods = pods
         self.invalidate()
         self.ready.set()
+
+    def attach_pods(self, pods: IndexLike) -> None:
+        """Read our pending pods (pod UID → PodInfo) from this index from now on."""
+        self._pods = pods
 
     def pods(self) -> dict[str, PodInfo]:
         """Our pending pods by UID, as last seen by the watch (kopf watches only unbound pods;

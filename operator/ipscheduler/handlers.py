@@ -1,5 +1,8 @@
-"""kopf wiring: indexes, event handlers, login, start-up. Thin by design.
+"""Wiring: kopf handlers for our pending pods, informers for nodes and pools, login, start-up.
 
+Thin by design. kopf watches the pending pods of our schedulerName (an index
+and an event handler). Nodes and NodeIPPools come from list+watch informers
+(:mod:`ipscheduler.informer`, which says why they are not kopf indexes).
 Only ``@kopf.index`` and ``@kopf.on.event`` are used on pods, and they return
 None, so kopf never writes annotations, finalizers or status onto a pod
 (``on.create``/``on.update`` would store ``last-handled-configuration``).
@@ -26,6 +29,7 @@ from ipscheduler.cache import ClusterCache
 from ipscheduler.config import SchedulerConfiguration
 from ipscheduler.election import ElectionSettings
 from ipscheduler.health import HealthState
+from ipscheduler.informer import Endpoint, ObjectStore
 from ipscheduler.metrics import Metrics
 from ipscheduler.models import GROUP, PLURAL, VERSION
 from ipscheduler.nodepods import NodePods
@@ -152,9 +156,14 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     memo.health.metrics = scheduler.metrics
     node_pods = scheduler.node_pods
     node_pods.on_change = scheduler.on_bound_pod_gone
-    memo.node_pods_task = asyncio.get_running_loop().create_task(
-        node_pods.run(api.client), name="pods-by-node-watch"
-    )
+    nodes, pools = _node_store(scheduler), _pool_store(scheduler)
+    loop = asyncio.get_running_loop()
+    memo.informer_tasks = [
+        loop.create_task(node_pods.run(api.client), name="pods-by-node-watch"),
+        loop.create_task(nodes.run(api.client), name="node-watch"),
+        loop.create_task(pools.run(api.client), name="nodeippool-watch"),
+        loop.create_task(_attach_when_synced(cache, nodes, pools), name="cache-attach"),
+    ]
     memo.api = api
     memo.scheduler = scheduler
     memo.loop_task = asyncio.get_running_loop().create_task(scheduler.run(), name="scheduling-loop")
@@ -166,7 +175,7 @@ async def cleanup(memo: Any, **_: Any) -> None:
     scheduler: Scheduler | None = getattr(memo, "scheduler", None)
     if scheduler is not None:
         await scheduler.stop()
-    tasks = [t for t in (getattr(memo, "loop_task", None), getattr(memo, "node_pods_task", None)) if t]
+    tasks = [t for t in [getattr(memo, "loop_task", None), *getattr(memo, "informer_tasks", [])] if t]
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -175,31 +184,67 @@ async def cleanup(memo: Any, **_: Any) -> None:
         await api.close()
 
 
-# -- indexes: the scheduler's caches ------------------------------------------
+# -- informers: nodes and pools -------------------------------------------------------
 
 
-@kopf.index("v1", "nodes")
-async def ipscheduler_nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, NodeInfo] | None:
-    """Node name → NodeInfo."""
-    try:
-        return {name: NodeInfo.from_obj(body)}
-    except ValueError:
-        return None
+def _node_store(scheduler: Scheduler) -> ObjectStore[NodeInfo]:
+    """Node name → NodeInfo; any node change may make pending pods schedulable."""
+
+    def parse(body: dict[str, Any]) -> NodeInfo | None:
+        try:
+            return NodeInfo.from_obj(body)
+        except ValueError:
+            return None
+
+    def on_event(kind: str | None, name: str, body: dict[str, Any], info: NodeInfo | None) -> None:
+        scheduler.on_node_event(kind, body, info)
+
+    def endpoint(api_client: client.ApiClient) -> Endpoint:
+        return client.CoreV1Api(api_client).list_node, (), {}
+
+    return ObjectStore("node", endpoint, parse, on_event)
 
 
-@kopf.index(GROUP, VERSION, PLURAL)
-async def ipscheduler_pools(
-    body: kopf.Body, name: str, meta: kopf.Meta, memo: Any, **_: Any
-) -> dict[str, PoolView] | None:
-    """Pool name → PoolView (the echo of our own write reuses the view we parsed then)."""
-    scheduler: Scheduler | None = getattr(memo, "scheduler", None)
-    own = scheduler.cache.fresh(name, str(meta.get("resourceVersion", ""))) if scheduler else None
-    if own is not None:
-        return {name: own}
-    try:
-        return {name: PoolView.from_obj(body)}
-    except ValueError:
-        return None
+def _pool_store(scheduler: Scheduler) -> ObjectStore[PoolView]:
+    """Pool name → PoolView. The echo of our own write reuses the view we built then, and
+    does not recompute the pool's status or retry pending pods: that write already set a
+    complete status, and frees capacity only on release, which retries pending pods
+    itself. A deleting pool is always looked at (it may be ready to finalize)."""
+    cache, writer = scheduler.cache, scheduler.writer
+
+    def parse(body: dict[str, Any]) -> PoolView | None:
+        meta = body.get("metadata") or {}
+        own = cache.fresh(str(meta.get("name", "")), str(meta.get("resourceVersion", "")))
+        if own is not None:
+            return own
+        try:
+            return PoolView.from_obj(body)
+        except ValueError:
+            return None
+
+    def on_event(kind: str | None, name: str, body: dict[str, Any], view: PoolView | None) -> None:
+        cache.invalidate(name)
+        meta = body.get("metadata") or {}
+        echo = kind != "DELETED" and writer.is_own_write(name, str(meta.get("resourceVersion", "")))
+        if not echo or meta.get("deletionTimestamp"):
+            scheduler.on_pool_event(name)
+
+    def endpoint(api_client: client.ApiClient) -> Endpoint:
+        return client.CustomObjectsApi(api_client).list_cluster_custom_object, (GROUP, VERSION, PLURAL), {}
+
+    return ObjectStore("NodeIPPool", endpoint, parse, on_event)
+
+
+async def _attach_when_synced(
+    cache: ClusterCache, nodes: ObjectStore[NodeInfo], pools: ObjectStore[PoolView]
+) -> None:
+    """The scheduler starts (``cache.ready``) once both informers hold a full LIST."""
+    await nodes.synced.wait()
+    await pools.synced.wait()
+    cache.attach(nodes.index, pools.index)
+
+
+# -- kopf: our pending pods ---------------------------------------------------------
 
 
 @kopf.index("v1", "pods")
@@ -212,12 +257,10 @@ async def ipscheduler_pods(body: kopf.Body, uid: str, **_: Any) -> dict[str, Pod
 
 
 def _attach(memo: Any, kwargs: dict[str, Any]) -> Scheduler | None:
-    """The scheduler, with its cache bound to kopf's indexes (passed to handlers as kwargs)."""
+    """The scheduler, with its cache reading kopf's index of pending pods (a handler kwarg)."""
     scheduler: Scheduler | None = getattr(memo, "scheduler", None)
-    if scheduler is not None and not scheduler.cache.ready.is_set():
-        scheduler.cache.attach(
-            kwargs["ipscheduler_nodes"], kwargs["ipscheduler_pools"], kwargs["ipscheduler_pods"]
-        )
+    if scheduler is not None:
+        scheduler.cache.attach_pods(kwargs["ipscheduler_pods"])
     return scheduler
 
 
@@ -237,28 +280,6 @@ async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, uid: str, memo: An
         if event.get("type") != "DELETED":
             indexed = next(iter(kwargs["ipscheduler_pods"].get(uid, ())), None)
         scheduler.on_pod_event(event.get("type"), body, indexed if isinstance(indexed, PodInfo) else None)
-
-
-@kopf.on.event("v1", "nodes")
-async def node_event(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
-    """Any node change may make pending pods schedulable (and pools' NodeNotFound change)."""
-    scheduler = _attach(memo, kwargs)
-    if scheduler is not None:
-        scheduler.on_node_event(event.get("type"), body)
-
-
-@kopf.on.event(GROUP, VERSION, PLURAL)
-async def pool_event(*, event: kopf.RawEvent, name: str, meta: kopf.Meta, memo: Any, **kwargs: Any) -> None:
-    """Recompute pool status and retry pending pods, unless it is the echo of our own write
-    of a live pool (that write already set a complete status, and frees capacity only on
-    release, which retries pending pods itself)."""
-    scheduler = _attach(memo, kwargs)
-    if scheduler is not None:
-        scheduler.cache.invalidate(name)
-        rv = str(meta.get("resourceVersion", ""))
-        echo = scheduler.writer.is_own_write(name, rv) and event.get("type") != "DELETED"
-        if not echo or meta.get("deletionTimestamp"):  # a deleting pool may be ready to finalize
-            scheduler.on_pool_event(name)
 
 
 async def run_operator(cfg: RunConfig, health: HealthState | None = None) -> None:

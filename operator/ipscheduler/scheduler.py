@@ -202,11 +202,14 @@ class Scheduler:
             self._dirty_pools.add(name)
         self._pools_dirty.set()
 
-    def on_node_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+    def on_node_event(
+        self, event_type: str | None, body: Mapping[str, Any], info: NodeInfo | None = None
+    ) -> None:
         """Route a node watch event: the node set changes pools' status; a node change
         that alters what the filters read (labels, taints, readiness, allocatable...)
         retries pending pods. kwok/kubelet heartbeats that change none of it are ignored,
-        as kube-scheduler's queueing hints do for NodeUpdate.
+        as kube-scheduler's queueing hints do for NodeUpdate. ``info`` is ``body`` already
+        parsed (parsed here when None); ``event_type`` None is an object of the first LIST.
         """
         name = (body.get("metadata") or {}).get("name")
         if not isinstance(name, str):
@@ -216,10 +219,11 @@ class Scheduler:
             self.cache.invalidate()
             self.on_pool_event()
             return
-        try:
-            info = NodeInfo.from_obj(body)
-        except ValueError:
-            return
+        if info is None:
+            try:
+                info = NodeInfo.from_obj(body)
+            except ValueError:
+                return
         previous = self._nodes_seen.get(name)
         self._nodes_seen[name] = info
         if previous is None:
@@ -473,6 +477,8 @@ class Scheduler:
         (Warning event on the pod when its address is taken). Returns the
         number of repairs done per action.
         """
+        # Pools strictly before pods: an allocation in this pool LIST belongs to a pod that
+        # existed before the pod LIST, so a pod missing from it is really gone.
         pools = [PoolView.from_obj(body) for body in await self.api.list_pools()]
         for pool in pools:
             self.cache.store_fresh(pool)

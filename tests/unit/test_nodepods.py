@@ -75,7 +75,7 @@ async def test_raw_watch_decodes_once_tracks_the_resource_version_and_raises_410
     import pytest
     from kubernetes_asyncio.client.exceptions import ApiException
 
-    from ipscheduler.nodepods import RawWatch
+    from ipscheduler.informer import RawWatch
 
     w = RawWatch()
     pod = {"metadata": {"name": "p", "resourceVersion": "42"}, "spec": {"nodeName": "n1"}}

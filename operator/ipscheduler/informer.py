@@ -1,0 +1,219 @@
+"""List+watch informers on kubernetes-asyncio: nodes, NodeIPPools and pods by node.
+
+Why not kopf indexes for nodes and pools: kopf holds back every handler until
+every indexed object has been indexed, with one readiness toggle per object
+and a ``notify_all`` to every waiting per-object worker on each toggle change
+(``kopf/_core/reactor/queueing.py`` and ``_cogs/aiokits/aiotoggles.py``,
+kopf 1.45). Start-up is then quadratic in the number of indexed objects: with
+1000 nodes and 1000 pools the first bind came 21-25 s after start
+(``hack/bench.py --nodes 1000 --capacity 10 --pods 200 --phases ours``).
+kopf keeps what it is good at here, the pending pods of our schedulerName.
+
+An informer LISTs, then WATCHes from the list's resourceVersion with
+bookmarks; a watch that ends (server timeout) or stays silent past
+``inactivity`` seconds is reopened from the last resourceVersion; a 410 Gone or
+an error re-LISTs with capped exponential backoff. ``synced`` is set after the
+first LIST has been applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ipscheduler.api import KubeApi
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+Endpoint = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+"""A list function of kubernetes-asyncio, its positional and its keyword arguments."""
+
+
+class RawWatch(watch.Watch):
+    """kubernetes-asyncio's Watch, minus the model round trip.
+
+    With any ``return_type`` (even ``"object"``) the library json-dumps each
+    event's object and parses it again: three JSON passes per event. Here an
+    event is decoded once; ``object`` and ``raw_object`` are the same dict.
+    An ERROR event raises ApiException (``status`` = its code, e.g. 410), as
+    upstream's does; the resourceVersion to resume from is tracked.
+    """
+
+    def unmarshal_event(self, data: str | bytes, response_type: str | None) -> Any:
+        try:
+            js = json.loads(data)
+        except ValueError:
+            return data
+        if not isinstance(js, dict) or "object" not in js or "type" not in js:
+            code = js.get("code") if isinstance(js, dict) else None
+            if code:
+                raise ApiException(status=code, reason=f"{js.get('reason')}: {js.get('message')}")
+            raise ValueError(f"malformed watch event: {str(data)[:200]}")
+        obj = js["object"]
+        js["raw_object"] = obj
+        if js["type"] == "ERROR":
+            obj = obj if isinstance(obj, dict) else {}
+            raise ApiException(status=obj.get("code"), reason=f"{obj.get('reason')}: {obj.get('message')}")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(meta, dict) and meta.get("resourceVersion"):
+            self.resource_version = meta["resourceVersion"]
+        return js
+
+
+async def _list_raw(endpoint: Endpoint) -> dict[str, Any]:
+    func, args, kwargs = endpoint
+    body = await KubeApi._raw(func(*args, _preload_content=False, **kwargs))
+    if not isinstance(body, dict):
+        raise ValueError("LIST answered with no object")
+    return body
+
+
+class ListWatch:
+    """The list+watch loop; subclasses say what to list and how to apply what comes."""
+
+    what = "objects"
+    """Name used in log lines."""
+
+    def __init__(self) -> None:
+        self.synced = asyncio.Event()
+        self.resource_version = ""
+
+    def endpoint(self, api_client: client.ApiClient) -> Endpoint:
+        raise NotImplementedError
+
+    def replace_all(self, items: list[dict[str, Any]]) -> None:
+        """Apply a fresh LIST (what is missing from it was deleted meanwhile)."""
+        raise NotImplementedError
+
+    def apply(self, kind: str, obj: dict[str, Any]) -> None:
+        """Apply one ADDED, MODIFIED or DELETED watch event."""
+        raise NotImplementedError
+
+    async def run(
+        self, api_client: client.ApiClient, timeout_seconds: int = 300, inactivity: float = 90.0
+    ) -> None:
+        """List, then watch, forever; re-list after 410 Gone or errors. Never returns."""
+        endpoint = self.endpoint(api_client)
+        delay = 1.0
+        while True:
+            try:
+                body = await _list_raw(endpoint)
+                items = body.get("items")
+                self.replace_all([i for i in items if isinstance(i, dict)] if isinstance(items, list) else [])
+                meta = body.get("metadata")
+                self.resource_version = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
+                self.synced.set()
+                delay = 1.0
+                await self._watch(endpoint, timeout_seconds, inactivity)
+            except asyncio.CancelledError:
+                raise
+            except (TimeoutError, ApiException, OSError, ValueError) as e:
+                log.warning("%s watch failed (%s); re-listing in %.0fs", self.what, e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
+    async def _watch(self, endpoint: Endpoint, timeout_seconds: int, inactivity: float) -> None:
+        func, args, kwargs = endpoint
+        while True:
+            w = RawWatch()
+            try:
+                async with w.stream(
+                    func,
+                    *args,
+                    resource_version=self.resource_version,
+                    timeout_seconds=timeout_seconds,
+                    allow_watch_bookmarks=True,
+                    _request_timeout=(10, inactivity),
+                    **kwargs,
+                ) as stream:
+                    async for event in stream:  # an ERROR event (e.g. 410 Gone) raises ApiException
+                        kind = event.get("type")
+                        obj = event.get("raw_object")
+                        if not isinstance(obj, dict):
+                            continue
+                        rv = (obj.get("metadata") or {}).get("resourceVersion")
+                        if rv:
+                            self.resource_version = str(rv)
+                        if kind in ("ADDED", "MODIFIED", "DELETED"):
+                            self.apply(kind, obj)
+            except TimeoutError:
+                log.debug("%s watch silent for %.0fs; reopening it", self.what, inactivity)
+
+
+class ObjectStore(ListWatch, Generic[T]):
+    """Objects of one kind by name, parsed, kept current by :meth:`run`.
+
+    ``index`` maps name → a one-element tuple (the shape of a kopf index, which
+    :class:`ipscheduler.cache.ClusterCache` reads). ``parse(body)`` returns the
+    value to keep, or None for an object to leave out. ``on_event(kind, name,
+    body, value)`` is called after the index changed: kind None for objects of
+    the first LIST, ``"ADDED"``/``"MODIFIED"``/``"DELETED"`` afterwards (a
+    re-LIST reports as MODIFIED what it holds and as DELETED what vanished;
+    DELETED passes the last value kept, body ``{"metadata": {"name": name}}``
+    when only a re-LIST noticed).
+    """
+
+    def __init__(
+        self,
+        what: str,
+        endpoint: Callable[[client.ApiClient], Endpoint],
+        parse: Callable[[dict[str, Any]], T | None],
+        on_event: Callable[[str | None, str, dict[str, Any], T | None], None] = lambda *a: None,
+    ) -> None:
+        super().__init__()
+        self.what = what
+        self._endpoint = endpoint
+        self.parse = parse
+        self.on_event = on_event
+        self.index: dict[str, tuple[T]] = {}
+
+    def endpoint(self, api_client: client.ApiClient) -> Endpoint:
+        return self._endpoint(api_client)
+
+    def get(self, name: str) -> T | None:
+        entry = self.index.get(name)
+        return entry[0] if entry else None
+
+    def replace_all(self, items: list[dict[str, Any]]) -> None:
+        kind = "MODIFIED" if self.synced.is_set() else None
+        seen: set[str] = set()
+        for obj in items:
+            name = _name(obj)
+            if name is not None:
+                seen.add(name)
+                self._put(kind, name, obj)
+        for name in [n for n in self.index if n not in seen]:
+            old = self.index.pop(name)[0]
+            self.on_event("DELETED", name, {"metadata": {"name": name}}, old)
+
+    def apply(self, kind: str, obj: dict[str, Any]) -> None:
+        name = _name(obj)
+        if name is None:
+            return
+        if kind == "DELETED":
+            old = self.index.pop(name, None)
+            self.on_event(kind, name, obj, old[0] if old else None)
+        else:
+            self._put(kind, name, obj)
+
+    def _put(self, kind: str | None, name: str, obj: dict[str, Any]) -> None:
+        value = self.parse(obj)
+        if value is None:
+            self.index.pop(name, None)
+        else:
+            self.index[name] = (value,)
+        self.on_event(kind, name, obj, value)
+
+
+def _name(obj: dict[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) and name else None
