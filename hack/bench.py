@@ -93,16 +93,28 @@ class Phase:
     placement: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
-async def apiserver_requests(api: client.ApiClient) -> float:
-    """Sum of ``apiserver_request_total`` over all label sets."""
+async def apiserver_requests(api: client.ApiClient) -> dict[str, float]:
+    """``apiserver_request_total`` summed per "VERB resource[/subresource]"."""
     resp = await api.call_api("/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False)
     raw = resp[0] if isinstance(resp, tuple) else resp
     text = (await raw.read()).decode()
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("apiserver_request_total{")
-    )
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, value = line[len("apiserver_request_total{") :].rsplit("} ", 1)
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', labels_text))
+        key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+        if labels.get("subresource"):
+            key += f"/{labels['subresource']}"
+        out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def per_pod_requests(before: dict[str, float], after: dict[str, float], pods: int) -> dict[str, float]:
+    """Requests per bound pod by verb and resource, the busiest first (those >= 0.05)."""
+    rows = {k: (after[k] - before.get(k, 0.0)) / max(pods, 1) for k in after}
+    return {k: round(v, 2) for k, v in sorted(rows.items(), key=lambda kv: -kv[1]) if v >= 0.05}
 
 
 async def new_namespace(core: client.CoreV1Api, ns: str) -> None:
@@ -257,7 +269,12 @@ async def run_phase(
         "latency_ms": {
             q: round(percentile(latencies, v), 1) for q, v in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
         },
-        "api_requests_per_bound_pod": round((requests_after - requests_before) / max(len(phase.bound), 1), 2),
+        "api_requests_per_bound_pod": round(
+            (sum(requests_after.values()) - sum(requests_before.values())) / max(len(phase.bound), 1), 2
+        ),
+        "api_requests_per_bound_pod_by_kind": per_pod_requests(
+            requests_before, requests_after, len(phase.bound)
+        ),
         "scheduler_peak_rss_mb": round(rss, 1),
         "scheduler_cpu_s": round(cpu_after - cpu_before, 2),
         "control_plane_cpu_s": round(cp_after - cp_before, 2),
@@ -469,6 +486,10 @@ def table(results: list[dict[str, Any]]) -> str:
             f"| {r['max_pods_per_node']} "
             f"| {'yes' if correct(r) else 'NO'} |"
         )
+    lines.append("\nAPI requests per bound pod, by verb and resource:\n")
+    for r in results:
+        kinds = ", ".join(f"{k} {v}" for k, v in r.get("api_requests_per_bound_pod_by_kind", {}).items())
+        lines.append(f"- {r['phase']}: {kinds}")
     return "\n".join(lines)
 
 
