@@ -71,7 +71,18 @@ class KubeApi:
     """
 
     def __init__(self, api_client: client.ApiClient) -> None:
+        """Wrap ``api_client``. Its HTTP session stops trusting the environment:
+        kubernetes-asyncio creates it with aiohttp's ``trust_env=True``, which reads
+        ``~/.netrc`` and the ``*_PROXY`` variables in a worker thread on every request
+        (two thread hops, measured at about a tenth of the scheduler's CPU under load
+        with ``hack/bench.py --profile``). A proxy is still used when the kubeconfig
+        names one (``proxy-url``, sent per request); kopf's own session does not trust
+        the environment either (``kopf.ConnectionInfo.trust_env`` defaults to False).
+        """
         self.client = api_client
+        session = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        if session is not None and hasattr(session, "_trust_env"):
+            session._trust_env = False
         # Typed as Any: we pass plain dict bodies and use _preload_content=False /
         # _content_type, which the generated stubs do not describe.
         self.core: Any = client.CoreV1Api(api_client)
