@@ -1,7 +1,8 @@
 """The scheduler's read cache of nodes and NodeIPPools.
 
-Backed by kopf indexes (filled from watches, complete before any handler
-runs) plus an overlay of pool objects returned by our own status writes,
+Backed by the node and NodeIPPool informers (:mod:`ipscheduler.informer`;
+attached, and :attr:`ClusterCache.ready` set, once both hold a full LIST) and
+kopf's index of our pending pods, plus an overlay of pool objects returned by our own status writes,
 which are newer than the watch until it catches up. The cache is a hint for
 filtering and scoring; allocations are always written by compare-and-swap,
 so a stale cache costs a retry, never a double allocation.
