@@ -534,12 +534,15 @@ def main() -> int:
     )
     p.add_argument(
         "--profile",
-        help="py-spy profile (collapsed stacks, flamegraph.pl input) of ip-scheduler during its phase",
+        help="py-spy profile (collapsed stacks, flamegraph.pl input) of ip-scheduler during its phase "
+        "(needs the 'profile' extra: pip install -e '.[profile]')",
     )
     p.add_argument(
         "--scheduler-arg", action="append", default=[], help="extra argument for ipscheduler run (repeatable)"
     )
     args = p.parse_args()
+    if args.profile and not Path(sys.executable).with_name("py-spy").exists():
+        p.error(f"--profile needs py-spy beside {sys.executable}: pip install -e '.[profile]'")
     n, c, pods = PRESETS[args.preset]
     shape = (args.nodes or n, args.capacity or c, args.pods or pods)
     arrival = f"steady {args.rate}/s" if args.rate else "all at once"
