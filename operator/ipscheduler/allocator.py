@@ -31,6 +31,14 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
 
 
+def age(since: datetime.datetime, now: datetime.datetime) -> float:
+    """Seconds from ``since`` to ``now``; a ``since`` in the future (stamped by a replica
+    whose clock runs ahead) counts as now, i.e. age 0. Naive timestamps are UTC."""
+    if since.tzinfo is None:
+        since = since.replace(tzinfo=datetime.UTC)
+    return max(0.0, (now - since).total_seconds())
+
+
 @dataclass(frozen=True)
 class PoolView:
     """A NodeIPPool as the allocator sees it, parsed once per resourceVersion.
@@ -175,13 +183,17 @@ class PoolContext:
     canonical address → name of a pool whose allocation holds it; at least
     every address held outside its own pool's spec (:func:`foreign_holds`),
     e.g. after a spec change. An address held by another pool is never
-    handed out here.
+    handed out here. ``claimed``: canonical address → UID of a bound pod that
+    carries it in its ``ipscheduler.io/ip`` annotation but has no allocation
+    yet (created bound, e.g. restored from a backup; adopted at once): never
+    handed out either.
     """
 
     node_exists: bool = True
     blocked: AddressSet | None = None
     conflicts: tuple[str, ...] = ()
     held_by: Mapping[str, str] = field(default_factory=dict)
+    claimed: Mapping[str, str] = field(default_factory=dict)
 
 
 def foreign_holds(pool: PoolView) -> dict[str, str]:
@@ -333,9 +345,9 @@ def _pick_new(pool: PoolView, ctx: PoolContext) -> tuple[bool, str | None]:
     taken = {a.ip for a in pool.allocations.values() if a.ip}
     while True:
         ip = pool.addresses.first_free(taken, ctx.blocked)
-        if ip is None or ctx.held_by.get(ip, pool.name) == pool.name:
+        if ip is None or (ctx.held_by.get(ip, pool.name) == pool.name and ip not in ctx.claimed):
             return (ip is not None), ip
-        taken.add(ip)  # held by an allocation of another pool
+        taken.add(ip)  # held by an allocation of another pool, or claimed by a pre-bound pod
 
 
 def available(pool: PoolView, ctx: PoolContext) -> int:
@@ -347,21 +359,50 @@ def available(pool: PoolView, ctx: PoolContext) -> int:
 
 
 def reserve(
-    pool: PoolView, ctx: PoolContext, uid: str, pod_key: str, now: datetime.datetime | None = None
+    pool: PoolView,
+    ctx: PoolContext,
+    uid: str,
+    pod_key: str,
+    now: datetime.datetime | None = None,
+    owner: str | None = None,
+    takeover_after: float | None = None,
 ) -> tuple[NodeIPPoolStatus | None, str | None]:
-    """Reserve an address for pod ``uid`` (``namespace/name``).
+    """Reserve an address for pod ``uid`` (``namespace/name``) on behalf of the scheduling
+    cycle ``owner`` (``<replica identity>/<cycle token>``, stored as ``reservedBy``).
 
-    Returns ``(new_status, ip)``; ``new_status`` is None when the pod already
-    holds an allocation here (nothing to write). Raises :class:`PoolFull` when
-    there is nothing to give.
+    Returns ``(new_status, ip)``. When the pod already holds an allocation here:
+
+    - made by this very cycle (``reservedBy == owner``: our earlier write landed,
+      e.g. a retry after a timeout): ``(None, ip)``, nothing to write;
+    - ``Reserved`` by another cycle for longer than ``takeover_after`` seconds (its
+      cycle died between Reserve and Bind; see :func:`age` for clock skew): taken
+      over, same address, ``reservedBy`` and ``since`` renewed;
+    - otherwise (another cycle's reservation in flight, or Bound): raises
+      :class:`ReservedElsewhere`: it is never adopted as this cycle's own.
+
+    ``owner`` None keeps the pre-ownership behaviour (any held allocation is
+    returned as is); only tests use it. Raises :class:`PoolFull` when there is
+    nothing to give.
     """
-    possible, ip = pick(pool, ctx, uid)
+    now = now or _now()
+    existing = pool.allocations.get(uid)
+    if existing is not None:
+        if owner is None or existing.reserved_by == owner:
+            return None, existing.ip
+        if (
+            existing.phase == "Reserved"
+            and takeover_after is not None
+            and age(existing.since, now) > takeover_after
+        ):
+            allocs = dict(pool.allocations)
+            allocs[uid] = existing.model_copy(update={"reserved_by": owner, "since": now})
+            return desired_status(pool, ctx, allocs, now), existing.ip
+        raise ReservedElsewhere(pool.name, existing)
+    possible, ip = _pick_new(pool, ctx)
     if not possible:
         raise PoolFull(pool.name)
-    if uid in pool.allocations:
-        return None, ip
     allocs = dict(pool.allocations)
-    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase="Reserved", since=now or _now())
+    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase="Reserved", since=now, reserved_by=owner)
     return desired_status(pool, ctx, allocs, now), ip
 
 
@@ -375,9 +416,22 @@ def mark_bound(pool: PoolView, ctx: PoolContext, uid: str) -> NodeIPPoolStatus |
     return desired_status(pool, ctx, allocs)
 
 
-def release(pool: PoolView, ctx: PoolContext, uid: str) -> NodeIPPoolStatus | None:
-    """Remove ``uid``'s allocation; None if it holds nothing here."""
-    if uid not in pool.allocations:
+def release(
+    pool: PoolView,
+    ctx: PoolContext,
+    uid: str,
+    owner: str | None = None,
+    expect: Allocation | None = None,
+) -> NodeIPPoolStatus | None:
+    """Remove ``uid``'s allocation; None if it holds nothing here (or not what is asked).
+
+    ``owner``: only an allocation whose ``reservedBy`` is this cycle's (Unreserve
+    never removes another cycle's reservation). ``expect``: only if the allocation
+    is still exactly this one (the GC releases what it planned on, not a takeover
+    that happened since).
+    """
+    a = pool.allocations.get(uid)
+    if a is None or (owner is not None and a.reserved_by != owner) or (expect is not None and a != expect):
         return None
     allocs = {k: v for k, v in pool.allocations.items() if k != uid}
     return desired_status(pool, ctx, allocs)
@@ -405,7 +459,12 @@ def adopt(
             raise AdoptConflict(f"annotation address {ip!r} is not an IP") from e
         holder = pool.holder_of(ip)
         if holder is not None:
-            raise AdoptConflict(f"address {ip} of pool {pool.name} is already held by pod UID {holder}")
+            holder_pod = pool.allocations[holder].pod
+            raise AdoptConflict(
+                f"address {ip} of pool {pool.name} is already held by pod {holder_pod} (UID {holder})",
+                holder_uid=holder,
+                holder_pod=holder_pod,
+            )
         if pool.addresses is None or ip not in pool.addresses:
             raise AdoptConflict(f"address {ip} is not in pool {pool.name}")
     allocs = dict(pool.allocations)
@@ -417,5 +476,24 @@ class PoolFull(Exception):
     """The pool has no address left for this pod (raised by :func:`reserve`)."""
 
 
+class ReservedElsewhere(Exception):
+    """The pod's allocation in ``pool`` belongs to another scheduling cycle (raised by
+    :func:`reserve`): that cycle binds or releases it; this one must not use it."""
+
+    def __init__(self, pool: str, allocation: Allocation) -> None:
+        by = allocation.reserved_by or "an earlier cycle"
+        super().__init__(f"NodeIPPool {pool} holds a {allocation.phase} allocation of the pod made by {by}")
+        self.pool = pool
+        self.allocation = allocation
+
+
 class AdoptConflict(Exception):
-    """An existing pod's annotated address cannot be recorded (raised by :func:`adopt`)."""
+    """An existing pod's annotated address cannot be recorded (raised by :func:`adopt`).
+
+    ``holder_uid``/``holder_pod``: the pod that holds the address, when that is the reason.
+    """
+
+    def __init__(self, message: str, holder_uid: str = "", holder_pod: str = "") -> None:
+        super().__init__(message)
+        self.holder_uid = holder_uid
+        self.holder_pod = holder_pod

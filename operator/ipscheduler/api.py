@@ -30,7 +30,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.allocator import PoolContext, PoolView
 from ipscheduler.cache import ClusterCache
-from ipscheduler.models import API_VERSION, GROUP, KIND, PLURAL, VERSION, NodeIPPoolStatus
+from ipscheduler.models import API_VERSION, FINALIZER, GROUP, KIND, PLURAL, VERSION, NodeIPPoolStatus
 from ipscheduler.objects import PodInfo
 
 log = logging.getLogger(__name__)
@@ -145,18 +145,35 @@ class KubeApi:
                 raise Conflict(name) from e
             raise
 
-    async def set_pool_finalizers(self, name: str, resource_version: str, finalizers: list[str]) -> None:
-        """Replace the pool's finalizers if it is still at ``resource_version`` (raises Conflict)."""
+    async def set_pool_finalizers(
+        self, name: str, resource_version: str, finalizers: list[str]
+    ) -> dict[str, Any] | None:
+        """Replace the pool's finalizers if it is still at ``resource_version``.
+
+        Returns the pool as written, None when it is gone (404). Raises Conflict
+        (changed since read) and ApiException otherwise.
+        """
         patch = {"metadata": {"resourceVersion": resource_version, "finalizers": finalizers}}
         try:
-            await self.custom.patch_cluster_custom_object(
-                GROUP, VERSION, PLURAL, name, patch, _content_type="application/merge-patch+json"
+            return dict(
+                await self._raw(
+                    self.custom.patch_cluster_custom_object(
+                        GROUP,
+                        VERSION,
+                        PLURAL,
+                        name,
+                        patch,
+                        _content_type="application/merge-patch+json",
+                        _preload_content=False,
+                    )
+                )
             )
         except ApiException as e:
             if e.status == 409:
                 raise Conflict(name) from e
-            if e.status != 404:
-                raise
+            if e.status == 404:
+                return None
+            raise
 
     # -- pods ----------------------------------------------------------
     async def list_pods(self, field_selector: str) -> list[dict[str, Any]]:
@@ -274,10 +291,17 @@ class PoolWriter:
     Bound) that rides along with the pool's next write, or is written after
     ``defer_delay`` seconds if none comes.
 
+    No allocation without the finalizer: before the first write that adds an
+    allocation to a pool lacking ``ipscheduler.io/allocations``, the finalizer is
+    added by a resourceVersion-checked PATCH, and the status PUT carries the
+    version that PATCH produced; a pool deleted meanwhile answers 404 or 409, and
+    the mutations then see it gone or deleting (so nothing is reserved in it).
+
     The future resolves to the pool as written (or unchanged, when no
     mutation changed anything) or None when the pool is gone; it raises the
-    mutation's own exception, ``ApiException``/``OSError`` from the API, or
-    RuntimeError after CAS_ATTEMPTS conflicts.
+    mutation's own exception, or whatever the API call raised (ApiException,
+    aiohttp's ClientError family, OSError, TimeoutError...), or RuntimeError
+    after CAS_ATTEMPTS conflicts. Every future is settled, whatever happens.
     """
 
     def __init__(self, api: KubeApi, cache: ClusterCache, defer_delay: float = 5.0) -> None:
@@ -348,6 +372,12 @@ class PoolWriter:
                 if w.future is not None and not w.future.done():
                     w.future.cancel()
             raise
+        except BaseException as e:  # _commit settles its batch; this is the last line of defence
+            log.exception("writer of NodeIPPool %s failed", name)
+            for w in batch:
+                if w.future is not None and not w.future.done():
+                    w.future.set_exception(RuntimeError(f"NodeIPPool {name} writer failed: {e!r}"))
+            raise
         finally:
             del self._flushers[name]
 
@@ -360,6 +390,26 @@ class PoolWriter:
         pool = PoolView.from_obj(body)
         self.cache.store_fresh(pool)
         return pool
+
+    async def _add_finalizer(self, pool: PoolView) -> PoolView | None:
+        """PATCH our finalizer onto ``pool`` (resourceVersion-checked); the pool as written,
+        None if gone. On Conflict the pool is re-read and returned unchanged (the caller
+        looks again)."""
+        try:
+            body = await self.api.set_pool_finalizers(
+                pool.name, pool.resource_version, [*pool.finalizers, FINALIZER]
+            )
+        except Conflict:
+            self.conflicts += 1
+            self.on_conflict()
+            return await self._reread(pool.name)
+        if body is None:
+            self.cache.forget(pool.name)
+            return None
+        written = PoolView.from_obj(body)
+        self.cache.store_fresh(written)
+        log.info("NodeIPPool %s: finalizer %s added before its first allocation", pool.name, FINALIZER)
+        return written
 
     async def _commit(self, name: str, batch: list[_Write]) -> None:
         """Write ``batch`` in one CAS (retrying on conflicts) and settle its futures."""
@@ -374,6 +424,9 @@ class PoolWriter:
                     _settle(name, batch, pool, errors)
                     return
                 try:
+                    if FINALIZER not in pool.finalizers and view.allocations.keys() - pool.allocations.keys():
+                        pool = await self._add_finalizer(pool)
+                        continue  # apply the batch again to the version that carries it
                     wire = view.status.to_wire()
                     body = await self.api.replace_pool_status(name, pool.resource_version, wire)
                 except Conflict:
@@ -399,7 +452,9 @@ class PoolWriter:
                 _settle(name, batch, written, errors)
                 return
             raise RuntimeError(f"NodeIPPool {name}: gave up after {CAS_ATTEMPTS} conflicting writes")
-        except (ApiException, OSError, TimeoutError, RuntimeError, ValueError) as e:
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
             for w in batch:
                 if w.future is None:
                     log.warning("deferred write of NodeIPPool %s failed: %s", name, e)
@@ -497,7 +552,7 @@ class EventRecorder:
                 self._keys_of = {}
                 for k in self._seen:
                     self._keys_of.setdefault(k[0], set()).add(k)
-        except (ApiException, OSError, KeyError) as e:
+        except Exception as e:  # best effort: never fail the caller (API down, stream reset...)
             log.warning("could not record event %s/%s on %s: %s", reason, event_type, obj.get("name"), e)
 
     def forget(self, uid: str) -> None:

@@ -59,6 +59,8 @@ class ClusterCache:
         self._avail: dict[str, int] = {}  # pool → pods it can take now (see allocator.available)
         self._node_free: dict[str, int] = {}  # node → sum of _avail of its pools
         self._assumed: dict[str, set[str]] = {}  # pool → pod UIDs reserved in memory, write pending
+        self._claimed: dict[str, str] = {}  # address → UID of a pre-bound pod not yet adopted
+        self._claims: dict[str, tuple[str, str | None]] = {}  # that UID → (pool, address)
         # Node snapshot.
         self._node_snap: dict[str, NodeInfo] | None = None
         self.ready = asyncio.Event()
@@ -299,6 +301,7 @@ class ClusterCache:
                 blocked=c.blocked if c else None,
                 conflicts=c.conflicts if c else (),
                 held_by=self._held_by,
+                claimed=self._claimed,
             )
             self._ctx[pool.name] = ctx
         return ctx
@@ -318,6 +321,7 @@ class ClusterCache:
             blocked=c.blocked if c else None,
             conflicts=c.conflicts if c else (),
             held_by=self._held_by,
+            claimed=self._claimed,
         )
 
     def blocked(self, pool: PoolView) -> AddressSet | None:
@@ -343,6 +347,31 @@ class ClusterCache:
         if n and assumed:
             n = max(0, n - len(assumed - pool.allocations.keys()))
         return n
+
+    # -- pre-bound pods ------------------------------------------------------
+    def claim(self, uid: str, pool_name: str, ip: str | None) -> None:
+        """A bound pod ``uid`` carries our annotations (pool ``pool_name``, canonical ``ip``)
+        but no pool records it yet: its address counts as taken in every pool until
+        :meth:`unclaim` (it is being adopted)."""
+        self.unclaim(uid)
+        self._claims[uid] = (pool_name, ip)
+        if ip is not None:
+            self._claimed.setdefault(ip, uid)
+        self.invalidate(pool_name)
+
+    def unclaim(self, uid: str) -> None:
+        """Pod ``uid`` was adopted (or is gone): its claim ends."""
+        claim = self._claims.pop(uid, None)
+        if claim is None:
+            return
+        pool_name, ip = claim
+        if ip is not None and self._claimed.get(ip) == uid:
+            del self._claimed[ip]
+        self.invalidate(pool_name)
+
+    def claimed(self) -> Mapping[str, tuple[str, str | None]]:
+        """Pre-bound pods not yet adopted: UID → (pool, address). Shared: do not modify."""
+        return self._claims
 
     # -- assumed reservations ----------------------------------------------
     def assume(self, pool_name: str, uid: str) -> None:

@@ -37,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a Reserved allocation may stay while its pod is bound elsewhere",
     )
     run.add_argument(
+        "--watch-timeout",
+        type=float,
+        default=90.0,
+        help="seconds a watch (nodes, NodeIPPools, pods by node) may be down or behind before /healthz fails",
+    )
+    run.add_argument(
         "--health-addr", default="0.0.0.0:8080", help="host:port for /healthz and /readyz ('' disables)"
     )
     run.add_argument(
@@ -126,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             gc_interval=max(1.0, args.gc_interval),
             reserved_ttl=max(0.0, args.reserved_ttl),
             health_addr=args.health_addr,
+            watch_timeout=max(1.0, args.watch_timeout),
             leader_elect=args.leader_elect,
             election=ElectionSettings(
                 lease_name=args.leader_elect_lease_name,

@@ -65,14 +65,17 @@ async def run_elected(
     settings: ElectionSettings,
     lead: Callable[[], Awaitable[None]],
     on_role: Callable[[str], None] = lambda role: None,
+    me: str = "",
 ) -> None:
     """Wait for the lease, then run ``lead()`` while holding it.
 
     ``on_role`` is told "standby" at once and "leader" on acquisition.
-    Raises LostLeadership when the lease is lost; re-raises if ``lead()``
-    fails; returns when ``lead()`` returns.
+    ``me``: the holder identity (default: a new :func:`identity`).
+    Raises LostLeadership when the lease is lost (or the election itself
+    fails: the process then exits and restarts clean, as kube-scheduler
+    does); re-raises if ``lead()`` fails; returns when ``lead()`` returns.
     """
-    me = identity()
+    me = me or identity()
     lost = asyncio.Event()
     leading: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 

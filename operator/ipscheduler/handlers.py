@@ -16,7 +16,10 @@ posts its own, kube-scheduler style.
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +30,7 @@ from ipscheduler.allocator import PoolView
 from ipscheduler.api import EventRecorder, KubeApi, PoolWriter, load_client_config
 from ipscheduler.cache import ClusterCache
 from ipscheduler.config import SchedulerConfiguration
-from ipscheduler.election import ElectionSettings
+from ipscheduler.election import ElectionSettings, identity
 from ipscheduler.health import HealthState
 from ipscheduler.informer import Endpoint, ObjectStore
 from ipscheduler.metrics import Metrics
@@ -38,6 +41,7 @@ from ipscheduler.plugins.registry import build_profile
 from ipscheduler.plugins.underlayip import Strategy
 from ipscheduler.queue import SchedulingQueue
 from ipscheduler.scheduler import Scheduler
+from ipscheduler.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,22 @@ class RunConfig:
     leader_elect: bool = False
     election: ElectionSettings = field(default_factory=ElectionSettings)
     config: SchedulerConfiguration | None = None
+    watch_timeout: float = 90.0
+    """Seconds an informer may be without a working LIST+WATCH before /healthz fails."""
+    identity: str = field(default_factory=identity)
+    """This replica: the Lease holder identity and the reservedBy prefix of its reservations."""
+
+
+class RetryForever:
+    """kopf's default backoffs (1, 1, 2, 3, 5, 8, 13, 21 s), then every 30 s without end.
+
+    Re-iterable (kopf iterates it afresh for each request) and unsized (kopf then
+    retries until a request succeeds instead of raising after the last backoff).
+    """
+
+    def __iter__(self) -> Iterator[float]:
+        yield from (1, 1, 2, 3, 5, 8, 13, 21)
+        yield from itertools.repeat(30.0)
 
 
 class NoDiffBaseStorage(kopf.DiffBaseStorage):
@@ -123,13 +143,21 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.inactivity_timeout = 90
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = 10
+    # kopf retries connection errors, 5xx and timeouts with these backoffs and then lets
+    # the error end its watcher; the pending-pod watch must outlive any API server outage.
+    settings.networking.error_backoffs = RetryForever()
 
     conf = getattr(memo, "client_config", None) or await load_client_config(cfg.kubeconfig)
     api = KubeApi(client.ApiClient(conf))
     cache = ClusterCache()
     writer = PoolWriter(api, cache)
-    profile = build_profile(cache, api, writer, cfg.config, cfg.ip_strategy)
+    profile = build_profile(
+        cache, api, writer, cfg.config, cfg.ip_strategy, identity=cfg.identity, reserved_ttl=cfg.reserved_ttl
+    )
     queue = SchedulingQueue(profile.queue_sort)
+    metrics = Metrics(cfg.scheduler_name)
+    health: HealthState = memo.health
+    supervisor = Supervisor(health, metrics)
     scheduler = Scheduler(
         name=cfg.scheduler_name,
         api=api,
@@ -141,10 +169,12 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         bind_concurrency=cfg.bind_concurrency,
         gc_interval=cfg.gc_interval,
         reserved_ttl=cfg.reserved_ttl,
-        health=memo.health,
+        health=health,
         node_pods=NodePods(),
-        metrics=Metrics(cfg.scheduler_name),
+        metrics=metrics,
+        supervisor=supervisor,
     )
+    scheduler.watch_timeout = cfg.watch_timeout
     writer.on_conflict = scheduler.metrics.cas_conflicts.inc
 
     def count_write(mutations: int) -> None:
@@ -156,18 +186,25 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     memo.health.metrics = scheduler.metrics
     node_pods = scheduler.node_pods
     node_pods.on_change = scheduler.on_bound_pod_gone
+    node_pods.on_bound = scheduler.on_bound_pod
     nodes, pools = _node_store(scheduler), _pool_store(scheduler)
-    loop = asyncio.get_running_loop()
+    # Every informer and loop runs under the supervisor: restarted on any failure, and
+    # /healthz fails when one ends or an informer has no working watch for watch_timeout.
+    for name, informer in (("pods-by-node", node_pods), ("nodes", nodes), ("nodeippools", pools)):
+        supervisor.start(f"{name}-watch", functools.partial(informer.run, api.client))
+        health.checks[f"{name}-watch"] = functools.partial(informer.health, cfg.watch_timeout)
     memo.informer_tasks = [
-        loop.create_task(node_pods.run(api.client), name="pods-by-node-watch"),
-        loop.create_task(nodes.run(api.client), name="node-watch"),
-        loop.create_task(pools.run(api.client), name="nodeippool-watch"),
-        loop.create_task(_attach_when_synced(cache, nodes, pools), name="cache-attach"),
+        asyncio.get_running_loop().create_task(_attach_when_synced(cache, nodes, pools), name="cache-attach")
     ]
     memo.api = api
     memo.scheduler = scheduler
-    memo.loop_task = asyncio.get_running_loop().create_task(scheduler.run(), name="scheduling-loop")
-    log.info("ip-scheduler %r starting (strategy %s)", cfg.scheduler_name, cfg.ip_strategy)
+    supervisor.start("scheduling-loop", scheduler.run)
+    log.info(
+        "ip-scheduler %r starting (strategy %s, identity %s)",
+        cfg.scheduler_name,
+        cfg.ip_strategy,
+        cfg.identity,
+    )
 
 
 @kopf.on.cleanup()
@@ -175,7 +212,7 @@ async def cleanup(memo: Any, **_: Any) -> None:
     scheduler: Scheduler | None = getattr(memo, "scheduler", None)
     if scheduler is not None:
         await scheduler.stop()
-    tasks = [t for t in [getattr(memo, "loop_task", None), *getattr(memo, "informer_tasks", [])] if t]
+    tasks = list(getattr(memo, "informer_tasks", []))
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -279,7 +316,10 @@ async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, uid: str, memo: An
         indexed = None
         if event.get("type") != "DELETED":
             indexed = next(iter(kwargs["ipscheduler_pods"].get(uid, ())), None)
-        scheduler.on_pod_event(event.get("type"), body, indexed if isinstance(indexed, PodInfo) else None)
+        try:
+            scheduler.on_pod_event(event.get("type"), body, indexed if isinstance(indexed, PodInfo) else None)
+        except Exception:  # never let one pod's event break kopf's pending-pod path
+            log.exception("handling the %s event of pod %s failed", event.get("type"), uid)
 
 
 async def run_operator(cfg: RunConfig, health: HealthState | None = None) -> None:

@@ -1,10 +1,13 @@
-"""``/healthz`` and ``/readyz`` (and, later, ``/metrics``) on a small aiohttp server.
+"""``/healthz``, ``/readyz`` and ``/metrics`` on a small aiohttp server.
 
 - ``/healthz`` is 200 unless the event loop is lagging (a ticker that should
-  run every second has not run for ``max_loop_lag`` seconds) or a watch is
-  stalled (the GC sweep saw a pool in the API server newer than our cache
-  for longer than the watch timeout). A fully blocked loop cannot answer at
-  all, which the probe's own timeout turns into a failure.
+  run every second has not run for ``max_loop_lag`` seconds), a required
+  long-running task has ended (:mod:`ipscheduler.supervisor`), a registered
+  check fails (an informer without a working LIST+WATCH for longer than the
+  watch timeout), or a watch is stalled (the GC sweep saw a pool in the API
+  server newer than our cache for longer than the watch timeout). A fully
+  blocked loop cannot answer at all, which the probe's own timeout turns into
+  a failure.
 - ``/metrics``: Prometheus text format (see ``ipscheduler.metrics``).
 - ``/readyz`` is 200 once the indexes are loaded and the start-up reconcile
   is done (body ``ok: leader``), and 200 with ``ok: standby`` while waiting
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -34,16 +38,26 @@ class HealthState:
     max_loop_lag: float = 10.0
     last_tick: float = field(default_factory=time.monotonic)
     stalled: dict[str, str] = field(default_factory=dict)
+    ended: dict[str, str] = field(default_factory=dict)
+    """Required tasks that ended: name → why (written by the supervisor)."""
+    checks: dict[str, Callable[[], str | None]] = field(default_factory=dict)
+    """Named checks run on every probe: None when fine, else the reason to fail."""
     ticker: asyncio.Task[None] | None = None
     metrics: Metrics | None = None
 
     def healthy(self) -> tuple[bool, str]:
-        """``(ok, reason)``."""
+        """``(ok, reason)``; the reason lists every failing check, sorted by name."""
         lag = time.monotonic() - self.last_tick
         if lag > self.max_loop_lag:
             return False, f"event loop blocked for {lag:.1f}s"
-        if self.stalled:
-            return False, "; ".join(f"{k}: {v}" for k, v in sorted(self.stalled.items()))
+        problems = dict(self.stalled)
+        problems.update((name, f"task ended: {why}") for name, why in self.ended.items())
+        for name, check in self.checks.items():
+            why = check()
+            if why is not None:
+                problems[name] = why
+        if problems:
+            return False, "; ".join(f"{k}: {v}" for k, v in sorted(problems.items()))
         return True, "ok"
 
     def readiness(self) -> tuple[bool, str]:

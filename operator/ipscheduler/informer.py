@@ -11,9 +11,14 @@ kopf keeps what it is good at here, the pending pods of our schedulerName.
 
 An informer LISTs, then WATCHes from the list's resourceVersion with
 bookmarks; a watch that ends (server timeout) or stays silent past
-``inactivity`` seconds is reopened from the last resourceVersion; a 410 Gone or
-an error re-LISTs with capped exponential backoff. ``synced`` is set after the
-first LIST has been applied.
+``inactivity`` seconds is reopened from the last resourceVersion. Any other
+failure (a 410 Gone, a connection refused or reset, a stream cut mid-chunk,
+a decode error, an exception in a handler) is logged and re-LISTs after a
+jittered, capped exponential backoff (as client-go's reflector: 1 s doubling
+to 30 s, reset after a successful LIST): an informer never ends by itself.
+``synced`` is set after the first LIST has been applied; :meth:`ListWatch.down_for`
+says how long the informer has been without a working LIST+WATCH (``/healthz``
+fails past the watch timeout).
 """
 
 from __future__ import annotations
@@ -21,9 +26,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+import aiohttp
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -32,6 +40,13 @@ from ipscheduler.api import KubeApi
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+EXPECTED_FAILURES = (TimeoutError, ApiException, OSError, ValueError, aiohttp.ClientError)
+"""What a watch meets when the API server restarts, drops or cuts a stream: logged as a warning.
+Anything else (a bug in a handler) is logged with its traceback; both re-LIST."""
+
+BACKOFF_INITIAL = 1.0
+BACKOFF_MAX = 30.0
 
 Endpoint = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 """A list function of kubernetes-asyncio, its positional and its keyword arguments."""
@@ -101,6 +116,11 @@ class ListWatch:
     def __init__(self) -> None:
         self.synced = asyncio.Event()
         self.resource_version = ""
+        self.down_since: float | None = time.monotonic()
+        """``time.monotonic()`` since when no LIST+WATCH has been working (None: working)."""
+        self.last_error = "not listed yet"
+        self.failures = 0
+        """Failed LIST or WATCH attempts so far (for tests and logs)."""
 
     def endpoint(self, api_client: client.ApiClient) -> Endpoint:
         raise NotImplementedError
@@ -113,12 +133,24 @@ class ListWatch:
         """Apply one ADDED, MODIFIED or DELETED watch event."""
         raise NotImplementedError
 
+    def down_for(self) -> float:
+        """Seconds since the informer last had a working LIST+WATCH (0.0 while it has one)."""
+        return 0.0 if self.down_since is None else time.monotonic() - self.down_since
+
+    def health(self, timeout: float) -> str | None:
+        """Why the informer is unhealthy (down longer than ``timeout`` seconds), or None."""
+        down = self.down_for()
+        if down <= timeout:
+            return None
+        return f"{self.what} watch down for {down:.0f}s (last error: {self.last_error})"
+
     async def run(
         self, api_client: client.ApiClient, timeout_seconds: int = 300, inactivity: float = 90.0
     ) -> None:
-        """List, then watch, forever; re-list after 410 Gone or errors. Never returns."""
+        """List, then watch, forever; re-list after any failure. Never returns; raises only
+        CancelledError."""
         endpoint = self.endpoint(api_client)
-        delay = 1.0
+        delay = BACKOFF_INITIAL
         while True:
             try:
                 body = await _list_raw(endpoint)
@@ -127,14 +159,29 @@ class ListWatch:
                 meta = body.get("metadata")
                 self.resource_version = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
                 self.synced.set()
-                delay = 1.0
+                self.down_since = None
+                delay = BACKOFF_INITIAL
                 await self._watch(endpoint, timeout_seconds, inactivity)
             except asyncio.CancelledError:
                 raise
-            except (TimeoutError, ApiException, OSError, ValueError) as e:
-                log.warning("%s watch failed (%s); re-listing in %.0fs", self.what, e, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
+            except Exception as e:
+                self.failures += 1
+                self.last_error = f"{type(e).__name__}: {e}"[:300]
+                if self.down_since is None:
+                    self.down_since = time.monotonic()
+                # Full jitter in [delay/2, delay]: replicas and informers do not relist in lockstep.
+                wait = random.uniform(delay / 2, delay)
+                expected = isinstance(e, EXPECTED_FAILURES)
+                log.log(
+                    logging.WARNING if expected else logging.ERROR,
+                    "%s watch failed (%s); re-listing in %.1fs",
+                    self.what,
+                    self.last_error,
+                    wait,
+                    exc_info=not expected,
+                )
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, BACKOFF_MAX)
 
     async def _watch(self, endpoint: Endpoint, timeout_seconds: int, inactivity: float) -> None:
         func, args, kwargs = endpoint

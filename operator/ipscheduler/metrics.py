@@ -14,7 +14,9 @@ Names and labels follow kube-scheduler's where one exists
 
 Ours: ``ipscheduler_pool_capacity|allocated|free{pool, node}`` (from the
 cache at scrape time), ``ipscheduler_cas_conflicts_total``,
-``ipscheduler_bind_failures_total``, ``ipscheduler_gc_releases_total``.
+``ipscheduler_bind_failures_total``, ``ipscheduler_gc_releases_total``,
+``ipscheduler_task_restarts_total{task}`` (a long-running task failed and was
+restarted) and ``ipscheduler_task_up{task}`` (1 while it runs, 0 once it ended).
 Each process has its own registry (tests may run several schedulers).
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -117,6 +119,19 @@ class Metrics:
         self.gc_releases = Counter(
             "ipscheduler_gc_releases",
             "Allocations released by reconcile or garbage collection.",
+            registry=self.registry,
+        )
+
+        self.task_restarts = Counter(
+            "ipscheduler_task_restarts",
+            "Long-running tasks (informers, pool status, GC...) restarted after a failure.",
+            ["task"],
+            registry=self.registry,
+        )
+        self.task_up = Gauge(
+            "ipscheduler_task_up",
+            "1 while a required long-running task runs, 0 once it ended (/healthz fails then).",
+            ["task"],
             registry=self.registry,
         )
 

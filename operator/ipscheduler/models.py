@@ -23,6 +23,10 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 MAX_ENTRIES = 256
 
+FINALIZER = "ipscheduler.io/allocations"
+"""Keeps a NodeIPPool (and its allocation records) until no pod holds an address in it.
+Written before the pool's first allocation (:class:`ipscheduler.api.PoolWriter`)."""
+
 AddressEntry = Annotated[
     str,
     Field(
@@ -78,6 +82,13 @@ class Allocation(_Model):
     pod: str = Field(description="namespace/name of the pod.")
     phase: Phase = Field(description="Reserved before the bind, Bound after.")
     since: datetime.datetime = Field(description="When the allocation was made (RFC 3339).")
+    reserved_by: str | None = Field(
+        default=None,
+        alias="reservedBy",
+        max_length=300,
+        description="The scheduling cycle that reserved it: <replica identity>/<cycle token>. "
+        "Only that cycle may release it before it is Bound; absent on adopted allocations.",
+    )
 
 
 class Condition(_Model):

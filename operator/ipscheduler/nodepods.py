@@ -29,15 +29,21 @@ FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 class NodePods(ListWatch):
     """pod UID → PodInfo and node name → UIDs, kept current by :meth:`run`."""
 
-    def __init__(self, on_change: Callable[[PodInfo], None] = lambda pod: None) -> None:
+    def __init__(
+        self,
+        on_change: Callable[[PodInfo], None] = lambda pod: None,
+        on_bound: Callable[[PodInfo], None] = lambda pod: None,
+    ) -> None:
         """``on_change(pod)`` is called with the last known state of a pod that left its
-        node (deleted, or turned Succeeded/Failed): capacity freed, its address too."""
+        node (deleted, or turned Succeeded/Failed): capacity freed, its address too.
+        ``on_bound(pod)`` is called when a bound pod appears or changes."""
         super().__init__()
         self.what = "pods-by-node"
         self._pods: dict[str, PodInfo] = {}
         self._by_node: dict[str, set[str]] = {}
         self._on: dict[str, tuple[PodInfo, ...]] = {}  # memo of on(); dropped when the node's pods change
         self.on_change = on_change
+        self.on_bound = on_bound
 
     # -- reads -----------------------------------------------------------
     def on(self, node: str) -> tuple[PodInfo, ...]:
@@ -75,6 +81,7 @@ class NodePods(ListWatch):
         self._pods[pod.uid] = pod
         self._on.pop(pod.node_name, None)
         self._by_node.setdefault(pod.node_name, set()).add(pod.uid)
+        self.on_bound(pod)
 
     def remove(self, uid: str) -> None:
         old = self._pods.pop(uid, None)

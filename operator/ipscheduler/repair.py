@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ipscheduler.allocator import PoolView
+from ipscheduler.allocator import PoolView, age
+from ipscheduler.models import Allocation
 from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
 
 Action = Literal["release", "mark_bound", "adopt"]
@@ -21,7 +22,10 @@ Action = Literal["release", "mark_bound", "adopt"]
 
 @dataclass(frozen=True)
 class Repair:
-    """One repair: ``action`` on pod ``uid`` (``pod`` = namespace/name) in ``pool``."""
+    """One repair: ``action`` on pod ``uid`` (``pod`` = namespace/name) in ``pool``.
+
+    ``allocation``: the allocation planned on (releases apply only while it is
+    still exactly that one)."""
 
     action: Action
     pool: str
@@ -30,11 +34,7 @@ class Repair:
     reason: str
     ip: str | None = None
     node: str = ""
-
-
-def _aware(t: datetime.datetime) -> datetime.datetime:
-    """Timestamps without a zone are UTC (the API server writes UTC)."""
-    return t if t.tzinfo is not None else t.replace(tzinfo=datetime.UTC)
+    allocation: Allocation | None = None
 
 
 def plan(
@@ -49,14 +49,18 @@ def plan(
 
     - release: the pod is gone or terminal; or the allocation stayed Reserved
       longer than ``reserved_ttl`` seconds while the pod is bound to another
-      node (a lost race), or bound here without our annotation;
+      node (a lost race), or bound here without our annotation, or still not
+      bound at all (the cycle that reserved it died between Reserve and Bind);
     - mark_bound: Reserved, and the pod is bound to the pool's node with our
       pool annotation (a crash between bind and PostBind);
     - adopt: a bound, live pod carries our annotations but no pool has an
       allocation for it (its allocation was lost).
 
-    Reserved allocations of pods still pending are kept: the pod keeps its
-    reservation when it is scheduled again.
+    Reserved allocations of pods still pending are kept for ``reserved_ttl``
+    seconds: the cycle that made them is binding the pod. Ages are measured
+    with :func:`ipscheduler.allocator.age`: a ``since`` in the future (a
+    replica whose clock runs ahead) counts as now, so clock skew can delay a
+    release, never hasten one beyond the skew of the clock that stamped it.
     """
     out: list[Repair] = []
     held: set[str] = set()
@@ -65,27 +69,37 @@ def plan(
             held.add(uid)
             pod = pods.get(uid)
             if pod is None:
-                out.append(Repair("release", pool.name, uid, a.pod, "pod no longer exists", a.ip))
+                out.append(
+                    Repair("release", pool.name, uid, a.pod, "pod no longer exists", a.ip, allocation=a)
+                )
                 continue
             if pod.terminal:
-                out.append(Repair("release", pool.name, uid, a.pod, f"pod is {pod.phase}", a.ip))
+                out.append(
+                    Repair("release", pool.name, uid, a.pod, f"pod is {pod.phase}", a.ip, allocation=a)
+                )
                 continue
-            if a.phase != "Reserved" or not pod.bound:
+            if a.phase != "Reserved":
                 continue
-            ours = pod.node_name == pool.node_name and pod.annotations.get(ANNOTATION_POOL) == pool.name
+            ours = (
+                pod.bound
+                and pod.node_name == pool.node_name
+                and pod.annotations.get(ANNOTATION_POOL) == pool.name
+            )
             if ours:
                 out.append(
                     Repair("mark_bound", pool.name, uid, a.pod, "pod is bound with this address", a.ip)
                 )
-            elif (now - _aware(a.since)).total_seconds() > reserved_ttl:
+            elif age(a.since, now) > reserved_ttl:
+                where = f"pod is bound to {pod.node_name}" if pod.bound else "pod is still not bound"
                 out.append(
                     Repair(
                         "release",
                         pool.name,
                         uid,
                         a.pod,
-                        f"Reserved for more than {reserved_ttl:.0f}s but pod is bound to {pod.node_name}",
+                        f"Reserved for more than {reserved_ttl:.0f}s but {where}",
                         a.ip,
+                        allocation=a,
                     )
                 )
     for uid, pod in pods.items():

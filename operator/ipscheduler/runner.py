@@ -30,7 +30,9 @@ async def main(cfg: RunConfig) -> int:
                 health.role = role
 
             try:
-                await run_elected(api_client, cfg.election, lambda: run_operator(cfg, health), on_role)
+                await run_elected(
+                    api_client, cfg.election, lambda: run_operator(cfg, health), on_role, me=cfg.identity
+                )
             except LostLeadership as e:
                 log.error("%s: exiting", e)
                 return 1

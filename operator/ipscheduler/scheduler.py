@@ -24,25 +24,27 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler import allocator, repair
+from ipscheduler.addresses import AddressError, canonical
 from ipscheduler.allocator import PoolView
 from ipscheduler.api import Conflict, EventRecorder, KubeApi, PoolWriter, pod_ref, pool_ref
 from ipscheduler.cache import ClusterCache
 from ipscheduler.framework import CycleState, QueuedPodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.metrics import Metrics
+from ipscheduler.models import FINALIZER
 from ipscheduler.nodepods import NodePods
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.plugins.underlayip import allocated_ip
 from ipscheduler.profile import Diagnosis, Profile
 from ipscheduler.queue import QueueClosed, SchedulingQueue
+from ipscheduler.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
 _SnapshotEntry = tuple[NodeInfo, tuple[PodInfo, ...], tuple[PodInfo, ...], NodeInfo]
 """(node from the cache, its bound pods, its assumed pods, the NodeInfo built from them)."""
 
-POOL_FINALIZER = "ipscheduler.io/allocations"
-"""Keeps a NodeIPPool (and its allocation records) until no pod holds an address in it."""
+POOL_FINALIZER = FINALIZER
 
 
 @dataclass
@@ -75,6 +77,7 @@ class Scheduler:
         health: HealthState | None = None,
         node_pods: NodePods | None = None,
         metrics: Metrics | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.name = name
         self.api = api
@@ -100,6 +103,7 @@ class Scheduler:
         self._binding: set[str] = set()  # UIDs whose Binding we POSTed (until kopf sees them leave)
         self._snapshot_memo: dict[str, _SnapshotEntry] = {}
         self.metrics = metrics or Metrics(name)
+        self.supervisor = supervisor or Supervisor(self.health, self.metrics)
         self._stale_since: dict[str, tuple[float, int]] = {}
         self.watch_timeout = 90.0
 
@@ -117,6 +121,7 @@ class Scheduler:
 
     async def stop(self) -> None:
         """Stop scheduling; write what the PoolWriter still holds (deferred Bound marks)."""
+        await self.supervisor.stop()
         self.queue.close()
         for t in list(self._tasks):
             t.cancel()
@@ -177,10 +182,51 @@ class Scheduler:
         again, and if it is ours its address goes back to the pool."""
         self._binding.discard(pod.uid)
         self._assumed.pop(pod.uid, None)  # gone before a snapshot saw the watch have it
+        self.cache.unclaim(pod.uid)
         if pod.scheduler_name == self.name and self.cache.holder(pod.uid):
             self._spawn(self.release(pod.uid), f"release {pod.key}")
         else:
             self.on_cluster_event("PodDeleted")
+
+    def on_bound_pod(self, pod: PodInfo) -> None:
+        """A bound pod appeared or changed in the pods-by-node watch.
+
+        A pod of ours that carries our annotations although no pool records it
+        (created already bound: a restore from backup, a migration tool) is
+        adopted at once; until the adoption is written its address counts as
+        taken in every pool (:meth:`ClusterCache.claim`). A pod we bound
+        ourselves already has its allocation recorded, so nothing happens.
+        """
+        pool_name = pod.annotations.get(ANNOTATION_POOL)
+        if (
+            pod.scheduler_name != self.name
+            or not pool_name
+            or pod.terminal
+            or pod.deleting
+            or pod.uid in self.cache.claimed()
+            or self.cache.holder(pod.uid)
+        ):
+            return
+        raw_ip = pod.annotations.get(ANNOTATION_IP) or None
+        try:
+            ip = canonical(raw_ip) if raw_ip else None
+        except AddressError:
+            ip = None  # adopt() reports it
+        self.cache.claim(pod.uid, pool_name, ip)
+        r = repair.Repair(
+            "adopt", pool_name, pod.uid, pod.key, "pod arrived bound", raw_ip, node=pod.node_name
+        )
+        self._spawn(self._adopt_claimed(r), f"adopt {pod.key}")
+
+    async def _adopt_claimed(self, r: repair.Repair) -> None:
+        try:
+            counts = await self._adopt(r, {"adopted": 0, "adopt_conflicts": 0})
+            if counts["adopted"]:
+                log.info("adopted %s, created bound with %s of pool %s", r.pod, r.ip or "a slot", r.pool)
+        except Exception as e:
+            log.warning("adopting %s failed (%s); the GC sweep retries", r.pod, e)
+        finally:
+            self.cache.unclaim(r.uid)
 
     def on_cluster_event(self, what: str) -> None:
         """A node or pool changed: capacity may have freed up."""
@@ -244,8 +290,8 @@ class Scheduler:
         """
         try:
             body = await self.api.get_pod(pod.namespace, pod.name)
-        except (ApiException, OSError) as e:
-            log.warning("could not confirm that %s is gone (%s); the GC will decide", pod.key, e)
+        except Exception as e:
+            log.warning("could not confirm that %s is gone (%r); the GC will decide", pod.key, e)
             return
         live = PodInfo.from_obj(body) if body else None
         if live is not None and live.uid == pod.uid and not live.terminal:
@@ -268,14 +314,15 @@ class Scheduler:
             try:
                 await self.reconcile()
                 break
-            except (ApiException, OSError) as e:
-                log.warning("start-up reconcile failed (%s); retrying in %.0fs", e, delay)
+            except Exception as e:
+                log.warning("start-up reconcile failed (%r); retrying in %.0fs", e, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
         self.started.set()
         self.health.ready = True
-        self._spawn(self._pool_reconciler(), "pool-status-reconciler")
-        self._spawn(self._gc_loop(), "garbage-collector")
+        if "pool-status" not in self.supervisor.tasks:  # run() itself may be restarted
+            self.supervisor.start("pool-status", self._pool_reconciler)
+            self.supervisor.start("garbage-collector", self._gc_loop)
         while True:
             try:
                 qp = await self.queue.pop()
@@ -406,8 +453,9 @@ class Scheduler:
             try:
                 await self.api.set_unschedulable(pod, message)
                 self._unschedulable_msg[pod.uid] = message
-            except ApiException as e:
-                log.warning("could not set PodScheduled=False on %s: %s", pod.key, e.reason)
+            except Exception as e:
+                reason = e.reason if isinstance(e, ApiException) else repr(e)
+                log.warning("could not set PodScheduled=False on %s: %s", pod.key, reason)
 
     # -- pool status -----------------------------------------------------------
     async def _pool_reconciler(self) -> None:
@@ -427,9 +475,12 @@ class Scheduler:
                     await self._finalize(self.cache.pool(pool.name) or pool)
                 except Conflict:
                     self._mark_pools_dirty(pool.name)  # changed meanwhile: look again
-                except ApiException as e:
-                    log.warning("refreshing NodeIPPool %s status failed: %s", pool.name, e.reason)
+                except Exception as e:
+                    # Any failure (API down, connection reset...): look again after a pause, so an
+                    # outage neither kills this task nor turns it into a busy loop.
+                    log.warning("refreshing NodeIPPool %s status failed: %r", pool.name, e)
                     self._mark_pools_dirty(pool.name)
+                    await asyncio.sleep(1.0)
 
     async def _finalize(self, pool: PoolView) -> None:
         """Keep our finalizer on live pools; drop it once a deleted pool holds nothing."""
@@ -482,13 +533,7 @@ class Scheduler:
         pools = [PoolView.from_obj(body) for body in await self.api.list_pools()]
         for pool in pools:
             self.cache.store_fresh(pool)
-        pods: dict[str, PodInfo] = {}
-        for body in await self.api.list_pods(f"spec.schedulerName={self.name}"):
-            try:
-                info = PodInfo.from_obj(body)
-            except ValueError:
-                continue
-            pods[info.uid] = info
+        pods = await self._list_our_pods()
         counts = await self.apply_repairs(
             repair.plan(pools, pods, _utcnow(), self.reserved_ttl), confirm=False
         )
@@ -531,24 +576,54 @@ class Scheduler:
             self.health.stalled.pop("nodeippools", None)
 
     async def gc_sweep(self) -> dict[str, int]:
-        """One garbage-collection pass over all pools (cache + live confirmation)."""
-        self.check_watch(await self.api.list_pools())
-        pods = self.cache.pods()  # pending ones (kopf's index) ...
-        pods.update((p.uid, p) for p in self.node_pods.values() if p.scheduler_name == self.name)  # ... bound
+        """One garbage-collection pass, planned from fresh LISTs, never from the caches.
+
+        The caches may be stale (a watch that died or stalled would hide that a
+        pod is gone), so the pass LISTs the pools, then our pods (in that order:
+        an allocation in the pool LIST belongs to a pod created before the pod
+        LIST, so a pod missing from it is really gone), plans with
+        :func:`repair.plan`, and confirms each release with a live read of the
+        pod by UID. The pool LIST also feeds the watch-stall check and refreshes
+        the cache's view of each pool.
+        """
+        live_pools = await self.api.list_pools()
+        self.check_watch(live_pools)
+        pools: list[PoolView] = []
+        for body in live_pools:
+            try:
+                pool = PoolView.from_obj(body)
+            except ValueError:
+                continue
+            self.cache.store_fresh(pool)
+            pools.append(pool)
+        pods = await self._list_our_pods()
         counts = await self.apply_repairs(
-            repair.plan(self.cache.pools().values(), pods, _utcnow(), self.reserved_ttl), confirm=True
+            repair.plan(pools, pods, _utcnow(), self.reserved_ttl), confirm=True
         )
         if any(counts.values()):
             log.info("garbage collection: %s", counts)
         return counts
+
+    async def _list_our_pods(self) -> dict[str, PodInfo]:
+        """Our pods (any phase) by UID, from a live LIST."""
+        pods: dict[str, PodInfo] = {}
+        for body in await self.api.list_pods(f"spec.schedulerName={self.name}"):
+            try:
+                info = PodInfo.from_obj(body)
+            except ValueError:
+                continue
+            pods[info.uid] = info
+        return pods
 
     async def _gc_loop(self) -> None:
         while True:
             await asyncio.sleep(self.gc_interval)
             try:
                 await self.gc_sweep()
-            except (ApiException, OSError) as e:
-                log.warning("garbage collection failed: %s", e)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("garbage collection failed (%r); next sweep in %.0fs", e, self.gc_interval)
 
     async def _confirmed(self, r: repair.Repair) -> bool:
         """Re-check a planned release against a live read of the pod (by UID, never by name)."""
@@ -573,7 +648,14 @@ class Scheduler:
                 if confirm and not await self._confirmed(r):
                     continue
                 log.info("releasing %s of %s in pool %s: %s", r.ip or "slot", r.pod, r.pool, r.reason)
-                await self.writer.update(r.pool, functools.partial(allocator.release, uid=r.uid))
+                written = await self.writer.update(
+                    r.pool, functools.partial(allocator.release, uid=r.uid, expect=r.allocation)
+                )
+                if written is not None and r.uid in written.allocations:
+                    log.info(
+                        "kept %s of %s in pool %s: the allocation changed meanwhile", r.ip, r.pod, r.pool
+                    )
+                    continue
                 counts["released"] += 1
                 self.metrics.gc_releases.inc()
                 released = True
@@ -607,6 +689,22 @@ class Scheduler:
             await self.recorder.record(
                 ref, "Warning", "AddressConflict", f"cannot record the pod's address: {e}"
             )
+            holder_ns, _, holder_name = e.holder_pod.partition("/")
+            if holder_ns and holder_name:
+                holder = {
+                    "kind": "Pod",
+                    "apiVersion": "v1",
+                    "namespace": holder_ns,
+                    "name": holder_name,
+                    "uid": e.holder_uid,
+                }
+                await self.recorder.record(
+                    holder,
+                    "Warning",
+                    "AddressConflict",
+                    f"pod {r.pod} (UID {r.uid}) carries this pod's address {r.ip} of pool {r.pool} "
+                    "in its annotation",
+                )
         return counts
 
 

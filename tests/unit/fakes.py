@@ -16,6 +16,16 @@ class FakePoolApi:
     def __init__(self, bodies: list[dict[str, Any]]) -> None:
         self.bodies = {b["metadata"]["name"]: copy.deepcopy(b) for b in bodies}
         self.puts: list[str] = []
+        self.finalizer_patches: list[str] = []
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pod_error: Exception | None = None
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A pod by namespace/name (None: not found); raises ``pod_error`` when set."""
+        if self.pod_error is not None:
+            raise self.pod_error
+        body = self.pods.get((namespace, name))
+        return copy.deepcopy(body) if body is not None else None
 
     async def get_pool(self, name: str) -> dict[str, Any] | None:
         body = self.bodies.get(name)
@@ -30,6 +40,17 @@ class FakePoolApi:
         body["status"] = copy.deepcopy(status)
         body["metadata"]["resourceVersion"] = str(int(rv) + 1)
         self.puts.append(name)
+        return copy.deepcopy(body)
+
+    async def set_pool_finalizers(self, name: str, rv: str, finalizers: list[str]) -> dict[str, Any] | None:
+        body = self.bodies.get(name)
+        if body is None:
+            return None
+        if body["metadata"]["resourceVersion"] != rv:
+            raise Conflict(name)
+        body["metadata"]["finalizers"] = list(finalizers)
+        body["metadata"]["resourceVersion"] = str(int(rv) + 1)
+        self.finalizer_patches.append(name)
         return copy.deepcopy(body)
 
     def racing_write(self, name: str, allocations: dict[str, Any]) -> None:

@@ -17,7 +17,9 @@ from ipscheduler.allocator import (
     PoolContext,
     PoolFull,
     PoolView,
+    ReservedElsewhere,
     adopt,
+    age,
     desired_status,
     find_conflicts,
     mark_bound,
@@ -669,7 +671,7 @@ ADOPT_CONFLICTS = [
     (
         {"addresses": ["10.0.0.1-10.0.0.4"], "allocations": {"a": alloc("10.0.0.2")}},
         "10.0.0.2",
-        "held by pod UID a",
+        r"held by pod ns/p \(UID a\)",
     ),
     ({"addresses": ["10.0.0.1-10.0.0.4"]}, "10.0.0.9", "not in pool"),
     ({"addresses": ["10.0.0.1-10.0.0.4"], "exclude": ["10.0.0.3"]}, "10.0.0.3", "not in pool"),
@@ -1041,3 +1043,113 @@ def test_last_transition_time_kept_while_ready_status_unchanged() -> None:
     st = desired_status(p, PoolContext(blocked=blocked("10.0.0.1"), conflicts=("x",)), now=even_later)
     assert (st.conditions[0].status, st.conditions[0].reason) == ("False", "AddressConflict")
     assert st.conditions[0].last_transition_time == later
+
+
+# --------------------------------------------------------------------------- ownership of reservations
+
+
+def owned(ip: str, by: str | None, phase: str = "Reserved", since: str = SINCE) -> dict[str, Any]:
+    out = alloc(ip, pod="ns/a", phase=phase, since=since)
+    if by is not None:
+        out["reservedBy"] = by
+    return out
+
+
+def at(seconds_before_now: float) -> str:
+    return (NOW - datetime.timedelta(seconds=seconds_before_now)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+OWNERSHIP = [
+    # (existing allocation of pod "a", expected: "write"/"none" + ip, or the exception)
+    (None, ("write", "10.0.0.1")),
+    (owned("10.0.0.3", "me/1"), ("none", "10.0.0.3")),
+    (owned("10.0.0.3", "other/7", since=at(5)), ReservedElsewhere),
+    (owned("10.0.0.3", None, since=at(5)), ReservedElsewhere),
+    (owned("10.0.0.3", "other/7", since=at(60)), ReservedElsewhere),
+    (owned("10.0.0.3", "other/7", since=at(61)), ("write", "10.0.0.3")),
+    (owned("10.0.0.3", "other/7", since=at(-3600)), ReservedElsewhere),
+    (owned("10.0.0.3", "other/7", phase="Bound", since=at(3600)), ReservedElsewhere),
+]
+
+
+@pytest.mark.parametrize(
+    ("existing", "expected"),
+    OWNERSHIP,
+    ids=[
+        "new",
+        "own-write-landed-already",
+        "another-cycle-in-flight",
+        "unowned-young",
+        "another-cycle-exactly-ttl",
+        "abandoned-taken-over",
+        "since-in-the-future-counts-as-now",
+        "bound-never-taken",
+    ],
+)
+def test_reserve_on_behalf_of_a_cycle(existing: dict[str, Any] | None, expected: Any) -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": existing} if existing else {})
+    if expected is ReservedElsewhere:
+        with pytest.raises(ReservedElsewhere, match="allocation of the pod made by"):
+            reserve(p, CTX, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
+        return
+    new, ip = reserve(p, CTX, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
+    kind, want_ip = expected
+    assert ip == want_ip
+    if kind == "none":
+        assert new is None
+    else:
+        assert new is not None
+        got = new.allocations["a"]
+        assert (got.ip, got.reserved_by, got.since, got.phase) == (want_ip, "me/1", NOW, "Reserved")
+
+
+RELEASES = [
+    ({}, True),
+    ({"owner": "me/1"}, True),
+    ({"owner": "other/2"}, False),
+    ({"expect": "same"}, True),
+    ({"expect": "changed"}, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("kw", "released"),
+    RELEASES,
+    ids=["unconditional", "own-cycle", "another-cycle-kept", "as-planned", "changed-since-planned-kept"],
+)
+def test_conditional_release(kw: dict[str, Any], released: bool) -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": owned("10.0.0.1", "me/1")})
+    if "expect" in kw:
+        a = p.allocations["a"]
+        kw["expect"] = a if kw["expect"] == "same" else a.model_copy(update={"reserved_by": "other/2"})
+    new = release(p, CTX, "a", **kw)
+    assert (new is not None) is released
+    if new is not None:
+        assert new.allocations == {}
+
+
+@pytest.mark.parametrize(
+    ("since", "expected"),
+    [(at(30), 30.0), (at(-30), 0.0), (datetime.datetime(2024, 6, 1, 11, 59, 0), 60.0)],
+    ids=["past", "future-counts-as-now", "naive-is-utc"],
+)
+def test_age(since: str | datetime.datetime, expected: float) -> None:
+    t = since if isinstance(since, datetime.datetime) else datetime.datetime.fromisoformat(since)
+    assert age(t, NOW) == expected
+
+
+def test_claimed_addresses_are_never_picked() -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.3"], allocations={"x": alloc("10.0.0.2")})
+    ctx = PoolContext(claimed={"10.0.0.1": "pre-bound-uid"})
+    _, ip = reserve(p, ctx, "a", "ns/a", now=NOW)
+    assert ip == "10.0.0.3"
+    full = PoolContext(claimed={"10.0.0.1": "u1", "10.0.0.3": "u3"})
+    with pytest.raises(PoolFull):
+        reserve(p, full, "a", "ns/a", now=NOW)
+
+
+def test_adopt_conflict_names_the_holder() -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"h": alloc("10.0.0.2", pod="ns/holder")})
+    with pytest.raises(AdoptConflict) as info:
+        adopt(p, CTX, "new", "ns/new", "10.0.0.2")
+    assert (info.value.holder_uid, info.value.holder_pod) == ("h", "ns/holder")

@@ -34,6 +34,18 @@ HEALTHY = [
     ({"lag": 60.0, "stalled": dict(STALL)}, False, "event loop blocked for"),
     ({"role": "leader", "ready": True}, True, "ok"),
     ({"role": "starting"}, True, "ok"),
+    ({"ended": {"garbage-collector": "cancelled"}}, False, "garbage-collector: task ended: cancelled"),
+    ({"checks": {"nodes-watch": lambda: None}}, True, "ok"),
+    (
+        {"checks": {"nodes-watch": lambda: "nodes watch down for 95s (last error: X)"}},
+        False,
+        "nodes-watch: nodes watch down for 95s (last error: X)",
+    ),
+    (
+        {"checks": {"z-watch": lambda: "down"}, "ended": {"a-task": "failed"}, "stalled": {"m": "stalled"}},
+        False,
+        "a-task: task ended: failed; m: stalled; z-watch: down",
+    ),
 ]
 
 
@@ -51,6 +63,10 @@ HEALTHY = [
         "lag-reported-first",
         "leader-ready",
         "starting-is-alive",
+        "required-task-ended",
+        "check-passes",
+        "check-fails",
+        "every-problem-sorted",
     ],
 )
 def test_healthy(kw: dict[str, Any], ok: bool, why: str) -> None:

@@ -6,21 +6,29 @@ import asyncio
 import functools
 from typing import Any
 
+import aiohttp
 import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler import allocator
 from ipscheduler.allocator import PoolView
 from ipscheduler.api import CAS_ATTEMPTS, MutateFn, PoolWriter
 from ipscheduler.cache import ClusterCache
+from ipscheduler.models import FINALIZER
 from ipscheduler.objects import NodeInfo
 from tests.unit.fakes import FakePoolApi
 
 SINCE = "2024-01-01T00:00:00Z"
 
 
-def body(name: str = "p", addresses: str = "10.0.0.1-10.0.0.4", **allocs: str) -> dict[str, Any]:
+def body(
+    name: str = "p", addresses: str = "10.0.0.1-10.0.0.4", finalizer: bool = True, **allocs: str
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "resourceVersion": "10"}
+    if finalizer:
+        meta["finalizers"] = [FINALIZER]
     return {
-        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "10"},
+        "metadata": meta,
         "spec": {"nodeName": "node-a", "addresses": [addresses]},
         "status": {
             "allocations": {
@@ -137,3 +145,87 @@ async def test_deferred_mutation_is_written_after_the_delay_alone() -> None:
     assert api.puts == ["p"]
     assert api.bodies["p"]["status"]["allocations"]["u0"]["phase"] == "Bound"
     assert writer.pending("p") == 0
+
+
+# ---------------------------------------------------------------- no allocation without the finalizer
+
+
+async def test_first_allocation_adds_the_finalizer_before_the_status_write() -> None:
+    api, _, writer = setup(body(finalizer=False))
+    order: list[str] = []
+    real_patch, real_put = api.set_pool_finalizers, api.replace_pool_status
+
+    async def patch(name: str, rv: str, finalizers: list[str]) -> dict[str, Any] | None:
+        order.append(f"finalizers {rv}")
+        return await real_patch(name, rv, finalizers)
+
+    async def put(name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+        order.append(f"status {rv}")
+        return await real_put(name, rv, status)
+
+    api.set_pool_finalizers = patch  # type: ignore[method-assign]
+    api.replace_pool_status = put  # type: ignore[method-assign]
+    written = await writer.update("p", reserve("u0"))
+    assert order == ["finalizers 10", "status 11"]
+    assert api.bodies["p"]["metadata"]["finalizers"] == [FINALIZER]
+    assert written is not None and FINALIZER in written.finalizers and "u0" in written.allocations
+    await writer.update("p", reserve("u1"))  # carries it already: no second PATCH
+    assert api.finalizer_patches == ["p"]
+
+
+async def test_a_write_that_adds_no_allocation_needs_no_finalizer() -> None:
+    api, _, writer = setup(body(finalizer=False, u0="10.0.0.1"))
+    await writer.update("p", functools.partial(allocator.release, uid="u0"))
+    assert api.finalizer_patches == [] and api.puts == ["p"]
+
+
+async def test_pool_deleted_before_its_finalizer_reserves_nothing() -> None:
+    api, _, writer = setup(body(finalizer=False))
+    del api.bodies["p"]  # deleted (no finalizer yet): gone at once
+    assert await writer.update("p", reserve("u0")) is None
+    assert api.puts == []
+
+
+async def test_pool_marked_deleting_before_its_finalizer_refuses_the_reservation() -> None:
+    api, _, writer = setup(body(finalizer=False))
+    real_patch = api.set_pool_finalizers
+
+    async def deleted_meanwhile(name: str, rv: str, finalizers: list[str]) -> dict[str, Any] | None:
+        # Another finalizer kept it: the deletion only set deletionTimestamp (a new version).
+        api.bodies["p"]["metadata"]["deletionTimestamp"] = SINCE
+        api.bodies["p"]["metadata"]["resourceVersion"] = "11"
+        return await real_patch(name, rv, finalizers)
+
+    api.set_pool_finalizers = deleted_meanwhile  # type: ignore[method-assign]
+    with pytest.raises(allocator.PoolFull):
+        await writer.update("p", reserve("u0"))
+    assert api.puts == [] and api.bodies["p"]["status"]["allocations"] == {}
+
+
+# --------------------------------------------------------------------------- every future settled
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        aiohttp.ServerDisconnectedError(),
+        aiohttp.ClientPayloadError("Response payload is not completed"),
+        ApiException(status=503, reason="Service Unavailable"),
+        TimeoutError(),
+        KeyError("a bug"),
+    ],
+    ids=["server-disconnected", "payload-cut", "503", "timeout", "unexpected-exception"],
+)
+async def test_a_failed_put_settles_every_future_with_its_error(error: Exception) -> None:
+    api, _, writer = setup(body())
+
+    async def broken(name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+        raise error
+
+    api.replace_pool_status = broken  # type: ignore[method-assign]
+    futures = [writer.submit("p", reserve(f"u{i}")) for i in range(3)]
+    done = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), timeout=5)
+    assert [type(r) for r in done] == [type(error)] * 3
+    assert writer.pending("p") == 0
+    api.replace_pool_status = FakePoolApi.replace_pool_status.__get__(api)  # type: ignore[method-assign]
+    assert (await writer.update("p", reserve("u9"))) is not None  # the writer still works

@@ -104,8 +104,15 @@ SINGLE = [
         "Failed",
     ),
     (alloc("10.0.0.1", phase="Reserved"), pod("u1", phase="Failed"), [("release", "u1")], "Failed"),
-    (alloc("10.0.0.1", phase="Reserved", since=OLD), pod("u1", phase="Pending"), [], None),
+    (
+        alloc("10.0.0.1", phase="Reserved", since=OLD),
+        pod("u1", phase="Pending"),
+        [("release", "u1")],
+        "Reserved for more than 60s but pod is still not bound",
+    ),
     (alloc("10.0.0.1", phase="Reserved", since=YOUNG), pod("u1", phase="Pending"), [], None),
+    (alloc("10.0.0.1", phase="Reserved", since=ts(-3600)), pod("u1", phase="Pending"), [], None),
+    (alloc("10.0.0.1", phase="Reserved", since=ts(-3600)), pod("u1", node="node-b"), [], None),
     (
         alloc("10.0.0.1", phase="Reserved", since=YOUNG),
         pod("u1", node="node-a", annotations=ours()),
@@ -171,8 +178,10 @@ SINGLE = [
         "bound-pod-succeeded",
         "bound-pod-failed",
         "reserved-pod-failed-unbound",
-        "reserved-pending-old-kept",
+        "reserved-pending-abandoned-released",
         "reserved-pending-young-kept",
+        "reserved-pending-since-in-future-kept",
+        "reserved-elsewhere-since-in-future-kept",
         "reserved-bound-here-young-mark-bound",
         "reserved-bound-here-old-mark-bound",
         "reserved-bound-elsewhere-old-release",
@@ -224,7 +233,7 @@ def test_plan_clean_state_is_empty() -> None:
             addresses=ADDRS,
             allocations={
                 "u1": alloc("10.0.0.1", pod="ns/a", phase="Bound"),
-                "u2": alloc("10.0.0.2", pod="ns/b", phase="Reserved"),
+                "u2": alloc("10.0.0.2", pod="ns/b", phase="Reserved", since=YOUNG),
             },
         ),
         pool("pool-c", capacity=2, allocations={"u3": alloc(None, pod="ns/c", phase="Bound")}),
@@ -326,7 +335,7 @@ def _name_reuse_cases() -> list[tuple[dict[str, Any], dict[str, PodInfo], list[t
     return [
         # new pod pending with its own reservation: only the old UID goes
         (
-            {"u-old": old_bound, "u-new": alloc("10.0.0.2", pod="ns/web", since=OLD)},
+            {"u-old": old_bound, "u-new": alloc("10.0.0.2", pod="ns/web", since=YOUNG)},
             {"u-new": pod("u-new", name="web", phase="Pending")},
             [("release", "u-old")],
         ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -271,9 +272,10 @@ async def test_reserve_takes_lowest_free_address_of_pool_with_most_free() -> Non
     assert st.is_success()
     assert allocated_ip(state) == "10.0.1.2"
     assert env.api.puts == ["p2"]
+    assert env.api.finalizer_patches == ["p2"]  # before its first allocation
     p2 = env.cache.pool("p2")
     assert p2 is not None
-    assert p2.resource_version == "11"
+    assert p2.resource_version == "12"
     mine = p2.allocations["uid-me"]
     assert (mine.ip, mine.pod, mine.phase) == ("10.0.1.2", "ns/me", "Reserved")
     assert (p2.status.allocated, p2.status.free) == (2, 3)
@@ -352,32 +354,111 @@ async def test_reserve_with_stale_cache_moves_on_to_next_pool() -> None:
     assert env.cache.available(env.cache.pools()["p1"]) == 0  # the conflict re-read the pool
 
 
-async def test_pod_holding_an_allocation_keeps_it_and_other_pools_are_left_to_the_gc() -> None:
+def held(
+    ip: str | None, phase: str = "Reserved", since: str = SINCE, by: str | None = None
+) -> dict[str, Any]:
+    out = alloc(ip, pod="ns/me", phase=phase)
+    out["since"] = since
+    if by is not None:
+        out["reservedBy"] = by
+    return out
+
+
+def _ago(seconds: float) -> str:
+    t = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=seconds)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.parametrize(
+    ("allocation", "fragment"),
+    [
+        (held("10.0.0.3", phase="Bound"), "Bound allocation of the pod made by an earlier cycle"),
+        (held("10.0.0.3", since=_ago(5), by="replica-a/1234"), "made by replica-a/1234"),
+        (held("10.0.0.3", since=_ago(-3600), by="replica-a/1234"), "made by replica-a/1234"),
+    ],
+    ids=["bound-by-another-cycle", "reserved-in-flight", "reserved-since-in-the-future"],
+)
+async def test_another_cycles_allocation_is_never_adopted(allocation: dict[str, Any], fragment: str) -> None:
+    """The pod's allocation belongs to another cycle (another replica binding it right now):
+    this cycle fails with an error (retried after backoff) and writes nothing."""
+    env = Env([pool("p1", addresses=["10.0.0.1-10.0.0.4"], allocations={"uid-me": allocation})])
+    state = env.pre_filter(POD)
+    st = await env.plugin.reserve(state, POD, env.node("node-a"))
+    assert st.code == Code.ERROR and fragment in st.message
+    assert env.api.puts == [] and allocated_ip(state) is None
+    await env.plugin.unreserve(state, POD, env.node("node-a"))
+    assert env.api.puts == [] and "uid-me" in env.allocations("p1")
+
+
+async def test_an_abandoned_reservation_is_taken_over_with_its_address() -> None:
+    """Reserved longer than reserved_ttl by a cycle that never bound nor released it."""
     env = Env(
-        [
-            pool(
-                "p1", addresses=["10.0.0.1-10.0.0.4"], allocations={"uid-me": alloc("10.0.0.3", pod="ns/me")}
-            ),
-            pool("p2", addresses=["10.0.1.1-10.0.1.9"]),
-            pool(
-                "p3",
-                node="node-b",
-                addresses=["10.0.2.1-10.0.2.4"],
-                allocations={"uid-me": alloc("10.0.2.1")},
-            ),
-            pool("p4", node="node-c", capacity=3, allocations={"uid-me": alloc(None), "x": alloc(None)}),
-        ]
+        [pool("p1", addresses=["10.0.0.1-10.0.0.4"], allocations={"uid-me": held("10.0.0.3", by="dead/1")})]
     )
     state = env.pre_filter(POD)
     assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
     assert allocated_ip(state) == "10.0.0.3"
-    assert env.allocations("p1") == {"uid-me": ("10.0.0.3", "Bound")}  # unchanged, not rewritten
-    assert env.allocations("p2") == {}
-    # Another replica may be binding the pod with these right now: only the GC may release them.
-    assert env.allocations("p3") == {"uid-me": ("10.0.2.1", "Bound")}
-    assert env.allocations("p4") == {"uid-me": (None, "Bound"), "x": (None, "Bound")}
-    assert env.api.puts == []
-    assert sorted(p.name for p in env.cache.holder(POD.uid)) == ["p1", "p3", "p4"]
+    mine = env.cache.pool("p1").allocations["uid-me"]  # type: ignore[union-attr]
+    assert mine.reserved_by is not None and mine.reserved_by.startswith(env.plugin.identity + "/")
+    assert mine.since > datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+
+
+async def test_two_replicas_one_failing_its_bind_leave_the_winner_its_allocation() -> None:
+    """The SRE's finding: replica B's reservation lost its CAS to A's for the same pod and
+    reused A's allocation; A's bind failed and its Unreserve released it while B bound the
+    pod with it. Now B refuses A's allocation and A's Unreserve removes only its own."""
+    a = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
+    b = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
+    b.api = a.api  # one API server
+    b.writer.api = a.api  # type: ignore[assignment]
+    node_a, node_b = a.node("node-a"), b.node("node-a")
+    state_a, state_b = a.pre_filter(POD), b.pre_filter(POD)
+    assert (await a.reserve(state_a, POD, node_a)).is_success()  # A's write lands first
+    assert (await b.plugin.reserve(state_b, POD, node_b)).is_success()  # B's cache is stale
+    st = await b.plugin.pre_bind(state_b, POD, node_b)
+    assert st.code == Code.ERROR and "made by " + a.plugin.identity in st.message
+    await b.plugin.unreserve(state_b, POD, node_b)  # B's failure handler
+    assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(a.plugin.identity)
+    await a.plugin.unreserve(state_a, POD, node_a)  # A's bind failed (403): A releases its own
+    assert "uid-me" not in a.api.bodies["p"]["status"]["allocations"]
+    # B's watch delivers A's release; B's retry gets a fresh reservation of its own.
+    b.cache.store_fresh(PoolView.from_obj(a.api.bodies["p"]))
+    state_b = b.pre_filter(POD)
+    assert (await b.reserve(state_b, POD, node_b)).is_success()
+    assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(b.plugin.identity)
+
+
+async def test_unreserve_never_removes_a_reservation_taken_over_meanwhile() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
+    node = env.node("node-a")
+    state = env.pre_filter(POD)
+    assert (await env.reserve(state, POD, node)).is_success()
+    env.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"] = "replica-b/9"
+    env.api.bodies["p"]["metadata"]["resourceVersion"] = "99"
+    await env.plugin.unreserve(state, POD, node)
+    assert env.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"] == "replica-b/9"
+
+
+async def test_unreserve_keeps_what_the_pod_is_bound_with_and_what_it_cannot_confirm() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
+    node = env.node("node-a")
+    state = env.pre_filter(POD)
+    assert (await env.reserve(state, POD, node)).is_success()
+    bound = {
+        "metadata": {"uid": POD.uid, "namespace": "ns", "name": "me", "annotations": {ANNOTATION_POOL: "p"}},
+        "spec": {"nodeName": "node-a", "schedulerName": "ip-scheduler"},
+    }
+    env.plugin.api = env.api  # type: ignore[assignment]
+    env.api.pods[("ns", "me")] = bound  # our Binding landed although it reported an error
+    await env.plugin.unreserve(state, POD, node)
+    assert "uid-me" in env.api.bodies["p"]["status"]["allocations"]
+
+    state = env.pre_filter(PodInfo(uid="uid-2", namespace="ns", name="two"))
+    two = PodInfo(uid="uid-2", namespace="ns", name="two")
+    assert (await env.reserve(state, two, node)).is_success()
+    env.api.pod_error = RuntimeError("connection reset")
+    await env.plugin.unreserve(state, two, node)
+    assert "uid-2" in env.api.bodies["p"]["status"]["allocations"]  # unknown: the GC decides
 
 
 async def test_unreserve_releases() -> None:

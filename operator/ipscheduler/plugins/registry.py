@@ -73,7 +73,12 @@ SCORE_PLUGINS: tuple[str, ...] = tuple(SCORE_WEIGHTS)
 
 
 def _factories(
-    cache: ClusterCache, api: KubeApi, writer: PoolWriter, strategy: Strategy
+    cache: ClusterCache,
+    api: KubeApi,
+    writer: PoolWriter,
+    strategy: Strategy,
+    identity: str,
+    reserved_ttl: float,
 ) -> dict[str, Callable[[], Any]]:
     return {
         "NodeReady": NodeReady,
@@ -87,7 +92,7 @@ def _factories(
         "NodeResourcesBalancedAllocation": NodeResourcesBalancedAllocation,
         "PodTopologySpread": PodTopologySpread,
         "InterPodAffinity": InterPodAffinity,
-        "UnderlayIP": lambda: UnderlayIP(cache, writer, strategy, api),
+        "UnderlayIP": lambda: UnderlayIP(cache, writer, strategy, api, identity, reserved_ttl),
     }
 
 
@@ -97,19 +102,23 @@ def build_profile(
     writer: PoolWriter,
     config: SchedulerConfiguration | None = None,
     strategy: Strategy | None = None,
+    identity: str = "",
+    reserved_ttl: float = 60.0,
 ) -> Profile:
     """The profile described by ``config`` (None: all defaults).
 
     ``strategy`` (the ``--ip-strategy`` flag) applies unless the file's
     pluginConfig sets UnderlayIP's strategy. Disabling UnderlayIP's filter is
-    refused: it is what makes the scheduler address-aware.
+    refused: it is what makes the scheduler address-aware. ``identity`` and
+    ``reserved_ttl`` go to UnderlayIP (who reserved an allocation; when an
+    abandoned reservation may be taken over).
     """
     from ipscheduler.config import SchedulerConfiguration
 
     cfg = config or SchedulerConfiguration()
     prof = cfg.profile
     chosen: Strategy = cfg.strategy or strategy or "spread"
-    make = _factories(cache, api, writer, chosen)
+    make = _factories(cache, api, writer, chosen, identity, reserved_ttl)
     instances: dict[str, Any] = {}
 
     def get(name: str) -> Any:

@@ -9,10 +9,17 @@ Extension points:
 - Score: ``spread`` (default, as the original ip-scheduler): most free
   addresses first; ``binpack``: fewest free first. Normalized to 0..100.
 - Reserve: assume a place in the node's pool with the most available
-  addresses (a pod that already holds a reservation there keeps it) and
-  queue its compare-and-swap write; the cache counts it as taken meanwhile
-  (as VolumeBinding assumes in Reserve and writes in PreBind).
-- Unreserve: release it again (CAS).
+  addresses and queue its compare-and-swap write; the cache counts it as
+  taken meanwhile (as VolumeBinding assumes in Reserve and writes in
+  PreBind). The allocation records the cycle that made it (``reservedBy``:
+  replica identity and a per-cycle token). An allocation the pod already
+  holds is never adopted as this cycle's own: another cycle's (another
+  replica's) reservation in flight fails this cycle with an error (retried
+  after backoff); one left Reserved longer than ``reserved_ttl`` by a cycle
+  that died is taken over by CAS.
+- Unreserve: after a live read shows the pod not bound with it, release the
+  reservation this cycle wrote, and only that one (CAS, conditional on
+  ``reservedBy``).
 - PreBind: wait for the write, which takes the lowest free address of that
   pool (other pools of the node if it turned out full), and put
   ``ipscheduler.io/ip`` and ``ipscheduler.io/pool`` into the binding
@@ -25,10 +32,14 @@ skips them.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import logging
+import secrets
+import socket
+import uuid
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from ipscheduler import allocator
 from ipscheduler.allocator import PoolContext, PoolView
@@ -46,6 +57,8 @@ ERR_NO_FREE = "node(s) had no free underlay IPs"
 _FREE = f"{NAME}/free"
 _ALLOC = f"{NAME}/allocation"
 _PENDING = f"{NAME}/pending"
+_OWNER = f"{NAME}/owner"
+_MINE = f"{NAME}/written"
 BIND_ANNOTATIONS = "Bind/annotations"
 
 Strategy = Literal["spread", "binpack"]
@@ -62,12 +75,19 @@ class UnderlayIP:
         writer: PoolWriter,
         strategy: Strategy = "spread",
         api: KubeApi | None = None,
+        identity: str = "",
+        reserved_ttl: float = 60.0,
     ) -> None:
-        """``api`` is used by Unreserve for a live read of the pod (None: release without it)."""
+        """``api`` is used by Unreserve for a live read of the pod (None: release without it).
+        ``identity``: this replica's, recorded in every reservation (default: host name and a
+        random suffix). ``reserved_ttl``: seconds after which a Reserved allocation of a pod
+        that is still pending counts as abandoned by its cycle and may be taken over."""
         self.cache = cache
         self.writer = writer
         self.strategy = strategy
         self.api = api
+        self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:12]}"
+        self.reserved_ttl = reserved_ttl
 
     # -- PreFilter -----------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
@@ -122,43 +142,51 @@ class UnderlayIP:
         )
         return held + rest
 
-    @staticmethod
-    def _mutation(pod: PodInfo, node: NodeInfo, got: dict[str, str | None]) -> MutateFn:
-        """allocator.reserve for ``pod``, refusing a pool that no longer serves ``node``;
-        the address taken goes into ``got["ip"]`` (the last call is the one written)."""
+    def _mutation(self, pod: PodInfo, node: NodeInfo, owner: str, got: dict[str, str | None]) -> MutateFn:
+        """allocator.reserve for ``pod`` on behalf of cycle ``owner``, refusing a pool that no
+        longer serves ``node``; the address taken goes into ``got["ip"]`` (the last call is
+        the one written)."""
+        ttl = self.reserved_ttl
 
         def mutate(p: PoolView, ctx: PoolContext) -> NodeIPPoolStatus | None:
             if p.node_name != node.name:
                 raise allocator.PoolFull(p.name)
-            new, ip = allocator.reserve(p, ctx, pod.uid, pod.key)
+            new, ip = allocator.reserve(p, ctx, pod.uid, pod.key, owner=owner, takeover_after=ttl)
             got["ip"] = ip
             return new
 
         return mutate
 
+    def _submit(self, state: CycleState, pod: PodInfo, node: NodeInfo, pool: str) -> Any:
+        """Queue this cycle's reservation write for ``pool``; remember the pool for Unreserve."""
+        got: dict[str, str | None] = {}
+        written: set[str] = state.get(_MINE) or set()
+        written.add(pool)
+        state.write(_MINE, written)
+        return self.writer.submit(pool, self._mutation(pod, node, state.read(_OWNER), got)), got
+
     async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Assume a place for the pod in the node's pool with the most available addresses
         and queue its compare-and-swap write (no I/O here: PreBind waits for the write).
 
-        A pod that already holds an allocation on the node keeps it (nothing to write).
         Until the write lands the cache counts the place as taken, so the next
         scheduling cycles, running meanwhile, do not give it away again; concurrent
         reservations in one pool are coalesced into one write by the PoolWriter.
+        A pod whose allocation on the node is another cycle's, still in flight (not
+        older than ``reserved_ttl``), gets an error status: that cycle binds or
+        releases it, and this pod is retried after backoff.
         """
         if pod.host_network:
             return Status.success()
+        state.write(_OWNER, f"{self.identity}/{secrets.token_hex(4)}")
         for pool in self._candidates(pod, node):
             held = pool.allocations.get(pod.uid)
             if held is not None:
-                # Allocations this pod may still hold in other pools (an earlier attempt) are
-                # NOT released here: another replica may be binding the pod with one of them
-                # right now. The GC releases them once the pod is bound elsewhere.
-                state.write(_ALLOC, (pool.name, held.ip))
-                return Status.success()
-            if self.cache.available(pool) <= 0:
+                if held.phase != "Reserved" or allocator.age(held.since, _utcnow()) <= self.reserved_ttl:
+                    return Status.error(str(allocator.ReservedElsewhere(pool.name, held)), plugin=NAME)
+            elif self.cache.available(pool) <= 0:
                 continue
-            got: dict[str, str | None] = {}
-            future = self.writer.submit(pool.name, self._mutation(pod, node, got))
+            future, got = self._submit(state, pod, node, pool.name)
             self.cache.assume(pool.name, pod.uid)
             state.write(_PENDING, (pool.name, future, got))
             return Status.success()
@@ -184,9 +212,9 @@ class UnderlayIP:
             state.write(_ALLOC, (pool_name, got["ip"]))
             return Status.success()
         for pool in self._candidates(pod, node, skip=pool_name):
-            got = {}
+            future, got = self._submit(state, pod, node, pool.name)
             try:
-                written = await self.writer.update(pool.name, self._mutation(pod, node, got))
+                written = await future
             except allocator.PoolFull:
                 continue
             except Exception as e:
@@ -196,48 +224,54 @@ class UnderlayIP:
                 return Status.success()
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
 
-    async def _bound_with(self, pod: PodInfo, pool_name: str, ip: str | None) -> bool | None:
-        """Is the pod (same UID) bound carrying exactly this allocation? None if unknown."""
+    async def _bound_pool(self, pod: PodInfo) -> str:
+        """The pool named by the live pod's ``ipscheduler.io/pool`` if the pod (same UID) is
+        bound, else "" (also when it is gone). Raises what the read raises."""
         if self.api is None:
-            return False
-        try:
-            body = await self.api.get_pod(pod.namespace, pod.name)
-        except Exception:
-            return None
+            return ""
+        body = await self.api.get_pod(pod.namespace, pod.name)
         if body is None:
-            return False
+            return ""
         live = PodInfo.from_obj(body)
-        return (
-            live.uid == pod.uid
-            and live.bound
-            and live.annotations.get(ANNOTATION_POOL) == pool_name
-            and (ip is None or live.annotations.get(ANNOTATION_IP) == ip)
-        )
+        if live.uid != pod.uid or not live.bound:
+            return ""
+        return live.annotations.get(ANNOTATION_POOL, "")
 
     async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
-        """Release the allocation made by :meth:`reserve`; logs instead of raising.
+        """Release what this cycle's reservation wrote; logs instead of raising.
 
-        A reservation still being written is waited for first. Then a live
-        read of the pod: if it is bound with this very allocation (another
-        replica won the bind with the same reservation), the allocation is
-        kept; if that read fails it is kept too and the GC decides later.
-        Never releases what a bound pod uses.
+        A reservation still being written is waited for first (its outcome does
+        not matter: a write that failed on a timeout may still have landed). Then
+        a live read of the pod: the pool it is bound with (our Binding may have
+        landed although it reported an error) keeps its allocation; if the read
+        fails everything is kept and the GC decides later. In the other pools
+        this cycle wrote to, the pod's allocation is released only if its
+        ``reservedBy`` is this cycle's: never another replica's reservation.
         """
         await self._commit(state, pod, node)
-        alloc = state.get(_ALLOC)
-        if alloc is None:
+        written: set[str] = state.get(_MINE) or set()
+        if not written:
             return
-        pool_name, ip = alloc
+        state.write(_MINE, set())
+        owner = state.read(_OWNER)
         try:
-            bound = await self._bound_with(pod, pool_name, ip)
-            if bound is None or bound:
-                log.info(
-                    "unreserve of %s keeps %s in pool %s (bound=%s)", pod.key, ip or "slot", pool_name, bound
+            bound = await self._bound_pool(pod)
+        except Exception as e:
+            log.warning(
+                "unreserve of %s keeps its reservation: live read failed (%s); the GC decides", pod.key, e
+            )
+            return
+        for pool_name in sorted(written - {bound}):
+            try:
+                await self.writer.update(
+                    pool_name, functools.partial(allocator.release, uid=pod.uid, owner=owner)
                 )
-                return
-            await self.writer.update(pool_name, functools.partial(allocator.release, uid=pod.uid))
-        except Exception:
-            log.exception("unreserve of %s in pool %s failed; the GC will release it", pod.key, pool_name)
+            except Exception:
+                log.exception("unreserve of %s in pool %s failed; the GC will release it", pod.key, pool_name)
+        if bound in written:
+            log.info(
+                "unreserve of %s keeps its allocation in pool %s: the pod is bound with it", pod.key, bound
+            )
 
     # -- PreBind / PostBind ----------------------------------------------
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -267,6 +301,10 @@ class UnderlayIP:
         if alloc is None:
             return
         self.writer.defer(alloc[0], functools.partial(allocator.mark_bound, uid=pod.uid))
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 def allocated_ip(state: CycleState) -> str | None:
