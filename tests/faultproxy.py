@@ -233,8 +233,9 @@ class FaultProxy:
         """While on, reset new connections as soon as they are accepted; open ones keep working.
 
         The kernel completes the TCP handshake before the proxy sees it, so the
-        client's ``connect()`` succeeds and its first read or write fails with
-        a reset (or it reads EOF).
+        client's ``connect()`` usually succeeds and its first read or write
+        fails with ECONNRESET; if the RST is quicker than the client, the
+        ``connect()`` itself fails with ECONNRESET. The listening port stays open.
         """
         self._call(lambda: setattr(self, "_refusing", on))
 

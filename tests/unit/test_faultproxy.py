@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 import yaml
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.timeout(15)
 BODY = random.Random(0).randbytes(2 * 1024 * 1024)  # spans many 64 KiB proxy chunks
 HALF = len(BODY) // 2
 RECV_TIMEOUT = 3.0
+REQUEST = b"GET /api/v1/pods?watch=1\r\n\r\n"
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -34,20 +36,29 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         sock: socket.socket = self.request
+        mode = self.server.mode
         with contextlib.suppress(OSError):  # the proxy may reset us: that is the point
-            if self.server.mode == "echo":
+            if mode == "echo":
                 while data := sock.recv(65536):
                     sock.sendall(data)
-            elif self.server.mode == "stream":
-                sock.sendall(BODY)
-            else:  # "gated": half the body, then the rest once the test opens the gate
+                return
+            if mode != "push":  # like an HTTP server: the response follows a request
+                assert sock.recv(len(REQUEST)) == REQUEST
+            if mode == "gated":  # half the body, then the rest once the test opens the gate
                 sock.sendall(BODY[:HALF])
                 if self.server.gate.wait(timeout=10):
                     sock.sendall(BODY[HALF:])
+            else:
+                sock.sendall(BODY)
 
 
 class Upstream(socketserver.ThreadingTCPServer):
-    """A tiny upstream: ``echo``, ``stream`` (BODY then close) or ``gated`` (BODY in two halves)."""
+    """A tiny upstream.
+
+    ``echo`` echoes until EOF; ``stream`` answers a REQUEST with BODY and
+    closes; ``push`` sends BODY on connect; ``gated`` answers a REQUEST with
+    half of BODY, and the rest once ``gate`` is set.
+    """
 
     daemon_threads = True
     allow_reuse_address = True
@@ -61,12 +72,17 @@ class Upstream(socketserver.ThreadingTCPServer):
 
 Upstreams = dict[str, Upstream]
 ProxyTo = Callable[[str], FaultProxy]
-Client = Callable[[int], socket.socket]
+
+
+class Client(Protocol):
+    """The ``client`` fixture: connect to ``port`` (and send REQUEST if ``request``)."""
+
+    def __call__(self, port: int, request: bool = False) -> socket.socket: ...
 
 
 @pytest.fixture
 def upstreams() -> Iterator[Upstreams]:
-    servers = {mode: Upstream(mode) for mode in ("echo", "stream", "gated")}
+    servers = {mode: Upstream(mode) for mode in ("echo", "stream", "push", "gated")}
     for srv in servers.values():
         threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield servers
@@ -93,12 +109,18 @@ def proxy_to(upstreams: Upstreams) -> Iterator[ProxyTo]:
 
 @pytest.fixture
 def client() -> Iterator[Client]:
-    """``client(port)``: a connected socket with a receive timeout, closed afterwards."""
+    """``client(port, request=False)``: a connected socket (that sent REQUEST if asked), closed afterwards.
+
+    Upstreams that answer a request keep the connection quiet until connect()
+    returned, so a fast cut cannot reset it during connect().
+    """
     socks: list[socket.socket] = []
 
-    def connect(port: int) -> socket.socket:
+    def connect(port: int, request: bool = False) -> socket.socket:
         sock = socket.create_connection(("127.0.0.1", port), timeout=RECV_TIMEOUT)
         socks.append(sock)
+        if request:
+            sock.sendall(REQUEST)
         return sock
 
     yield connect
@@ -170,7 +192,7 @@ def free_port() -> int:
 
 def test_stream_passes_through_unchanged(proxy_to: ProxyTo, client: Client) -> None:
     proxy = proxy_to("stream")
-    sock = client(proxy.port)
+    sock = client(proxy.port, request=True)
     data, end = read_to_end(sock)
     assert (len(data), end) == (len(BODY), "eof")
     assert data == BODY
@@ -201,7 +223,7 @@ def test_cut_all_resets_an_open_stream_mid_way(
     proxy_to: ProxyTo, client: Client, upstreams: Upstreams
 ) -> None:
     proxy = proxy_to("gated")
-    sock = client(proxy.port)
+    sock = client(proxy.port, request=True)
     assert read_exactly(sock, HALF) == BODY[:HALF]
     assert proxy.cut_all() == 1
     upstreams["gated"].gate.set()
@@ -211,7 +233,7 @@ def test_cut_all_resets_an_open_stream_mid_way(
     assert wait_until(lambda: proxy.connections == 0)
     assert proxy.cut_all() == 0
     # The listening port survives the cut: a new connection gets the whole body.
-    sock2 = client(proxy.port)
+    sock2 = client(proxy.port, request=True)
     assert read_to_end(sock2) == (BODY, "eof")
 
 
@@ -226,7 +248,7 @@ def test_cut_after_cuts_new_connections_mid_chunk(
     proxy = proxy_to("stream")
     proxy.cut_after(12_345)
     proxy.cut_after(nbytes)  # the last call wins
-    data, end = read_to_end(client(proxy.port))
+    data, end = read_to_end(client(proxy.port, request=True))
     if nbytes is None:
         assert (data == BODY, end) == (True, "eof")
     else:
@@ -238,7 +260,7 @@ def test_cut_after_counts_from_now_on_an_open_stream(
     proxy_to: ProxyTo, client: Client, upstreams: Upstreams
 ) -> None:
     proxy = proxy_to("gated")
-    sock = client(proxy.port)
+    sock = client(proxy.port, request=True)
     assert read_exactly(sock, HALF) == BODY[:HALF]
     proxy.cut_after(5000)
     upstreams["gated"].gate.set()
@@ -265,7 +287,7 @@ def test_refuse_resets_new_connections_but_keeps_open_ones(proxy_to: ProxyTo, cl
 
 @pytest.mark.parametrize(
     ("mode", "at_least"),
-    [("stream", 0.2), ("echo", 0.45)],
+    [("push", 0.2), ("echo", 0.45)],
     ids=["one-way-first-byte", "echo-round-trip-both-ways"],
 )
 def test_delay_adds_latency(proxy_to: ProxyTo, client: Client, mode: str, at_least: float) -> None:
@@ -273,7 +295,7 @@ def test_delay_adds_latency(proxy_to: ProxyTo, client: Client, mode: str, at_lea
     proxy.delay(0.25)
     start = time.monotonic()
     sock = client(proxy.port)
-    if mode == "stream":
+    if mode == "push":
         first = sock.recv(1)
         elapsed = time.monotonic() - start
         rest, end = read_to_end(sock)
@@ -328,7 +350,7 @@ def test_heal_turns_every_fault_off(proxy_to: ProxyTo, client: Client) -> None:
     proxy.delay(5)
     proxy.cut_after(10)
     proxy.heal()
-    assert read_to_end(client(proxy.port)) == (BODY, "eof")
+    assert read_to_end(client(proxy.port, request=True)) == (BODY, "eof")
 
 
 # -- lifecycle -----------------------------------------------------------------
