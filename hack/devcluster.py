@@ -621,14 +621,15 @@ class Cluster:
         elif name == "kube-controller-manager":
             self._wait("the default ServiceAccount (controller-manager)", self._default_sa, 120, name)
 
-    def stop_component(self, name: str, timeout: float = 15) -> None:
-        """SIGTERM component ``name`` (SIGKILL after ``timeout`` s) and wait until it is gone."""
+    def stop_component(self, name: str, timeout: float = 15, sig: int = signal.SIGTERM) -> None:
+        """Send ``sig`` (default SIGTERM) to component ``name`` (SIGKILL after ``timeout`` s)
+        and wait until it is gone. ``sig=signal.SIGKILL`` is a crash: open streams are cut."""
         info = self.state.get("pids", {}).get(name)
         if not info or not self.alive(name):
             return
         pid = info["pid"]
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, sig)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.alive(name):
             time.sleep(0.1)

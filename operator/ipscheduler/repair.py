@@ -42,6 +42,7 @@ def plan(
     pods: Mapping[str, PodInfo],
     now: datetime.datetime,
     reserved_ttl: float = 60.0,
+    first_seen: Mapping[tuple[str, datetime.datetime], datetime.datetime] | None = None,
 ) -> list[Repair]:
     """Repairs that make allocations match pods.
 
@@ -53,15 +54,32 @@ def plan(
       bound at all (the cycle that reserved it died between Reserve and Bind);
     - mark_bound: Reserved, and the pod is bound to the pool's node with our
       pool annotation (a crash between bind and PostBind);
+    - release, too: a Bound allocation older than ``reserved_ttl`` of a pod that
+      is not bound (pods are never unbound, so the record is bogus; it would
+      keep the pod from ever being scheduled);
     - adopt: a bound, live pod carries our annotations but no pool has an
       allocation for it (its allocation was lost).
 
     Reserved allocations of pods still pending are kept for ``reserved_ttl``
-    seconds: the cycle that made them is binding the pod. Ages are measured
-    with :func:`ipscheduler.allocator.age`: a ``since`` in the future (a
-    replica whose clock runs ahead) counts as now, so clock skew can delay a
-    release, never hasten one beyond the skew of the clock that stamped it.
+    seconds: the cycle that made them is binding the pod.
+
+    Clock skew: ages are measured with :func:`ipscheduler.allocator.age`, so a
+    ``since`` in the future (stamped by a replica whose clock runs ahead)
+    counts as now. ``first_seen`` maps ``(uid, since)`` of such allocations to
+    when this process first saw them (:class:`SkewClock` keeps it), and the
+    age runs from there: a clock ahead by any amount delays a release by at
+    most one sweep. A clock *behind* by S makes that replica's reservations
+    look S seconds older: ``reserved_ttl`` must exceed the clock skew between
+    replicas plus the longest bind (the default 60 s against NTP-synced
+    clocks and binds of well under a second).
     """
+
+    def age_of(uid: str, a: Allocation) -> float:
+        since = a.since if a.since.tzinfo else a.since.replace(tzinfo=datetime.UTC)
+        if first_seen is not None:
+            since = min(since, first_seen.get((uid, since), since))
+        return age(since, now)
+
     out: list[Repair] = []
     held: set[str] = set()
     for pool in pools:
@@ -79,6 +97,20 @@ def plan(
                 )
                 continue
             if a.phase != "Reserved":
+                if not pod.bound and age_of(uid, a) > reserved_ttl:
+                    # Pods are never unbound: a Bound record of a pod that is pending in a
+                    # LIST taken after the pools' is bogus (an edited or restored status).
+                    out.append(
+                        Repair(
+                            "release",
+                            pool.name,
+                            uid,
+                            a.pod,
+                            "Bound allocation of a pod that is not bound",
+                            a.ip,
+                            allocation=a,
+                        )
+                    )
                 continue
             ours = (
                 pod.bound
@@ -89,7 +121,7 @@ def plan(
                 out.append(
                     Repair("mark_bound", pool.name, uid, a.pod, "pod is bound with this address", a.ip)
                 )
-            elif age(a.since, now) > reserved_ttl:
+            elif age_of(uid, a) > reserved_ttl:
                 where = f"pod is bound to {pod.node_name}" if pod.bound else "pod is still not bound"
                 out.append(
                     Repair(
@@ -118,3 +150,21 @@ def plan(
             )
         )
     return out
+
+
+class SkewClock:
+    """When each allocation whose ``since`` lies in the future was first seen (see
+    :func:`plan`): ``(uid, since)`` → that moment. Feed it every planning's pools."""
+
+    def __init__(self) -> None:
+        self.first_seen: dict[tuple[str, datetime.datetime], datetime.datetime] = {}
+
+    def observe(self, pools: Iterable[PoolView], now: datetime.datetime) -> None:
+        """Record allocations stamped in the future; forget those no longer present."""
+        seen: dict[tuple[str, datetime.datetime], datetime.datetime] = {}
+        for pool in pools:
+            for uid, a in pool.allocations.items():
+                since = a.since if a.since.tzinfo else a.since.replace(tzinfo=datetime.UTC)
+                if since > now or (uid, since) in self.first_seen:
+                    seen[(uid, since)] = self.first_seen.get((uid, since), now)
+        self.first_seen = seen

@@ -106,6 +106,7 @@ class Scheduler:
         self.supervisor = supervisor or Supervisor(self.health, self.metrics)
         self._stale_since: dict[str, tuple[float, int]] = {}
         self.watch_timeout = 90.0
+        self._skew = repair.SkewClock()
 
     # -- task helpers --------------------------------------------------
     def _spawn(self, coro: Any, what: str) -> None:
@@ -199,7 +200,8 @@ class Scheduler:
         """
         pool_name = pod.annotations.get(ANNOTATION_POOL)
         if (
-            pod.scheduler_name != self.name
+            not self.started.is_set()  # the start-up reconcile adopts from live LISTs
+            or pod.scheduler_name != self.name
             or not pool_name
             or pod.terminal
             or pod.deleting
@@ -534,9 +536,7 @@ class Scheduler:
         for pool in pools:
             self.cache.store_fresh(pool)
         pods = await self._list_our_pods()
-        counts = await self.apply_repairs(
-            repair.plan(pools, pods, _utcnow(), self.reserved_ttl), confirm=False
-        )
+        counts = await self.apply_repairs(self._plan(pools, pods), confirm=False)
         log.info("start-up reconcile: %s", counts)
         self._mark_pools_dirty()
         return counts
@@ -597,12 +597,15 @@ class Scheduler:
             self.cache.store_fresh(pool)
             pools.append(pool)
         pods = await self._list_our_pods()
-        counts = await self.apply_repairs(
-            repair.plan(pools, pods, _utcnow(), self.reserved_ttl), confirm=True
-        )
+        counts = await self.apply_repairs(self._plan(pools, pods), confirm=True)
         if any(counts.values()):
             log.info("garbage collection: %s", counts)
         return counts
+
+    def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
+        now = _utcnow()
+        self._skew.observe(pools, now)
+        return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen)
 
     async def _list_our_pods(self) -> dict[str, PodInfo]:
         """Our pods (any phase) by UID, from a live LIST."""
@@ -636,7 +639,7 @@ class Scheduler:
             return False
         return any(
             x.action == "release" and x.uid == r.uid
-            for x in repair.plan([pool], pods, _utcnow(), self.reserved_ttl)
+            for x in repair.plan([pool], pods, _utcnow(), self.reserved_ttl, self._skew.first_seen)
         )
 
     async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:

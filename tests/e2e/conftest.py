@@ -159,7 +159,8 @@ class Pools:
             "spec": {"nodeName": node, **({"addresses": addresses} if addresses else {}), **spec},
         }
         self.kubectl.apply(body)
-        self.names.append(name)
+        if name not in self.names:
+            self.names.append(name)
 
     def get(self, name: str) -> dict[str, Any]:
         return dict(self.kubectl.json("get", "nodeippool", name))

@@ -3,7 +3,11 @@
 A separate 10-node cluster (the API server restart must not disturb other
 tests). About 600 pods are created and most deleted again in waves; at
 random waves (fixed seed) the leader is SIGKILLed and restarted, five times
-in all, and the API server is stopped and started once. For the first half
+in all, and the API server is stopped (SIGTERM) and started once and
+SIGKILLed and started once. After each API server restart the test checks
+that the scheduler still follows the cluster: the addresses of pods deleted
+after the restart are released (within one GC interval plus the watch
+backoff) and a pool created after it shows up in status. For the first half
 two replicas run with leader election, for the second half one without.
 At the end every pod that fits is bound and ``ipscheduler check`` is clean:
 no address held twice, allocations equal bound pods.
@@ -58,6 +62,41 @@ def _live(kubectl: Kubectl, ns: str) -> list[dict[str, Any]]:
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
+def _allocations(kubectl: Kubectl) -> set[str]:
+    pools = kubectl.json("get", "nodeippools")["items"]
+    return {uid for p in pools for uid in (p.get("status", {}).get("allocations") or {})}
+
+
+def _after_restart_follows_the_cluster(
+    kubectl: Kubectl, ns: str, rng: random.Random, new_pool: str, wave: int
+) -> str:
+    """Delete a few bound pods and create a pool; both must take effect. Returns the times."""
+    bound = [p for p in _live(kubectl, ns) if p["spec"].get("nodeName")]
+    victims = rng.sample(bound, min(5, len(bound)))
+    uids = {p["metadata"]["uid"] for p in victims}
+    kubectl("delete", "pod", "-n", ns, "--wait=false", *(p["metadata"]["name"] for p in victims))
+    start = time.monotonic()
+    kubectl.apply(
+        {
+            "apiVersion": "ipscheduler.io/v1alpha1",
+            "kind": "NodeIPPool",
+            "metadata": {"name": new_pool},
+            "spec": {"nodeName": f"node-{1 + wave % NODES}", "addresses": [f"10.21.{wave}.1-10.21.{wave}.3"]},
+        }
+    )
+    wait_for(
+        f"{new_pool} seen (status written)",
+        lambda: kubectl.json("get", "nodeippool", new_pool).get("status", {}).get("capacity") == 3,
+        timeout=30,
+    )
+    seen = time.monotonic() - start
+    wait_for(
+        "deleted pods released", lambda: not uids & _allocations(kubectl), timeout=3 + 30 + 15, interval=1
+    )
+    released = time.monotonic() - start
+    return f"new pool in status after {seen:.1f}s, {len(uids)} deletions released after {released:.1f}s"
+
+
 def test_chaos_churn_kills_and_api_restart(
     chaos_cluster: devcluster.Cluster, cluster: devcluster.Cluster, tmp_path: Path
 ) -> None:
@@ -79,7 +118,13 @@ def test_chaos_churn_kills_and_api_restart(
     ns = create_namespace(kubectl, "chaos")
     rng = random.Random(20261122)
     kill_waves = set(rng.sample(range(1, WAVES), 5))
-    api_wave = rng.choice([w for w in range(2, WAVES) if w not in kill_waves])
+    api_waves = dict(
+        zip(
+            rng.sample([w for w in range(2, WAVES) if w not in kill_waves], 2),
+            (signal.SIGTERM, signal.SIGKILL),
+            strict=True,
+        )
+    )
     logs = iter(tmp_path / f"scheduler-{n}.log" for n in range(100))
     common = ("--gc-interval", "3", "--reserved-ttl", "5")
     elect = ("--leader-elect", "--leader-elect-namespace", "default", *LEASE)
@@ -124,11 +169,13 @@ def test_chaos_churn_kills_and_api_restart(
                 replicas.remove(leader)
                 replicas.append(start(*(elect if not half else ("--no-leader-elect",)), wait=""))
                 events.append(f"wave {wave}: SIGKILLed the leader and started a replacement")
-            if wave == api_wave:
-                chaos_cluster.stop_component("kube-apiserver")
+            if wave in api_waves:
+                how = api_waves[wave]
+                chaos_cluster.stop_component("kube-apiserver", sig=how)
                 time.sleep(5)
                 chaos_cluster.start_component("kube-apiserver")
-                events.append(f"wave {wave}: restarted kube-apiserver")
+                took = _after_restart_follows_the_cluster(kubectl, ns, rng, f"chaos-new-{wave}", wave)
+                events.append(f"wave {wave}: {how.name} kube-apiserver, restarted; {took}")
             time.sleep(rng.uniform(1.0, 3.0))
         print("\n".join(events))
         assert created == WAVES * CREATE_PER_WAVE

@@ -136,3 +136,67 @@ async def test_bound_pod_gone_is_no_longer_assumed_on_its_node() -> None:
     sched.on_bound_pod_gone(gone)
     await settle(sched)
     assert sched._snapshot()["node-1"].pods == ()
+
+
+# --------------------------------------------------------------------------- pods created already bound
+
+
+class Events:
+    """Records events instead of posting them."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+
+    def forget(self, uid: str) -> None:
+        pass
+
+    async def record(self, obj: dict[str, str], event_type: str, reason: str, message: str) -> None:
+        self.seen.append((obj["name"], reason, message))
+
+
+def prebound(uid: str, ip: str, pool: str = "p") -> PodInfo:
+    body = pod_body(uid=uid, node="node-1", phase="Running")
+    body["metadata"]["annotations"] = {"ipscheduler.io/pool": pool, "ipscheduler.io/ip": ip}
+    return PodInfo.from_obj(body)
+
+
+async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
+    sched, api = setup(None)
+    sched.started.set()
+    sched.recorder = Events()  # type: ignore[assignment]
+    sched.on_bound_pod(prebound("u9", "10.0.0.2"))
+    # Before the adoption is written, its address is taken for every reservation.
+    pool = sched.cache.pool("p")
+    assert pool is not None and sched.cache.context(pool).claimed == {"10.0.0.2": "u9"}
+    await settle(sched)
+    got = api.bodies["p"]["status"]["allocations"]["u9"]
+    assert (got["ip"], got["phase"], got["pod"]) == ("10.0.0.2", "Bound", "ns/pod-u9")
+    assert sched.cache.claimed() == {}
+    writes = len(api.puts)
+    sched.on_bound_pod(prebound("u9", "10.0.0.2"))  # recorded now: nothing to do
+    await settle(sched)
+    assert len(api.puts) == writes
+
+
+async def test_a_pod_created_bound_with_a_held_address_gets_address_conflict_on_both_pods() -> None:
+    sched, api = setup(None)
+    sched.started.set()
+    events = Events()
+    sched.recorder = events  # type: ignore[assignment]
+    sched.on_bound_pod(prebound("u9", "10.0.0.1"))  # held by u1
+    await settle(sched)
+    assert "u9" not in api.bodies["p"]["status"]["allocations"]
+    assert [(name, reason) for name, reason, _ in events.seen] == [
+        ("pod-u9", "AddressConflict"),
+        ("pod-u1", "AddressConflict"),
+    ]
+    assert "already held by pod ns/pod-u1" in events.seen[0][2]
+    assert "pod ns/pod-u9" in events.seen[1][2]
+    assert sched.cache.claimed() == {}
+
+
+async def test_pods_seen_before_the_start_up_reconcile_are_left_to_it() -> None:
+    sched, api = setup(None)
+    sched.on_bound_pod(prebound("u9", "10.0.0.2"))
+    await settle(sched)
+    assert sched.cache.claimed() == {} and "u9" not in api.bodies["p"]["status"]["allocations"]

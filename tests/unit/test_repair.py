@@ -9,7 +9,7 @@ import pytest
 
 from ipscheduler.allocator import PoolView
 from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
-from ipscheduler.repair import Repair, plan
+from ipscheduler.repair import Repair, SkewClock, plan
 
 NOW = datetime.datetime(2024, 6, 1, 12, 0, 0, tzinfo=datetime.UTC)
 TTL = 60.0
@@ -159,7 +159,13 @@ SINGLE = [
     ),
     (alloc("10.0.0.1", phase="Bound", since=OLD), pod("u1", node="node-a", annotations=ours()), [], None),
     (alloc("10.0.0.1", phase="Bound", since=OLD), pod("u1", node="node-b"), [], None),
-    (alloc("10.0.0.1", phase="Bound", since=OLD), pod("u1", phase="Pending"), [], None),
+    (
+        alloc("10.0.0.1", phase="Bound", since=OLD),
+        pod("u1", phase="Pending"),
+        [("release", "u1")],
+        "Bound allocation of a pod that is not bound",
+    ),
+    (alloc("10.0.0.1", phase="Bound", since=YOUNG), pod("u1", phase="Pending"), [], None),
     (
         alloc("10.0.0.1", phase="Bound", since=OLD),
         pod("u1", node="node-a", annotations=ours(), deleting=True),
@@ -193,7 +199,8 @@ SINGLE = [
         "reserved-bound-here-other-pool-annotation-young-kept",
         "bound-live-here-untouched",
         "bound-live-elsewhere-untouched",
-        "bound-live-unbound-untouched",
+        "bound-but-pod-unbound-released",
+        "bound-but-pod-unbound-young-kept",
         "bound-deleting-pod-untouched",
     ],
 )
@@ -401,3 +408,19 @@ def test_plan_naive_since_does_not_crash() -> None:
     p = pool(addresses=ADDRS, allocations={"u1": alloc("10.0.0.1", since="2024-01-01T00:00:00")})
     out = plan([p], {"u1": pod("u1", node="node-b")}, NOW, TTL)
     assert [(r.action, r.uid) for r in out] == [("release", "u1")]
+
+
+def test_a_since_in_the_future_ages_from_when_it_was_first_seen() -> None:
+    """A replica whose clock runs an hour ahead stamped the reservation: it must not be kept
+    for an hour plus the TTL, but for the TTL from when this process first saw it."""
+    p = pool(addresses=ADDRS, allocations={"u1": alloc("10.0.0.1", since=ts(-3600))})
+    pods = {"u1": pod("u1", phase="Pending")}
+    clock = SkewClock()
+    clock.observe([p], NOW)
+    assert plan([p], pods, NOW, TTL, clock.first_seen) == []
+    later = NOW + datetime.timedelta(seconds=TTL + 1)
+    clock.observe([p], later)
+    assert [(r.action, r.uid) for r in plan([p], pods, later, TTL, clock.first_seen)] == [("release", "u1")]
+    assert plan([p], pods, later, TTL) == [], "without the clock it would wait for the skew too"
+    clock.observe([pool(addresses=ADDRS)], later)
+    assert clock.first_seen == {}, "forgotten once released"

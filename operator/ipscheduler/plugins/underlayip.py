@@ -32,6 +32,7 @@ skips them.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import functools
 import logging
@@ -39,7 +40,7 @@ import secrets
 import socket
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from ipscheduler import allocator
 from ipscheduler.allocator import PoolContext, PoolView
@@ -157,7 +158,9 @@ class UnderlayIP:
 
         return mutate
 
-    def _submit(self, state: CycleState, pod: PodInfo, node: NodeInfo, pool: str) -> Any:
+    def _submit(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, pool: str
+    ) -> tuple[asyncio.Future[PoolView | None], dict[str, str | None]]:
         """Queue this cycle's reservation write for ``pool``; remember the pool for Unreserve."""
         got: dict[str, str | None] = {}
         written: set[str] = state.get(_MINE) or set()

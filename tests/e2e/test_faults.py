@@ -1,0 +1,325 @@
+"""Faults as an SRE causes them, and what the scheduler promises after each.
+
+Each test breaks something real (the API server SIGKILLed or stopped, a
+replica whose ServiceAccount may not bind, a pool deleted milliseconds after
+its creation, a pod created already bound, connections cut by a proxy), then
+looks at what happens *after* the fault: deletions release, new pools and
+nodes are used, edits take effect, ``/healthz`` tells the truth, and
+``ipscheduler check`` is clean. Measured times are printed (``pytest -s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio import client, config
+
+from tests.e2e.conftest import (
+    SCHEDULER,
+    Pools,
+    SchedulerProcess,
+    assert_check_clean,
+    deployment,
+    events_for,
+    pods_of,
+)
+from tests.faultproxy import FaultProxy, kubeconfig_via
+from tests.kube import Kubectl, pod_manifest, wait_for
+
+Factory = Callable[..., SchedulerProcess]
+GC = 5.0
+WATCH_TIMEOUT = 4.0
+FAST = ("--gc-interval", str(GC), "--reserved-ttl", "10", "--watch-timeout", str(WATCH_TIMEOUT))
+BACKOFF_MAX = 30.0  # informer relist backoff cap (ipscheduler.informer.BACKOFF_MAX)
+
+
+def _pinned(name: str, node: str, **spec: Any) -> dict[str, Any]:
+    return pod_manifest(
+        name,
+        scheduler=SCHEDULER,
+        nodeSelector={"kubernetes.io/hostname": node},
+        terminationGracePeriodSeconds=0,
+        **spec,
+    )
+
+
+def _bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+
+
+def _pod(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:
+    return dict(kubectl.json("get", "pod", name, "-n", ns))
+
+
+def _wait_bound(kubectl: Kubectl, ns: str, name: str, timeout: float = 60) -> dict[str, Any]:
+    return wait_for(
+        f"{name} bound", lambda: (p := _pod(kubectl, ns, name))["spec"].get("nodeName") and p, timeout=timeout
+    )
+
+
+def _allocations(pools: Pools, name: str) -> dict[str, Any]:
+    return dict(pools.get(name).get("status", {}).get("allocations") or {})
+
+
+def _timed(what: str, fn: Callable[[], Any], timeout: float) -> float:
+    started = time.monotonic()
+    wait_for(what, fn, timeout=timeout, interval=0.25)
+    took = time.monotonic() - started
+    print(f"{what}: {took:.1f}s")
+    return took
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
+def test_after_an_api_server_restart_everything_takes_effect(
+    how: int, scheduler_factory: Factory, cluster: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """The informers used to end for good on a stream cut mid-chunk: deletions were never
+    released, new pools and nodes never seen, and /healthz stayed 200."""
+    tag = "k" if how == signal.SIGKILL else "t"
+    first = f"restart-{tag}-1"
+    pools.create(first, "node-1", [f"10.90.{how}.1-10.90.{how}.6"])
+    sched = scheduler_factory(*FAST)
+    for i in range(3):
+        kubectl.create(_pinned(f"before-{i}", "node-1"), ns)
+    wait_for("3 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 3)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(kubectl, ns)}
+    wait_for("3 allocations", lambda: len(_allocations(pools, first)) == 3)
+
+    cluster.stop_component("kube-apiserver", sig=how)
+    try:
+        took = _timed(
+            "/healthz fails while the watches are down",
+            lambda: (r := sched.probe("/healthz"))[0] == 503 and "watch down for" in r[1],
+            timeout=WATCH_TIMEOUT + 20,
+        )
+        assert took >= WATCH_TIMEOUT - 1, "reported before the watch timeout"
+    finally:
+        cluster.start_component("kube-apiserver")
+    _timed("/healthz recovers", lambda: sched.probe("/healthz")[0] == 200, timeout=BACKOFF_MAX + 15)
+
+    # Deletions after the restart release their addresses (one GC interval + the watch backoff).
+    kubectl("delete", "pod", "-n", ns, "before-0", "before-1", "--wait=false")
+    _timed(
+        "addresses of deleted pods released",
+        lambda: not ({uids["before-0"], uids["before-1"]} & _allocations(pools, first).keys()),
+        timeout=GC + BACKOFF_MAX + 10,
+    )
+    # A new pool is used at once.
+    second = f"restart-{tag}-2"
+    pools.create(second, "node-2", [f"10.91.{how}.1-10.91.{how}.3"])
+    kubectl.create(_pinned("new-pool", "node-2"), ns)
+    _timed("new pool used", lambda: _pod(kubectl, ns, "new-pool")["spec"].get("nodeName"), timeout=30)
+    assert _pod(kubectl, ns, "new-pool")["metadata"]["annotations"]["ipscheduler.io/ip"] == f"10.91.{how}.1"
+    # A new node (and its pool) is used.
+    (node,) = cluster.add_nodes(1)
+    try:
+        pools.create(f"restart-{tag}-3", node, [f"10.92.{how}.1-10.92.{how}.3"])
+        kubectl.create(_pinned("new-node", node), ns)
+        _timed("new node used", lambda: _pod(kubectl, ns, "new-node")["spec"].get("nodeName") == node, 30)
+        # A pool edit takes effect: capacity 1 leaves a new pod pending, capacity 3 lets it in.
+        pools.create(f"restart-{tag}-3", node, [f"10.92.{how}.1-10.92.{how}.3"], capacity=1)
+        wait_for("capacity 1 in status", lambda: pools.get(f"restart-{tag}-3")["status"]["capacity"] == 1)
+        kubectl.create(_pinned("after-edit", node), ns)
+        wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "after-edit", "FailedScheduling"))
+        pools.create(f"restart-{tag}-3", node, [f"10.92.{how}.1-10.92.{how}.3"], capacity=3)
+        _timed("pool edit used", lambda: _pod(kubectl, ns, "after-edit")["spec"].get("nodeName"), timeout=30)
+        assert_check_clean(kubectl)
+        kubectl("delete", "pod", "-n", ns, "new-node", "after-edit", "--wait=true")
+    finally:
+        kubectl("delete", "node", node, "--wait=false")
+    assert sched.proc is not None and sched.proc.poll() is None
+
+
+def _no_binding_kubeconfig(kubectl: Kubectl, path: Path) -> Path:
+    """A kubeconfig for a ServiceAccount with the scheduler's ClusterRole minus pods/binding."""
+    role = yaml.safe_load((Path(__file__).parents[2] / "deploy" / "02-clusterrole.yaml").read_text())
+    role["metadata"] = {"name": "ip-scheduler-no-binding"}
+    role["rules"] = [r for r in role["rules"] if "pods/binding" not in r.get("resources", [])]
+    kubectl.apply(role)
+    kubectl.run("create", "serviceaccount", "no-binding", "-n", "default", check=False)
+    kubectl.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "ip-scheduler-no-binding"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role["metadata"]["name"],
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "no-binding", "namespace": "default"}],
+        }
+    )
+    token = kubectl("create", "token", "no-binding", "-n", "default", "--duration=1h").strip()
+    admin = yaml.safe_load(kubectl.kubeconfig.read_text())
+    cluster_name = admin["clusters"][0]["name"]
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": "no-binding", "user": {"token": token}}],
+        "contexts": [{"name": "nb", "context": {"cluster": cluster_name, "user": "no-binding"}}],
+        "current-context": "nb",
+    }
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_two_active_replicas_one_failing_every_bind_leave_each_pod_its_own_allocation(
+    scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str, tmp_path: Path
+) -> None:
+    """Replica B may not create pods/binding (403 on every bind): its failure handling must
+    never release what replica A bound a pod with, and it must never bind with A's allocation."""
+    for i in (1, 2, 3):
+        pools.create(f"twin-{i}", f"node-{i}", [f"10.80.{i}.1-10.80.{i}.6"])
+    nobind = _no_binding_kubeconfig(kubectl, tmp_path / "no-binding.kubeconfig")
+    scheduler_factory("--no-leader-elect", "--reserved-ttl", "10")
+    failing = SchedulerProcess(
+        nobind, tmp_path / "no-binding.log", "--no-leader-elect", "--reserved-ttl", "10"
+    )
+    failing.start()
+    try:
+        kubectl.apply(deployment("twins", 15), ns)
+        wait_for("15 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 15, timeout=120)
+        time.sleep(3)  # let B's failure handling (Unreserve) finish
+        log = failing.log_path.read_text()
+        assert "forbidden" in log.lower(), "replica B never tried to bind: the test proves nothing"
+        allocs: dict[str, Any] = {}
+        for i in (1, 2, 3):
+            allocs.update(_allocations(pools, f"twin-{i}"))
+        for p in _bound(pods_of(kubectl, ns)):
+            mine = allocs.get(p["metadata"]["uid"])
+            assert mine is not None, f"{p['metadata']['name']} is bound without an allocation"
+            assert mine["ip"] == p["metadata"]["annotations"]["ipscheduler.io/ip"]
+            assert mine["phase"] == "Bound"
+        ips = [a["ip"] for a in allocs.values()]
+        assert len(ips) == len(set(ips)) == 15
+        assert_check_clean(kubectl)
+    finally:
+        failing.stop()
+        kubectl.run("delete", "clusterrolebinding", "ip-scheduler-no-binding", check=False)
+        kubectl.run("delete", "clusterrole", "ip-scheduler-no-binding", check=False)
+
+
+async def _create_and_delete_pool(kubeconfig: Path, name: str, node: str, cidr: str) -> None:
+    """Create a NodeIPPool and delete it right away (a few ms apart), as a script would."""
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+    async with client.ApiClient(cfg) as api:
+        custom = client.CustomObjectsApi(api)
+        body = {
+            "apiVersion": "ipscheduler.io/v1alpha1",
+            "kind": "NodeIPPool",
+            "metadata": {"name": name},
+            "spec": {"nodeName": node, "addresses": [cidr]},
+        }
+        await custom.create_cluster_custom_object("ipscheduler.io", "v1alpha1", "nodeippools", body)
+        await custom.delete_cluster_custom_object("ipscheduler.io", "v1alpha1", "nodeippools", name)
+
+
+def test_a_pool_deleted_milliseconds_after_its_creation_never_vanishes_under_a_pod(
+    scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    scheduler_factory(*FAST)
+    for i in range(4):
+        kubectl.create(_pinned(f"waiting-{i}", "node-3"), ns)
+    wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "waiting-3", "FailedScheduling"))
+    names = [f"blink-{k}" for k in range(12)]
+    for k, name in enumerate(names):
+        asyncio.run(_create_and_delete_pool(kubectl.kubeconfig, name, "node-3", f"10.84.{k}.1/32"))
+        pools.names.append(name)  # cleanup, should one stay
+        time.sleep(0.3)
+    time.sleep(3)
+    for p in _bound(pods_of(kubectl, ns)):
+        pool = p["metadata"]["annotations"]["ipscheduler.io/pool"]
+        got = kubectl.run("get", "nodeippool", pool, "-o", "json", check=False)
+        assert got.returncode == 0, f"{p['metadata']['name']} is bound into {pool}, which vanished"
+        assert "ipscheduler.io/allocations" in json.loads(got.stdout)["metadata"]["finalizers"]
+    print(f"{len(_bound(pods_of(kubectl, ns)))} pod(s) won a blinking pool")
+    kubectl("delete", "pod", "-n", ns, "--all", "--wait=true")
+    for name in names:
+        kubectl("wait", "--for=delete", f"nodeippool/{name}", "--timeout=30s")
+    assert_check_clean(kubectl)
+
+
+def test_a_pod_created_bound_is_adopted_at_once_and_its_address_is_never_handed_out(
+    scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("prebound", "node-1", ["10.83.1.1-10.83.1.4"])
+    scheduler_factory("--gc-interval", "600")  # the GC does not do it
+    restored = pod_manifest(
+        "restored", scheduler=SCHEDULER, nodeName="node-1", terminationGracePeriodSeconds=0
+    )
+    restored["metadata"]["annotations"] = {
+        "ipscheduler.io/pool": "prebound",
+        "ipscheduler.io/ip": "10.83.1.1",
+    }
+    kubectl.create(restored, ns)
+    kubectl.create(_pinned("next", "node-1"), ns)  # at once
+    nxt = _wait_bound(kubectl, ns, "next")
+    assert nxt["metadata"]["annotations"]["ipscheduler.io/ip"] != "10.83.1.1"
+    uid = _pod(kubectl, ns, "restored")["metadata"]["uid"]
+    _timed("pre-bound pod adopted", lambda: uid in _allocations(pools, "prebound"), timeout=15)
+    assert _allocations(pools, "prebound")[uid]["ip"] == "10.83.1.1"
+    assert_check_clean(kubectl)
+
+    # A second restored pod claims an address already held: AddressConflict on both pods.
+    clash = pod_manifest("clash", scheduler=SCHEDULER, nodeName="node-1", terminationGracePeriodSeconds=0)
+    clash["metadata"]["annotations"] = {"ipscheduler.io/pool": "prebound", "ipscheduler.io/ip": "10.83.1.1"}
+    kubectl.create(clash, ns)
+    ev = wait_for("AddressConflict on clash", lambda: events_for(kubectl, ns, "clash", "AddressConflict"))
+    assert "already held by pod" in ev[0]["message"] and f"{ns}/restored" in ev[0]["message"]
+    ev = wait_for(
+        "AddressConflict on restored", lambda: events_for(kubectl, ns, "restored", "AddressConflict")
+    )
+    assert f"{ns}/clash" in ev[0]["message"]
+    kubectl("delete", "pod", "clash", "-n", ns, "--wait=true")
+    assert_check_clean(kubectl)
+
+
+@pytest.fixture
+def proxy(cluster: Any, tmp_path: Path) -> Iterator[tuple[FaultProxy, Path]]:
+    """A fault-injecting TCP proxy in front of the API server and a kubeconfig through it."""
+    server = yaml.safe_load(Path(cluster.kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
+    port = int(server.rsplit(":", 1)[1])
+    with FaultProxy("127.0.0.1", port) as p:
+        yield p, kubeconfig_via(Path(cluster.kubeconfig), tmp_path / "via-proxy.kubeconfig", p.port)
+
+
+def test_connections_cut_mid_write_settle_every_reservation(
+    proxy: tuple[FaultProxy, Path], kubectl: Kubectl, pools: Pools, ns: str, tmp_path: Path
+) -> None:
+    """Every response, pool status PUTs and watches included, is cut after a few KiB for a
+    while, then connections are reset and refused: no binding cycle may hang on a write that
+    never settles (two bind slots only), and every pod ends bound with its own address."""
+    fp, via = proxy
+    for i in (1, 2, 3):
+        pools.create(f"cut-{i}", f"node-{i}", [f"10.85.{i}.1-10.85.{i}.20"])
+    sched = SchedulerProcess(via, tmp_path / "scheduler.log", *FAST, "--bind-concurrency", "2").start()
+    try:
+        fp.cut_after(3000)
+        kubectl.apply(deployment("cut", 30), ns)
+        time.sleep(8)
+        fp.cut_after(None)
+        for _ in range(3):
+            fp.cut_all()
+            time.sleep(0.5)
+        fp.refuse(True)
+        time.sleep(2)
+        fp.refuse(False)
+        wait_for("30 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 30, timeout=150, interval=1)
+        ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in _bound(pods_of(kubectl, ns))]
+        assert len(set(ips)) == 30
+        assert_check_clean(kubectl, timeout=60)
+        assert sched.proc is not None and sched.proc.poll() is None
+        print(f"proxy accepted {fp.accepted} connections")
+    finally:
+        sched.stop()
