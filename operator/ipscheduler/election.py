@@ -14,6 +14,7 @@ address twice.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import uuid
@@ -22,8 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 log = logging.getLogger(__name__)
@@ -54,6 +58,49 @@ class ElectionSettings:
 def identity() -> str:
     """``<hostname>_<random>``, unique per process, as client-go builds it."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+class ResilientLeaseLock(LeaseLock):
+    """kubernetes-asyncio's LeaseLock, made to fail like client-go's on a transport error.
+
+    Upstream catches only ApiException: a refused or reset connection (an API server
+    restart) escapes ``LeaderElection.run`` and ended the election for the standby too,
+    which then exited. Here such an error, or a call slower than ``timeout`` seconds (a
+    stalled connection would otherwise keep a leader that cannot renew "leading"), is an
+    ordinary failed attempt: a standby retries every retry period; a leader that cannot
+    renew within the renew deadline loses the lease and exits, as kube-scheduler does.
+    """
+
+    def __init__(self, name: str, namespace: str, identity: str, api_client: Any, timeout: float) -> None:
+        super().__init__(name, namespace, identity, api_client)
+        self.timeout = timeout
+
+    async def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+        try:
+            return await asyncio.wait_for(super().get(name, namespace), self.timeout)
+        except TRANSPORT_ERRORS as e:
+            err = ApiException(status=503, reason=f"{type(e).__name__}: {e}")
+            err.body = json.dumps({"code": 503, "message": str(e)}).encode()
+            return False, err
+
+    async def create(self, name: str, namespace: str, election_record: LeaderElectionRecord) -> bool:
+        try:
+            return bool(
+                await asyncio.wait_for(super().create(name, namespace, election_record), self.timeout)
+            )
+        except TRANSPORT_ERRORS as e:
+            log.warning("creating lease %s/%s failed: %r", namespace, name, e)
+            return False
+
+    async def update(self, name: str, namespace: str, updated_record: LeaderElectionRecord) -> bool:
+        try:
+            return bool(await asyncio.wait_for(super().update(name, namespace, updated_record), self.timeout))
+        except TRANSPORT_ERRORS as e:
+            log.warning("renewing lease %s/%s failed: %r", namespace, name, e)
+            return False
 
 
 class LostLeadership(Exception):
@@ -96,7 +143,9 @@ async def run_elected(
         lost.set()
 
     config = electionconfig.Config(
-        LeaseLock(settings.lease_name, settings.namespace(), me, api_client),
+        ResilientLeaseLock(
+            settings.lease_name, settings.namespace(), me, api_client, timeout=settings.renew_deadline
+        ),
         lease_duration=settings.lease_duration,
         renew_deadline=settings.renew_deadline,
         retry_period=settings.retry_period,

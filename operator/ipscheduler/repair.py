@@ -85,54 +85,14 @@ def plan(
     for pool in pools:
         for uid, a in pool.allocations.items():
             held.add(uid)
+            why = _release_reason(pool, a, pods.get(uid), age_of(uid, a), reserved_ttl)
+            if why is not None:
+                out.append(Repair("release", pool.name, uid, a.pod, why, a.ip, allocation=a))
+                continue
             pod = pods.get(uid)
-            if pod is None:
-                out.append(
-                    Repair("release", pool.name, uid, a.pod, "pod no longer exists", a.ip, allocation=a)
-                )
-                continue
-            if pod.terminal:
-                out.append(
-                    Repair("release", pool.name, uid, a.pod, f"pod is {pod.phase}", a.ip, allocation=a)
-                )
-                continue
-            if a.phase != "Reserved":
-                if not pod.bound and age_of(uid, a) > reserved_ttl:
-                    # Pods are never unbound: a Bound record of a pod that is pending in a
-                    # LIST taken after the pools' is bogus (an edited or restored status).
-                    out.append(
-                        Repair(
-                            "release",
-                            pool.name,
-                            uid,
-                            a.pod,
-                            "Bound allocation of a pod that is not bound",
-                            a.ip,
-                            allocation=a,
-                        )
-                    )
-                continue
-            ours = (
-                pod.bound
-                and pod.node_name == pool.node_name
-                and pod.annotations.get(ANNOTATION_POOL) == pool.name
-            )
-            if ours:
+            if pod is not None and a.phase == "Reserved" and _bound_with(pod, pool):
                 out.append(
                     Repair("mark_bound", pool.name, uid, a.pod, "pod is bound with this address", a.ip)
-                )
-            elif age_of(uid, a) > reserved_ttl:
-                where = f"pod is bound to {pod.node_name}" if pod.bound else "pod is still not bound"
-                out.append(
-                    Repair(
-                        "release",
-                        pool.name,
-                        uid,
-                        a.pod,
-                        f"Reserved for more than {reserved_ttl:.0f}s but {where}",
-                        a.ip,
-                        allocation=a,
-                    )
                 )
     for uid, pod in pods.items():
         pool_name = pod.annotations.get(ANNOTATION_POOL)
@@ -150,6 +110,31 @@ def plan(
             )
         )
     return out
+
+
+def _bound_with(pod: PodInfo, pool: PoolView) -> bool:
+    """Is ``pod`` bound to ``pool``'s node carrying ``pool`` in its annotation?"""
+    return pod.bound and pod.node_name == pool.node_name and pod.annotations.get(ANNOTATION_POOL) == pool.name
+
+
+def _release_reason(
+    pool: PoolView, a: Allocation, pod: PodInfo | None, age_s: float, reserved_ttl: float
+) -> str | None:
+    """Why allocation ``a`` (``age_s`` seconds old) of ``pod`` in ``pool`` goes, or None."""
+    if pod is None:
+        return "pod no longer exists"
+    if pod.terminal:
+        return f"pod is {pod.phase}"
+    if age_s <= reserved_ttl:
+        return None
+    if a.phase != "Reserved":
+        # Pods are never unbound: a Bound record of a pod that is pending in a LIST taken
+        # after the pools' is bogus (an edited or restored status).
+        return None if pod.bound else "Bound allocation of a pod that is not bound"
+    if _bound_with(pod, pool):
+        return None  # marked Bound instead
+    where = f"pod is bound to {pod.node_name}" if pod.bound else "pod is still not bound"
+    return f"Reserved for more than {reserved_ttl:.0f}s but {where}"
 
 
 class SkewClock:

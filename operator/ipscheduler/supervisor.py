@@ -78,7 +78,13 @@ class Supervisor:
         if self._stopping:
             return
         why = "cancelled" if task.cancelled() else repr(task.exception())
-        log.error("required task %s ended (%s): /healthz fails from now on", name, why)
+        # Cancelled: most often the process is shutting down (asyncio.run cancels what is left).
+        log.log(
+            logging.WARNING if task.cancelled() else logging.ERROR,
+            "required task %s ended (%s): /healthz fails from now on",
+            name,
+            why,
+        )
         self.health.ended[name] = why
 
     async def stop(self) -> None:

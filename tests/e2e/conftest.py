@@ -16,12 +16,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.kube import Kubectl, create_namespace, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
 SCHEDULER = "ip-scheduler"
+
+
+def token_kubeconfig(kubectl: Kubectl, service_account: str, namespace: str, path: Path) -> Path:
+    """A kubeconfig at ``path`` for a token of ``namespace/service_account`` (same cluster)."""
+    token = kubectl("create", "token", service_account, "-n", namespace, "--duration=2h").strip()
+    admin = yaml.safe_load(kubectl.kubeconfig.read_text())
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": service_account, "user": {"token": token}}],
+        "contexts": [
+            {"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": service_account}}
+        ],
+        "current-context": "sa",
+    }
+    path.write_text(json.dumps(cfg))
+    return path
 
 
 def free_port() -> int:

@@ -30,6 +30,7 @@ from tests.e2e.conftest import (
     deployment,
     events_for,
     pods_of,
+    token_kubeconfig,
 )
 from tests.faultproxy import FaultProxy, kubeconfig_via
 from tests.kube import Kubectl, pod_manifest, wait_for
@@ -158,19 +159,7 @@ def _no_binding_kubeconfig(kubectl: Kubectl, path: Path) -> Path:
             "subjects": [{"kind": "ServiceAccount", "name": "no-binding", "namespace": "default"}],
         }
     )
-    token = kubectl("create", "token", "no-binding", "-n", "default", "--duration=1h").strip()
-    admin = yaml.safe_load(kubectl.kubeconfig.read_text())
-    cluster_name = admin["clusters"][0]["name"]
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": "no-binding", "user": {"token": token}}],
-        "contexts": [{"name": "nb", "context": {"cluster": cluster_name, "user": "no-binding"}}],
-        "current-context": "nb",
-    }
-    path.write_text(json.dumps(cfg))
-    return path
+    return token_kubeconfig(kubectl, "no-binding", "default", path)
 
 
 def test_two_active_replicas_one_failing_every_bind_leave_each_pod_its_own_allocation(

@@ -11,8 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tests.e2e.conftest import (
     ROOT,
     SCHEDULER,
@@ -23,6 +21,7 @@ from tests.e2e.conftest import (
     events_for,
     ipscheduler_check,
     pods_of,
+    token_kubeconfig,
 )
 from tests.kube import Kubectl, pod_manifest, wait_for
 
@@ -217,23 +216,6 @@ def test_api_server_outage_is_survived(
     assert_check_clean(kubectl, timeout=60)
 
 
-def _service_account_kubeconfig(kubectl: Kubectl, path: Path) -> Path:
-    token = kubectl("create", "token", "ip-scheduler", "-n", "ipscheduler-system", "--duration=2h").strip()
-    admin = yaml.safe_load(kubectl.kubeconfig.read_text())
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": "ip-scheduler", "user": {"token": token}}],
-        "contexts": [
-            {"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": "ip-scheduler"}}
-        ],
-        "current-context": "sa",
-    }
-    path.write_text(json.dumps(cfg))
-    return path
-
-
 def test_scheduler_runs_with_the_deploy_service_account_rbac(
     kubectl: Kubectl, crd: None, pools: Pools, ns: str, tmp_path: Path
 ) -> None:
@@ -268,7 +250,7 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
 
     assert {(v, r): can_i(v, r) for v, r in must} == {(v, r): "yes" for v, r in must}
     assert {(v, r): can_i(v, r) for v, r in must_not} == {(v, r): "no" for v, r in must_not}
-    kc = _service_account_kubeconfig(kubectl, tmp_path / "sa.kubeconfig")
+    kc = token_kubeconfig(kubectl, "ip-scheduler", "ipscheduler-system", tmp_path / "sa.kubeconfig")
     pools.create("rbac", "node-3", ["10.10.0.1-10.10.0.3"])
     proc = SchedulerProcess(
         kc, tmp_path / "sa-scheduler.log", "--leader-elect", "--leader-elect-namespace", "ipscheduler-system"
