@@ -1,11 +1,12 @@
 """The scheduler's read cache of nodes and NodeIPPools.
 
 Backed by the node and NodeIPPool informers (:mod:`ipscheduler.informer`;
-attached, and :attr:`ClusterCache.ready` set, once both hold a full LIST) and
-kopf's index of our pending pods, plus an overlay of pool objects returned by our own status writes,
-which are newer than the watch until it catches up. The cache is a hint for
-filtering and scoring; allocations are always written by compare-and-swap,
-so a stale cache costs a retry, never a double allocation.
+attached, and :attr:`ClusterCache.ready` set, once both hold a full LIST),
+plus an overlay of pool objects returned by our own status writes, which are
+newer than the watch until it catches up, and the claims of pods created
+already bound (:meth:`ClusterCache.claim`). The cache is a hint for filtering
+and scoring; allocations are always written by compare-and-swap, so a stale
+cache costs a retry, never a double allocation. The GC never plans from it.
 
 Everything derived from the pools is maintained incrementally: a change of
 one pool (our write, or its watch event via :meth:`ClusterCache.invalidate`
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from ipscheduler.addresses import AddressSet
 from ipscheduler.allocator import PoolContext, PoolView, available, find_conflicts, foreign_holds
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.objects import NodeInfo
 
 IndexLike = Mapping[str, Iterable[object]]
 """key → values: an informer's index (name → one-element tuple), a kopf.Index (key → Store
@@ -42,7 +43,6 @@ class ClusterCache:
     def __init__(self) -> None:
         self._nodes: IndexLike = {}
         self._pools: IndexLike = {}
-        self._pods: IndexLike = {}
         self._fresh: dict[str, PoolView] = {}
         # Pool snapshot, kept current from the dirty names.
         self._dirty: set[str] | None = None  # None: rebuild everything
@@ -65,29 +65,13 @@ class ClusterCache:
         self._node_snap: dict[str, NodeInfo] | None = None
         self.ready = asyncio.Event()
 
-    def attach(self, nodes: IndexLike, pools: IndexLike, pods: IndexLike | None = None) -> None:
-        """Use these indexes from now on: node name → NodeInfo, pool name → PoolView,
-        pod UID → PodInfo (our pending pods; unchanged when None). Sets :attr:`ready`."""
+    def attach(self, nodes: IndexLike, pools: IndexLike) -> None:
+        """Use these indexes from now on: node name → NodeInfo, pool name → PoolView.
+        Sets :attr:`ready`."""
         self._nodes = nodes
         self._pools = pools
-        if pods is not None:
-            self._pods = pods
         self.invalidate()
         self.ready.set()
-
-    def attach_pods(self, pods: IndexLike) -> None:
-        """Read our pending pods (pod UID → PodInfo) from this index from now on."""
-        self._pods = pods
-
-    def pods(self) -> dict[str, PodInfo]:
-        """Our pending pods by UID, as last seen by the watch (kopf watches only unbound pods;
-        bound ones are in NodePods)."""
-        out: dict[str, PodInfo] = {}
-        for uid, store in self._pods.items():
-            for pod in store:
-                if isinstance(pod, PodInfo):
-                    out[uid] = pod
-        return out
 
     # -- nodes ---------------------------------------------------------
     def nodes(self) -> dict[str, NodeInfo]:

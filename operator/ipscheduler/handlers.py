@@ -293,14 +293,6 @@ async def ipscheduler_pods(body: kopf.Body, uid: str, **_: Any) -> dict[str, Pod
         return None
 
 
-def _attach(memo: Any, kwargs: dict[str, Any]) -> Scheduler | None:
-    """The scheduler, with its cache reading kopf's index of pending pods (a handler kwarg)."""
-    scheduler: Scheduler | None = getattr(memo, "scheduler", None)
-    if scheduler is not None:
-        scheduler.cache.attach_pods(kwargs["ipscheduler_pods"])
-    return scheduler
-
-
 # -- events ---------------------------------------------------------------------
 
 
@@ -311,7 +303,7 @@ async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, uid: str, memo: An
     The PodInfo the index handler just parsed from this very event is reused
     (indexers run before event handlers); a deleted pod is parsed again.
     """
-    scheduler = _attach(memo, kwargs)
+    scheduler: Scheduler | None = getattr(memo, "scheduler", None)
     if scheduler is not None:
         indexed = None
         if event.get("type") != "DELETED":

@@ -56,7 +56,7 @@ def heartbeat(body: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture
 def sched() -> Scheduler:
     cache = ClusterCache()
-    cache.attach({}, {}, {})
+    cache.attach({}, {})
     return Scheduler(
         name="ip-scheduler",
         api=_NONE,

@@ -40,7 +40,7 @@ class Harness:
         monkeypatch.setattr(loop, "time", lambda: self.t[0])
         self.pools: dict[str, list[PoolView]] = {}
         self.cache = ClusterCache()
-        self.cache.attach({}, self.pools, {})
+        self.cache.attach({}, self.pools)
         self.health = HealthState()
         self.sched = Scheduler(
             name="ipscheduler",
