@@ -81,8 +81,8 @@ class RawWatch(watch.Watch):
     def unmarshal_event(self, data: str | bytes, response_type: str | None) -> Any:
         try:
             js = json.loads(data)
-        except ValueError:
-            return data
+        except ValueError as e:  # a line cut mid-way or garbage: reconnect and relist
+            raise ValueError(f"undecodable watch event: {str(data)[:200]}") from e
         if not isinstance(js, dict) or "object" not in js or "type" not in js:
             code = js.get("code") if isinstance(js, dict) else None
             if code:

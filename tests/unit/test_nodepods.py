@@ -90,6 +90,8 @@ async def test_raw_watch_decodes_once_tracks_the_resource_version_and_raises_410
     with pytest.raises(ApiException) as err:
         w.unmarshal_event(json.dumps(gone), None)
     assert err.value.status == 410
+    with pytest.raises(ValueError, match="undecodable watch event"):
+        w.unmarshal_event('{"type": "MODIFIED", "obj', None)  # a line cut mid-way
 
 
 def test_raw_watch_builds_no_api_client_of_its_own() -> None:
