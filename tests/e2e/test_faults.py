@@ -94,14 +94,15 @@ def test_after_an_api_server_restart_everything_takes_effect(
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(kubectl, ns)}
     wait_for("3 allocations", lambda: len(_allocations(pools, first)) == 3)
 
+    stopped = time.monotonic()
     cluster.stop_component("kube-apiserver", sig=how)
     try:
-        took = _timed(
+        _timed(
             "/healthz fails while the watches are down",
             lambda: (r := sched.probe("/healthz"))[0] == 503 and "watch down for" in r[1],
             timeout=WATCH_TIMEOUT + 20,
         )
-        assert took >= WATCH_TIMEOUT - 1, "reported before the watch timeout"
+        assert time.monotonic() - stopped >= WATCH_TIMEOUT - 0.5, "reported before the watch timeout"
     finally:
         cluster.start_component("kube-apiserver")
     _timed("/healthz recovers", lambda: sched.probe("/healthz")[0] == 200, timeout=BACKOFF_MAX + 15)
