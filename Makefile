@@ -8,7 +8,8 @@ DEVCLUSTER_DIR ?= .devcluster
 KUBECONFIG_DEV := $(DEVCLUSTER_DIR)/kubeconfig
 KUBECTL := kubectl --kubeconfig $(KUBECONFIG_DEV)
 
-.PHONY: test lint typecheck unit e2e demo down binaries crds clean bench
+.PHONY: test lint typecheck unit e2e demo down binaries crds clean bench cni cni-test
+GO ?= go
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,13 +20,23 @@ $(VENV)/.installed: pyproject.toml
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check operator tests hack
 	$(VENV)/bin/ruff format --check operator tests hack
+	@test -z "$$(gofmt -l cni)" || { echo "gofmt would reformat:"; gofmt -l cni; exit 1; }
+	cd cni && $(GO) vet ./...
 
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 ## test: lint, type-check and run every test, end-to-end ones included
-test: lint typecheck binaries
+test: lint typecheck binaries cni-test
 	$(VENV)/bin/pytest
+
+## cni: the node-side CNI IPAM plugin, a static binary in bin/ipscheduler-ipam
+cni:
+	cd cni && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/ipscheduler-ipam ./cmd/ipscheduler-ipam
+
+## cni-test: the plugin's Go unit tests
+cni-test:
+	cd cni && $(GO) test -count=1 ./...
 
 unit: $(VENV)/.installed
 	$(VENV)/bin/pytest -m 'not e2e'

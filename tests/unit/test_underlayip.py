@@ -370,17 +370,20 @@ def _ago(seconds: float) -> str:
 
 
 @pytest.mark.parametrize(
-    ("allocation", "fragment"),
+    ("phase", "seconds_ago", "by", "fragment"),
     [
-        (held("10.0.0.3", phase="Bound"), "Bound allocation of the pod made by an earlier cycle"),
-        (held("10.0.0.3", since=_ago(5), by="replica-a/1234"), "made by replica-a/1234"),
-        (held("10.0.0.3", since=_ago(-3600), by="replica-a/1234"), "made by replica-a/1234"),
+        ("Bound", 3600, None, "Bound allocation of the pod made by an earlier cycle"),
+        ("Reserved", 5, "replica-a/1234", "made by replica-a/1234"),
+        ("Reserved", -3600, "replica-a/1234", "made by replica-a/1234"),
     ],
     ids=["bound-by-another-cycle", "reserved-in-flight", "reserved-since-in-the-future"],
 )
-async def test_another_cycles_allocation_is_never_adopted(allocation: dict[str, Any], fragment: str) -> None:
+async def test_another_cycles_allocation_is_never_adopted(
+    phase: str, seconds_ago: float, by: str | None, fragment: str
+) -> None:
     """The pod's allocation belongs to another cycle (another replica binding it right now):
     this cycle fails with an error (retried after backoff) and writes nothing."""
+    allocation = held("10.0.0.3", phase=phase, since=_ago(seconds_ago), by=by)  # stamped at run time
     env = Env([pool("p1", addresses=["10.0.0.1-10.0.0.4"], allocations={"uid-me": allocation})])
     state = env.pre_filter(POD)
     st = await env.plugin.reserve(state, POD, env.node("node-a"))

@@ -1,0 +1,143 @@
+package ipam
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// Annotation keys written by the scheduler.
+const (
+	AnnotationPool    = "ipscheduler.io/pool"
+	AnnotationIP      = "ipscheduler.io/ip"
+	AnnotationNetwork = "ipscheduler.io/network"
+
+	// CapabilityPodAnnotations is the runtimeConfig key (and capability)
+	// under which containerd and CRI-O pass the pod's annotations.
+	CapabilityPodAnnotations = "io.kubernetes.cri.pod-annotations"
+)
+
+// Defaults of the ipam section.
+const (
+	DefaultKubeconfig    = "/etc/cni/net.d/ipscheduler-ipam.kubeconfig"
+	DefaultSchedulerName = "ip-scheduler"
+	DefaultTimeout       = 10 * time.Second
+)
+
+// IPAMConf is the "ipam" section of the network configuration.
+type IPAMConf struct {
+	Type string `json:"type"`
+	// Kubeconfig is the path of the kubeconfig the plugin uses to reach the API.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// NodeName is the Kubernetes name of this node (default: the host name,
+	// lower-cased, as the kubelet does).
+	NodeName string `json:"nodeName,omitempty"`
+	// SchedulerName is the spec.schedulerName of pods the scheduler serves:
+	// such a pod without ipscheduler.io/pool gets "try again later" instead
+	// of "not ours".
+	SchedulerName string `json:"schedulerName,omitempty"`
+	// TimeoutSeconds bounds each API request (default 10).
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
+}
+
+// Timeout is the per-request timeout.
+func (c *IPAMConf) Timeout() time.Duration {
+	if c.TimeoutSeconds <= 0 {
+		return DefaultTimeout
+	}
+	return time.Duration(c.TimeoutSeconds * float64(time.Second))
+}
+
+// RuntimeConfig is the part of runtimeConfig the plugin reads.
+type RuntimeConfig struct {
+	// PodAnnotations is nil when the runtime did not pass the capability.
+	PodAnnotations map[string]string `json:"io.kubernetes.cri.pod-annotations,omitempty"`
+}
+
+// NetConf is the network configuration handed on stdin.
+type NetConf struct {
+	types.PluginConf
+	IPAM          IPAMConf      `json:"ipam"`
+	RuntimeConfig RuntimeConfig `json:"runtimeConfig"`
+}
+
+// LoadConfig decodes stdin and fills in defaults; hostname is os.Hostname in
+// production (injectable for tests). Errors are *types.Error (6 or 7).
+func LoadConfig(stdin []byte, hostname func() (string, error)) (*NetConf, error) {
+	conf := &NetConf{}
+	if err := json.Unmarshal(stdin, conf); err != nil {
+		return nil, newErr(errDecoding, "failed to decode network configuration", "%v", err)
+	}
+	if conf.IPAM.Kubeconfig == "" {
+		conf.IPAM.Kubeconfig = DefaultKubeconfig
+	}
+	if conf.IPAM.SchedulerName == "" {
+		conf.IPAM.SchedulerName = DefaultSchedulerName
+	}
+	if conf.IPAM.TimeoutSeconds < 0 {
+		return nil, newErr(errInvalidConfig, "invalid network configuration", "ipam.timeoutSeconds must not be negative")
+	}
+	if conf.IPAM.NodeName == "" {
+		if hostname == nil {
+			hostname = os.Hostname
+		}
+		h, err := hostname()
+		if err != nil {
+			return nil, newErr(errInvalidConfig, "invalid network configuration", "ipam.nodeName is unset and the host name is unknown: %v", err)
+		}
+		conf.IPAM.NodeName = strings.ToLower(strings.TrimSpace(h))
+	}
+	if conf.IPAM.NodeName == "" {
+		return nil, newErr(errInvalidConfig, "invalid network configuration", "ipam.nodeName is unset and the host name is empty")
+	}
+	return conf, nil
+}
+
+// K8sArgs are the CNI_ARGS keys containerd and CRI-O set.
+type K8sArgs struct {
+	types.CommonArgs
+	K8S_POD_NAMESPACE          types.UnmarshallableString //nolint:revive,stylecheck // the wire names
+	K8S_POD_NAME               types.UnmarshallableString //nolint:revive,stylecheck
+	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString //nolint:revive,stylecheck
+	K8S_POD_UID                types.UnmarshallableString //nolint:revive,stylecheck
+}
+
+// PodRef identifies the pod a CNI call is for.
+type PodRef struct {
+	Namespace        string
+	Name             string
+	UID              string // "" when the runtime does not pass K8S_POD_UID
+	InfraContainerID string
+}
+
+func (p PodRef) String() string { return p.Namespace + "/" + p.Name }
+
+// ParseArgs reads CNI_ARGS. K8S_POD_NAMESPACE and K8S_POD_NAME are required;
+// unknown keys need IgnoreUnknown=1 (as types.LoadArgs wants). Errors are
+// *types.Error code 4.
+func ParseArgs(cniArgs string) (PodRef, error) {
+	args := K8sArgs{}
+	if err := types.LoadArgs(cniArgs, &args); err != nil {
+		return PodRef{}, newErr(errInvalidEnv, "invalid CNI_ARGS", "%v", err)
+	}
+	ref := PodRef{
+		Namespace:        string(args.K8S_POD_NAMESPACE),
+		Name:             string(args.K8S_POD_NAME),
+		UID:              string(args.K8S_POD_UID),
+		InfraContainerID: string(args.K8S_POD_INFRA_CONTAINER_ID),
+	}
+	var missing []string
+	if ref.Namespace == "" {
+		missing = append(missing, "K8S_POD_NAMESPACE")
+	}
+	if ref.Name == "" {
+		missing = append(missing, "K8S_POD_NAME")
+	}
+	if len(missing) > 0 {
+		return PodRef{}, newErr(errInvalidEnv, "invalid CNI_ARGS", "CNI_ARGS lacks %s (is the runtime a Kubernetes CRI?)", strings.Join(missing, " and "))
+	}
+	return ref, nil
+}

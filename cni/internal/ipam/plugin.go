@@ -1,0 +1,185 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/netip"
+	"os"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/ipscheduler/ipscheduler/cni/internal/kube"
+	"github.com/ipscheduler/ipscheduler/cni/internal/kubeconfig"
+)
+
+// Version is the plugin's own version (set with -ldflags "-X ...ipam.Version=...").
+var Version = "dev"
+
+// About is printed by skel when the binary runs without CNI_COMMAND.
+func About() string { return "CNI ipscheduler-ipam plugin " + Version }
+
+// Plugin holds the plugin's dependencies so the commands can be tested
+// without a cluster.
+type Plugin struct {
+	// Hostname is the default node name's source (os.Hostname).
+	Hostname func() (string, error)
+	// NewAPI builds the API client from the ipam section (kubeconfig + kube.Client).
+	NewAPI func(conf *IPAMConf) (API, error)
+	// Stdout receives the ADD result.
+	Stdout io.Writer
+}
+
+// Default is the production plugin.
+func Default() *Plugin {
+	return &Plugin{Hostname: os.Hostname, NewAPI: NewKubeAPI, Stdout: os.Stdout}
+}
+
+// NewKubeAPI loads conf.Kubeconfig and builds a client with conf's timeout.
+// Errors are *types.Error code 7.
+func NewKubeAPI(conf *IPAMConf) (API, error) {
+	kc, err := kubeconfig.Load(conf.Kubeconfig)
+	if err != nil {
+		return nil, newErr(errInvalidConfig, "invalid network configuration", "ipam.kubeconfig %s: %v", conf.Kubeconfig, err)
+	}
+	c, err := kube.NewClient(kc, conf.Timeout())
+	if err != nil {
+		return nil, newErr(errInvalidConfig, "invalid network configuration", "ipam.kubeconfig %s: %v", conf.Kubeconfig, err)
+	}
+	return c, nil
+}
+
+// Funcs are the skel callbacks.
+func (p *Plugin) Funcs() skel.CNIFuncs {
+	return skel.CNIFuncs{Add: p.Add, Del: p.Del, Check: p.Check, Status: p.Status, GC: p.GC}
+}
+
+// verify is the part ADD and CHECK share.
+func (p *Plugin) verify(conf *NetConf, args *skel.CmdArgs) (*Verified, error) {
+	ref, err := ParseArgs(args.Args)
+	if err != nil {
+		return nil, err
+	}
+	api, err := p.NewAPI(&conf.IPAM)
+	if err != nil {
+		return nil, err
+	}
+	// Two requests, each bounded by the client's timeout; this bounds the whole.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*conf.IPAM.Timeout())
+	defer cancel()
+	return Verify(ctx, api, Request{
+		Pod:                ref,
+		NodeName:           conf.IPAM.NodeName,
+		SchedulerName:      conf.IPAM.SchedulerName,
+		RuntimeAnnotations: conf.RuntimeConfig.PodAnnotations,
+	})
+}
+
+// Add verifies the pod's reservation and prints its address.
+func (p *Plugin) Add(args *skel.CmdArgs) error {
+	conf, err := LoadConfig(args.StdinData, p.Hostname)
+	if err != nil {
+		return err
+	}
+	v, err := p.verify(conf, args)
+	if err != nil {
+		return err
+	}
+	return RenderResult(p.Stdout, BuildResult(v), conf.CNIVersion)
+}
+
+// Check re-verifies the reservation and that prevResult carries its address.
+func (p *Plugin) Check(args *skel.CmdArgs) error {
+	conf, err := LoadConfig(args.StdinData, p.Hostname)
+	if err != nil {
+		return err
+	}
+	var prev *types100.Result
+	if err := version.ParsePrevResult(&conf.PluginConf); err != nil {
+		return newErr(errDecoding, "failed to decode prevResult", "%v", err)
+	}
+	if conf.PrevResult != nil {
+		if prev, err = types100.NewResultFromResult(conf.PrevResult); err != nil {
+			return newErr(errDecoding, "failed to convert prevResult", "%v", err)
+		}
+	}
+	v, err := p.verify(conf, args)
+	if err != nil {
+		return err
+	}
+	if prev == nil {
+		return nil
+	}
+	return CheckPrevResult(prev, v.IP)
+}
+
+// CheckPrevResult fails with ErrPrevResultMismatch unless prev carries ip.
+func CheckPrevResult(prev *types100.Result, ip netip.Addr) error {
+	for _, c := range prev.IPs {
+		if a, ok := netip.AddrFromSlice(c.Address.IP); ok && a.Unmap() == ip.Unmap() {
+			return nil
+		}
+	}
+	return newErr(ErrPrevResultMismatch, "prevResult does not carry the allocated address",
+		"the pool allocates %s, prevResult has %d other address(es)", ip, len(prev.IPs))
+}
+
+// Del always succeeds without talking to the API: the scheduler owns
+// release (by pod UID, when the pod is deleted or finishes).
+func (p *Plugin) Del(_ *skel.CmdArgs) error { return nil }
+
+// GC is a no-op: the plugin holds nothing on the node.
+func (p *Plugin) GC(_ *skel.CmdArgs) error { return nil }
+
+// Status fails (code 50) only when the plugin's own configuration is broken:
+// the kubeconfig is missing, unreadable or unusable. It does not call the
+// API and never reports pool exhaustion (containerd would mark the whole
+// node's network not ready).
+func (p *Plugin) Status(args *skel.CmdArgs) error {
+	conf, err := LoadConfig(args.StdinData, p.Hostname)
+	if err != nil {
+		return err
+	}
+	if _, err := p.NewAPI(&conf.IPAM); err != nil {
+		details := err.Error()
+		var e *types.Error
+		if errors.As(err, &e) {
+			details = e.Details
+		}
+		return types.NewError(ErrStatusUnavailable, "plugin not available: kubeconfig unusable", details)
+	}
+	return nil
+}
+
+// Main runs the plugin on the process's environment, stdin and stdout and
+// returns the exit code. Errors are printed as the SPEC's error object
+// (cniVersion, code, msg, details); skel itself would omit cniVersion.
+func Main() int {
+	var stdinData []byte
+	if cmd := os.Getenv("CNI_COMMAND"); cmd != "" && cmd != "VERSION" {
+		var err error
+		if stdinData, err = io.ReadAll(os.Stdin); err != nil {
+			_ = WriteError(os.Stdout, types.NewError(types.ErrIOFailure, "error reading from stdin", err.Error()), nil)
+			return 1
+		}
+		// skel reads os.Stdin itself: hand it the same bytes again.
+		r, w, err := os.Pipe()
+		if err != nil {
+			_ = WriteError(os.Stdout, types.NewError(types.ErrIOFailure, "pipe", err.Error()), stdinData)
+			return 1
+		}
+		go func() {
+			_, _ = w.Write(stdinData)
+			_ = w.Close()
+		}()
+		os.Stdin = r
+	}
+	if e := skel.PluginMainFuncsWithError(Default().Funcs(), version.All, About()); e != nil {
+		_ = WriteError(os.Stdout, e, stdinData)
+		return 1
+	}
+	return 0
+}

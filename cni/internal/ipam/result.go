@@ -1,0 +1,38 @@
+package ipam
+
+import (
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+)
+
+// BuildResult turns a verified address into an IPAM result (no interfaces,
+// no ips[].interface): with ipscheduler.io/network its prefix, gateway,
+// routes and DNS; without it the address as a host route (/32 or /128).
+func BuildResult(v *Verified) *types100.Result {
+	res := &types100.Result{CNIVersion: types100.ImplementedSpecVersion}
+	if v.Network != nil {
+		res.IPs = []*types100.IPConfig{{Address: v.Network.Address, Gateway: v.Network.Gateway}}
+		res.Routes = v.Network.Routes
+		res.DNS = v.Network.DNS
+		return res
+	}
+	bits := v.IP.BitLen()
+	res.IPs = []*types100.IPConfig{{
+		Address: net.IPNet{IP: net.IP(v.IP.AsSlice()), Mask: net.CIDRMask(bits, bits)},
+	}}
+	return res
+}
+
+// RenderResult prints res converted to the configuration's cniVersion
+// (0.3.x/0.4.0 results get "version": "4"|"6" per address).
+func RenderResult(w io.Writer, res types.Result, cniVersion string) error {
+	converted, err := res.GetAsVersion(cniVersion)
+	if err != nil {
+		return types.NewError(types.ErrIncompatibleCNIVersion, "cannot convert the result", fmt.Sprintf("to cniVersion %q: %v", cniVersion, err))
+	}
+	return converted.PrintTo(w)
+}
