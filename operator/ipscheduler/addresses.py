@@ -32,9 +32,9 @@ import functools
 import ipaddress
 import re
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 
 __all__ = ["AddressError", "AddressSet", "Interval", "canonical", "parse_entry"]
 
@@ -394,3 +394,116 @@ class AddressSet:
             text = _ip_text(version, first)
             parts.append(text if first == last else f"{text}-{_ip_text(version, last)}")
         return ", ".join(parts)
+
+
+IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class RouteSpec(Protocol):
+    """What :func:`parse_subnets` reads of a route (``models.SubnetRoute``)."""
+
+    @property
+    def dst(self) -> str: ...
+    @property
+    def gw(self) -> str | None: ...
+
+
+class SubnetSpec(Protocol):
+    """What :func:`parse_subnets` reads of a subnet (``models.Subnet``)."""
+
+    @property
+    def cidr(self) -> str: ...
+    @property
+    def gateway(self) -> str | None: ...
+    @property
+    def routes(self) -> Sequence[RouteSpec]: ...
+
+
+@dataclass(frozen=True)
+class SubnetInfo:
+    """One ``spec.subnets`` entry, validated: ``network`` (the CIDR, host bits masked),
+    ``gateway`` (canonical text, or None) and ``routes`` as ``(dst CIDR, gw or None)`` with
+    ``gw`` defaulted to the gateway. Built by :func:`parse_subnets`."""
+
+    network: IPNetwork
+    gateway: str | None
+    routes: tuple[tuple[str, str | None], ...]
+
+    def prefixed(self, ip: str) -> str:
+        """``ip/prefixlen`` of this subnet (``10.0.1.12/24``)."""
+        return f"{canonical(ip)}/{self.network.prefixlen}"
+
+
+def _network(text: str, where: str) -> IPNetwork:
+    try:
+        return ipaddress.ip_network(text.strip(), strict=False)
+    except ValueError as e:
+        raise AddressError(f"{where}: {text!r} is not a CIDR") from e
+
+
+def _address(text: str, where: str) -> IPAddress:
+    ip = _parse_ip(text.strip())
+    if ip is None:
+        raise AddressError(f"{where}: {text!r} is not an IP address")
+    return ip
+
+
+def parse_subnets(subnets: Iterable[SubnetSpec], addresses: Iterable[str]) -> tuple[SubnetInfo, ...]:
+    """Validate ``spec.subnets`` against the pool's ``spec.addresses`` entries.
+
+    Each gateway must be an address inside its cidr; each route a CIDR and an IP
+    of the same family; each address entry (IP, CIDR or range) must lie wholly
+    inside one subnet. Raises AddressError naming the offending field (these are
+    also refused at ``kubectl apply`` by the CRD's CEL rules where CEL can say
+    so: the address-in-subnet rule cannot, so it surfaces as Ready=False).
+    """
+    out: list[SubnetInfo] = []
+    for i, s in enumerate(subnets):
+        where = f"spec.subnets[{i}]"
+        network = _network(s.cidr, f"{where}.cidr")
+        gateway: str | None = None
+        raw_gw = s.gateway
+        if raw_gw is not None:
+            gw = _address(str(raw_gw), f"{where}.gateway")
+            if gw.version != network.version or gw not in network:
+                raise AddressError(f"{where}.gateway: {raw_gw} is not inside {network}")
+            gateway = str(gw)
+        routes: list[tuple[str, str | None]] = []
+        for j, r in enumerate(s.routes):
+            dst = _network(r.dst, f"{where}.routes[{j}].dst")
+            rgw = str(_address(r.gw, f"{where}.routes[{j}].gw")) if r.gw is not None else gateway
+            if rgw is not None and ipaddress.ip_address(rgw).version != dst.version:
+                raise AddressError(
+                    f"{where}.routes[{j}]: gw {rgw} and dst {dst} are of different IP families"
+                )
+            routes.append((str(dst), rgw))
+        out.append(SubnetInfo(network, gateway, tuple(routes)))
+    if out:
+        for entry in addresses:
+            for version, first, last in parse_entry(entry):
+                if subnet_of(out, version, first, last) is None:
+                    raise AddressError(f"spec.addresses: {entry} is not inside any of spec.subnets")
+    return tuple(out)
+
+
+def subnet_of(
+    subnets: Iterable[SubnetInfo], version: int, first: int, last: int | None = None
+) -> SubnetInfo | None:
+    """The first subnet holding the whole interval ``first..last`` (one address when
+    ``last`` is None) of IP ``version``, or None."""
+    last = first if last is None else last
+    for s in subnets:
+        net = s.network
+        if (
+            net.version == version
+            and int(net.network_address) <= first
+            and last <= int(net.broadcast_address)
+        ):
+            return s
+    return None
+
+
+def subnet_for(subnets: Iterable[SubnetInfo], ip: str) -> SubnetInfo | None:
+    """The subnet that holds address ``ip`` (None: none, or ``ip`` is not an address)."""
+    parsed = _parse_ip(ip.strip())
+    return None if parsed is None else subnet_of(subnets, parsed.version, int(parsed))

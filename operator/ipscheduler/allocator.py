@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ipscheduler.addresses import AddressError, AddressSet, canonical
+from ipscheduler.addresses import AddressError, AddressSet, SubnetInfo, canonical, parse_subnets, subnet_for
 from ipscheduler.models import Allocation, Condition, NodeIPPoolSpec, NodeIPPoolStatus
 
 MAX_REPORTED = 2**31 - 1
@@ -59,6 +59,8 @@ class PoolView:
     deleting: bool = False
     status: NodeIPPoolStatus = field(default_factory=NodeIPPoolStatus)
     finalizers: tuple[str, ...] = ()
+    subnets: tuple[SubnetInfo, ...] = ()
+    """Validated ``spec.subnets`` (empty: addresses are host routes)."""
 
     @classmethod
     def from_obj(cls, body: Mapping[str, Any]) -> PoolView:
@@ -79,11 +81,15 @@ class PoolView:
         addresses: AddressSet | None = None
         cap: int | None = None
         spec_error: str | None = None
+        subnets: tuple[SubnetInfo, ...] = ()
         try:
             spec = NodeIPPoolSpec.model_validate(raw_spec)
             cap = spec.capacity
+            subnets = parse_subnets(spec.subnets, spec.addresses)
             if spec.addresses:
-                addresses = _address_set(tuple(spec.addresses), tuple(spec.exclude))
+                # A gateway is never handed out as a pod address.
+                gateways = tuple(s.gateway for s in subnets if s.gateway is not None)
+                addresses = _address_set(tuple(spec.addresses), (*spec.exclude, *gateways))
             elif spec.exclude:
                 _address_set((), tuple(spec.exclude))  # validate: a bad entry is a spec error
         except ValidationError as e:
@@ -105,6 +111,7 @@ class PoolView:
             deleting=meta.get("deletionTimestamp") is not None,
             status=parse_status(body.get("status")),
             finalizers=tuple(f for f in (meta.get("finalizers") or []) if isinstance(f, str)),
+            subnets=subnets,
         )
 
     @property
@@ -470,6 +477,26 @@ def adopt(
     allocs = dict(pool.allocations)
     allocs[uid] = Allocation(ip=ip, pod=pod_key, phase="Bound", since=now or _now())
     return desired_status(pool, ctx, allocs, now)
+
+
+def network_of(pool: PoolView, ip: str) -> dict[str, Any]:
+    """The network facts of address ``ip`` of ``pool`` as a CNI IPAM result without
+    interfaces (``types100.Result`` of containernetworking/cni, SPEC.md "IPAM result"):
+    ``{"ips": [{"address": "10.0.1.12/24", "gateway": "10.0.1.1"}], "routes": [{"dst":
+    "0.0.0.0/0", "gw": "10.0.1.1"}]}``, from the subnet of ``spec.subnets`` that holds it;
+    without one, a host route (``/32``, ``/128``) with no gateway and no routes.
+    Raises AddressError when ``ip`` is not an address."""
+    canon = canonical(ip)
+    subnet = subnet_for(pool.subnets, canon)
+    if subnet is None:
+        return {"ips": [{"address": f"{canon}/{128 if ':' in canon else 32}"}]}
+    entry = {"address": subnet.prefixed(canon)}
+    if subnet.gateway is not None:
+        entry["gateway"] = subnet.gateway
+    out: dict[str, Any] = {"ips": [entry]}
+    if subnet.routes:
+        out["routes"] = [{"dst": dst, **({"gw": gw} if gw else {})} for dst, gw in subnet.routes]
+    return out
 
 
 class PoolFull(Exception):

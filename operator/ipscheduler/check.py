@@ -8,17 +8,19 @@ Invariants (each violation is one line of output):
 - an allocation's pool serves the node its (bound) pod runs on;
 - a pool's ``allocated`` does not exceed its ``capacity``;
 - a bound pod's ``ipscheduler.io/ip`` / ``ipscheduler.io/pool`` annotations
-  match its allocation.
+  match its allocation, and its ``ipscheduler.io/network`` (when present) the
+  network facts its pool gives that address (:func:`allocator.network_of`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ipscheduler.addresses import AddressError, canonical
-from ipscheduler.allocator import PoolView
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
+from ipscheduler.allocator import PoolView, network_of
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
 
 
 def _canon(ip: str) -> str:
@@ -26,6 +28,13 @@ def _canon(ip: str) -> str:
         return canonical(ip)
     except AddressError:
         return ip
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -73,6 +82,12 @@ def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
                 if ann_pool != pool.name or (ann_ip and _canon(ann_ip)) != (a.ip and _canon(a.ip)):
                     problems.append(
                         f"{where}: annotations ip={ann_ip} pool={ann_pool} differ from allocation ip={a.ip}"
+                    )
+                ann_net = pod.annotations.get(ANNOTATION_NETWORK)
+                if a.ip and ann_net is not None and _json(ann_net) != (want := network_of(pool, a.ip)):
+                    problems.append(
+                        f"{where}: annotation {ANNOTATION_NETWORK}={ann_net} differs from the pool's "
+                        f"network for {a.ip}: {json.dumps(want, separators=(',', ':'))}"
                     )
     for uid, pod in by_uid.items():
         spec = raw_pods[uid].get("spec") or {}

@@ -43,6 +43,65 @@ class _Model(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
 
+IPText = Annotated[
+    str,
+    Field(min_length=2, max_length=45, pattern=r"^[0-9A-Fa-f:.]+$", description="An IPv4 or IPv6 address."),
+]
+CIDRText = Annotated[
+    str,
+    Field(
+        min_length=4,
+        max_length=49,
+        pattern=r"^[0-9A-Fa-f:.]+/[0-9]{1,3}$",
+        description="An IPv4 or IPv6 CIDR (10.0.1.0/24, fd00:1::/64).",
+    ),
+]
+MAX_SUBNETS = 16
+MAX_ROUTES = 16
+
+
+def _cel(*rules: tuple[str, str]) -> ConfigDict:
+    """Model config carrying CEL rules (``x-kubernetes-validations``) into the CRD schema;
+    the CIDR and IP functions are Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library)."""
+    return ConfigDict(
+        populate_by_name=True,
+        extra="ignore",
+        json_schema_extra={"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]},
+    )
+
+
+class SubnetRoute(_Model):
+    """A route the pod gets; ``gw`` defaults to the subnet's gateway."""
+
+    model_config = _cel(
+        ("isCIDR(self.dst)", "dst must be a CIDR such as 0.0.0.0/0"),
+        ("!has(self.gw) || isIP(self.gw)", "gw must be an IP address"),
+    )
+
+    dst: CIDRText
+    gw: IPText | None = None
+
+
+class Subnet(_Model):
+    """The network an address lives in: its prefix length, gateway and routes."""
+
+    model_config = _cel(
+        ("isCIDR(self.cidr)", "cidr must be a CIDR such as 10.0.1.0/24"),
+        ("!has(self.gateway) || isIP(self.gateway)", "gateway must be an IP address"),
+        (
+            "!has(self.gateway) || !isCIDR(self.cidr) || !isIP(self.gateway) || "
+            "cidr(self.cidr).containsIP(self.gateway)",
+            "gateway must lie inside cidr",
+        ),
+    )
+
+    cidr: CIDRText
+    gateway: IPText | None = Field(
+        default=None, description="The subnet's gateway: never handed out to a pod."
+    )
+    routes: list[SubnetRoute] = Field(default_factory=list, max_length=MAX_ROUTES)
+
+
 class NodeIPPoolSpec(_Model):
     """Desired state: which node, which addresses, how many pods at most."""
 
@@ -69,6 +128,13 @@ class NodeIPPoolSpec(_Model):
         ge=0,
         le=1_000_000,
         description="Caps the number of concurrent pods using this pool.",
+    )
+    subnets: list[Subnet] = Field(
+        default_factory=list,
+        max_length=MAX_SUBNETS,
+        description="Network facts: each address takes the prefix length, gateway and routes of the "
+        "subnet that contains it (every address must lie in one). Without subnets an address is a "
+        "host route (/32, /128) with no gateway.",
     )
 
 
@@ -163,6 +229,7 @@ def _structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         "maximum",
         "maxItems",
         "enum",
+        "x-kubernetes-validations",
     ):
         if key in schema:
             out[key] = schema[key]

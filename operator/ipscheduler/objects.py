@@ -18,6 +18,9 @@ from ipscheduler.quantity import parse_quantity
 
 ANNOTATION_IP = "ipscheduler.io/ip"
 ANNOTATION_POOL = "ipscheduler.io/pool"
+ANNOTATION_NETWORK = "ipscheduler.io/network"
+"""JSON in the shape of a CNI IPAM result without interfaces: the address with its prefix
+length, gateway and routes (read by the node's CNI IPAM plugin, cni/)."""
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 

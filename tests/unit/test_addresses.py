@@ -9,7 +9,16 @@ import re
 
 import pytest
 
-from ipscheduler.addresses import AddressError, AddressSet, canonical, parse_entry
+from ipscheduler.addresses import (
+    AddressError,
+    AddressSet,
+    SubnetInfo,
+    canonical,
+    parse_entry,
+    parse_subnets,
+    subnet_for,
+)
+from ipscheduler.models import Subnet
 
 
 def ip4(text: str) -> int:
@@ -633,3 +642,102 @@ def test_iter_addresses_rejects_negative_limit() -> None:
 )
 def test_str(entries: list[str], text: str) -> None:
     assert str(AddressSet.from_entries(entries)) == text
+
+
+# --------------------------------------------------------------------------- spec.subnets
+
+
+def subnet(cidr: str, gateway: str | None = None, routes: list[dict[str, str]] | None = None) -> Subnet:
+    body: dict[str, object] = {"cidr": cidr, "routes": routes or []}
+    if gateway is not None:
+        body["gateway"] = gateway
+    return Subnet.model_validate(body)
+
+
+SUBNETS_OK = [
+    ([subnet("10.0.1.0/24", "10.0.1.1")], ["10.0.1.10-10.0.1.20"], [("10.0.1.0/24", "10.0.1.1", ())]),
+    (
+        [
+            subnet(
+                "10.0.1.0/24", "10.0.1.1", [{"dst": "0.0.0.0/0"}, {"dst": "10.9.0.0/16", "gw": "10.0.1.254"}]
+            )
+        ],
+        ["10.0.1.0/28"],
+        [("10.0.1.0/24", "10.0.1.1", (("0.0.0.0/0", "10.0.1.1"), ("10.9.0.0/16", "10.0.1.254")))],
+    ),
+    (
+        [subnet("fd00:1::/64", "fd00:1::1", [{"dst": "::/0"}])],
+        ["fd00:1::10"],
+        [("fd00:1::/64", "fd00:1::1", (("::/0", "fd00:1::1"),))],
+    ),
+    ([subnet("10.0.1.5/24")], ["10.0.1.7"], [("10.0.1.0/24", None, ())]),
+    (
+        [subnet("10.0.1.0/24", "10.0.1.1"), subnet("fd00::/120", "fd00::1")],
+        ["10.0.1.2", "fd00::2-fd00::9"],
+        [("10.0.1.0/24", "10.0.1.1", ()), ("fd00::/120", "fd00::1", ())],
+    ),
+    ([], ["10.9.9.9"], []),
+]
+
+
+@pytest.mark.parametrize(
+    ("subnets", "addresses", "expected"),
+    SUBNETS_OK,
+    ids=[
+        "range-inside",
+        "routes-gw-defaults-to-gateway",
+        "ipv6",
+        "host-bits-masked-no-gateway",
+        "dual-stack",
+        "none",
+    ],
+)
+def test_parse_subnets(
+    subnets: list[Subnet],
+    addresses: list[str],
+    expected: list[tuple[str, str | None, tuple[tuple[str, str | None], ...]]],
+) -> None:
+    got = parse_subnets(subnets, addresses)
+    assert [(str(s.network), s.gateway, s.routes) for s in got] == expected
+
+
+SUBNETS_BAD = [
+    ([subnet("10.0.1.0/24", "10.0.2.1")], [], "spec.subnets[0].gateway: 10.0.2.1 is not inside 10.0.1.0/24"),
+    ([subnet("10.0.1.0/24", "fd00::1")], [], "is not inside"),
+    ([subnet("10.0.1.0/33")], [], "spec.subnets[0].cidr"),
+    ([subnet("10.0.1.0/24", routes=[{"dst": "::/0", "gw": "10.0.1.1"}])], [], "different IP families"),
+    (
+        [subnet("10.0.1.0/24", "10.0.1.1")],
+        ["10.0.1.250-10.0.2.5"],
+        "10.0.1.250-10.0.2.5 is not inside any of spec.subnets",
+    ),
+    ([subnet("10.0.1.0/24")], ["10.0.9.1"], "10.0.9.1 is not inside any"),
+    ([subnet("10.0.1.0/24")], ["fd00::1"], "fd00::1 is not inside any"),
+]
+
+
+@pytest.mark.parametrize(
+    ("subnets", "addresses", "fragment"),
+    SUBNETS_BAD,
+    ids=[
+        "gateway-outside",
+        "gateway-other-family",
+        "bad-prefix",
+        "route-family-mismatch",
+        "range-straddles",
+        "address-outside",
+        "family-outside",
+    ],
+)
+def test_parse_subnets_refuses(subnets: list[Subnet], addresses: list[str], fragment: str) -> None:
+    with pytest.raises(AddressError, match=re.escape(fragment)):
+        parse_subnets(subnets, addresses)
+
+
+def test_subnet_for_and_prefixed() -> None:
+    subnets = parse_subnets([subnet("10.0.1.0/24", "10.0.1.1"), subnet("fd00::/64")], [])
+    v4 = subnet_for(subnets, "10.0.1.12")
+    assert isinstance(v4, SubnetInfo) and v4.prefixed("10.0.1.12") == "10.0.1.12/24"
+    v6 = subnet_for(subnets, "fd00:0::5")
+    assert v6 is not None and v6.prefixed("fd00:0::5") == "fd00::5/64"
+    assert subnet_for(subnets, "10.0.2.1") is None and subnet_for(subnets, "junk") is None

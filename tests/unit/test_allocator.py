@@ -1153,3 +1153,56 @@ def test_adopt_conflict_names_the_holder() -> None:
     with pytest.raises(AdoptConflict) as info:
         adopt(p, CTX, "new", "ns/new", "10.0.0.2")
     assert (info.value.holder_uid, info.value.holder_pod) == ("h", "ns/holder")
+
+
+# --------------------------------------------------------------------------- spec.subnets
+
+
+def with_subnets(subnets: list[dict[str, Any]], addresses: list[str]) -> PoolView:
+    b = body(addresses=addresses)
+    b["spec"]["subnets"] = subnets
+    return PoolView.from_obj(b)
+
+
+def test_a_gateway_is_never_handed_out() -> None:
+    b = body(addresses=["10.0.1.0/29"])
+    b["spec"]["subnets"] = [{"cidr": "10.0.1.0/29", "gateway": "10.0.1.1"}]
+    p = PoolView.from_obj(b)
+    assert p.spec_error is None and p.subnets[0].gateway == "10.0.1.1"
+    got = []
+    for i in range(5):
+        new, ip = reserve(p, CTX, f"u{i}", f"ns/u{i}", now=NOW)
+        assert new is not None
+        p = with_status(b, new)
+        got.append(ip)
+    assert got == ["10.0.1.2", "10.0.1.3", "10.0.1.4", "10.0.1.5", "10.0.1.6"]
+    with pytest.raises(PoolFull):
+        reserve(p, CTX, "one-more", "ns/x", now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("subnets", "addresses", "fragment"),
+    [
+        (
+            [{"cidr": "10.0.1.0/24"}],
+            ["10.0.2.1"],
+            "spec.addresses: 10.0.2.1 is not inside any of spec.subnets",
+        ),
+        (
+            [{"cidr": "10.0.1.0/24", "gateway": "10.0.2.1"}],
+            ["10.0.1.5"],
+            "spec.subnets[0].gateway: 10.0.2.1 is not inside",
+        ),
+        ([{"cidr": "10.0.1.0/24", "routes": [{"dst": "x/0"}]}], ["10.0.1.5"], "spec.subnets.0.routes.0.dst"),
+    ],
+    ids=["address-outside", "gateway-outside", "malformed-route"],
+)
+def test_invalid_subnets_are_a_spec_error_and_the_pool_hands_out_nothing(
+    subnets: list[dict[str, Any]], addresses: list[str], fragment: str
+) -> None:
+    p = with_subnets(subnets, addresses)
+    assert p.spec_error is not None and fragment in p.spec_error
+    with pytest.raises(PoolFull):
+        reserve(p, CTX, "u", "ns/u", now=NOW)
+    status, reason, _ = ready_condition(p, CTX)
+    assert (status, reason) == ("False", "InvalidSpec")

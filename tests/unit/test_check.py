@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ipscheduler.check import find_violations
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL
 
 SINCE = "2024-01-01T00:00:00Z"
 
@@ -297,3 +297,28 @@ def test_malformed_bodies_are_skipped() -> None:
     pools = [{"metadata": {}}, pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})]
     pods = [{"metadata": {"name": "no-uid"}}, pod("u1", "a", pool_name="pool-a", ip="10.0.0.1")]
     assert find_violations(pools, pods) == []
+
+
+@pytest.mark.parametrize(
+    ("network", "violation"),
+    [
+        (None, None),
+        ('{"ips":[{"address":"10.0.1.2/24","gateway":"10.0.1.1"}]}', None),
+        ('{"ips": [{"gateway": "10.0.1.1", "address": "10.0.1.2/24"}]}', None),
+        ('{"ips":[{"address":"10.0.1.2/16","gateway":"10.0.1.1"}]}', "differs from the pool's network"),
+        ('{"ips":[{"address":"10.0.1.9/24","gateway":"10.0.1.1"}]}', "differs from the pool's network"),
+        ("not json", "differs from the pool's network"),
+    ],
+    ids=["absent", "as-written", "same-json-other-spelling", "wrong-prefix", "other-address", "garbage"],
+)
+def test_network_annotation_must_match_the_pools_subnet(network: str | None, violation: str | None) -> None:
+    p = pool(addresses=["10.0.1.2-10.0.1.9"], allocations={"u1": alloc("10.0.1.2", "ns/a")})
+    p["spec"]["subnets"] = [{"cidr": "10.0.1.0/24", "gateway": "10.0.1.1"}]
+    body = pod("u1", "a", pool_name="pool-a", ip="10.0.1.2")
+    if network is not None:
+        body["metadata"]["annotations"][ANNOTATION_NETWORK] = network
+    problems = find_violations([p], [body])
+    if violation is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and violation in problems[0]

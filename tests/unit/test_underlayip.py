@@ -15,7 +15,7 @@ from ipscheduler.api import PoolWriter
 from ipscheduler.cache import ClusterCache
 from ipscheduler.framework import Code, CycleState, Status
 from ipscheduler.models import NodeIPPoolStatus
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, NodeInfo, PodInfo
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.plugins.underlayip import (
     BIND_ANNOTATIONS,
     ERR_NO_FREE,
@@ -546,20 +546,67 @@ async def test_reservations_in_flight_are_assumed_and_coalesced_into_one_write()
 
 # --------------------------------------------------------------------------- pre_bind / post_bind
 
+
+def with_subnets(body: dict[str, Any], *subnets: dict[str, Any]) -> dict[str, Any]:
+    body["spec"]["subnets"] = list(subnets)
+    return body
+
+
 BIND_CASES = [
     # (pool, existing annotations in the cycle state, expected annotations)
-    (pool("p", addresses=["10.0.0.1-10.0.0.4"]), None, {ANNOTATION_POOL: "p", ANNOTATION_IP: "10.0.0.1"}),
+    (
+        pool("p", addresses=["10.0.0.1-10.0.0.4"]),
+        None,
+        {
+            ANNOTATION_POOL: "p",
+            ANNOTATION_IP: "10.0.0.1",
+            ANNOTATION_NETWORK: '{"ips":[{"address":"10.0.0.1/32"}]}',
+        },
+    ),
     (
         pool("p", addresses=["fd00::10-fd00::20"]),
         {"other/key": "v"},
-        {"other/key": "v", ANNOTATION_POOL: "p", ANNOTATION_IP: "fd00::10"},
+        {
+            "other/key": "v",
+            ANNOTATION_POOL: "p",
+            ANNOTATION_IP: "fd00::10",
+            ANNOTATION_NETWORK: '{"ips":[{"address":"fd00::10/128"}]}',
+        },
     ),
     (pool("slots", capacity=2), None, {ANNOTATION_POOL: "slots"}),
+    (
+        with_subnets(
+            pool("p", addresses=["10.0.1.1-10.0.1.9"]),
+            {"cidr": "10.0.1.0/24", "gateway": "10.0.1.1", "routes": [{"dst": "0.0.0.0/0"}]},
+        ),
+        None,
+        {
+            ANNOTATION_POOL: "p",
+            ANNOTATION_IP: "10.0.1.2",  # 10.0.1.1 is the gateway
+            ANNOTATION_NETWORK: '{"ips":[{"address":"10.0.1.2/24","gateway":"10.0.1.1"}],'
+            '"routes":[{"dst":"0.0.0.0/0","gw":"10.0.1.1"}]}',
+        },
+    ),
+    (
+        with_subnets(
+            pool("p", addresses=["fd00:1::10/126"]),
+            {"cidr": "fd00:1::/64", "routes": [{"dst": "::/0", "gw": "fd00:1::1"}]},
+        ),
+        None,
+        {
+            ANNOTATION_POOL: "p",
+            ANNOTATION_IP: "fd00:1::10",
+            ANNOTATION_NETWORK: '{"ips":[{"address":"fd00:1::10/64"}],'
+            '"routes":[{"dst":"::/0","gw":"fd00:1::1"}]}',
+        },
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("body", "existing", "expected"), BIND_CASES, ids=["ipv4", "ipv6-merged", "count-only"]
+    ("body", "existing", "expected"),
+    BIND_CASES,
+    ids=["ipv4-host-route", "ipv6-merged", "count-only", "subnet-gateway-routes", "ipv6-subnet-route-gw"],
 )
 async def test_pre_bind_and_post_bind(
     body: dict[str, Any], existing: dict[str, str] | None, expected: dict[str, str]

@@ -22,7 +22,9 @@ Extension points:
   ``reservedBy``).
 - PreBind: wait for the write, which takes the lowest free address of that
   pool (other pools of the node if it turned out full), and put
-  ``ipscheduler.io/ip`` and ``ipscheduler.io/pool`` into the binding
+  ``ipscheduler.io/ip``, ``ipscheduler.io/pool`` and ``ipscheduler.io/network``
+  (the address with its subnet's prefix, gateway and routes, as a CNI IPAM
+  result: :func:`ipscheduler.allocator.network_of`) into the binding
   annotations.
 - PostBind: mark the allocation Bound (deferred, coalesced write).
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import functools
+import json
 import logging
 import secrets
 import socket
@@ -48,7 +51,7 @@ from ipscheduler.api import KubeApi, MutateFn, PoolWriter
 from ipscheduler.cache import ClusterCache
 from ipscheduler.framework import CycleState, Status, default_normalize
 from ipscheduler.models import NodeIPPoolStatus
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, NodeInfo, PodInfo
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,7 @@ _ALLOC = f"{NAME}/allocation"
 _PENDING = f"{NAME}/pending"
 _OWNER = f"{NAME}/owner"
 _MINE = f"{NAME}/written"
+_NETWORK = f"{NAME}/network"
 BIND_ANNOTATIONS = "Bind/annotations"
 
 Strategy = Literal["spread", "binpack"]
@@ -212,7 +216,7 @@ class UnderlayIP:
         finally:
             self.cache.forget_assumed(pool_name, pod.uid)
         if written is not None and "ip" in got:
-            state.write(_ALLOC, (pool_name, got["ip"]))
+            self._allocated(state, written, got["ip"])
             return Status.success()
         for pool in self._candidates(pod, node, skip=pool_name):
             future, got = self._submit(state, pod, node, pool.name)
@@ -223,9 +227,16 @@ class UnderlayIP:
             except Exception as e:
                 return Status.error(f"reserving an address in NodeIPPool {pool.name}: {e}", plugin=NAME)
             if written is not None and "ip" in got:
-                state.write(_ALLOC, (pool.name, got["ip"]))
+                self._allocated(state, written, got["ip"])
                 return Status.success()
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
+
+    @staticmethod
+    def _allocated(state: CycleState, pool: PoolView, ip: str | None) -> None:
+        """Record the allocation this cycle got, with its network facts (address pools)."""
+        state.write(_ALLOC, (pool.name, ip))
+        if ip:
+            state.write(_NETWORK, json.dumps(allocator.network_of(pool, ip), separators=(",", ":")))
 
     async def _bound_pool(self, pod: PodInfo) -> str:
         """The pool named by the live pod's ``ipscheduler.io/pool`` if the pod (same UID) is
@@ -289,6 +300,7 @@ class UnderlayIP:
         annotations[ANNOTATION_POOL] = alloc[0]
         if alloc[1]:
             annotations[ANNOTATION_IP] = alloc[1]
+            annotations[ANNOTATION_NETWORK] = state.read(_NETWORK)
         elif ANNOTATION_IP in pod.annotations:
             # Count-only slot: a Binding can only add annotations, so a stale/foreign address
             # the pod was created with is overwritten with an empty value.
