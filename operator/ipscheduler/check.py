@@ -78,8 +78,10 @@ def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
                 problems.append(f"{where}: pod runs on {pod.node_name} but the pool serves {pool.node_name}")
             if pod.bound and not pod.terminal:
                 ann_ip = pod.annotations.get(ANNOTATION_IP) or None  # "" means "no address"
-                ann_pool = pod.annotations.get(ANNOTATION_POOL)
-                if ann_pool != pool.name or (ann_ip and _canon(ann_ip)) != (a.ip and _canon(a.ip)):
+                ann_pool = pod.annotations.get(ANNOTATION_POOL) or None
+                # A count-only slot's Binding writes no pool annotation (older ones named it).
+                pool_ok = ann_pool == pool.name or (ann_pool is None and not a.ip)
+                if not pool_ok or (ann_ip and _canon(ann_ip)) != (a.ip and _canon(a.ip)):
                     problems.append(
                         f"{where}: annotations ip={ann_ip} pool={ann_pool} differ from allocation ip={a.ip}"
                     )

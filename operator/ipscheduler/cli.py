@@ -9,6 +9,7 @@ import logging
 import sys
 
 from ipscheduler import __version__
+from ipscheduler.multus import MultusError, parse_network_name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="seconds a Reserved allocation may stay while its pod is bound elsewhere",
+    )
+    run.add_argument(
+        "--multus-network",
+        metavar="[NAMESPACE/]NAME",
+        help="also put the address into the ips of this network's element of the pod's "
+        "k8s.v1.cni.cncf.io/networks annotation (Multus hands it to the static IPAM plugin)",
     )
     run.add_argument(
         "--watch-timeout",
@@ -115,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         except configuration.ConfigError as e:
             print(f"ipscheduler: invalid --config: {e}", file=sys.stderr)
             return 2
+        if args.multus_network is not None:
+            try:
+                parse_network_name(args.multus_network)
+            except MultusError as e:
+                print(f"ipscheduler: invalid --multus-network: {e}", file=sys.stderr)
+                return 2
         scheduler_name = args.scheduler_name
         if args.config:
             scheduler_name = file_config.profile.scheduler_name
@@ -131,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             bind_concurrency=max(1, args.bind_concurrency),
             gc_interval=max(1.0, args.gc_interval),
             reserved_ttl=max(0.0, args.reserved_ttl),
+            multus_network=args.multus_network,
             health_addr=args.health_addr,
             watch_timeout=max(1.0, args.watch_timeout),
             leader_elect=args.leader_elect,

@@ -18,7 +18,7 @@ sense: one profile with ``plugins.<extensionPoint>.enabled/disabled`` and
             disabled: [{name: NodeResourcesBalancedAllocation}]
         pluginConfig:
           - name: UnderlayIP
-            args: {strategy: binpack}
+            args: {strategy: binpack, multusNetwork: underlay}
 
 Unknown keys, unknown plugin names and bad weights are errors with the
 field path in the message.
@@ -31,6 +31,8 @@ from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ipscheduler.multus import MultusError, parse_network_name
 
 
 class _Strict(BaseModel):
@@ -62,6 +64,16 @@ class UnderlayIPArgs(_Strict):
     """``pluginConfig`` of UnderlayIP."""
 
     strategy: Literal["spread", "binpack"] = "spread"
+    multus_network: str | None = Field(default=None, alias="multusNetwork")
+
+    @model_validator(mode="after")
+    def _network_name(self) -> UnderlayIPArgs:
+        if self.multus_network is not None:
+            try:
+                parse_network_name(self.multus_network)
+            except MultusError as e:
+                raise ValueError(str(e)) from e
+        return self
 
 
 class PluginConfig(_Strict):
@@ -102,6 +114,14 @@ class SchedulerConfiguration(_Strict):
     @property
     def profile(self) -> Profile:
         return self.profiles[0]
+
+    @property
+    def multus_network(self) -> str | None:
+        """UnderlayIP's ``multusNetwork`` from pluginConfig (None: not set in the file)."""
+        for pc in self.profile.plugin_config:
+            if pc.name == "UnderlayIP":
+                return pc.args.multus_network
+        return None
 
     @property
     def strategy(self) -> Literal["spread", "binpack"] | None:

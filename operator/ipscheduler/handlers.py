@@ -56,6 +56,7 @@ class RunConfig:
     bind_concurrency: int = 16
     gc_interval: float = 30.0
     reserved_ttl: float = 60.0
+    multus_network: str | None = None
     health_addr: str = "0.0.0.0:8080"
     leader_elect: bool = False
     election: ElectionSettings = field(default_factory=ElectionSettings)
@@ -152,7 +153,14 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     cache = ClusterCache()
     writer = PoolWriter(api, cache)
     profile = build_profile(
-        cache, api, writer, cfg.config, cfg.ip_strategy, identity=cfg.identity, reserved_ttl=cfg.reserved_ttl
+        cache,
+        api,
+        writer,
+        cfg.config,
+        cfg.ip_strategy,
+        identity=cfg.identity,
+        reserved_ttl=cfg.reserved_ttl,
+        multus_network=cfg.multus_network,
     )
     queue = SchedulingQueue(profile.queue_sort)
     metrics = Metrics(cfg.scheduler_name)

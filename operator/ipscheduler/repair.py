@@ -90,7 +90,7 @@ def plan(
                 out.append(Repair("release", pool.name, uid, a.pod, why, a.ip, allocation=a))
                 continue
             pod = pods.get(uid)
-            if pod is not None and a.phase == "Reserved" and _bound_with(pod, pool):
+            if pod is not None and a.phase == "Reserved" and bound_with(pod, pool):
                 out.append(
                     Repair("mark_bound", pool.name, uid, a.pod, "pod is bound with this address", a.ip)
                 )
@@ -112,9 +112,14 @@ def plan(
     return out
 
 
-def _bound_with(pod: PodInfo, pool: PoolView) -> bool:
-    """Is ``pod`` bound to ``pool``'s node carrying ``pool`` in its annotation?"""
-    return pod.bound and pod.node_name == pool.node_name and pod.annotations.get(ANNOTATION_POOL) == pool.name
+def bound_with(pod: PodInfo, pool: PoolView) -> bool:
+    """Is ``pod`` bound to ``pool``'s node with ``pool``: its ``ipscheduler.io/pool``
+    annotation names the pool, or, for a count-only pool (whose Binding writes no
+    annotation), the pod carries none (absent or "")."""
+    if not pod.bound or pod.node_name != pool.node_name:
+        return False
+    named = pod.annotations.get(ANNOTATION_POOL) or ""
+    return named == pool.name or (not named and pool.addresses is None)
 
 
 def _release_reason(
@@ -131,7 +136,7 @@ def _release_reason(
         # Pods are never unbound: a Bound record of a pod that is pending in a LIST taken
         # after the pools' is bogus (an edited or restored status).
         return None if pod.bound else "Bound allocation of a pod that is not bound"
-    if _bound_with(pod, pool):
+    if bound_with(pod, pool):
         return None  # marked Bound instead
     where = f"pod is bound to {pod.node_name}" if pod.bound else "pod is still not bound"
     return f"Reserved for more than {reserved_ttl:.0f}s but {where}"

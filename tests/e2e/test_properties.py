@@ -639,7 +639,8 @@ def test_stale_ip_annotation_is_cleared_on_a_pod_of_a_count_only_pool(
     no_foreign_pools(kubectl)
     pools.create("prop-slots", "node-3", capacity=2)
     wait_processed(kubectl, "prop-slots")
-    create_pods(kubectl, ns, [scheduler_pod("stale", {ANNOTATION_IP: "10.98.0.4"}, **pinned("node-3"))])
+    stale = {ANNOTATION_IP: "10.98.0.4", ANNOTATION_POOL: "prop-forged"}
+    create_pods(kubectl, ns, [scheduler_pod("stale", stale, **pinned("node-3"))])
     pod = wait_for(
         "stale bound",
         lambda: (p := kubectl.json("get", "pod", "stale", "-n", ns))["spec"].get("nodeName") and p,
@@ -647,10 +648,13 @@ def test_stale_ip_annotation_is_cleared_on_a_pod_of_a_count_only_pool(
     )
     assert_alive(scheduler)
     ann = pod["metadata"]["annotations"]
-    assert ann[ANNOTATION_POOL] == "prop-slots"
     try:
-        # A Binding can only add annotations: "" (or no annotation) is how "no address" reads.
-        assert ann.get(ANNOTATION_IP, "") == "", f"pod holds a slot, no address, but claims {ann}"
+        # A Binding can only add annotations: "" is how "no address" reads.
+        assert (ann[ANNOTATION_IP], ann[ANNOTATION_POOL]) == ("", ""), f"a slot, no address, but {ann}"
+        assert "ipscheduler.io/network" not in ann
+        assert "stale" in [
+            a["pod"].split("/")[1] for a in pools.get("prop-slots")["status"]["allocations"].values()
+        ]
         assert_check_clean(kubectl)
     finally:
         delete_pods(kubectl, ns, ["stale"])

@@ -221,6 +221,13 @@ CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
         [pod("u1", "a", pool_name="pool-a", ip="10.0.0.1")],
         ["pool pool-a: ns/a (u1): annotations ip=10.0.0.1 pool=pool-a differ from allocation ip=None"],
     ),
+    ([pool(capacity=2, allocations={"u1": alloc(None, "ns/a")})], [pod("u1", "a")], []),
+    ([pool(capacity=2, allocations={"u1": alloc(None, "ns/a")})], [pod("u1", "a", pool_name="pool-a")], []),
+    (
+        [pool(capacity=2, allocations={"u1": alloc(None, "ns/a")})],
+        [pod("u1", "a", pool_name="pool-b")],
+        ["pool pool-a: ns/a (u1): annotations ip=None pool=pool-b differ from allocation ip=None"],
+    ),
 ]
 
 
@@ -246,6 +253,9 @@ CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
         "annotations-missing",
         "annotation-ip-missing",
         "annotation-ip-on-count-only-allocation",
+        "count-only-slot-without-annotations",
+        "count-only-slot-with-the-pool-annotation-of-older-releases",
+        "count-only-slot-annotated-with-another-pool",
     ],
 )
 def test_violations(pools: list[dict[str, Any]], pods: list[dict[str, Any]], expected: list[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ profiles:
         enabled: [{name: UnderlayIP, weight: 7}]
         disabled: [{name: NodeResourcesBalancedAllocation}]
     pluginConfig:
-      - {name: UnderlayIP, args: {strategy: binpack}}
+      - {name: UnderlayIP, args: {strategy: binpack, multusNetwork: infra/underlay}}
 """,
     )
     assert "NodePorts" not in [p.name for p in prof.filter]
@@ -50,6 +51,24 @@ profiles:
     assert weights["UnderlayIP"] == 7 and "NodeResourcesBalancedAllocation" not in weights
     underlay = next(p for p, _ in prof.score if p.name == "UnderlayIP")
     assert underlay.strategy == "binpack" and prof.scheduler_name == "custom"
+    assert underlay.multus_network == "infra/underlay"
+
+
+@pytest.mark.parametrize(
+    ("text", "flag", "expected"),
+    [
+        ("", None, None),
+        ("", "underlay", "underlay"),
+        ("profiles: [{pluginConfig: [{name: UnderlayIP, args: {multusNetwork: a}}]}]", "b", "a"),
+    ],
+    ids=["neither", "flag", "file-wins"],
+)
+def test_multus_network_from_flag_or_file(
+    tmp_path: Path, text: str, flag: str | None, expected: str | None
+) -> None:
+    prof = build_profile(ClusterCache(), None, None, load(write(tmp_path, text)), multus_network=flag)  # type: ignore[arg-type]
+    underlay = next(p for p in prof.filter if p.name == "UnderlayIP")
+    assert underlay.multus_network == expected
 
 
 @pytest.mark.parametrize(
@@ -63,6 +82,10 @@ profiles:
         ("profiles: [{plugins: {score: {enabled: [{name: UnderlayIP, weight: -1}]}}}]", "weight"),
         ("profiles: [{schedulerNmae: x}]", "profiles.0.schedulerNmae"),
         ("profiles: [{pluginConfig: [{name: UnderlayIP, args: {strategy: fast}}]}]", "strategy"),
+        (
+            "profiles: [{pluginConfig: [{name: UnderlayIP, args: {multusNetwork: a/b/c}}]}]",
+            "expected [namespace/]name",
+        ),
         ("profiles: [{}, {}]", "profiles"),
         ("kind: KubeSchedulerConfiguration", "kind"),
         ("profiles: [", "config.yaml"),
@@ -73,13 +96,14 @@ profiles:
         "negative-weight",
         "typo",
         "bad-strategy",
+        "bad-multus-network",
         "two-profiles",
         "kind",
         "yaml",
     ],
 )
 def test_invalid_files_name_the_field(tmp_path: Path, text: str, fragment: str) -> None:
-    with pytest.raises(ConfigError, match=fragment.replace(".", r"\.").replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
         load(write(tmp_path, text))
 
 

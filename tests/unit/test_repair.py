@@ -234,6 +234,33 @@ def test_plan_count_only_release_has_no_ip() -> None:
     assert summary(plan([p], {}, NOW, TTL)) == [("release", "pool-a", "u1", "ns/p", None)]
 
 
+@pytest.mark.parametrize(
+    ("annotations", "node", "expected"),
+    [
+        ({}, "node-a", [("mark_bound", "u1")]),
+        ({ANNOTATION_POOL: ""}, "node-a", [("mark_bound", "u1")]),
+        ({ANNOTATION_POOL: "pool-a"}, "node-a", [("mark_bound", "u1")]),
+        ({ANNOTATION_POOL: "pool-b"}, "node-a", [("release", "u1")]),
+        ({}, "node-b", [("release", "u1")]),
+    ],
+    ids=[
+        "no-annotation-mark-bound",
+        "blanked-annotation-mark-bound",
+        "pool-annotation-of-older-releases-mark-bound",
+        "annotated-with-another-pool-release",
+        "bound-to-another-node-release",
+    ],
+)
+def test_plan_count_only_slot_is_bound_without_annotations(
+    annotations: dict[str, str], node: str, expected: list[tuple[str, str]]
+) -> None:
+    """A count-only slot's Binding writes no annotation: a pod bound to the pool's node
+    without ``ipscheduler.io/pool`` is bound with the slot (marked Bound, never released)."""
+    p = pool(capacity=3, allocations={"u1": alloc(None, phase="Reserved", since=OLD)})
+    pods = {"u1": pod("u1", node=node, annotations=annotations)}
+    assert [(r.action, r.uid) for r in plan([p], pods, NOW, TTL)] == expected
+
+
 def test_plan_clean_state_is_empty() -> None:
     pools = [
         pool(

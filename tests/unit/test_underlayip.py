@@ -573,7 +573,7 @@ BIND_CASES = [
             ANNOTATION_NETWORK: '{"ips":[{"address":"fd00::10/128"}]}',
         },
     ),
-    (pool("slots", capacity=2), None, {ANNOTATION_POOL: "slots"}),
+    (pool("slots", capacity=2), None, {}),  # count-only: none of the three
     (
         with_subnets(
             pool("p", addresses=["10.0.1.1-10.0.1.9"]),
@@ -632,6 +632,73 @@ async def test_pre_bind_and_post_bind(
     await env.plugin.post_bind(state, POD, node)  # already Bound: nothing to write
     await env.writer.flush()
     assert len(env.api.puts) == writes
+
+
+async def test_pre_bind_of_a_count_only_slot_blanks_annotations_the_pod_came_with() -> None:
+    """A Binding can only add annotations: a stale or forged address on a pod that gets a
+    count-only slot is overwritten with "" (reads as "no address"); absent keys stay absent."""
+    env = Env([pool("slots", capacity=2)])
+    pod = PodInfo(
+        uid="uid-me",
+        namespace="ns",
+        name="me",
+        annotations={ANNOTATION_IP: "10.9.9.9", ANNOTATION_POOL: "forged", "other/key": "v"},
+    )
+    state = env.pre_filter(pod)
+    node = env.node("node-a")
+    assert (await env.plugin.reserve(state, pod, node)).is_success()
+    assert (await env.plugin.pre_bind(state, pod, node)).is_success()
+    assert state.read(BIND_ANNOTATIONS) == {ANNOTATION_IP: "", ANNOTATION_POOL: ""}
+
+
+async def test_unreserve_keeps_a_count_only_slot_of_a_pod_bound_without_annotations() -> None:
+    env = Env([pool("slots", capacity=2)])
+    node = env.node("node-a")
+    state = env.pre_filter(POD)
+    assert (await env.reserve(state, POD, node)).is_success()
+    env.plugin.api = env.api  # type: ignore[assignment]
+    env.api.pods[("ns", "me")] = {
+        "metadata": {"uid": POD.uid, "namespace": "ns", "name": "me"},
+        "spec": {"nodeName": "node-a", "schedulerName": "ip-scheduler"},
+    }
+    await env.plugin.unreserve(state, POD, node)
+    assert env.allocations("slots") == {"uid-me": (None, "Reserved")}
+
+
+@pytest.mark.parametrize(
+    ("networks", "expected"),
+    [
+        ("underlay@net1", '[{"name":"underlay","interface":"net1","ips":["10.0.1.2/24"]}]'),
+        (None, None),
+        ("other", None),
+        ("a/b/c", None),  # Multus refuses it with its own message; we leave it alone
+    ],
+    ids=["short-form-converted", "no-annotation", "other-network", "malformed-left-alone"],
+)
+async def test_pre_bind_puts_the_address_into_the_multus_element(
+    networks: str | None, expected: str | None
+) -> None:
+    env = Env(
+        [
+            with_subnets(
+                pool("p", addresses=["10.0.1.1-10.0.1.9"]), {"cidr": "10.0.1.0/24", "gateway": "10.0.1.1"}
+            )
+        ]
+    )
+    env.plugin.multus_network = "underlay"
+    pod = PodInfo(
+        uid="uid-me",
+        namespace="ns",
+        name="me",
+        annotations={} if networks is None else {"k8s.v1.cni.cncf.io/networks": networks},
+    )
+    state = env.pre_filter(pod)
+    node = env.node("node-a")
+    assert (await env.plugin.reserve(state, pod, node)).is_success()
+    assert (await env.plugin.pre_bind(state, pod, node)).is_success()
+    annotations = state.read(BIND_ANNOTATIONS)
+    assert annotations[ANNOTATION_IP] == "10.0.1.2"
+    assert annotations.get("k8s.v1.cni.cncf.io/networks") == expected
 
 
 async def test_pre_bind_without_reservation_adds_nothing() -> None:

@@ -248,6 +248,13 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 	}
 	if ann.Pool == "" {
 		if pod.Spec.SchedulerName == req.SchedulerName {
+			if pod.Spec.NodeName != "" {
+				// The Binding writes the annotations with nodeName, and a count-only
+				// pool writes none: a bound pod of ours without them has no address.
+				return nil, newErr(ErrCountOnly, "count-only pool: no address to hand out",
+					"pod %s is bound to %s without an address (a count-only NodeIPPool, or nodeName set at creation); use another IPAM for it",
+					ref, pod.Spec.NodeName)
+			}
 			return nil, newErr(errTryAgain, "try again later",
 				"pod %s (schedulerName %s) has no %s annotation yet", ref, pod.Spec.SchedulerName, AnnotationPool)
 		}

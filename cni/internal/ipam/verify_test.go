@@ -54,6 +54,11 @@ func mkPod(uid, scheduler string, ann map[string]string) *kube.Pod {
 	return p
 }
 
+func unbound(p *kube.Pod) *kube.Pod {
+	p.Spec.NodeName = ""
+	return p
+}
+
 func mkPool(node string, addresses []string, allocs map[string]kube.Allocation) *kube.NodeIPPool {
 	p := &kube.NodeIPPool{}
 	p.Metadata.Name = "pool-a"
@@ -144,9 +149,12 @@ func TestVerify(t *testing.T) {
 		{name: "runtime passed no ipscheduler annotations",
 			api: &fakeAPI{pods: ok4, pools: bound}, runtime: map[string]string{},
 			wantCode: ErrRuntimeAnnotations, wantMsg: "ipscheduler.io/pool"},
-		{name: "our pod without a pool annotation: try again",
-			api:      &fakeAPI{pods: livePod(ann("-", "-")), pools: bound},
+		{name: "our pending pod without a pool annotation: try again",
+			api:      &fakeAPI{pods: map[string]*kube.Pod{"default/web-0": unbound(mkPod("u-1", "ip-scheduler", nil))}, pools: bound},
 			wantCode: types.ErrTryAgainLater, wantMsg: "has no ipscheduler.io/pool annotation yet"},
+		{name: "our bound pod without a pool annotation: count-only",
+			api:      &fakeAPI{pods: livePod(ann("-", "-")), pools: bound},
+			wantCode: ErrCountOnly, wantMsg: "bound to node-a without an address"},
 		{name: "another scheduler's pod without a pool annotation",
 			api:      &fakeAPI{pods: map[string]*kube.Pod{"default/web-0": mkPod("u-1", "default-scheduler", nil)}},
 			wantCode: ErrNotOurs, wantMsg: `schedulerName "default-scheduler"`},

@@ -79,6 +79,7 @@ def _factories(
     strategy: Strategy,
     identity: str,
     reserved_ttl: float,
+    multus_network: str | None,
 ) -> dict[str, Callable[[], Any]]:
     return {
         "NodeReady": NodeReady,
@@ -92,7 +93,9 @@ def _factories(
         "NodeResourcesBalancedAllocation": NodeResourcesBalancedAllocation,
         "PodTopologySpread": PodTopologySpread,
         "InterPodAffinity": InterPodAffinity,
-        "UnderlayIP": lambda: UnderlayIP(cache, writer, strategy, api, identity, reserved_ttl),
+        "UnderlayIP": lambda: UnderlayIP(
+            cache, writer, strategy, api, identity, reserved_ttl, multus_network
+        ),
     }
 
 
@@ -104,6 +107,7 @@ def build_profile(
     strategy: Strategy | None = None,
     identity: str = "",
     reserved_ttl: float = 60.0,
+    multus_network: str | None = None,
 ) -> Profile:
     """The profile described by ``config`` (None: all defaults).
 
@@ -111,14 +115,16 @@ def build_profile(
     pluginConfig sets UnderlayIP's strategy. Disabling UnderlayIP's filter is
     refused: it is what makes the scheduler address-aware. ``identity`` and
     ``reserved_ttl`` go to UnderlayIP (who reserved an allocation; when an
-    abandoned reservation may be taken over).
+    abandoned reservation may be taken over); so does ``multus_network`` (the
+    ``--multus-network`` flag) unless the file's pluginConfig sets ``multusNetwork``.
     """
     from ipscheduler.config import SchedulerConfiguration
 
     cfg = config or SchedulerConfiguration()
     prof = cfg.profile
     chosen: Strategy = cfg.strategy or strategy or "spread"
-    make = _factories(cache, api, writer, chosen, identity, reserved_ttl)
+    network = cfg.multus_network or multus_network
+    make = _factories(cache, api, writer, chosen, identity, reserved_ttl, network)
     instances: dict[str, Any] = {}
 
     def get(name: str) -> Any:

@@ -43,9 +43,9 @@ import secrets
 import socket
 import uuid
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
-from ipscheduler import allocator
+from ipscheduler import allocator, multus
 from ipscheduler.allocator import PoolContext, PoolView
 from ipscheduler.api import KubeApi, MutateFn, PoolWriter
 from ipscheduler.cache import ClusterCache
@@ -82,17 +82,22 @@ class UnderlayIP:
         api: KubeApi | None = None,
         identity: str = "",
         reserved_ttl: float = 60.0,
+        multus_network: str | None = None,
     ) -> None:
         """``api`` is used by Unreserve for a live read of the pod (None: release without it).
         ``identity``: this replica's, recorded in every reservation (default: host name and a
         random suffix). ``reserved_ttl``: seconds after which a Reserved allocation of a pod
-        that is still pending counts as abandoned by its cycle and may be taken over."""
+        that is still pending counts as abandoned by its cycle and may be taken over.
+        ``multus_network`` (``[namespace/]name``, validated by the caller with
+        :func:`ipscheduler.multus.parse_network_name`): PreBind also puts the address into
+        the ``ips`` of that element of the pod's ``k8s.v1.cni.cncf.io/networks``."""
         self.cache = cache
         self.writer = writer
         self.strategy = strategy
         self.api = api
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:12]}"
         self.reserved_ttl = reserved_ttl
+        self.multus_network = multus_network
 
     # -- PreFilter -----------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
@@ -238,18 +243,19 @@ class UnderlayIP:
         if ip:
             state.write(_NETWORK, json.dumps(allocator.network_of(pool, ip), separators=(",", ":")))
 
-    async def _bound_pool(self, pod: PodInfo) -> str:
+    async def _bound_pool(self, pod: PodInfo) -> str | None:
         """The pool named by the live pod's ``ipscheduler.io/pool`` if the pod (same UID) is
-        bound, else "" (also when it is gone). Raises what the read raises."""
+        bound ("" when bound without one: a count-only slot), else None (also when it is
+        gone). Raises what the read raises."""
         if self.api is None:
-            return ""
+            return None
         body = await self.api.get_pod(pod.namespace, pod.name)
         if body is None:
-            return ""
+            return None
         live = PodInfo.from_obj(body)
         if live.uid != pod.uid or not live.bound:
-            return ""
-        return live.annotations.get(ANNOTATION_POOL, "")
+            return None
+        return live.annotations.get(ANNOTATION_POOL) or ""
 
     async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
         """Release what this cycle's reservation wrote; logs instead of raising.
@@ -275,14 +281,23 @@ class UnderlayIP:
                 "unreserve of %s keeps its reservation: live read failed (%s); the GC decides", pod.key, e
             )
             return
-        for pool_name in sorted(written - {bound}):
+        if bound == "":
+            log.info(
+                "unreserve of %s keeps its reservations in %s: the pod is bound (count-only slot); "
+                "the GC releases any it is not bound with",
+                pod.key,
+                ", ".join(sorted(written)),
+            )
+            return
+        keep = {bound} if bound else set()
+        for pool_name in sorted(written - keep):
             try:
                 await self.writer.update(
                     pool_name, functools.partial(allocator.release, uid=pod.uid, owner=owner)
                 )
             except Exception:
                 log.exception("unreserve of %s in pool %s failed; the GC will release it", pod.key, pool_name)
-        if bound in written:
+        if bound and bound in written:
             log.info(
                 "unreserve of %s keeps its allocation in pool %s: the pod is bound with it", pod.key, bound
             )
@@ -297,16 +312,39 @@ class UnderlayIP:
         if alloc is None:
             return Status.success()
         annotations = dict(state.get(BIND_ANNOTATIONS) or {})
-        annotations[ANNOTATION_POOL] = alloc[0]
         if alloc[1]:
+            network = state.read(_NETWORK)
+            annotations[ANNOTATION_POOL] = alloc[0]
             annotations[ANNOTATION_IP] = alloc[1]
-            annotations[ANNOTATION_NETWORK] = state.read(_NETWORK)
-        elif ANNOTATION_IP in pod.annotations:
-            # Count-only slot: a Binding can only add annotations, so a stale/foreign address
-            # the pod was created with is overwritten with an empty value.
-            annotations[ANNOTATION_IP] = ""
+            annotations[ANNOTATION_NETWORK] = network
+            if self.multus_network:
+                self._multus_ips(pod, json.loads(network), annotations)
+        else:
+            # Count-only slot: none of the three (the pool's status records the slot). A
+            # Binding can only add annotations, so any of them the pod was created with (stale
+            # or forged) is overwritten with an empty value, which reads as "no address".
+            for key in (ANNOTATION_POOL, ANNOTATION_IP, ANNOTATION_NETWORK):
+                if key in pod.annotations:
+                    annotations[key] = ""
         state.write(BIND_ANNOTATIONS, annotations)
         return Status.success()
+
+    def _multus_ips(self, pod: PodInfo, network: dict[str, Any], annotations: dict[str, str]) -> None:
+        """Put the address (with its prefix) into the ``ips`` of the pod's Multus element
+        naming ``multus_network``. A pod that selects no such network is left alone; an
+        annotation Multus itself could not parse is left alone with a warning (the pod's
+        sandbox will fail in Multus with its own message)."""
+        assert self.multus_network is not None
+        ips = [str(entry["address"]) for entry in network["ips"]]
+        try:
+            updated = multus.with_ips(
+                pod.annotations.get(multus.NETWORKS_ANNOTATION), self.multus_network, pod.namespace, ips
+            )
+        except multus.MultusError as e:
+            log.warning("%s: %s; left as it is", pod.key, e)
+            return
+        if updated is not None:
+            annotations[multus.NETWORKS_ANNOTATION] = updated
 
     async def post_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
         """Mark the allocation Bound: a deferred write that rides along with the pool's next
