@@ -15,7 +15,7 @@ from typing import Literal
 
 from ipscheduler.allocator import PoolView, age
 from ipscheduler.models import Allocation
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
 
 Action = Literal["release", "mark_bound", "adopt"]
 
@@ -35,6 +35,7 @@ class Repair:
     ip: str | None = None
     node: str = ""
     allocation: Allocation | None = None
+    network: str | None = None  # adopt: the pod's ipscheduler.io/network, if any
 
 
 def plan(
@@ -107,6 +108,7 @@ def plan(
                 "bound pod has no allocation",
                 pod.annotations.get(ANNOTATION_IP),
                 node=pod.node_name,
+                network=pod.annotations.get(ANNOTATION_NETWORK),
             )
         )
     return out

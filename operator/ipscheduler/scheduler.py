@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import datetime
 import functools
+import json
 import logging
 import random
 import time
@@ -33,7 +34,7 @@ from ipscheduler.health import HealthState
 from ipscheduler.metrics import Metrics
 from ipscheduler.models import FINALIZER
 from ipscheduler.nodepods import NodePods
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, NodeInfo, PodInfo
+from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.plugins.underlayip import allocated_ip
 from ipscheduler.profile import Diagnosis, Profile
 from ipscheduler.queue import QueueClosed, SchedulingQueue
@@ -216,7 +217,14 @@ class Scheduler:
             ip = None  # adopt() reports it
         self.cache.claim(pod.uid, pool_name, ip)
         r = repair.Repair(
-            "adopt", pool_name, pod.uid, pod.key, "pod arrived bound", raw_ip, node=pod.node_name
+            "adopt",
+            pool_name,
+            pod.uid,
+            pod.key,
+            "pod arrived bound",
+            raw_ip,
+            node=pod.node_name,
+            network=pod.annotations.get(ANNOTATION_NETWORK),
         )
         self._spawn(self._adopt_claimed(r), f"adopt {pod.key}")
 
@@ -686,6 +694,9 @@ class Scheduler:
                 r.pool, functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip)
             )
             counts["adopted"] += 1
+            if mismatch := _network_mismatch(pool, r):
+                log.warning("adopted %s, but %s", r.pod, mismatch)
+                await self.recorder.record(ref, "Warning", "NetworkMismatch", mismatch)
         except allocator.AdoptConflict as e:
             counts["adopt_conflicts"] += 1
             log.warning("cannot adopt %s: %s", r.pod, e)
@@ -709,6 +720,27 @@ class Scheduler:
                     "in its annotation",
                 )
         return counts
+
+
+def _network_mismatch(pool: PoolView, r: repair.Repair) -> str | None:
+    """Why the adopted pod's ``ipscheduler.io/network`` differs from what ``pool`` gives its
+    address (None when absent, or equal as JSON): the CNI plugin refuses such a pod."""
+    if r.network is None or not r.ip:
+        return None
+    try:
+        want = allocator.network_of(pool, r.ip)
+    except AddressError:
+        return None  # adopt() refused it already
+    try:
+        have = json.loads(r.network)
+    except ValueError:
+        have = None
+    if have == want:
+        return None
+    return (
+        f"annotation {ANNOTATION_NETWORK}={r.network} differs from pool {pool.name}'s network for "
+        f"{r.ip}: {json.dumps(want, separators=(',', ':'))}; the CNI plugin will refuse the pod"
+    )
 
 
 def _rv(value: str) -> int:

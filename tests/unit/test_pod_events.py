@@ -9,6 +9,7 @@ hand out the address of a running pod again (seen in the e2e suite).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -193,6 +194,35 @@ async def test_a_pod_created_bound_with_a_held_address_gets_address_conflict_on_
     assert "already held by pod ns/pod-u1" in events.seen[0][2]
     assert "pod ns/pod-u9" in events.seen[1][2]
     assert sched.cache.claimed() == {}
+
+
+@pytest.mark.parametrize(
+    ("network", "events"),
+    [
+        (None, []),
+        ('{"ips":[{"address":"10.0.0.2/32"}]}', []),
+        ('{ "ips": [ {"address": "10.0.0.2/32"} ] }', []),
+        ('{"ips":[{"address":"10.0.0.2/24","gateway":"10.0.0.1"}]}', ["NetworkMismatch"]),
+        ("not json", ["NetworkMismatch"]),
+    ],
+    ids=["absent", "as-the-pool-gives-it", "same-json-other-spelling", "other-prefix", "garbage"],
+)
+async def test_an_adopted_pods_network_annotation_is_compared_with_the_pool(
+    network: str | None, events: list[str]
+) -> None:
+    sched, api = setup(None)
+    sched.started.set()
+    seen = Events()
+    sched.recorder = seen  # type: ignore[assignment]
+    pod = prebound("u9", "10.0.0.2")
+    if network is not None:
+        pod = dataclasses.replace(pod, annotations={**pod.annotations, "ipscheduler.io/network": network})
+    sched.on_bound_pod(pod)
+    await settle(sched)
+    assert api.bodies["p"]["status"]["allocations"]["u9"]["ip"] == "10.0.0.2"  # adopted either way
+    assert [reason for _, reason, _ in seen.seen] == events
+    if events:
+        assert '10.0.0.2: {"ips":[{"address":"10.0.0.2/32"}]}' in seen.seen[0][2]
 
 
 async def test_pods_seen_before_the_start_up_reconcile_are_left_to_it() -> None:
