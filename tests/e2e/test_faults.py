@@ -133,7 +133,7 @@ def test_after_an_api_server_restart_everything_takes_effect(
         # kube-controller-manager's node lifecycle controller removes it; after the API server
         # restart its own informers may still be in client-go's backoff (up to 30 s). That wait
         # belongs to the cluster, not to us: time the scheduler from the moment the taint is gone.
-        wait_for("the not-ready taint removed", lambda: not _taints(kubectl, node), timeout=120)
+        _timed("the not-ready taint removed", lambda: not _taints(kubectl, node), timeout=120)
         _timed(
             "new node used (after its not-ready taint went)",
             lambda: _pod(kubectl, ns, "new-node")["spec"].get("nodeName") == node,
