@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "hack"))
 from kubernetes_asyncio import client, config  # noqa: E402
 
 import devcluster  # noqa: E402
-from ipscheduler.informer import RawWatch  # noqa: E402
+from ipscheduler.kube.informer import RawWatch  # noqa: E402
 
 UNDERLAY = "ipscheduler.io/underlay-ip"
 ANNOTATION_IP = "ipscheduler.io/ip"

@@ -2,6 +2,6 @@
 
 import sys
 
-from ipscheduler.cli import main
+from ipscheduler.cmd.cli import main
 
 sys.exit(main())

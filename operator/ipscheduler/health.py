@@ -2,7 +2,7 @@
 
 - ``/healthz`` is 200 unless the event loop is lagging (a ticker that should
   run every second has not run for ``max_loop_lag`` seconds), a required
-  long-running task has ended (:mod:`ipscheduler.supervisor`), a registered
+  long-running task has ended (:mod:`ipscheduler.backend.supervisor`), a registered
   check fails (an informer without a working LIST+WATCH for longer than the
   watch timeout), or a watch is stalled (the GC sweep saw a pool in the API
   server newer than our cache for longer than the watch timeout). A fully

@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ipscheduler.allocator import PoolView
+from ipscheduler.underlayip.allocator import PoolView
 
 # kube-scheduler's buckets for attempt duration: ExponentialBuckets(0.001, 2, 15)
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))

@@ -39,7 +39,7 @@ Factory = Callable[..., SchedulerProcess]
 GC = 5.0
 WATCH_TIMEOUT = 4.0
 FAST = ("--gc-interval", str(GC), "--reserved-ttl", "10", "--watch-timeout", str(WATCH_TIMEOUT))
-BACKOFF_MAX = 30.0  # informer relist backoff cap (ipscheduler.informer.BACKOFF_MAX)
+BACKOFF_MAX = 30.0  # informer relist backoff cap (ipscheduler.kube.informer.BACKOFF_MAX)
 
 
 def _pinned(name: str, node: str, **spec: Any) -> dict[str, Any]:

@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.allocator import PoolView
-from ipscheduler.cache import ClusterCache
-from ipscheduler.explain import evaluate
-from ipscheduler.nodepods import FIELD_SELECTOR, NodePods
-from ipscheduler.objects import NodeInfo, PodInfo
-from ipscheduler.plugins.registry import build_profile
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.nodepods import FIELD_SELECTOR, NodePods
+from ipscheduler.cmd.explain import evaluate
+from ipscheduler.cmd.registry import build_profile
+from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.underlayip.allocator import PoolView
 from tests.e2e.conftest import SCHEDULER, SchedulerProcess
 from tests.kube import Kubectl, create_namespace, wait_for
 

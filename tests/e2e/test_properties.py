@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from ipscheduler.addresses import AddressError, AddressSet
+from ipscheduler.underlayip.addresses import AddressError, AddressSet
 from tests.e2e.conftest import (
     SCHEDULER,
     Pools,

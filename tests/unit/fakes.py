@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.api import Conflict
+from ipscheduler.kube.client import Conflict
 
 
 class FakePoolApi:

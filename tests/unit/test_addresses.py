@@ -1,4 +1,4 @@
-"""Unit tests for ipscheduler.addresses (pure interval math, no server)."""
+"""Unit tests for ipscheduler.underlayip.addresses (pure interval math, no server)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from ipscheduler.addresses import (
+from ipscheduler.underlayip.addresses import (
     AddressError,
     AddressSet,
     SubnetInfo,
@@ -18,7 +18,7 @@ from ipscheduler.addresses import (
     parse_subnets,
     subnet_for,
 )
-from ipscheduler.models import Subnet
+from ipscheduler.underlayip.models import Subnet
 
 
 def ip4(text: str) -> int:

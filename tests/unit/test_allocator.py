@@ -1,4 +1,4 @@
-"""Unit tests for ipscheduler.allocator (pure functions over NodeIPPool views, no server)."""
+"""Unit tests for ipscheduler.underlayip.allocator (pure functions over NodeIPPool views, no server)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipscheduler.addresses import AddressSet
-from ipscheduler.allocator import (
+from ipscheduler.underlayip.addresses import AddressSet
+from ipscheduler.underlayip.allocator import (
     MAX_REPORTED,
     AdoptConflict,
     PoolContext,
@@ -30,7 +30,7 @@ from ipscheduler.allocator import (
     release,
     reserve,
 )
-from ipscheduler.models import NodeIPPoolStatus
+from ipscheduler.underlayip.models import NodeIPPoolStatus
 
 SINCE = "2024-01-01T00:00:00Z"
 T0 = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)

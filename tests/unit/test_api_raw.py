@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.api import KubeApi
+from ipscheduler.kube.client import KubeApi
 
 
 class FakeResponse:

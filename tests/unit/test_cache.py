@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.allocator import PoolView, available
-from ipscheduler.cache import ClusterCache
-from ipscheduler.objects import NodeInfo
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.framework.types import NodeInfo
+from ipscheduler.underlayip.allocator import PoolView, available
 
 NODES = [f"node-{i}" for i in range(4)]
 SINCE = "2024-01-01T00:00:00Z"

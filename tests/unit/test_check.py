@@ -1,4 +1,4 @@
-"""Unit tests for ipscheduler.check.find_violations (raw NodeIPPool and Pod bodies, no server)."""
+"""Unit tests for ipscheduler.underlayip.check.find_violations (raw NodeIPPool and Pod bodies, no server)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.check import find_violations
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL
+from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL
+from ipscheduler.underlayip.check import find_violations
 
 SINCE = "2024-01-01T00:00:00Z"
 

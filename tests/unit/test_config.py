@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ipscheduler.cache import ClusterCache
-from ipscheduler.config import ConfigError, load
-from ipscheduler.plugins.registry import FILTER_PLUGINS, SCORE_WEIGHTS, build_profile
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.cmd.registry import FILTER_PLUGINS, SCORE_WEIGHTS, build_profile
+from ipscheduler.framework.config import ConfigError, load
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ipscheduler.models import crd_yaml
+from ipscheduler.underlayip.models import crd_yaml
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "nodeippools.ipscheduler.io.yaml"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.informer import ObjectStore
+from ipscheduler.kube.informer import ObjectStore
 
 
 def obj(name: str, value: Any = 1) -> dict[str, Any]:

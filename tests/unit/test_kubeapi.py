@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client
 
-from ipscheduler.api import KubeApi
+from ipscheduler.kube.client import KubeApi
 
 
 async def test_session_does_not_trust_the_environment_but_keeps_a_kubeconfig_proxy() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ipscheduler.allocator import PoolView
 from ipscheduler.metrics import Metrics
+from ipscheduler.underlayip.allocator import PoolView
 
 
 def test_exposition_has_kube_scheduler_names_and_pool_gauges() -> None:

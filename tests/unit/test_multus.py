@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.multus import MultusError, parse_network_name, parse_selection, with_ips
+from ipscheduler.underlayip.multus import MultusError, parse_network_name, parse_selection, with_ips
 
 ADDR = ["10.0.1.12/24"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.cache import ClusterCache
-from ipscheduler.scheduler import Scheduler
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.scheduler.scheduler import Scheduler
 
 _NONE: Any = None
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.nodepods import NodePods
+from ipscheduler.backend.nodepods import NodePods
 
 
 def pod(uid: str, node: str = "", phase: str = "Running", cpu: str = "100m") -> dict[str, Any]:
@@ -49,7 +49,7 @@ def test_pod_leaving_a_node_frees_it(change: Any) -> None:
 def test_replace_all_and_node_requested_sum() -> None:
     from decimal import Decimal
 
-    from ipscheduler.objects import NodeInfo
+    from ipscheduler.framework.types import NodeInfo
 
     idx = NodePods()
     idx.upsert(pod("old", "n1"))
@@ -75,7 +75,7 @@ async def test_raw_watch_decodes_once_tracks_the_resource_version_and_raises_410
     import pytest
     from kubernetes_asyncio.client.exceptions import ApiException
 
-    from ipscheduler.informer import RawWatch
+    from ipscheduler.kube.informer import RawWatch
 
     w = RawWatch()
     pod = {"metadata": {"name": "p", "resourceVersion": "42"}, "spec": {"nodeName": "n1"}}
@@ -99,7 +99,7 @@ def test_raw_watch_builds_no_api_client_of_its_own() -> None:
     running loop); ours must not (it costs ~35 ms per watch opened)."""
     import asyncio
 
-    from ipscheduler.informer import RawWatch
+    from ipscheduler.kube.informer import RawWatch
 
     w = RawWatch()  # no running loop here: upstream's constructor would raise
     assert not hasattr(w, "_api_client")

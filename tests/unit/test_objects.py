@@ -1,4 +1,4 @@
-"""Unit tests for ipscheduler.objects and ipscheduler.quantity (no server)."""
+"""Unit tests for ipscheduler.framework.types and ipscheduler.framework.quantity (no server)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.objects import NodeInfo, PodInfo, Taint, Toleration, qos_class
-from ipscheduler.quantity import parse_quantity
+from ipscheduler.framework.quantity import parse_quantity
+from ipscheduler.framework.types import NodeInfo, PodInfo, Taint, Toleration, qos_class
 
 # --------------------------------------------------------------------------- parse_quantity
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.framework import (
+from ipscheduler.framework.interface import (
     Code,
     CycleState,
     FilterPlugin,
@@ -23,7 +23,8 @@ from ipscheduler.framework import (
     ScorePlugin,
     Status,
 )
-from ipscheduler.objects import NodeInfo, PodInfo, Taint
+from ipscheduler.framework.runtime import Profile
+from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
 from ipscheduler.plugins.interpodaffinity import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
@@ -40,7 +41,6 @@ from ipscheduler.plugins.podtopologyspread import (
     PodTopologySpread,
 )
 from ipscheduler.plugins.queuesort import PrioritySort
-from ipscheduler.profile import Profile
 
 OK = Code.SUCCESS
 UNSCHED = Code.UNSCHEDULABLE

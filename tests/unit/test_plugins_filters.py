@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.framework import Code, CycleState, FilterPlugin, ScorePlugin, Status
-from ipscheduler.objects import HostPort, NodeInfo, PodInfo, Taint, Toleration
+from ipscheduler.framework.interface import Code, CycleState, FilterPlugin, ScorePlugin, Status
+from ipscheduler.framework.types import HostPort, NodeInfo, PodInfo, Taint, Toleration
 from ipscheduler.plugins.nodeaffinity import NodeAffinity, match_node_selector_terms
 from ipscheduler.plugins.nodeports import NodePorts
 from ipscheduler.plugins.nodeready import NodeReady

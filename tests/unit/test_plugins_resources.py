@@ -17,8 +17,16 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.framework import Code, CycleState, FilterPlugin, PreFilterPlugin, ScorePlugin, Status
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.framework.interface import (
+    Code,
+    CycleState,
+    FilterPlugin,
+    PreFilterPlugin,
+    ScorePlugin,
+    Status,
+)
+from ipscheduler.framework.quantity import parse_quantity
+from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.nodename import NodeName, requested_node_names
 from ipscheduler.plugins.nodeports import NodePorts
 from ipscheduler.plugins.noderesources import (
@@ -31,7 +39,6 @@ from ipscheduler.plugins.noderesources import (
     nonzero_requests,
     nonzero_requests_from_spec,
 )
-from ipscheduler.quantity import parse_quantity
 
 OK = Code.SUCCESS
 UNSCHED = Code.UNSCHEDULABLE

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.allocator import PoolView
-from ipscheduler.api import PoolWriter
-from ipscheduler.cache import ClusterCache
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.queue import SchedulingQueue
+from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.kube.client import PoolWriter
 from ipscheduler.plugins.queuesort import PrioritySort
-from ipscheduler.queue import SchedulingQueue
-from ipscheduler.scheduler import Scheduler
+from ipscheduler.scheduler.scheduler import Scheduler
+from ipscheduler.underlayip.allocator import PoolView
 from tests.unit.fakes import FakePoolApi
 
 SINCE = "2024-01-01T00:00:00Z"

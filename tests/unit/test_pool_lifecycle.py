@@ -1,4 +1,4 @@
-"""Unit tests for NodeIPPool lifecycle in ipscheduler.allocator: deletion, finalizers, spec shrink/grow."""
+"""NodeIPPool lifecycle in ipscheduler.underlayip.allocator: deletion, finalizers, spec shrink/grow."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.allocator import (
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.framework.types import NodeInfo
+from ipscheduler.underlayip.allocator import (
     PoolContext,
     PoolFull,
     PoolView,
@@ -16,9 +18,7 @@ from ipscheduler.allocator import (
     refresh,
     reserve,
 )
-from ipscheduler.cache import ClusterCache
-from ipscheduler.models import NodeIPPoolStatus
-from ipscheduler.objects import NodeInfo
+from ipscheduler.underlayip.models import NodeIPPoolStatus
 
 SINCE = "2024-01-01T00:00:00Z"
 NOW = datetime.datetime(2024, 6, 1, 12, 0, 0, tzinfo=datetime.UTC)

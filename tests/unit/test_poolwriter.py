@@ -10,12 +10,12 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler import allocator
-from ipscheduler.allocator import PoolView
-from ipscheduler.api import CAS_ATTEMPTS, MutateFn, PoolWriter
-from ipscheduler.cache import ClusterCache
-from ipscheduler.models import FINALIZER
-from ipscheduler.objects import NodeInfo
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.framework.types import NodeInfo
+from ipscheduler.kube.client import CAS_ATTEMPTS, MutateFn, PoolWriter
+from ipscheduler.underlayip import allocator
+from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.models import FINALIZER
 from tests.unit.fakes import FakePoolApi
 
 SINCE = "2024-01-01T00:00:00Z"
@@ -104,7 +104,7 @@ async def test_conflict_rereads_and_reapplies_every_mutation() -> None:
 
 
 async def test_gives_up_after_cas_attempts_conflicts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ipscheduler.api.random.uniform", lambda a, b: 0.0)  # no jitter sleeps
+    monkeypatch.setattr("ipscheduler.kube.client.random.uniform", lambda a, b: 0.0)  # no jitter sleeps
     api, _, writer = setup(body())
     real = api.replace_pool_status
 

@@ -1,4 +1,4 @@
-"""Unit tests for ipscheduler.profile: Diagnosis messages and the extension-point runners."""
+"""Unit tests for ipscheduler.framework.runtime: Diagnosis messages and the extension-point runners."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ipscheduler.framework import Code, CycleState, Status, default_normalize
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.framework.interface import Code, CycleState, Status, default_normalize
+from ipscheduler.framework.runtime import Diagnosis, Profile
+from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
-from ipscheduler.profile import Diagnosis, Profile
 
 TAINT = "node(s) had untolerated taint {a: b}"
 NO_IP = "node(s) had no free underlay IPs"

@@ -1,4 +1,4 @@
-"""Unit tests for ipscheduler.queue.SchedulingQueue with a fake clock (no server, no sleeping)."""
+"""Unit tests for ipscheduler.backend.queue.SchedulingQueue with a fake clock (no server, no sleeping)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from ipscheduler.framework import QueuedPodInfo
-from ipscheduler.objects import PodInfo
+from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
+from ipscheduler.framework.interface import QueuedPodInfo
+from ipscheduler.framework.types import PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
-from ipscheduler.queue import QueueClosed, SchedulingQueue
 
 
 class FakeClock:

@@ -6,8 +6,8 @@ import functools
 
 import pytest
 
-from ipscheduler.framework import QueuedPodInfo, QueueSortPlugin
-from ipscheduler.objects import PodInfo
+from ipscheduler.framework.interface import QueuedPodInfo, QueueSortPlugin
+from ipscheduler.framework.types import PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
 
 SORT = PrioritySort()

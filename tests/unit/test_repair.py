@@ -1,4 +1,4 @@
-"""Unit tests for ipscheduler.repair.plan (pure planning over pools and pods, no server)."""
+"""Unit tests for ipscheduler.underlayip.repair.plan (pure planning over pools and pods, no server)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.allocator import PoolView
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
-from ipscheduler.repair import Repair, SkewClock, plan
+from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
+from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.repair import Repair, SkewClock, plan
 
 NOW = datetime.datetime(2024, 6, 1, 12, 0, 0, tzinfo=datetime.UTC)
 TTL = 60.0

@@ -13,19 +13,19 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
-from ipscheduler import informer
-from ipscheduler.election import ResilientLeaseLock
+from ipscheduler.backend.supervisor import Supervisor
+from ipscheduler.cmd.election import ResilientLeaseLock
 from ipscheduler.health import HealthState
-from ipscheduler.informer import ObjectStore
+from ipscheduler.kube import informer
+from ipscheduler.kube.informer import ObjectStore
 from ipscheduler.metrics import Metrics
-from ipscheduler.supervisor import Supervisor
 
 
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Backoffs of 0 s: the loops run their retries at once."""
-    monkeypatch.setattr("ipscheduler.supervisor.random.uniform", lambda a, b: 0.0)
-    monkeypatch.setattr("ipscheduler.informer.random.uniform", lambda a, b: 0.0)
+    monkeypatch.setattr("ipscheduler.backend.supervisor.random.uniform", lambda a, b: 0.0)
+    monkeypatch.setattr("ipscheduler.kube.informer.random.uniform", lambda a, b: 0.0)
 
 
 def sample(metrics: Metrics, name: str, task: str) -> float | None:

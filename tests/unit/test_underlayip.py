@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.allocator import PoolContext, PoolView
-from ipscheduler.api import PoolWriter
-from ipscheduler.cache import ClusterCache
-from ipscheduler.framework import Code, CycleState, Status
-from ipscheduler.models import NodeIPPoolStatus
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
-from ipscheduler.plugins.underlayip import (
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.framework.interface import Code, CycleState, Status
+from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
+from ipscheduler.kube.client import PoolWriter
+from ipscheduler.underlayip.allocator import PoolContext, PoolView
+from ipscheduler.underlayip.models import NodeIPPoolStatus
+from ipscheduler.underlayip.plugin import (
     BIND_ANNOTATIONS,
     ERR_NO_FREE,
     ERR_NO_POOL,

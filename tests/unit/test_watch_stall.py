@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.allocator import PoolView
-from ipscheduler.cache import ClusterCache
+from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.health import HealthState
-from ipscheduler.scheduler import Scheduler
+from ipscheduler.scheduler.scheduler import Scheduler
+from ipscheduler.underlayip.allocator import PoolView
 
 TIMEOUT = 90.0
 KEY = "nodeippools"

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.api import Conflict, KubeApi
-from ipscheduler.framework import CycleState, Status
-from ipscheduler.objects import NodeInfo, PodInfo
-from ipscheduler.plugins.underlayip import BIND_ANNOTATIONS
+from ipscheduler.framework.interface import CycleState, Status
+from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.kube.client import Conflict, KubeApi
+from ipscheduler.underlayip.plugin import BIND_ANNOTATIONS
 
 NAME = "DefaultBinder"
 

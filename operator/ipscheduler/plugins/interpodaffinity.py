@@ -65,8 +65,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipscheduler.framework import MAX_NODE_SCORE, CycleState, Status
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Status
+from ipscheduler.framework.types import NodeInfo, PodInfo
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"

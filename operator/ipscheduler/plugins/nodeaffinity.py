@@ -29,8 +29,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ipscheduler.framework import CycleState, Status, default_normalize
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.framework.interface import CycleState, Status, default_normalize
+from ipscheduler.framework.types import NodeInfo, PodInfo
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 

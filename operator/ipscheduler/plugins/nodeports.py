@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ipscheduler.framework import CycleState, Status
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.framework.interface import CycleState, Status
+from ipscheduler.framework.types import NodeInfo, PodInfo
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 

@@ -9,8 +9,8 @@ the taints lag the condition. The rejection is plain ``Unschedulable``
 
 from __future__ import annotations
 
-from ipscheduler.framework import CycleState, Status
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.framework.interface import CycleState, Status
+from ipscheduler.framework.types import NodeInfo, PodInfo
 
 ERR_REASON_NOT_READY = "node(s) were not ready"
 

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ipscheduler.framework import MAX_NODE_SCORE, CycleState, Status
-from ipscheduler.objects import NodeInfo, PodInfo
-from ipscheduler.quantity import parse_quantity
+from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Status
+from ipscheduler.framework.quantity import parse_quantity
+from ipscheduler.framework.types import NodeInfo, PodInfo
 
 RESOURCE_CPU = "cpu"
 RESOURCE_MEMORY = "memory"
@@ -225,7 +225,7 @@ def nonzero_requests_from_spec(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     max; pod-level ``spec.resources.requests`` (PodLevelResources) override
     cpu/memory; ``spec.overhead`` is added.
 
-    :class:`~ipscheduler.objects.PodInfo` keeps only aggregated requests, so
+    :class:`~ipscheduler.framework.types.PodInfo` keeps only aggregated requests, so
     the plugins cannot call this yet; see :func:`nonzero_requests`.
     """
     names = (RESOURCE_CPU, RESOURCE_MEMORY)

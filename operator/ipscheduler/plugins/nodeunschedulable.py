@@ -7,8 +7,8 @@ tolerates the taint ``node.kubernetes.io/unschedulable:NoSchedule``.
 
 from __future__ import annotations
 
-from ipscheduler.framework import CycleState, Status
-from ipscheduler.objects import NodeInfo, PodInfo, Taint
+from ipscheduler.framework.interface import CycleState, Status
+from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"

@@ -56,8 +56,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipscheduler.framework import MAX_NODE_SCORE, CycleState, Status
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Status
+from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.interpodaffinity import InvalidSelectorError, LabelSelector, Requirement
 from ipscheduler.plugins.nodeaffinity import match_required_node_affinity
 from ipscheduler.plugins.tainttoleration import find_untolerated_taint

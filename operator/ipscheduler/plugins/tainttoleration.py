@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ipscheduler.framework import CycleState, Status, default_normalize
-from ipscheduler.objects import NodeInfo, PodInfo, Taint, Toleration
+from ipscheduler.framework.interface import CycleState, Status, default_normalize
+from ipscheduler.framework.types import NodeInfo, PodInfo, Taint, Toleration
 
 EFFECT_NO_SCHEDULE = "NoSchedule"
 EFFECT_PREFER_NO_SCHEDULE = "PreferNoSchedule"

@@ -9,7 +9,7 @@ import logging
 import sys
 
 from ipscheduler import __version__
-from ipscheduler.multus import MultusError, parse_network_name
+from ipscheduler.underlayip.multus import MultusError, parse_network_name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,18 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ipscheduler`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
     if args.command == "crd":
-        from ipscheduler.models import crd_yaml
+        from ipscheduler.underlayip.models import crd_yaml
 
         sys.stdout.write(crd_yaml())
         return 0
     if args.command == "explain":
-        from ipscheduler.explain import explain
+        from ipscheduler.cmd.explain import explain
 
         status, text = asyncio.run(explain(args.kubeconfig, args.pod, args.scheduler_name, args.ip_strategy))
         sys.stdout.write(text)
         return status
     if args.command == "check":
-        from ipscheduler.check import live_violations
+        from ipscheduler.underlayip.check import live_violations
 
         problems = asyncio.run(live_violations(args.kubeconfig, args.scheduler_name))
         for line in problems:
@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         logging.getLogger("kopf").setLevel(logging.INFO if args.verbose else logging.WARNING)
         logging.getLogger("aiohttp").setLevel(logging.WARNING)
-        from ipscheduler import config as configuration
-        from ipscheduler import runner
+        from ipscheduler.cmd import runner
+        from ipscheduler.framework import config as configuration
 
         try:
             file_config = (
@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             scheduler_name = file_config.profile.scheduler_name
         else:
             file_config.profile.scheduler_name = scheduler_name
-        from ipscheduler.election import ElectionSettings
-        from ipscheduler.handlers import RunConfig
+        from ipscheduler.cmd.election import ElectionSettings
+        from ipscheduler.cmd.kopf_handlers import RunConfig
 
         cfg = RunConfig(
             kubeconfig=args.kubeconfig,

@@ -2,7 +2,7 @@
 
 Every function takes a :class:`PoolView` (one pool at one resourceVersion)
 and returns the *new status* to write with compare-and-swap, or ``None`` when
-nothing changes. The API layer (``ipscheduler.api``) does the writing and
+nothing changes. The API layer (``ipscheduler.kube.client``) does the writing and
 retries on 409 by re-reading and calling the same function again, so the
 allocation truth is always the pool status in the API server.
 """
@@ -18,8 +18,15 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ipscheduler.addresses import AddressError, AddressSet, SubnetInfo, canonical, parse_subnets, subnet_for
-from ipscheduler.models import Allocation, Condition, NodeIPPoolSpec, NodeIPPoolStatus
+from ipscheduler.underlayip.addresses import (
+    AddressError,
+    AddressSet,
+    SubnetInfo,
+    canonical,
+    parse_subnets,
+    subnet_for,
+)
+from ipscheduler.underlayip.models import Allocation, Condition, NodeIPPoolSpec, NodeIPPoolStatus
 
 MAX_REPORTED = 2**31 - 1
 """Status counts are clamped to this (an IPv6 /64 holds 2**64 addresses)."""

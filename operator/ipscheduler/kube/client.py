@@ -28,10 +28,18 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.allocator import PoolContext, PoolView
-from ipscheduler.cache import ClusterCache
-from ipscheduler.models import API_VERSION, FINALIZER, GROUP, KIND, PLURAL, VERSION, NodeIPPoolStatus
-from ipscheduler.objects import PodInfo
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.underlayip.allocator import PoolContext, PoolView
+from ipscheduler.underlayip.models import (
+    API_VERSION,
+    FINALIZER,
+    GROUP,
+    KIND,
+    PLURAL,
+    VERSION,
+    NodeIPPoolStatus,
+)
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ import logging
 
 from kubernetes_asyncio import client
 
-from ipscheduler.api import load_client_config
-from ipscheduler.election import LostLeadership, run_elected
-from ipscheduler.handlers import RunConfig, run_operator
+from ipscheduler.cmd.election import LostLeadership, run_elected
+from ipscheduler.cmd.kopf_handlers import RunConfig, run_operator
 from ipscheduler.health import HealthState, serve
+from ipscheduler.kube.client import load_client_config
 
 log = logging.getLogger(__name__)
 

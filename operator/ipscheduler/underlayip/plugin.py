@@ -24,7 +24,7 @@ Extension points:
   pool (other pools of the node if it turned out full), and put
   ``ipscheduler.io/ip``, ``ipscheduler.io/pool`` and ``ipscheduler.io/network``
   (the address with its subnet's prefix, gateway and routes, as a CNI IPAM
-  result: :func:`ipscheduler.allocator.network_of`) into the binding
+  result: :func:`ipscheduler.underlayip.allocator.network_of`) into the binding
   annotations.
 - PostBind: mark the allocation Bound (deferred, coalesced write).
 
@@ -45,13 +45,13 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from ipscheduler import allocator, multus
-from ipscheduler.allocator import PoolContext, PoolView
-from ipscheduler.api import KubeApi, MutateFn, PoolWriter
-from ipscheduler.cache import ClusterCache
-from ipscheduler.framework import CycleState, Status, default_normalize
-from ipscheduler.models import NodeIPPoolStatus
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.framework.interface import CycleState, Status, default_normalize
+from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
+from ipscheduler.kube.client import KubeApi, MutateFn, PoolWriter
+from ipscheduler.underlayip import allocator, multus
+from ipscheduler.underlayip.allocator import PoolContext, PoolView
+from ipscheduler.underlayip.models import NodeIPPoolStatus
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class UnderlayIP:
         random suffix). ``reserved_ttl``: seconds after which a Reserved allocation of a pod
         that is still pending counts as abandoned by its cycle and may be taken over.
         ``multus_network`` (``[namespace/]name``, validated by the caller with
-        :func:`ipscheduler.multus.parse_network_name`): PreBind also puts the address into
+        :func:`ipscheduler.underlayip.multus.parse_network_name`): PreBind also puts the address into
         the ``ips`` of that element of the pod's ``k8s.v1.cni.cncf.io/networks``."""
         self.cache = cache
         self.writer = writer

@@ -18,9 +18,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ipscheduler.addresses import AddressError, canonical
-from ipscheduler.allocator import PoolView, network_of
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
+from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
+from ipscheduler.underlayip.addresses import AddressError, canonical
+from ipscheduler.underlayip.allocator import PoolView, network_of
 
 
 def _canon(ip: str) -> str:
@@ -108,7 +108,7 @@ async def live_violations(kubeconfig: str | None, scheduler_name: str) -> list[s
     """Read pools and our pods from the API server and return :func:`find_violations`."""
     from kubernetes_asyncio import client
 
-    from ipscheduler.api import KubeApi, load_client_config
+    from ipscheduler.kube.client import KubeApi, load_client_config
 
     api = KubeApi(client.ApiClient(await load_client_config(kubeconfig)))
     try:

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ipscheduler.framework import QueuedPodInfo, QueueSortPlugin
-from ipscheduler.objects import PodInfo
+from ipscheduler.framework.interface import QueuedPodInfo, QueueSortPlugin
+from ipscheduler.framework.types import PodInfo
 
 Clock = Callable[[], float]
 

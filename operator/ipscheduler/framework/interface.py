@@ -6,7 +6,7 @@ Reserve → Permit, then the binding cycle runs PreBind → Bind → PostBind, a
 any failure after Reserve runs Unreserve.
 
 Plugins are plain objects that satisfy one or more of the Protocols below;
-the :class:`~ipscheduler.profile.Profile` wires them.
+the :class:`~ipscheduler.framework.runtime.Profile` wires them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.framework.types import NodeInfo, PodInfo
 
 MAX_NODE_SCORE = 100
 """Scores are normalized into ``0..MAX_NODE_SCORE`` (framework.MaxNodeScore)."""

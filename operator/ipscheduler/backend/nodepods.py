@@ -6,7 +6,7 @@ schedulerName, so this is a second, independent list+watch with
 kubernetes-asyncio, narrowed server-side to
 ``spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed``: a pod that
 turns terminal leaves the selection and arrives as DELETED. The list+watch
-loop is :class:`ipscheduler.informer.ListWatch`.
+loop is :class:`ipscheduler.kube.informer.ListWatch`.
 
 Memory: one PodInfo per pod (no raw bodies are kept).
 """
@@ -18,8 +18,8 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from ipscheduler.informer import Endpoint, ListWatch, RawWatch
-from ipscheduler.objects import PodInfo
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.kube.informer import Endpoint, ListWatch, RawWatch
 
 __all__ = ["FIELD_SELECTOR", "NodePods", "RawWatch"]
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ipscheduler.api import KubeApi, PoolWriter
-from ipscheduler.cache import ClusterCache
-from ipscheduler.framework import (
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.framework.interface import (
     BindPlugin,
     FilterPlugin,
     PostBindPlugin,
@@ -23,6 +22,8 @@ from ipscheduler.framework import (
     ReservePlugin,
     ScorePlugin,
 )
+from ipscheduler.framework.runtime import Profile
+from ipscheduler.kube.client import KubeApi, PoolWriter
 from ipscheduler.plugins.defaultbinder import DefaultBinder
 from ipscheduler.plugins.interpodaffinity import InterPodAffinity
 from ipscheduler.plugins.nodeaffinity import NodeAffinity
@@ -38,11 +39,10 @@ from ipscheduler.plugins.nodeunschedulable import NodeUnschedulable
 from ipscheduler.plugins.podtopologyspread import PodTopologySpread
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.plugins.tainttoleration import TaintToleration
-from ipscheduler.plugins.underlayip import Strategy, UnderlayIP
-from ipscheduler.profile import Profile
+from ipscheduler.underlayip.plugin import Strategy, UnderlayIP
 
 if TYPE_CHECKING:
-    from ipscheduler.config import SchedulerConfiguration
+    from ipscheduler.framework.config import SchedulerConfiguration
 
 FILTER_PLUGINS: tuple[str, ...] = (
     "NodeReady",
@@ -118,7 +118,7 @@ def build_profile(
     abandoned reservation may be taken over); so does ``multus_network`` (the
     ``--multus-network`` flag) unless the file's pluginConfig sets ``multusNetwork``.
     """
-    from ipscheduler.config import SchedulerConfiguration
+    from ipscheduler.framework.config import SchedulerConfiguration
 
     cfg = config or SchedulerConfiguration()
     prof = cfg.profile
@@ -169,8 +169,8 @@ def default_profile(
     scheduler_name: str, cache: ClusterCache, api: KubeApi, writer: PoolWriter, strategy: Strategy = "spread"
 ) -> Profile:
     """All defaults, for ``scheduler_name`` and the given address strategy."""
-    from ipscheduler.config import Profile as ProfileConfig
-    from ipscheduler.config import SchedulerConfiguration
+    from ipscheduler.framework.config import Profile as ProfileConfig
+    from ipscheduler.framework.config import SchedulerConfiguration
 
     cfg = SchedulerConfiguration(profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})])
     return build_profile(cache, api, writer, cfg, strategy)

@@ -25,7 +25,7 @@ MAX_ENTRIES = 256
 
 FINALIZER = "ipscheduler.io/allocations"
 """Keeps a NodeIPPool (and its allocation records) until no pod holds an address in it.
-Written before the pool's first allocation (:class:`ipscheduler.api.PoolWriter`)."""
+Written before the pool's first allocation (:class:`ipscheduler.kube.client.PoolWriter`)."""
 
 AddressEntry = Annotated[
     str,

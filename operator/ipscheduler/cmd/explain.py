@@ -14,15 +14,15 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from ipscheduler.allocator import PoolView
-from ipscheduler.api import KubeApi, PoolWriter, load_client_config
-from ipscheduler.cache import ClusterCache
-from ipscheduler.framework import CycleState
-from ipscheduler.nodepods import FIELD_SELECTOR, NodePods
-from ipscheduler.objects import NodeInfo, PodInfo
-from ipscheduler.plugins.registry import default_profile
-from ipscheduler.plugins.underlayip import Strategy
-from ipscheduler.profile import Profile
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.nodepods import FIELD_SELECTOR, NodePods
+from ipscheduler.cmd.registry import default_profile
+from ipscheduler.framework.interface import CycleState
+from ipscheduler.framework.runtime import Profile
+from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.kube.client import KubeApi, PoolWriter, load_client_config
+from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.plugin import Strategy
 
 
 @dataclasses.dataclass

@@ -2,7 +2,7 @@
 
 Thin by design. kopf watches the pending pods of our schedulerName (an index
 and an event handler). Nodes and NodeIPPools come from list+watch informers
-(:mod:`ipscheduler.informer`, which says why they are not kopf indexes).
+(:mod:`ipscheduler.kube.informer`, which says why they are not kopf indexes).
 Only ``@kopf.index`` and ``@kopf.on.event`` are used on pods, and they return
 None, so kopf never writes annotations, finalizers or status onto a pod
 (``on.create``/``on.update`` would store ``last-handled-configuration``).
@@ -26,22 +26,22 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client
 
-from ipscheduler.allocator import PoolView
-from ipscheduler.api import EventRecorder, KubeApi, PoolWriter, load_client_config
-from ipscheduler.cache import ClusterCache
-from ipscheduler.config import SchedulerConfiguration
-from ipscheduler.election import ElectionSettings, identity
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.nodepods import NodePods
+from ipscheduler.backend.queue import SchedulingQueue
+from ipscheduler.backend.supervisor import Supervisor
+from ipscheduler.cmd.election import ElectionSettings, identity
+from ipscheduler.cmd.registry import build_profile
+from ipscheduler.framework.config import SchedulerConfiguration
+from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
-from ipscheduler.informer import Endpoint, ObjectStore
+from ipscheduler.kube.client import EventRecorder, KubeApi, PoolWriter, load_client_config
+from ipscheduler.kube.informer import Endpoint, ObjectStore
 from ipscheduler.metrics import Metrics
-from ipscheduler.models import GROUP, PLURAL, VERSION
-from ipscheduler.nodepods import NodePods
-from ipscheduler.objects import NodeInfo, PodInfo
-from ipscheduler.plugins.registry import build_profile
-from ipscheduler.plugins.underlayip import Strategy
-from ipscheduler.queue import SchedulingQueue
-from ipscheduler.scheduler import Scheduler
-from ipscheduler.supervisor import Supervisor
+from ipscheduler.scheduler.scheduler import Scheduler
+from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.models import GROUP, PLURAL, VERSION
+from ipscheduler.underlayip.plugin import Strategy
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The scheduler's read cache of nodes and NodeIPPools.
 
-Backed by the node and NodeIPPool informers (:mod:`ipscheduler.informer`;
+Backed by the node and NodeIPPool informers (:mod:`ipscheduler.kube.informer`;
 attached, and :attr:`ClusterCache.ready` set, once both hold a full LIST),
 plus an overlay of pool objects returned by our own status writes, which are
 newer than the watch until it catches up, and the claims of pods created
@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 
-from ipscheduler.addresses import AddressSet
-from ipscheduler.allocator import PoolContext, PoolView, available, find_conflicts, foreign_holds
-from ipscheduler.objects import NodeInfo
+from ipscheduler.framework.types import NodeInfo
+from ipscheduler.underlayip.addresses import AddressSet
+from ipscheduler.underlayip.allocator import PoolContext, PoolView, available, find_conflicts, foreign_holds
 
 IndexLike = Mapping[str, Iterable[object]]
 """key → values: an informer's index (name → one-element tuple), a kopf.Index (key → Store

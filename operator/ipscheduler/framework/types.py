@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from ipscheduler.quantity import parse_quantity
+from ipscheduler.framework.quantity import parse_quantity
 
 ANNOTATION_IP = "ipscheduler.io/ip"
 ANNOTATION_POOL = "ipscheduler.io/pool"

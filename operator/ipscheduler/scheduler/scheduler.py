@@ -24,21 +24,21 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler import allocator, repair
-from ipscheduler.addresses import AddressError, canonical
-from ipscheduler.allocator import PoolView
-from ipscheduler.api import Conflict, EventRecorder, KubeApi, PoolWriter, pod_ref, pool_ref
-from ipscheduler.cache import ClusterCache
-from ipscheduler.framework import CycleState, QueuedPodInfo
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.nodepods import NodePods
+from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
+from ipscheduler.backend.supervisor import Supervisor
+from ipscheduler.framework.interface import CycleState, QueuedPodInfo
+from ipscheduler.framework.runtime import Diagnosis, Profile
+from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.health import HealthState
+from ipscheduler.kube.client import Conflict, EventRecorder, KubeApi, PoolWriter, pod_ref, pool_ref
 from ipscheduler.metrics import Metrics
-from ipscheduler.models import FINALIZER
-from ipscheduler.nodepods import NodePods
-from ipscheduler.objects import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
-from ipscheduler.plugins.underlayip import allocated_ip
-from ipscheduler.profile import Diagnosis, Profile
-from ipscheduler.queue import QueueClosed, SchedulingQueue
-from ipscheduler.supervisor import Supervisor
+from ipscheduler.underlayip import allocator, repair
+from ipscheduler.underlayip.addresses import AddressError, canonical
+from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.models import FINALIZER
+from ipscheduler.underlayip.plugin import allocated_ip
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ipscheduler.multus import MultusError, parse_network_name
+from ipscheduler.underlayip.multus import MultusError, parse_network_name
 
 
 class _Strict(BaseModel):
@@ -98,7 +98,7 @@ class SchedulerConfiguration(_Strict):
 
     @model_validator(mode="after")
     def _known_plugins(self) -> SchedulerConfiguration:
-        from ipscheduler.plugins.registry import FILTER_PLUGINS, SCORE_PLUGINS
+        from ipscheduler.cmd.registry import FILTER_PLUGINS, SCORE_PLUGINS
 
         for point, known in (("filter", FILTER_PLUGINS), ("score", SCORE_PLUGINS)):
             ps: PluginSet = getattr(self.profiles[0].plugins, point)

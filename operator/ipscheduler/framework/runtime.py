@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ipscheduler.framework import (
+from ipscheduler.framework.interface import (
     MAX_NODE_SCORE,
     BindPlugin,
     Code,
@@ -28,7 +28,7 @@ from ipscheduler.framework import (
     ScorePlugin,
     Status,
 )
-from ipscheduler.objects import NodeInfo, PodInfo
+from ipscheduler.framework.types import NodeInfo, PodInfo
 
 log = logging.getLogger(__name__)
 

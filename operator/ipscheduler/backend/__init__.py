@@ -1,0 +1,3 @@
+"""Scheduling machinery below the scheduler: the queue, the cluster cache, the bound-pods
+index and the task supervisor.
+"""
