@@ -207,7 +207,7 @@ def _ours_feasible(kubectl: Kubectl, pod: dict[str, Any], ns: str) -> list[str]:
     cache.attach({k: [v] for k, v in nodes.items()}, {p.name: [p] for p in pools})
     profile = build_profile(cache, None, None)  # type: ignore[arg-type]  # filters need no API
     body = {**pod, "metadata": {**pod["metadata"], "uid": "shaping", "namespace": ns}}
-    snapshot = {n: dataclasses.replace(info, pods=bound.on(n)) for n, info in nodes.items()}
+    snapshot = {n: dataclasses.replace(info, pods=bound.pods_on(n)) for n, info in nodes.items()}
     verdicts, _ = evaluate(profile, PodInfo.from_obj(body), snapshot)
     return [v.node for v in verdicts if v.feasible]
 

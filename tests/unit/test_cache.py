@@ -40,7 +40,7 @@ def derived(cache: ClusterCache) -> dict[str, Any]:
         "by_node": {n: [p.name for p in cache.pools_for_node(n)] for n in NODES},
         "node_free": {n: v for n, v in cache.node_free().items() if v},
         "holders": {
-            uid: [p.name for p in cache.holder(uid)] for p in pools.values() for uid in p.allocations
+            uid: [p.name for p in cache.pools_holding(uid)] for p in pools.values() for uid in p.allocations
         },
         "contexts": {
             n: (c.node_exists, str(c.blocked), c.conflicts, dict(c.held_by))

@@ -22,9 +22,9 @@ def test_upsert_indexes_by_node_and_moves() -> None:
     idx = NodePods(on_change=lambda p: freed.append(p.node_name))
     idx.upsert(pod("a", "n1"))
     idx.upsert(pod("b", "n1"))
-    assert [p.uid for p in idx.on("n1")] == ["a", "b"]
+    assert [p.uid for p in idx.pods_on("n1")] == ["a", "b"]
     idx.upsert(pod("a", "n2"))
-    assert [p.uid for p in idx.on("n1")] == ["b"] and [p.uid for p in idx.on("n2")] == ["a"]
+    assert [p.uid for p in idx.pods_on("n1")] == ["b"] and [p.uid for p in idx.pods_on("n2")] == ["a"]
     assert freed == []  # adds never signal freed capacity
 
 
@@ -42,7 +42,7 @@ def test_pod_leaving_a_node_frees_it(change: Any) -> None:
     idx = NodePods(on_change=lambda p: freed.append(p.node_name))
     idx.upsert(pod("a", "n1"))
     change(idx)
-    assert idx.on("n1") == () and idx.get("a") is None and len(idx) == 0
+    assert idx.pods_on("n1") == () and idx.get("a") is None and len(idx) == 0
     assert freed == ["n1"]
 
 
@@ -54,7 +54,7 @@ def test_replace_all_and_node_requested_sum() -> None:
     idx = NodePods()
     idx.upsert(pod("old", "n1"))
     idx.replace_all([pod("x", "n1", cpu="250m"), pod("y", "n1", cpu="1"), pod("z", "", cpu="9")])
-    node = NodeInfo(name="n1", pods=idx.on("n1"))
+    node = NodeInfo(name="n1", pods=idx.pods_on("n1"))
     assert node.requested == {"pods": Decimal(2), "cpu": Decimal("1.250")}
     assert idx.get("old") is None and idx.get("z") is None
 

@@ -23,7 +23,7 @@ from ipscheduler.framework.interface import (
     ScorePlugin,
     Status,
 )
-from ipscheduler.framework.runtime import Profile
+from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
 from ipscheduler.plugins.interpodaffinity import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
@@ -523,9 +523,9 @@ def test_namespace_labels_callback() -> None:
 
 
 def test_inter_pod_affinity_in_profile_message() -> None:
-    """The reasons reach the FailedScheduling histogram through the Profile."""
+    """The reasons reach the FailedScheduling histogram through the Framework."""
     plugin = InterPodAffinity()
-    profile = Profile(scheduler_name="s", queue_sort=PrioritySort(), pre_filter=[plugin], filter=[plugin])
+    profile = Framework(scheduler_name="s", queue_sort=PrioritySort(), pre_filter=[plugin], filter=[plugin])
     pod = mk_pod(affinity=affinity(anti=[term(sel(app="db"), "zone")]))
     nodes = [n("n1", [mk_pod("e", labels={"app": "db"})], zone="z1"), n("n2", zone="z1"), n("n3", zone="z2")]
     feasible, diag = profile.find_feasible(CycleState(), pod, {x.name: x for x in nodes})

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from ipscheduler.framework.interface import Code, CycleState, Status, default_normalize
-from ipscheduler.framework.runtime import Diagnosis, Profile
+from ipscheduler.framework.runtime import Diagnosis, Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
 
@@ -175,8 +175,8 @@ class FakeBind:
         return self.result
 
 
-def profile(**kw: object) -> Profile:
-    return Profile(scheduler_name="ipscheduler", queue_sort=PrioritySort(), **kw)  # type: ignore[arg-type]
+def profile(**kw: object) -> Framework:
+    return Framework(scheduler_name="ipscheduler", queue_sort=PrioritySort(), **kw)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- find_feasible

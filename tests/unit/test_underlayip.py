@@ -324,7 +324,7 @@ async def test_reserve_choice(pools: list[dict[str, Any]], expected: tuple[str, 
     name, ip = expected
     assert allocated_ip(state) == ip
     assert env.allocations(name)["uid-me"] == (ip, "Reserved")
-    assert [p.name for p in env.cache.holder(POD.uid)] == [name]
+    assert [p.name for p in env.cache.pools_holding(POD.uid)] == [name]
 
 
 async def test_reserve_fails_when_every_pool_is_full() -> None:

@@ -161,7 +161,7 @@ class ClusterCache:
         self._fresh.pop(name, None)
         self.invalidate(name)
 
-    def holder(self, uid: str) -> list[PoolView]:
+    def pools_holding(self, uid: str) -> list[PoolView]:
         """Pools holding an allocation for pod ``uid`` (normally zero or one), sorted by name."""
         self._refresh()
         return [self._snap[n] for n in sorted(self._holders.get(uid, ()))]

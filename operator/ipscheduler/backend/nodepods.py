@@ -46,7 +46,7 @@ class NodePods(ListWatch):
         self.on_bound = on_bound
 
     # -- reads -----------------------------------------------------------
-    def on(self, node: str) -> tuple[PodInfo, ...]:
+    def pods_on(self, node: str) -> tuple[PodInfo, ...]:
         """Pods bound to ``node`` (sorted by UID for determinism).
 
         The same tuple object is returned until a pod of ``node`` changes, so

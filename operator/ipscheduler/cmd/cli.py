@@ -1,4 +1,4 @@
-"""Command line: ``ipscheduler run | crd | --version``."""
+"""Command line: ``ipscheduler run | crd | explain | check | --version``."""
 
 from __future__ import annotations
 

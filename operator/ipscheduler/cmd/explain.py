@@ -18,7 +18,7 @@ from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.backend.nodepods import FIELD_SELECTOR, NodePods
 from ipscheduler.cmd.registry import default_profile
 from ipscheduler.framework.interface import CycleState
-from ipscheduler.framework.runtime import Profile
+from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, PoolWriter, load_client_config
 from ipscheduler.underlayip.allocator import PoolView
@@ -37,7 +37,9 @@ class NodeVerdict:
     total: int = 0
 
 
-def evaluate(profile: Profile, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> tuple[list[NodeVerdict], str]:
+def evaluate(
+    profile: Framework, pod: PodInfo, nodes: Mapping[str, NodeInfo]
+) -> tuple[list[NodeVerdict], str]:
     """Run the scheduling cycle's PreFilter/Filter/Score for ``pod``; no Reserve, no writes.
 
     Returns the per-node verdicts (feasible first, best total first) and
@@ -113,7 +115,7 @@ async def explain(
         cache.attach({k: [v] for k, v in node_infos.items()}, {p.name: [p] for p in pools})
         profile = default_profile(scheduler_name, cache, api, PoolWriter(api, cache), strategy)
         nodes = {
-            n: dataclasses.replace(info, pods=tuple(p for p in bound.on(n) if p.uid != pod.uid))
+            n: dataclasses.replace(info, pods=tuple(p for p in bound.pods_on(n) if p.uid != pod.uid))
             for n, info in node_infos.items()
         }
         # Explain a bound pod as if it were pending again.

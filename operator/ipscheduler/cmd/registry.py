@@ -22,7 +22,7 @@ from ipscheduler.framework.interface import (
     ReservePlugin,
     ScorePlugin,
 )
-from ipscheduler.framework.runtime import Profile
+from ipscheduler.framework.runtime import Framework
 from ipscheduler.kube.client import KubeApi, PoolWriter
 from ipscheduler.plugins.defaultbinder import DefaultBinder
 from ipscheduler.plugins.interpodaffinity import InterPodAffinity
@@ -108,7 +108,7 @@ def build_profile(
     identity: str = "",
     reserved_ttl: float = 60.0,
     multus_network: str | None = None,
-) -> Profile:
+) -> Framework:
     """The profile described by ``config`` (None: all defaults).
 
     ``strategy`` (the ``--ip-strategy`` flag) applies unless the file's
@@ -152,7 +152,7 @@ def build_profile(
     for p in every:
         if isinstance(p, PreFilterPlugin) and p not in pre_filter:
             pre_filter.append(p)
-    return Profile(
+    return Framework(
         scheduler_name=prof.scheduler_name,
         queue_sort=PrioritySort(),
         pre_filter=pre_filter,
@@ -167,10 +167,9 @@ def build_profile(
 
 def default_profile(
     scheduler_name: str, cache: ClusterCache, api: KubeApi, writer: PoolWriter, strategy: Strategy = "spread"
-) -> Profile:
+) -> Framework:
     """All defaults, for ``scheduler_name`` and the given address strategy."""
-    from ipscheduler.framework.config import Profile as ProfileConfig
-    from ipscheduler.framework.config import SchedulerConfiguration
+    from ipscheduler.framework.config import ProfileConfig, SchedulerConfiguration
 
     cfg = SchedulerConfiguration(profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})])
     return build_profile(cache, api, writer, cfg, strategy)

@@ -81,7 +81,7 @@ class PluginConfig(_Strict):
     args: UnderlayIPArgs = Field(default_factory=UnderlayIPArgs)
 
 
-class Profile(_Strict):
+class ProfileConfig(_Strict):
     scheduler_name: str = Field(default="ip-scheduler", alias="schedulerName", min_length=1)
     plugins: Plugins = Field(default_factory=Plugins)
     plugin_config: list[PluginConfig] = Field(default_factory=list, alias="pluginConfig")
@@ -94,7 +94,9 @@ class SchedulerConfiguration(_Strict):
         default="ipscheduler.io/v1alpha1", alias="apiVersion"
     )
     kind: Literal["IPSchedulerConfiguration"] = "IPSchedulerConfiguration"
-    profiles: list[Profile] = Field(default_factory=lambda: [Profile()], min_length=1, max_length=1)
+    profiles: list[ProfileConfig] = Field(
+        default_factory=lambda: [ProfileConfig()], min_length=1, max_length=1
+    )
 
     @model_validator(mode="after")
     def _known_plugins(self) -> SchedulerConfiguration:
@@ -112,7 +114,7 @@ class SchedulerConfiguration(_Strict):
         return self
 
     @property
-    def profile(self) -> Profile:
+    def profile(self) -> ProfileConfig:
         return self.profiles[0]
 
     @property

@@ -6,7 +6,7 @@ Reserve → Permit, then the binding cycle runs PreBind → Bind → PostBind, a
 any failure after Reserve runs Unreserve.
 
 Plugins are plain objects that satisfy one or more of the Protocols below;
-the :class:`~ipscheduler.framework.runtime.Profile` wires them.
+the :class:`~ipscheduler.framework.runtime.Framework` wires them.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class Diagnosis:
 
 
 @dataclass
-class Profile:
+class Framework:
     """The plugins of one scheduler profile, by extension point.
 
     ``score`` holds ``(plugin, weight)`` pairs.

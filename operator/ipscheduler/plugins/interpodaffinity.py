@@ -15,7 +15,7 @@ selector semantics of ``staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/helpers
   pod's required anti-affinity terms. An invalid selector in the incoming
   pod's terms rejects the pod everywhere (UnschedulableAndUnresolvable,
   ``parsing pod: ...``). Returns Skip when there is nothing to check (the
-  state is still written, because our Profile runs Filter after a Skip).
+  state is still written, because our Framework runs Filter after a Skip).
 * Filter, in upstream order:
 
   - affinity: the node must carry every term's topologyKey and each

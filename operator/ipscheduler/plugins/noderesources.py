@@ -225,8 +225,8 @@ def nonzero_requests_from_spec(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     max; pod-level ``spec.resources.requests`` (PodLevelResources) override
     cpu/memory; ``spec.overhead`` is added.
 
-    :class:`~ipscheduler.framework.types.PodInfo` keeps only aggregated requests, so
-    the plugins cannot call this yet; see :func:`nonzero_requests`.
+    :class:`~ipscheduler.framework.types.PodInfo` computes it once from the spec
+    (``nonzero_requests``); plugins read it through :func:`nonzero_requests`.
     """
     names = (RESOURCE_CPU, RESOURCE_MEMORY)
     zero = {n: Decimal(0) for n in names}

@@ -1,2 +1,1 @@
-"""The scheduling loop: scheduling and binding cycles (kube-scheduler's schedule_one.go).
-"""
+"""The scheduling loop: scheduling and binding cycles (kube-scheduler's schedule_one.go)."""

@@ -1,4 +1,6 @@
-"""The scheduler: scheduling cycle, binding cycle, release and start-up reconcile.
+"""The scheduler: scheduling cycle, binding cycle, and (until the pool controller of
+ARCHITECTURE.md moves them to ``underlayip/``) pool status, release, the GC sweep,
+start-up reconcile and adoption.
 
 One pod at a time goes through the scheduling cycle (PreFilter → Filter →
 Score → Reserve → Permit, as ``pkg/scheduler/schedule_one.go``); its binding
@@ -29,7 +31,7 @@ from ipscheduler.backend.nodepods import NodePods
 from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.framework.interface import CycleState, QueuedPodInfo
-from ipscheduler.framework.runtime import Diagnosis, Profile
+from ipscheduler.framework.runtime import Diagnosis, Framework
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import Conflict, EventRecorder, KubeApi, PoolWriter, pod_ref, pool_ref
@@ -69,7 +71,7 @@ class Scheduler:
         api: KubeApi,
         cache: ClusterCache,
         writer: PoolWriter,
-        profile: Profile,
+        profile: Framework,
         queue: SchedulingQueue,
         recorder: EventRecorder,
         bind_concurrency: int = 16,
@@ -161,14 +163,14 @@ class Scheduler:
                 self._binding.discard(pod.uid)
                 return
             self._assumed.pop(pod.uid, None)
-            if self.cache.holder(pod.uid):
+            if self.cache.pools_holding(pod.uid):
                 self._spawn(self.release_if_gone(pod), f"release {pod.key}")
             return
         if pod.terminal:
             self.queue.delete(pod.uid)
             self._assumed.pop(pod.uid, None)
             self._unschedulable_msg.pop(pod.uid, None)
-            if self.cache.holder(pod.uid):
+            if self.cache.pools_holding(pod.uid):
                 self._spawn(self.release(pod.uid), f"release {pod.key}")
             return
         if pod.bound or pod.deleting:
@@ -185,7 +187,7 @@ class Scheduler:
         self._binding.discard(pod.uid)
         self._assumed.pop(pod.uid, None)  # gone before a snapshot saw the watch have it
         self.cache.unclaim(pod.uid)
-        if pod.scheduler_name == self.name and self.cache.holder(pod.uid):
+        if pod.scheduler_name == self.name and self.cache.pools_holding(pod.uid):
             self._spawn(self.release(pod.uid), f"release {pod.key}")
         else:
             self.on_cluster_event("PodDeleted")
@@ -207,7 +209,7 @@ class Scheduler:
             or pod.terminal
             or pod.deleting
             or pod.uid in self.cache.claimed()
-            or self.cache.holder(pod.uid)
+            or self.cache.pools_holding(pod.uid)
         ):
             return
         raw_ip = pod.annotations.get(ANNOTATION_IP) or None
@@ -310,7 +312,7 @@ class Scheduler:
 
     async def release(self, uid: str) -> None:
         """Remove ``uid``'s allocations from every pool holding one (CAS)."""
-        for pool in self.cache.holder(uid):
+        for pool in self.cache.pools_holding(uid):
             await self.writer.update(pool.name, functools.partial(allocator.release, uid=uid))
         self.on_cluster_event("AddressReleased")
 
@@ -362,7 +364,7 @@ class Scheduler:
         out: dict[str, NodeInfo] = {}
         memo = self._snapshot_memo
         for name, node in self.cache.nodes().items():
-            pods = self.node_pods.on(name)
+            pods = self.node_pods.pods_on(name)
             assumed = tuple(extra.get(name, ()))
             seen = memo.get(name)
             if seen is not None and seen[0] is node and seen[1] is pods and seen[2] == assumed:

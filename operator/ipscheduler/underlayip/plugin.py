@@ -105,7 +105,7 @@ class UnderlayIP:
         if pod.host_network:
             return Status.success()
         free = dict(self.cache.node_free())
-        for pool in self.cache.holder(pod.uid):
+        for pool in self.cache.pools_holding(pod.uid):
             # The address the pod already holds there counts as free for it.
             free[pool.node_name] = (
                 free.get(pool.node_name, 0)
