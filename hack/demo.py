@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hack"))
@@ -72,15 +73,131 @@ def stop_scheduler(root: Path) -> None:
         print(f"demo: scheduler (pid {pid}) stopped")
 
 
+NETNS_PREFIX = "ipsched-demo-"
+"""Network namespaces NETNS_PREFIX1, 2; the bridge is NETNS_PREFIX + "br" (at most 15 chars)."""
+
+
+def bridge_name(prefix: str) -> str:
+    return (prefix + "br")[-15:]
+
+
+def _run(
+    *cmd: str, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False, env=env)
+    if check and proc.returncode != 0:
+        raise SystemExit(f"demo: {' '.join(cmd)} failed: {(proc.stdout + proc.stderr).strip()}")
+    return proc
+
+
+def can_wire() -> str | None:
+    """Why pods cannot be wired into network namespaces here (None: they can)."""
+    if os.geteuid() != 0:
+        return "needs root (ip netns, veth, bridge)"
+    if _run("ip", "netns", "list", check=False).returncode != 0:
+        return "`ip netns` is not available"
+    return None
+
+
+def build_plugin() -> Path:
+    """bin/ipscheduler-ipam, built as `make cni` builds it."""
+    out = ROOT / "bin" / "ipscheduler-ipam"
+    proc = subprocess.run(
+        ["go", "build", "-trimpath", "-o", str(out), "./cmd/ipscheduler-ipam"],
+        cwd=ROOT / "cni",
+        env={**os.environ, "CGO_ENABLED": "0"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"demo: building the CNI plugin failed: {proc.stderr.strip()}")
+    return out
+
+
+def wire_pods(root: Path, kc: Path, pods: list[dict[str, Any]], prefix: str = NETNS_PREFIX) -> None:
+    """Give each pod a network namespace whose eth0 the reference bridge plugin creates and
+    ipscheduler-ipam addresses (examples/cni/10-underlay-bridge.conflist, driven by cnitool
+    the way a container runtime drives it)."""
+    plugin = build_plugin()
+    tools = devcluster.ensure_cni_tools()
+    conf_dir = root / "cni-net.d"
+    conf_dir.mkdir(exist_ok=True)
+    for i, pod in enumerate(pods):
+        meta, spec = pod["metadata"], pod["spec"]
+        conf = json.loads((ROOT / "examples" / "cni" / "10-underlay-bridge.conflist").read_text())
+        conf["plugins"][0]["bridge"] = bridge_name(prefix)
+        conf["plugins"][0]["ipam"].update(kubeconfig=str(kc), nodeName=spec["nodeName"])
+        # cnitool reads NETCONFPATH/<file> and picks the network by name; one file per node.
+        for old in conf_dir.glob("*.conflist"):
+            old.unlink()
+        (conf_dir / "10-underlay.conflist").write_text(json.dumps(conf, indent=2))
+        netns = f"{prefix}{i + 1}"
+        _run("ip", "netns", "add", netns, check=False)
+        env = {
+            **os.environ,
+            "NETCONFPATH": str(conf_dir),
+            "CNI_PATH": f"{plugin.parent}:{tools}",
+            "CNI_IFNAME": "eth0",
+            "CNI_ARGS": (
+                f"IgnoreUnknown=1;K8S_POD_NAMESPACE={meta['namespace']};K8S_POD_NAME={meta['name']};"
+                f"K8S_POD_INFRA_CONTAINER_ID=demo{i + 1};K8S_POD_UID={meta['uid']}"
+            ),
+            "CAP_ARGS": json.dumps({"io.kubernetes.cri.pod-annotations": meta.get("annotations") or {}}),
+        }
+        _run(str(tools / "cnitool"), "add", conf["name"], f"/var/run/netns/{netns}", env=env)
+        print(f"\n$ ip -n {netns} -br addr show eth0    # pod {meta['name']} on {spec['nodeName']}")
+        print(_run("ip", "-n", netns, "-br", "addr", "show", "eth0").stdout, end="")
+        print(f"$ ip -n {netns} route")
+        routes = _run("ip", "-n", netns, "route").stdout
+        print(routes or "(none: a /32 host route, the pool has no subnets)\n", end="")
+        if routes:
+            # The bridge plugin's CHECK looks for the address's subnet route, which a /32 lacks.
+            _run(str(tools / "cnitool"), "check", conf["name"], f"/var/run/netns/{netns}", env=env)
+            print(f"$ cnitool check {conf['name']} /var/run/netns/{netns}   # the UID still holds it: ok")
+
+
+def pick_two(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two bound pods with an address, from different nodes when there are (a host-route
+    pool and a pool with a subnet, gateway and default route in the examples)."""
+    bound = sorted(
+        (
+            p
+            for p in pods
+            if p["spec"].get("nodeName") and (p["metadata"].get("annotations") or {}).get("ipscheduler.io/ip")
+        ),
+        key=lambda p: (p["spec"]["nodeName"], p["metadata"]["name"]),
+    )
+    chosen: list[dict[str, Any]] = []
+    for p in bound:
+        if all(c["spec"]["nodeName"] != p["spec"]["nodeName"] for c in chosen):
+            chosen.append(p)
+    return (chosen + [p for p in bound if p not in chosen])[:2]
+
+
+def unwire_pods(prefix: str = NETNS_PREFIX) -> None:
+    """Remove the demo's network namespaces (their veths go with them) and its bridge."""
+    for line in _run("ip", "netns", "list", check=False).stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if name.startswith(prefix):
+            _run("ip", "netns", "del", name, check=False)
+            print(f"demo: network namespace {name} removed")
+    if _run("ip", "link", "show", bridge_name(prefix), check=False).returncode == 0:
+        _run("ip", "link", "del", bridge_name(prefix), check=False)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default=devcluster.DEFAULT_DIR)
     parser.add_argument("--python", default=sys.executable, help="interpreter with ipscheduler installed")
     parser.add_argument("--down", action="store_true", help="stop the demo scheduler only")
+    parser.add_argument("--netns-prefix", default=NETNS_PREFIX, help="names of the pods' network namespaces")
     args = parser.parse_args()
     root = Path(args.dir).resolve()
     if args.down:
         stop_scheduler(root)
+        if can_wire() is None:
+            unwire_pods(args.netns_prefix)
         return 0
     cluster = devcluster.Cluster(root)
     try:
@@ -114,6 +231,12 @@ def main() -> int:
         ),
         end="",
     )
+    why_not = can_wire()
+    if why_not is None:
+        running = json.loads(kubectl(kc, "get", "pods", "-l", "app=demo", "-o", "json"))["items"]
+        wire_pods(root, kc, pick_two(running), args.netns_prefix)
+    else:
+        print(f"\ndemo: not wiring pods into network namespaces: {why_not}")
     print(
         f"\nThe scheduler (pid {pid}) keeps running; its log is {root / 'scheduler.log'}.\n"
         f"Try: kubectl --kubeconfig {kc} scale deployment demo --replicas=40   (10 stay Pending)\n"

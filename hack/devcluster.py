@@ -8,7 +8,7 @@ their deletions complete.
 
 Commands::
 
-    python hack/devcluster.py binaries            # build/locate binaries, print folder
+    python hack/devcluster.py binaries            # build/locate binaries and CNI tools, print folders
     python hack/devcluster.py up [--dir D] [--nodes N]
     python hack/devcluster.py add-nodes --count K [--dir D]
     python hack/devcluster.py status [--dir D]
@@ -50,6 +50,12 @@ K8S_VERSION = "v1.34.4"
 """The one pinned Kubernetes release (kube-apiserver, -controller-manager, -scheduler)."""
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.7.0"
+
+CNI_VERSION = "v1.3.0"
+"""containernetworking/cni: cnitool (drives CNI plugins the way a container runtime does)."""
+CNI_PLUGINS_VERSION = "v1.9.1"
+"""containernetworking/plugins: the reference plugins the CNI tests and the demo run."""
+CNI_PLUGINS = ("main/bridge", "main/loopback", "ipam/static", "ipam/host-local")
 
 K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ALL_BINARIES = (*K8S_BINARIES, "etcd", "kwok")
@@ -298,6 +304,50 @@ def ensure_binaries() -> Path:
     if still:
         raise DevclusterError(f"build finished but {', '.join(still)} missing in {bindir}")
     return bindir
+
+
+def cni_tools_dir() -> Path:
+    """``$XDG_CACHE_HOME/ipscheduler/cni-<cni version>-plugins-<plugins version>``."""
+    return cache_dir().parent / f"cni-{CNI_VERSION}-plugins-{CNI_PLUGINS_VERSION}"
+
+
+def ensure_cni_tools() -> Path:
+    """Return the folder holding ``cnitool`` and the reference CNI plugins (``bridge``,
+    ``loopback``, ``static``, ``host-local``), installing what is missing with
+    ``go install`` (static binaries, CGO_ENABLED=0; about a minute the first time).
+
+    Raises DevclusterError with a one-line reason (no Go toolchain, a failed install)."""
+    tools = cni_tools_dir()
+    names = ["cnitool", *(p.rsplit("/", 1)[1] for p in CNI_PLUGINS)]
+    if all(os.access(tools / n, os.X_OK) for n in names):
+        return tools
+    go = shutil.which("go")
+    if go is None:
+        raise DevclusterError(f"missing CNI tools in {tools} and no Go toolchain on PATH to install them")
+    with file_lock(cache_dir().parent / ".cni-tools.lock"):
+        if all(os.access(tools / n, os.X_OK) for n in names):
+            return tools
+        staging = tools.with_name(tools.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        pkgs = [f"github.com/containernetworking/cni/cnitool@{CNI_VERSION}"]
+        plugins = "github.com/containernetworking/plugins/plugins"
+        pkgs += [f"{plugins}/{p}@{CNI_PLUGINS_VERSION}" for p in CNI_PLUGINS]
+        env = {**_go_env(), "GOBIN": str(staging), "CGO_ENABLED": "0"}
+        for pkg in pkgs:
+            proc = subprocess.run(
+                [go, "install", "-trimpath", "-ldflags", "-s -w", pkg],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise DevclusterError(f"go install {pkg} failed: {proc.stderr.strip()[-800:]}")
+        shutil.rmtree(tools, ignore_errors=True)
+        staging.rename(tools)
+    log(f"CNI tools ({', '.join(names)}) in {tools}")
+    return tools
 
 
 # --------------------------------------------------------------------------
@@ -769,7 +819,7 @@ class Cluster:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="devcluster", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("binaries", help="obtain the binaries and print their folder")
+    sub.add_parser("binaries", help="obtain the binaries (and the CNI tools) and print their folders")
     p_up = sub.add_parser("up", help="start the control plane (idempotent)")
     p_up.add_argument("--dir", default=DEFAULT_DIR)
     p_up.add_argument("--nodes", type=int, default=3)
@@ -788,6 +838,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "binaries":
             print(ensure_binaries())
+            print(ensure_cni_tools())
             return 0
         cluster = Cluster(Path(args.dir))
         if args.cmd == "up":

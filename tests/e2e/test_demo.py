@@ -1,0 +1,92 @@
+"""`make demo` as a newcomer runs it: its own control plane, the examples, the scheduler,
+and (as root) two of its pods wired into network namespaces by the reference bridge plugin
+with ipscheduler-ipam as IPAM, driven by cnitool as a container runtime would."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="wiring pods into network namespaces needs root")
+
+
+def _netns(prefix: str) -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return [
+        line.split()[0] for line in out.splitlines() if line.split() and line.split()[0].startswith(prefix)
+    ]
+
+
+def test_make_demo_schedules_the_examples_and_wires_two_pods(tmp_path: Path) -> None:
+    prefix = f"ipst{os.getpid() % 100000}-"
+    root = tmp_path / "demo"
+    demo = [sys.executable, str(ROOT / "hack" / "demo.py"), "--dir", str(root), "--netns-prefix", prefix]
+    try:
+        run = subprocess.run(
+            [*demo, "--python", sys.executable],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        kc = root / "kubeconfig"
+        pods = json.loads(
+            subprocess.run(
+                ["kubectl", "--kubeconfig", str(kc), "get", "pods", "-l", "app=demo", "-o", "json"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )["items"]
+        ips = {p["metadata"]["name"]: p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in pods}
+        assert len(ips) == 12 and len(set(ips.values())) == 12, ips
+
+        # Two namespaces, each eth0 carrying the address its pod was bound with.
+        wired = re.findall(r"\$ ip -n (\S+) -br addr show eth0 +# pod (\S+) on (\S+)\n(.*)\n", run.stdout)
+        assert len(wired) == 2, run.stdout
+        assert {node for _, _, node, _ in wired} == {"node-1", "node-2"}, run.stdout
+        for netns, pod, _, _ in wired:
+            addr = json.loads(
+                subprocess.run(
+                    ["ip", "-n", netns, "-j", "addr", "show", "eth0"],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+            )[0]["addr_info"]
+            v4 = [f"{a['local']}/{a['prefixlen']}" for a in addr if a["family"] == "inet"]
+            want = {"node-1": "/32", "node-2": "/28"}[pods_node(pods, pod)]
+            assert v4 == [ips[pod] + want], (netns, pod, v4)
+        routes = subprocess.run(
+            ["ip", "-n", wired[1][0], "route"], capture_output=True, text=True, check=True
+        ).stdout
+        assert "default via 10.0.2.1 dev eth0" in routes  # the pool's subnet gateway and route
+        assert run.stdout.count("the UID still holds it: ok") == 1  # CHECK of the subnet pod
+    finally:
+        subprocess.run([*demo, "--down"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+        subprocess.run(
+            [sys.executable, str(ROOT / "hack" / "devcluster.py"), "down", "--dir", str(root)],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    assert _netns(prefix) == []  # `make down` removes what the demo made
+
+
+def pods_node(pods: list[dict[str, object]], name: str) -> str:
+    for p in pods:
+        meta, spec = p["metadata"], p["spec"]
+        assert isinstance(meta, dict) and isinstance(spec, dict)
+        if meta["name"] == name:
+            return str(spec["nodeName"])
+    raise AssertionError(f"pod {name} not found")
