@@ -1,0 +1,379 @@
+"""The reserved address on the pod's interface, in real network namespaces.
+
+The scheduler binds pods; then ``cnitool`` (containernetworking/cni v1.3.0)
+drives the reference ``bridge`` plugin (containernetworking/plugins v1.9.1)
+the way containerd does (``CNI_ARGS`` with the pod's namespace, name and UID;
+``CAP_ARGS`` with the ``io.kubernetes.cri.pod-annotations`` capability), with
+``ipscheduler-ipam`` as IPAM, in a fresh network namespace per case. The
+plugin reads the API with a ServiceAccount that may only ``get`` pods and
+NodeIPPools. Exact error codes are read from the plugin itself, run with the
+same input (cnitool prints only the message).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import SCHEDULER, Pools, SchedulerProcess, token_kubeconfig
+from tests.kube import Kubectl, pod_manifest, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "hack"))
+
+import devcluster  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None,
+    reason="network namespaces need root and iproute2's ip",
+)
+
+NETWORK = "underlay"  # the Multus network the module's scheduler fills in
+POOL, NODE = "cni-pool", "node-1"
+SUBNET = {"cidr": "10.77.1.0/24", "gateway": "10.77.1.1", "routes": [{"dst": "0.0.0.0/0"}]}
+ANNOTATIONS = ("ipscheduler.io/pool", "ipscheduler.io/ip", "ipscheduler.io/network")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cni:
+    """Where the binaries are, and the plugin's kubeconfig."""
+
+    plugin: Path
+    tools: Path
+    kubeconfig: Path
+
+    @property
+    def path(self) -> str:
+        return f"{self.plugin.parent}:{self.tools}"
+
+
+@pytest.fixture(scope="module")
+def cni(kubectl: Kubectl, crd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cni]:
+    """The plugin built as ``make cni`` builds it, cnitool and the reference plugins, and a
+    kubeconfig of a ServiceAccount with only ``get`` on pods and nodeippools."""
+    out = tmp_path_factory.mktemp("cni-bin") / "ipscheduler-ipam"
+    subprocess.run(
+        ["go", "build", "-trimpath", "-o", str(out), "./cmd/ipscheduler-ipam"],
+        cwd=ROOT / "cni",
+        env={**os.environ, "CGO_ENABLED": "0"},
+        check=True,
+    )
+    tools = devcluster.ensure_cni_tools()
+    name = f"cni-test-{secrets.token_hex(3)}"
+    kubectl("create", "namespace", name)
+    kubectl("create", "serviceaccount", "ipam", "-n", name)
+    kubectl("create", "clusterrole", name, "--verb=get", "--resource=pods,nodeippools.ipscheduler.io")
+    kubectl("create", "clusterrolebinding", name, f"--clusterrole={name}", f"--serviceaccount={name}:ipam")
+    try:
+        kc = token_kubeconfig(kubectl, "ipam", name, tmp_path_factory.mktemp("cni-kc") / "kubeconfig")
+        yield Cni(out, tools, kc)
+    finally:
+        kubectl.run("delete", "clusterrolebinding", name, "--ignore-not-found", check=False)
+        kubectl.run("delete", "clusterrole", name, "--ignore-not-found", check=False)
+        kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def multus_scheduler(
+    kubectl: Kubectl, crd: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SchedulerProcess]:
+    """The module's one scheduler, also filling in the Multus network ``underlay``."""
+    log = tmp_path_factory.mktemp("scheduler") / "scheduler.log"
+    p = SchedulerProcess(kubectl.kubeconfig, log, "--multus-network", NETWORK).start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def netns() -> Iterator[str]:
+    """A fresh network namespace (removed afterwards with the bridge the test made)."""
+    name = f"ipst-{secrets.token_hex(3)}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    yield name
+    subprocess.run(["ip", "netns", "del", name], check=False)
+    subprocess.run(["ip", "link", "del", bridge_of(name)], capture_output=True, check=False)
+
+
+def bridge_of(netns: str) -> str:
+    return f"br{netns[-10:]}"  # at most 15 characters
+
+
+def conflist(
+    cni: Cni, netns: str, node: str = NODE, version: str = "1.1.0", ipam: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """examples/cni/10-underlay-bridge.conflist, with this test's bridge, node and kubeconfig."""
+    conf: dict[str, Any] = json.loads((ROOT / "examples" / "cni" / "10-underlay-bridge.conflist").read_text())
+    conf["cniVersion"] = version
+    plugin = conf["plugins"][0]
+    plugin["bridge"] = bridge_of(netns)
+    if ipam is None:
+        plugin["ipam"].update(kubeconfig=str(cni.kubeconfig), nodeName=node)
+    else:
+        plugin["ipam"] = ipam
+        plugin["capabilities"] = {"ips": True}
+    return conf
+
+
+@dataclasses.dataclass
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    annotations: dict[str, str]
+
+
+def run_cni(
+    cni: Cni,
+    verb: str,
+    netns: str,
+    conf: dict[str, Any],
+    pod: Pod,
+    tmp_path: Path,
+    cap_args: dict[str, Any] | None = None,
+    uid: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``cnitool <verb>`` as a runtime calls the network (cnitool prints the result)."""
+    confdir = tmp_path / f"net.d-{netns}"
+    confdir.mkdir(exist_ok=True)
+    (confdir / "10-test.conflist").write_text(json.dumps(conf))
+    env = {
+        **os.environ,
+        "NETCONFPATH": str(confdir),
+        "CNI_PATH": cni.path,
+        "CNI_IFNAME": "eth0",
+        "CNI_ARGS": (
+            f"IgnoreUnknown=1;K8S_POD_NAMESPACE={pod.namespace};K8S_POD_NAME={pod.name};"
+            f"K8S_POD_INFRA_CONTAINER_ID={netns};K8S_POD_UID={uid or pod.uid}"
+        ),
+    }
+    if cap_args is not None:
+        env["CAP_ARGS"] = json.dumps(cap_args)
+    return subprocess.run(
+        [str(cni.tools / "cnitool"), verb, conf["name"], f"/var/run/netns/{netns}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def ipam_error(
+    cni: Cni, conf: dict[str, Any], pod: Pod, netns: str, uid: str | None = None
+) -> dict[str, Any]:
+    """Run ipscheduler-ipam ADD directly with the bridge's input; its CNI error object."""
+    plugin_conf = {**conf["plugins"][0], "cniVersion": conf["cniVersion"], "name": conf["name"]}
+    env = {
+        **os.environ,
+        "CNI_COMMAND": "ADD",
+        "CNI_CONTAINERID": netns,
+        "CNI_NETNS": f"/var/run/netns/{netns}",
+        "CNI_IFNAME": "eth0",
+        "CNI_PATH": cni.path,
+        "CNI_ARGS": f"IgnoreUnknown=1;K8S_POD_NAMESPACE={pod.namespace};K8S_POD_NAME={pod.name};"
+        f"K8S_POD_UID={uid or pod.uid}",
+    }
+    proc = subprocess.run(
+        [str(cni.plugin)], input=json.dumps(plugin_conf), env=env, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode != 0, proc.stdout
+    return dict(json.loads(proc.stdout))
+
+
+def ipv4_of(netns: str) -> list[str]:
+    """``address/prefix`` of eth0's IPv4 addresses in ``netns`` ([] when eth0 is absent)."""
+    proc = subprocess.run(
+        ["ip", "-n", netns, "-j", "addr", "show", "eth0"], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        return []
+    return [
+        f"{a['local']}/{a['prefixlen']}"
+        for a in json.loads(proc.stdout)[0]["addr_info"]
+        if a["family"] == "inet"
+    ]
+
+
+def routes_of(netns: str) -> str:
+    return subprocess.run(["ip", "-n", netns, "route"], capture_output=True, text=True, check=True).stdout
+
+
+def bound_pod(kubectl: Kubectl, ns: str, name: str, node: str = NODE, **extra: Any) -> Pod:
+    manifest = pod_manifest(
+        name,
+        scheduler=SCHEDULER,
+        nodeSelector={"kubernetes.io/hostname": node},
+        terminationGracePeriodSeconds=0,
+    )
+    if extra.get("annotations"):
+        manifest["metadata"]["annotations"] = extra["annotations"]
+    kubectl.create(manifest, ns)
+    body = wait_for(
+        f"{name} bound",
+        lambda: (p := kubectl.json("get", "pod", name, "-n", ns))["spec"].get("nodeName") and p,
+        timeout=60,
+    )
+    meta = body["metadata"]
+    return Pod(ns, name, meta["uid"], dict(meta.get("annotations") or {}))
+
+
+@pytest.fixture
+def address_pool(multus_scheduler: SchedulerProcess, pools: Pools) -> str:
+    pools.create(POOL, NODE, ["10.77.1.1-10.77.1.20"], subnets=[SUBNET])
+    return POOL
+
+
+def pod_annotations_cap(pod: Pod) -> dict[str, Any]:
+    return {"io.kubernetes.cri.pod-annotations": pod.annotations}
+
+
+@pytest.mark.parametrize(
+    "source", ["runtime", "api"], ids=["annotations-from-the-runtime", "annotations-from-the-api"]
+)
+def test_add_puts_exactly_the_reserved_address_on_eth0_then_check_and_del(
+    source: str, address_pool: str, cni: Cni, kubectl: Kubectl, ns: str, netns: str, tmp_path: Path
+) -> None:
+    pod = bound_pod(kubectl, ns, "web")
+    ip = pod.annotations["ipscheduler.io/ip"]
+    assert json.loads(pod.annotations["ipscheduler.io/network"])["ips"][0] == {
+        "address": f"{ip}/24",
+        "gateway": "10.77.1.1",
+    }
+    conf = conflist(cni, netns)
+    cap = pod_annotations_cap(pod) if source == "runtime" else None
+    add = run_cni(cni, "add", netns, conf, pod, tmp_path, cap)
+    assert add.returncode == 0, add.stderr
+    result = json.loads(add.stdout)
+    assert [i["address"] for i in result["ips"]] == [f"{ip}/24"] and result["ips"][0][
+        "gateway"
+    ] == "10.77.1.1"
+    assert ipv4_of(netns) == [f"{ip}/24"]
+    assert "default via 10.77.1.1 dev eth0" in routes_of(netns)
+
+    check = run_cni(cni, "check", netns, conf, pod, tmp_path, cap)
+    assert check.returncode == 0, check.stderr
+    for _ in range(2):  # DEL is idempotent
+        delete = run_cni(cni, "del", netns, conf, pod, tmp_path, cap)
+        assert delete.returncode == 0, delete.stderr
+    assert ipv4_of(netns) == []
+
+
+def test_check_fails_once_the_pod_no_longer_holds_the_address(
+    address_pool: str, cni: Cni, kubectl: Kubectl, pools: Pools, ns: str, netns: str, tmp_path: Path
+) -> None:
+    pod = bound_pod(kubectl, ns, "gone")
+    conf = conflist(cni, netns)
+    assert run_cni(cni, "add", netns, conf, pod, tmp_path).returncode == 0
+    kubectl("delete", "pod", "gone", "-n", ns, "--wait=true")
+    wait_for(
+        "the address released",
+        lambda: pod.uid not in (pools.get(POOL).get("status", {}).get("allocations") or {}),
+        timeout=60,
+    )
+    check = run_cni(cni, "check", netns, conf, pod, tmp_path)
+    assert check.returncode != 0 and "pod not found" in check.stderr + check.stdout, check
+    assert run_cni(cni, "del", netns, conf, pod, tmp_path).returncode == 0
+    subprocess.run(["ip", "netns", "del", netns], check=True)  # DEL after the sandbox is gone
+    assert run_cni(cni, "del", netns, conf, pod, tmp_path).returncode == 0
+
+
+REFUSALS = ["uid", "other-node", "forged-runtime", "foreign-pod", "pending", "count-only"]
+
+
+@pytest.mark.parametrize("case", REFUSALS, ids=REFUSALS)
+def test_refusals_configure_nothing_and_say_why(
+    case: str,
+    address_pool: str,
+    cni: Cni,
+    kubectl: Kubectl,
+    pools: Pools,
+    ns: str,
+    netns: str,
+    tmp_path: Path,
+) -> None:
+    node, uid, cap = NODE, None, None
+    if case == "pending":  # ours, but no node can take it yet
+        manifest = pod_manifest("wait", scheduler=SCHEDULER, nodeSelector={"ipscheduler.io/test": "none"})
+        kubectl.create(manifest, ns)
+        meta = kubectl.json("get", "pod", "wait", "-n", ns)["metadata"]
+        pod = Pod(ns, "wait", meta["uid"], {})
+        code, message = 11, "has no ipscheduler.io/pool annotation yet"
+    elif case == "foreign-pod":  # another scheduler's pod, created with a bound pod's annotations
+        holder = bound_pod(kubectl, ns, "holder")
+        forged = pod_manifest("forged", nodeName=NODE)
+        forged["metadata"]["annotations"] = {k: holder.annotations[k] for k in ANNOTATIONS}
+        kubectl.create(forged, ns)
+        meta = kubectl.json("get", "pod", "forged", "-n", ns)["metadata"]
+        pod = Pod(ns, "forged", meta["uid"], dict(meta["annotations"]))
+        code, message = 102, "no allocation for this pod"
+    elif case == "count-only":
+        pools.create("cni-slots", "node-3", capacity=2)
+        pod = bound_pod(kubectl, ns, "slot", node="node-3")
+        assert not set(ANNOTATIONS) & pod.annotations.keys()
+        node, code, message = "node-3", 110, "count-only"
+    else:
+        pod = bound_pod(kubectl, ns, "web")
+        if case == "uid":  # the pod was deleted and re-created under the same name
+            uid, code, message = "0b7c0ffe-0000-4000-8000-000000000000", 100, "pod UID mismatch"
+        elif case == "other-node":
+            node, code, message = "node-2", 101, "pool serves another node"
+        else:  # the runtime passes annotations the live pod does not carry
+            cap = pod_annotations_cap(
+                dataclasses.replace(pod, annotations={**pod.annotations, "ipscheduler.io/ip": "10.77.1.19"})
+            )
+            code, message = 106, "ipscheduler.io/ip"
+    conf = conflist(cni, netns, node=node)
+    add = run_cni(cni, "add", netns, conf, pod, tmp_path, cap, uid)
+    assert add.returncode != 0, add.stdout
+    assert message in add.stderr + add.stdout, add
+    assert ipv4_of(netns) == []  # nothing configured
+    if cap is None:
+        err = ipam_error(cni, conf, pod, netns, uid)
+        assert (err["code"], err["cniVersion"]) == (code, "1.1.0"), err
+        assert message in err["msg"] + err.get("details", ""), err
+    assert run_cni(cni, "del", netns, conf, pod, tmp_path, cap, uid).returncode == 0
+
+
+def test_a_0_4_0_conflist_gets_a_0_4_0_result(
+    address_pool: str, cni: Cni, kubectl: Kubectl, ns: str, netns: str, tmp_path: Path
+) -> None:
+    pod = bound_pod(kubectl, ns, "old-runtime")
+    ip = pod.annotations["ipscheduler.io/ip"]
+    conf = conflist(cni, netns, version="0.4.0")
+    add = run_cni(cni, "add", netns, conf, pod, tmp_path)
+    assert add.returncode == 0, add.stderr
+    result = json.loads(add.stdout)
+    assert result["cniVersion"] == "0.4.0"
+    assert [(i["version"], i["address"]) for i in result["ips"]] == [("4", f"{ip}/24")]
+    assert ipv4_of(netns) == [f"{ip}/24"]
+    assert run_cni(cni, "check", netns, conf, pod, tmp_path).returncode == 0
+    assert run_cni(cni, "del", netns, conf, pod, tmp_path).returncode == 0
+
+
+def test_multus_users_get_the_address_through_static_ipam(
+    address_pool: str, cni: Cni, kubectl: Kubectl, ns: str, netns: str, tmp_path: Path
+) -> None:
+    """``--multus-network underlay``: the Binding puts the address into the element's ``ips``;
+    Multus would pass them to ``static`` through the ``ips`` capability, as here."""
+    pod = bound_pod(
+        kubectl, ns, "multi", annotations={"k8s.v1.cni.cncf.io/networks": f"{NETWORK}@net1, other"}
+    )
+    ip = pod.annotations["ipscheduler.io/ip"]
+    elements = json.loads(pod.annotations["k8s.v1.cni.cncf.io/networks"])
+    assert elements == [{"name": NETWORK, "interface": "net1", "ips": [f"{ip}/24"]}, {"name": "other"}]
+    conf = conflist(cni, netns, ipam={"type": "static", "routes": [{"dst": "0.0.0.0/0", "gw": "10.77.1.1"}]})
+    add = run_cni(cni, "add", netns, conf, pod, tmp_path, {"ips": elements[0]["ips"]})
+    assert add.returncode == 0, add.stderr
+    assert ipv4_of(netns) == [f"{ip}/24"]
+    assert "default via 10.77.1.1 dev eth0" in routes_of(netns)
+    assert run_cni(cni, "del", netns, conf, pod, tmp_path, {"ips": elements[0]["ips"]}).returncode == 0
