@@ -190,8 +190,9 @@ def ipam_error(
     return dict(json.loads(proc.stdout))
 
 
-def ipv4_of(netns: str) -> list[str]:
-    """``address/prefix`` of eth0's IPv4 addresses in ``netns`` ([] when eth0 is absent)."""
+def ipv4_of(netns: str, family: str = "inet") -> list[str]:
+    """``address/prefix`` of eth0's global IPv4 (``inet6``: IPv6) addresses in ``netns``
+    ([] when eth0 is absent)."""
     proc = subprocess.run(
         ["ip", "-n", netns, "-j", "addr", "show", "eth0"], capture_output=True, text=True, check=False
     )
@@ -200,12 +201,14 @@ def ipv4_of(netns: str) -> list[str]:
     return [
         f"{a['local']}/{a['prefixlen']}"
         for a in json.loads(proc.stdout)[0]["addr_info"]
-        if a["family"] == "inet"
+        if a["family"] == family and a.get("scope") == "global"
     ]
 
 
-def routes_of(netns: str) -> str:
-    return subprocess.run(["ip", "-n", netns, "route"], capture_output=True, text=True, check=True).stdout
+def routes_of(netns: str, version: str = "-4") -> str:
+    return subprocess.run(
+        ["ip", version, "-n", netns, "route"], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def bound_pod(kubectl: Kubectl, ns: str, name: str, node: str = NODE, **extra: Any) -> Pod:
@@ -233,32 +236,67 @@ def address_pool(multus_scheduler: SchedulerProcess, pools: Pools) -> str:
     return POOL
 
 
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One address family's pool: its subnet, the prefix and route the pod must get."""
+
+    addresses: str
+    subnet: dict[str, Any]
+    prefix: int
+    default_route: str
+
+
+FAMILIES = {
+    "ipv4": Family("10.77.1.1-10.77.1.20", SUBNET, 24, "default via 10.77.1.1 dev eth0"),
+    "ipv6": Family(
+        "fd00:77::1-fd00:77::20",
+        {"cidr": "fd00:77::/64", "gateway": "fd00:77::1", "routes": [{"dst": "::/0"}]},
+        64,
+        "default via fd00:77::1 dev eth0",
+    ),
+}
+
+
 def pod_annotations_cap(pod: Pod) -> dict[str, Any]:
     return {"io.kubernetes.cri.pod-annotations": pod.annotations}
 
 
 @pytest.mark.parametrize(
-    "source", ["runtime", "api"], ids=["annotations-from-the-runtime", "annotations-from-the-api"]
+    ("source", "family"),
+    [("runtime", "ipv4"), ("api", "ipv4"), ("runtime", "ipv6")],
+    ids=["ipv4-annotations-from-the-runtime", "ipv4-annotations-from-the-api", "ipv6-from-the-runtime"],
 )
 def test_add_puts_exactly_the_reserved_address_on_eth0_then_check_and_del(
-    source: str, address_pool: str, cni: Cni, kubectl: Kubectl, ns: str, netns: str, tmp_path: Path
+    source: str,
+    family: str,
+    multus_scheduler: SchedulerProcess,
+    pools: Pools,
+    cni: Cni,
+    kubectl: Kubectl,
+    ns: str,
+    netns: str,
+    tmp_path: Path,
 ) -> None:
+    fam = FAMILIES[family]
+    pools.create(POOL, NODE, [fam.addresses], subnets=[fam.subnet])
     pod = bound_pod(kubectl, ns, "web")
     ip = pod.annotations["ipscheduler.io/ip"]
+    gateway = fam.subnet["gateway"]
+    assert ip != gateway  # a gateway is never handed out
     assert json.loads(pod.annotations["ipscheduler.io/network"])["ips"][0] == {
-        "address": f"{ip}/24",
-        "gateway": "10.77.1.1",
+        "address": f"{ip}/{fam.prefix}",
+        "gateway": gateway,
     }
     conf = conflist(cni, netns)
     cap = pod_annotations_cap(pod) if source == "runtime" else None
     add = run_cni(cni, "add", netns, conf, pod, tmp_path, cap)
     assert add.returncode == 0, add.stderr
     result = json.loads(add.stdout)
-    assert [i["address"] for i in result["ips"]] == [f"{ip}/24"] and result["ips"][0][
-        "gateway"
-    ] == "10.77.1.1"
-    assert ipv4_of(netns) == [f"{ip}/24"]
-    assert "default via 10.77.1.1 dev eth0" in routes_of(netns)
+    assert [i["address"] for i in result["ips"]] == [f"{ip}/{fam.prefix}"]
+    assert result["ips"][0]["gateway"] == gateway
+    inet = "inet6" if family == "ipv6" else "inet"
+    assert ipv4_of(netns, inet) == [f"{ip}/{fam.prefix}"]
+    assert fam.default_route in routes_of(netns, "-6" if family == "ipv6" else "-4")
 
     check = run_cni(cni, "check", netns, conf, pod, tmp_path, cap)
     assert check.returncode == 0, check.stderr
@@ -282,6 +320,10 @@ def test_check_fails_once_the_pod_no_longer_holds_the_address(
     )
     check = run_cni(cni, "check", netns, conf, pod, tmp_path)
     assert check.returncode != 0 and "pod not found" in check.stderr + check.stdout, check
+    assert run_cni(cni, "del", netns, conf, pod, tmp_path).returncode == 0
+    again = run_cni(cni, "add", netns, conf, pod, tmp_path, pod_annotations_cap(pod))  # a stale sandbox
+    assert again.returncode != 0 and "pod not found" in again.stderr + again.stdout, again
+    assert ipv4_of(netns) == []
     assert run_cni(cni, "del", netns, conf, pod, tmp_path).returncode == 0
     subprocess.run(["ip", "netns", "del", netns], check=True)  # DEL after the sandbox is gone
     assert run_cni(cni, "del", netns, conf, pod, tmp_path).returncode == 0
