@@ -20,6 +20,7 @@ $(VENV)/.installed: pyproject.toml
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check operator tests hack
 	$(VENV)/bin/ruff format --check operator tests hack
+	$(VENV)/bin/lint-imports
 	@test -z "$$(gofmt -l cni)" || { echo "gofmt would reformat:"; gofmt -l cni; exit 1; }
 	cd cni && $(GO) vet ./...
 

@@ -11,13 +11,12 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.backend.cache import ClusterCache
-from ipscheduler.framework.interface import Code, CycleState, Status
+from ipscheduler.framework.interface import BIND_ANNOTATIONS, Code, CycleState, Status
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.kube.client import PoolWriter
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.models import NodeIPPoolStatus
 from ipscheduler.underlayip.plugin import (
-    BIND_ANNOTATIONS,
     ERR_NO_FREE,
     ERR_NO_POOL,
     NAME,

@@ -78,6 +78,11 @@ class Status:
 _SUCCESS = Status()
 
 
+BIND_ANNOTATIONS = "Bind/annotations"
+"""CycleState key: annotations (``dict[str, str]``) a PreBind plugin wants on the Binding;
+the Bind plugin sends them (the Binding API copies them onto the pod)."""
+
+
 class CycleState:
     """Per-cycle scratch space shared by the plugins of one scheduling cycle.
 

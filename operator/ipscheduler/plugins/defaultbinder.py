@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.framework.interface import CycleState, Status
+from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import Conflict, KubeApi
-from ipscheduler.underlayip.plugin import BIND_ANNOTATIONS
 
 NAME = "DefaultBinder"
 

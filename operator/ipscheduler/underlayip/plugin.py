@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from ipscheduler.backend.cache import ClusterCache
-from ipscheduler.framework.interface import CycleState, Status, default_normalize
+from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, Status, default_normalize
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, MutateFn, PoolWriter
 from ipscheduler.underlayip import allocator, multus
@@ -64,7 +64,6 @@ _PENDING = f"{NAME}/pending"
 _OWNER = f"{NAME}/owner"
 _MINE = f"{NAME}/written"
 _NETWORK = f"{NAME}/network"
-BIND_ANNOTATIONS = "Bind/annotations"
 
 Strategy = Literal["spread", "binpack"]
 
