@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import signal
 import subprocess
@@ -252,11 +253,20 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
     assert {(v, r): can_i(v, r) for v, r in must_not} == {(v, r): "no" for v, r in must_not}
     kc = token_kubeconfig(kubectl, "ip-scheduler", "ipscheduler-system", tmp_path / "sa.kubeconfig")
     pools.create("rbac", "node-3", ["10.10.0.1-10.10.0.3"])
+    # Its own schedulerName: the module's scheduler (admin credentials) must not be the one
+    # that binds the pod.
+    name = "ip-scheduler-rbac"
     proc = SchedulerProcess(
-        kc, tmp_path / "sa-scheduler.log", "--leader-elect", "--leader-elect-namespace", "ipscheduler-system"
+        kc,
+        tmp_path / "sa-scheduler.log",
+        *("--scheduler-name", name, "--leader-elect-lease-name", name),
+        *("--leader-elect", "--leader-elect-namespace", "ipscheduler-system"),
     ).start()
     try:
-        kubectl.create(_pinned("least-privilege", "node-3"), ns)
+        manifest = pod_manifest(
+            "least-privilege", scheduler=name, nodeSelector={"kubernetes.io/hostname": "node-3"}
+        )
+        kubectl.create(manifest, ns)
         pod = wait_for(
             "bound under the ServiceAccount",
             lambda: (
@@ -265,9 +275,15 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
             timeout=60,
         )
         assert pod["metadata"]["annotations"]["ipscheduler.io/ip"] == "10.10.0.1"
-        assert "Forbidden" not in proc.log_path.read_text() and "403" not in proc.log_path.read_text()
+        log = proc.log_path.read_text()
+        # \b403\b: HTTP 403, not the digits inside a replica identity's UUID.
+        assert "Forbidden" not in log and not re.search(r"\b403\b", log), log
+        assert "Scheduled" in kubectl("get", "events", "-n", ns, "--field-selector", "reason=Scheduled")
         check = subprocess.run(
-            [*proc_cmd(), "check", "--kubeconfig", str(kc)], capture_output=True, text=True, check=False
+            [*proc_cmd(), "check", "--kubeconfig", str(kc), "--scheduler-name", name],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert check.returncode == 0, check.stdout + check.stderr
     finally:
