@@ -23,12 +23,24 @@ Each process has its own registry (tests may run several schedulers).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import Generic, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ipscheduler.underlayip.allocator import PoolView
+
+class PoolLike(Protocol):
+    """What the pool gauges label a pool with (a NodeIPPool view)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def node_name(self) -> str: ...
+
+
+P = TypeVar("P", bound=PoolLike)
 
 # kube-scheduler's buckets for attempt duration: ExponentialBuckets(0.001, 2, 15)
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
@@ -36,14 +48,14 @@ ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
 SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
 
 
-class _Scraped(Collector):
+class _Scraped(Collector, Generic[P]):
     """Gauges computed when scraped: queue depths and pool counts."""
 
     def __init__(
         self,
         depths: Callable[[], Mapping[str, int]],
-        pools: Callable[[], Mapping[str, PoolView]],
-        status: Callable[[PoolView], tuple[int, int, int]],
+        pools: Callable[[], Mapping[str, P]],
+        status: Callable[[P], tuple[int, int, int]],
     ) -> None:
         self.depths = depths
         self.pools = pools
@@ -148,8 +160,8 @@ class Metrics:
     def scrape_from(
         self,
         depths: Callable[[], Mapping[str, int]],
-        pools: Callable[[], Mapping[str, PoolView]],
-        status: Callable[[PoolView], tuple[int, int, int]],
+        pools: Callable[[], Mapping[str, P]],
+        status: Callable[[P], tuple[int, int, int]],
     ) -> None:
         """Register the scrape-time gauges (call once)."""
         self.registry.register(_Scraped(depths, pools, status))

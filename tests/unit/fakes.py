@@ -27,11 +27,13 @@ class FakePoolApi:
         body = self.pods.get((namespace, name))
         return copy.deepcopy(body) if body is not None else None
 
-    async def get_pool(self, name: str) -> dict[str, Any] | None:
+    async def get_cluster_object(self, res: Any, name: str) -> dict[str, Any] | None:
         body = self.bodies.get(name)
         return copy.deepcopy(body) if body is not None else None
 
-    async def replace_pool_status(self, name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+    async def replace_cluster_status(
+        self, res: Any, name: str, rv: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
         body = self.bodies.get(name)
         if body is None:
             raise ApiException(status=404, reason="Not Found")
@@ -42,7 +44,9 @@ class FakePoolApi:
         self.puts.append(name)
         return copy.deepcopy(body)
 
-    async def set_pool_finalizers(self, name: str, rv: str, finalizers: list[str]) -> dict[str, Any] | None:
+    async def set_cluster_finalizers(
+        self, res: Any, name: str, rv: str, finalizers: list[str]
+    ) -> dict[str, Any] | None:
         body = self.bodies.get(name)
         if body is None:
             return None

@@ -34,7 +34,7 @@ async def _call(resp: FakeResponse) -> FakeResponse:
 )
 async def test_success_returns_json_and_releases(status: int, body: bytes, expected: object) -> None:
     resp = FakeResponse(status, body)
-    assert await KubeApi._raw(_call(resp)) == expected
+    assert await KubeApi.read_json(_call(resp)) == expected
     assert resp.released
 
 
@@ -44,7 +44,7 @@ async def test_success_returns_json_and_releases(status: int, body: bytes, expec
 async def test_error_status_raises_api_exception(status: int) -> None:
     resp = FakeResponse(status, b'{"kind":"Status","reason":"AlreadyExists"}', reason="nope")
     with pytest.raises(ApiException) as err:
-        await KubeApi._raw(_call(resp))
+        await KubeApi.read_json(_call(resp))
     assert err.value.status == status
     assert "AlreadyExists" in err.value.body
     assert resp.released

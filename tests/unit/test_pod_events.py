@@ -17,10 +17,10 @@ import pytest
 from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.kube.client import PoolWriter
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.writer import PoolWriter
 from tests.unit.fakes import FakePoolApi
 
 SINCE = "2024-01-01T00:00:00Z"

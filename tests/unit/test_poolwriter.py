@@ -12,10 +12,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.framework.types import NodeInfo
-from ipscheduler.kube.client import CAS_ATTEMPTS, MutateFn, PoolWriter
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.models import FINALIZER
+from ipscheduler.underlayip.writer import CAS_ATTEMPTS, MutateFn, PoolWriter
 from tests.unit.fakes import FakePoolApi
 
 SINCE = "2024-01-01T00:00:00Z"
@@ -104,15 +104,15 @@ async def test_conflict_rereads_and_reapplies_every_mutation() -> None:
 
 
 async def test_gives_up_after_cas_attempts_conflicts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ipscheduler.kube.client.random.uniform", lambda a, b: 0.0)  # no jitter sleeps
+    monkeypatch.setattr("ipscheduler.underlayip.writer.random.uniform", lambda a, b: 0.0)  # no jitter sleeps
     api, _, writer = setup(body())
-    real = api.replace_pool_status
+    real = api.replace_cluster_status
 
-    async def always_stale(name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+    async def always_stale(res: Any, name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
         api.racing_write("p", {})
-        return await real(name, rv, status)
+        return await real(res, name, rv, status)
 
-    api.replace_pool_status = always_stale  # type: ignore[method-assign]
+    api.replace_cluster_status = always_stale  # type: ignore[method-assign]
     with pytest.raises(RuntimeError, match="gave up"):
         await writer.update("p", reserve("u0"))
     assert writer.conflicts == CAS_ATTEMPTS
@@ -153,18 +153,18 @@ async def test_deferred_mutation_is_written_after_the_delay_alone() -> None:
 async def test_first_allocation_adds_the_finalizer_before_the_status_write() -> None:
     api, _, writer = setup(body(finalizer=False))
     order: list[str] = []
-    real_patch, real_put = api.set_pool_finalizers, api.replace_pool_status
+    real_patch, real_put = api.set_cluster_finalizers, api.replace_cluster_status
 
-    async def patch(name: str, rv: str, finalizers: list[str]) -> dict[str, Any] | None:
+    async def patch(res: Any, name: str, rv: str, finalizers: list[str]) -> dict[str, Any] | None:
         order.append(f"finalizers {rv}")
-        return await real_patch(name, rv, finalizers)
+        return await real_patch(res, name, rv, finalizers)
 
-    async def put(name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+    async def put(res: Any, name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
         order.append(f"status {rv}")
-        return await real_put(name, rv, status)
+        return await real_put(res, name, rv, status)
 
-    api.set_pool_finalizers = patch  # type: ignore[method-assign]
-    api.replace_pool_status = put  # type: ignore[method-assign]
+    api.set_cluster_finalizers = patch  # type: ignore[method-assign]
+    api.replace_cluster_status = put  # type: ignore[method-assign]
     written = await writer.update("p", reserve("u0"))
     assert order == ["finalizers 10", "status 11"]
     assert api.bodies["p"]["metadata"]["finalizers"] == [FINALIZER]
@@ -188,15 +188,15 @@ async def test_pool_deleted_before_its_finalizer_reserves_nothing() -> None:
 
 async def test_pool_marked_deleting_before_its_finalizer_refuses_the_reservation() -> None:
     api, _, writer = setup(body(finalizer=False))
-    real_patch = api.set_pool_finalizers
+    real_patch = api.set_cluster_finalizers
 
-    async def deleted_meanwhile(name: str, rv: str, finalizers: list[str]) -> dict[str, Any] | None:
+    async def deleted_meanwhile(res: Any, name: str, rv: str, finalizers: list[str]) -> dict[str, Any] | None:
         # Another finalizer kept it: the deletion only set deletionTimestamp (a new version).
         api.bodies["p"]["metadata"]["deletionTimestamp"] = SINCE
         api.bodies["p"]["metadata"]["resourceVersion"] = "11"
-        return await real_patch(name, rv, finalizers)
+        return await real_patch(res, name, rv, finalizers)
 
-    api.set_pool_finalizers = deleted_meanwhile  # type: ignore[method-assign]
+    api.set_cluster_finalizers = deleted_meanwhile  # type: ignore[method-assign]
     with pytest.raises(allocator.PoolFull):
         await writer.update("p", reserve("u0"))
     assert api.puts == [] and api.bodies["p"]["status"]["allocations"] == {}
@@ -219,13 +219,13 @@ async def test_pool_marked_deleting_before_its_finalizer_refuses_the_reservation
 async def test_a_failed_put_settles_every_future_with_its_error(error: Exception) -> None:
     api, _, writer = setup(body())
 
-    async def broken(name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+    async def broken(res: Any, name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
         raise error
 
-    api.replace_pool_status = broken  # type: ignore[method-assign]
+    api.replace_cluster_status = broken  # type: ignore[method-assign]
     futures = [writer.submit("p", reserve(f"u{i}")) for i in range(3)]
     done = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), timeout=5)
     assert [type(r) for r in done] == [type(error)] * 3
     assert writer.pending("p") == 0
-    api.replace_pool_status = FakePoolApi.replace_pool_status.__get__(api)  # type: ignore[method-assign]
+    api.replace_cluster_status = FakePoolApi.replace_cluster_status.__get__(api)  # type: ignore[method-assign]
     assert (await writer.update("p", reserve("u9"))) is not None  # the writer still works

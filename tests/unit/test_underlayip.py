@@ -13,7 +13,6 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, Code, CycleState, Status
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
-from ipscheduler.kube.client import PoolWriter
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.models import NodeIPPoolStatus
 from ipscheduler.underlayip.plugin import (
@@ -23,6 +22,7 @@ from ipscheduler.underlayip.plugin import (
     UnderlayIP,
     allocated_ip,
 )
+from ipscheduler.underlayip.writer import PoolWriter
 from tests.unit.fakes import FakePoolApi
 
 SINCE = "2024-01-01T00:00:00Z"
@@ -507,10 +507,10 @@ async def test_a_failed_reservation_write_fails_pre_bind_and_frees_the_assumed_p
     state = env.pre_filter(POD)
     node = env.node("node-a")
 
-    async def down(name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+    async def down(res: Any, name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
         raise ApiException(status=503, reason="Service Unavailable")
 
-    env.api.replace_pool_status = down  # type: ignore[method-assign]
+    env.api.replace_cluster_status = down  # type: ignore[method-assign]
     assert (await env.plugin.reserve(state, POD, node)).is_success()
     assert env.cache.node_free()["node-a"] == 0  # assumed while the write is pending
     st = await env.plugin.pre_bind(state, POD, node)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
 
 from kubernetes_asyncio import client
 
@@ -20,9 +19,10 @@ from ipscheduler.cmd.registry import default_profile
 from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.kube.client import KubeApi, PoolWriter, load_client_config
+from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.plugin import Strategy
+from ipscheduler.underlayip.writer import POOLS, PoolWriter
 
 
 @dataclasses.dataclass
@@ -106,12 +106,12 @@ async def explain(
         if body is None:
             return 2, f"explain: pod {target} not found\n"
         pod = PodInfo.from_obj(body)
-        nodes_raw: Any = await api._raw(api.core.list_node(_preload_content=False))
-        pools = [PoolView.from_obj(p) for p in await api.list_pools()]
+        nodes_raw = await api.list_nodes()
+        pools = [PoolView.from_obj(p) for p in await api.list_cluster_objects(POOLS)]
         bound = NodePods()
         bound.replace_all(await api.list_pods(FIELD_SELECTOR))
         cache = ClusterCache()
-        node_infos = {n.name: n for n in (NodeInfo.from_obj(b) for b in nodes_raw.get("items", []))}
+        node_infos = {n.name: n for n in (NodeInfo.from_obj(b) for b in nodes_raw)}
         cache.attach({k: [v] for k, v in node_infos.items()}, {p.name: [p] for p in pools})
         profile = default_profile(scheduler_name, cache, api, PoolWriter(api, cache), strategy)
         nodes = {

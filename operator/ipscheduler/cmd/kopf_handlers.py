@@ -35,13 +35,15 @@ from ipscheduler.cmd.registry import build_profile
 from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
-from ipscheduler.kube.client import EventRecorder, KubeApi, PoolWriter, load_client_config
+from ipscheduler.kube.client import KubeApi, load_client_config
+from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.informer import Endpoint, ObjectStore
 from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.models import GROUP, PLURAL, VERSION
 from ipscheduler.underlayip.plugin import Strategy
+from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from ipscheduler.framework.interface import (
     ScorePlugin,
 )
 from ipscheduler.framework.runtime import Framework
-from ipscheduler.kube.client import KubeApi, PoolWriter
+from ipscheduler.kube.client import KubeApi
 from ipscheduler.plugins.defaultbinder import DefaultBinder
 from ipscheduler.plugins.interpodaffinity import InterPodAffinity
 from ipscheduler.plugins.nodeaffinity import NodeAffinity
@@ -40,6 +40,7 @@ from ipscheduler.plugins.podtopologyspread import PodTopologySpread
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.plugins.tainttoleration import TaintToleration
 from ipscheduler.underlayip.plugin import Strategy, UnderlayIP
+from ipscheduler.underlayip.writer import PoolWriter
 
 if TYPE_CHECKING:
     from ipscheduler.framework.config import SchedulerConfiguration

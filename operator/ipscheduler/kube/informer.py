@@ -101,7 +101,7 @@ class RawWatch(watch.Watch):
 
 async def _list_raw(endpoint: Endpoint) -> dict[str, Any]:
     func, args, kwargs = endpoint
-    body = await KubeApi._raw(func(*args, _preload_content=False, **kwargs))
+    body = await KubeApi.read_json(func(*args, _preload_content=False, **kwargs))
     if not isinstance(body, dict):
         raise ValueError("LIST answered with no object")
     return body

@@ -34,13 +34,15 @@ from ipscheduler.framework.interface import CycleState, QueuedPodInfo
 from ipscheduler.framework.runtime import Diagnosis, Framework
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.health import HealthState
-from ipscheduler.kube.client import Conflict, EventRecorder, KubeApi, PoolWriter, pod_ref, pool_ref
+from ipscheduler.kube.client import Conflict, KubeApi
+from ipscheduler.kube.events import EventRecorder, pod_ref
 from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.allocator import PoolView, pool_ref
 from ipscheduler.underlayip.models import FINALIZER
 from ipscheduler.underlayip.plugin import allocated_ip
+from ipscheduler.underlayip.writer import POOLS, PoolWriter
 
 log = logging.getLogger(__name__)
 
@@ -498,12 +500,12 @@ class Scheduler:
         """Keep our finalizer on live pools; drop it once a deleted pool holds nothing."""
         has = POOL_FINALIZER in pool.finalizers
         if not pool.deleting and not has:
-            await self.api.set_pool_finalizers(
-                pool.name, pool.resource_version, [*pool.finalizers, POOL_FINALIZER]
+            await self.api.set_cluster_finalizers(
+                POOLS, pool.name, pool.resource_version, [*pool.finalizers, POOL_FINALIZER]
             )
         elif pool.deleting and has and not pool.allocations:
             rest = [f for f in pool.finalizers if f != POOL_FINALIZER]
-            await self.api.set_pool_finalizers(pool.name, pool.resource_version, rest)
+            await self.api.set_cluster_finalizers(POOLS, pool.name, pool.resource_version, rest)
             log.info("NodeIPPool %s holds no allocations any more: deletion proceeds", pool.name)
         elif pool.deleting and pool.allocations:
             pods = ", ".join(sorted(a.pod for a in pool.allocations.values())[:5])
@@ -542,7 +544,7 @@ class Scheduler:
         """
         # Pools strictly before pods: an allocation in this pool LIST belongs to a pod that
         # existed before the pod LIST, so a pod missing from it is really gone.
-        pools = [PoolView.from_obj(body) for body in await self.api.list_pools()]
+        pools = [PoolView.from_obj(body) for body in await self.api.list_cluster_objects(POOLS)]
         for pool in pools:
             self.cache.store_fresh(pool)
         pods = await self._list_our_pods()
@@ -596,7 +598,7 @@ class Scheduler:
         pod by UID. The pool LIST also feeds the watch-stall check and refreshes
         the cache's view of each pool.
         """
-        live_pools = await self.api.list_pools()
+        live_pools = await self.api.list_cluster_objects(POOLS)
         self.check_watch(live_pools)
         pools: list[PoolView] = []
         for body in live_pools:

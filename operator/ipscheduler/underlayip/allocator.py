@@ -26,7 +26,14 @@ from ipscheduler.underlayip.addresses import (
     parse_subnets,
     subnet_for,
 )
-from ipscheduler.underlayip.models import Allocation, Condition, NodeIPPoolSpec, NodeIPPoolStatus
+from ipscheduler.underlayip.models import (
+    API_VERSION,
+    KIND,
+    Allocation,
+    Condition,
+    NodeIPPoolSpec,
+    NodeIPPoolStatus,
+)
 
 MAX_REPORTED = 2**31 - 1
 """Status counts are clamped to this (an IPv6 /64 holds 2**64 addresses)."""
@@ -531,3 +538,8 @@ class AdoptConflict(Exception):
         super().__init__(message)
         self.holder_uid = holder_uid
         self.holder_pod = holder_pod
+
+
+def pool_ref(pool: PoolView) -> dict[str, str]:
+    """The involvedObject of an event about a (cluster-scoped) NodeIPPool."""
+    return {"kind": KIND, "apiVersion": API_VERSION, "name": pool.name, "uid": pool.uid}

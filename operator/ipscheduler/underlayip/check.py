@@ -18,9 +18,13 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kubernetes_asyncio import client
+
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
+from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.allocator import PoolView, network_of
+from ipscheduler.underlayip.writer import POOLS
 
 
 def _canon(ip: str) -> str:
@@ -106,13 +110,9 @@ def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
 
 async def live_violations(kubeconfig: str | None, scheduler_name: str) -> list[str]:
     """Read pools and our pods from the API server and return :func:`find_violations`."""
-    from kubernetes_asyncio import client
-
-    from ipscheduler.kube.client import KubeApi, load_client_config
-
     api = KubeApi(client.ApiClient(await load_client_config(kubeconfig)))
     try:
-        pools = await api.list_pools()
+        pools = await api.list_cluster_objects(POOLS)
         pods = await api.list_pods(f"spec.schedulerName={scheduler_name}")
     finally:
         await api.close()

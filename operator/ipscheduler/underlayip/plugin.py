@@ -48,10 +48,11 @@ from typing import Any, Literal
 from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, Status, default_normalize
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
-from ipscheduler.kube.client import KubeApi, MutateFn, PoolWriter
+from ipscheduler.kube.client import KubeApi
 from ipscheduler.underlayip import allocator, multus
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.models import NodeIPPoolStatus
+from ipscheduler.underlayip.writer import MutateFn, PoolWriter
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,110 @@
+"""Events (core/v1), deduplicated like client-go's event correlator, and object refs.
+
+A repeat of the same reason and message for the same object bumps ``count``
+instead of creating a new event. Recording is best effort: errors are
+logged, never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import socket
+
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.kube.client import KubeApi
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "ip-scheduler"
+"""``source.component`` and ``reportingComponent`` of our events."""
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    """Posts core/v1 Events, deduplicated like client-go's event correlator.
+
+    The same (object, type, reason, message) within ``window`` seconds bumps
+    the existing event's ``count`` and ``lastTimestamp`` (at most once per
+    ``min_interval`` seconds) instead of creating another event.
+    Errors are logged, never raised: events are best effort.
+    """
+
+    def __init__(self, api: KubeApi, window: float = 600.0, min_interval: float = 10.0) -> None:
+        self.api = api
+        self.window = window
+        self.min_interval = min_interval
+        self.instance = socket.gethostname()
+        self._seen: dict[tuple[str, str, str, str], tuple[str, str, int, float, float]] = {}
+        self._keys_of: dict[str, set[tuple[str, str, str, str]]] = {}  # object → its keys in _seen
+
+    async def record(
+        self, obj: dict[str, str], event_type: str, reason: str, message: str, namespace: str | None = None
+    ) -> None:
+        """Record an event about ``obj`` (keys: kind, apiVersion, name, namespace?, uid?)."""
+        ns = namespace or obj.get("namespace") or "default"
+        key = (obj.get("uid") or f"{obj.get('kind')}/{ns}/{obj['name']}", event_type, reason, message)
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        try:
+            seen = self._seen.get(key)
+            if seen is not None and now - seen[3] < self.window:
+                name, ev_ns, count, first, last_patch = seen
+                count += 1
+                if now - last_patch >= self.min_interval:
+                    await self.api.patch_event(ev_ns, name, {"count": count, "lastTimestamp": _now()})
+                    last_patch = now
+                self._seen[key] = (name, ev_ns, count, first, last_patch)
+                return
+            ts = _now()
+            body = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"generateName": f"{obj['name']}.", "namespace": ns},
+                "involvedObject": {k: v for k, v in obj.items() if v},
+                "type": event_type,
+                "reason": reason,
+                "message": message[:1024],
+                "source": {"component": COMPONENT},
+                "reportingComponent": COMPONENT,
+                "reportingInstance": self.instance,
+                "firstTimestamp": ts,
+                "lastTimestamp": ts,
+                "count": 1,
+            }
+            created = await self.api.create_event(ns, body)
+            self._seen[key] = (created["metadata"]["name"], ns, 1, now, now)
+            self._keys_of.setdefault(key[0], set()).add(key)
+            if len(self._seen) > 10_000:
+                cutoff = now - self.window
+                self._seen = {k: v for k, v in self._seen.items() if v[3] >= cutoff}
+                self._keys_of = {}
+                for k in self._seen:
+                    self._keys_of.setdefault(k[0], set()).add(k)
+        except Exception as e:  # best effort: never fail the caller (API down, stream reset...)
+            log.warning("could not record event %s/%s on %s: %s", reason, event_type, obj.get("name"), e)
+
+    def forget(self, uid: str) -> None:
+        """Drop dedup state of an object that is gone."""
+        for key in self._keys_of.pop(uid, ()):
+            self._seen.pop(key, None)
+
+
+def object_ref(kind: str, api_version: str, name: str, namespace: str = "", uid: str = "") -> dict[str, str]:
+    """The involvedObject of an event: ``kind``, ``apiVersion``, ``name`` and, when set,
+    ``namespace`` (empty for cluster-scoped objects) and ``uid``."""
+    ref = {"kind": kind, "apiVersion": api_version, "name": name}
+    if namespace:
+        ref["namespace"] = namespace
+    if uid:
+        ref["uid"] = uid
+    return ref
+
+
+def pod_ref(pod: PodInfo) -> dict[str, str]:
+    """The involvedObject of an event about ``pod``."""
+    return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}

@@ -1,0 +1,261 @@
+"""PoolWriter: compare-and-swap writes of NodeIPPool status, coalesced per pool.
+
+The group-commit writer every allocation goes through (Reserve, Unreserve,
+release, repairs, status refresh). It reads and writes through the generic
+cluster-object calls of :class:`ipscheduler.kube.client.KubeApi` with
+:data:`POOLS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.kube.client import ClusterResource, Conflict, KubeApi
+from ipscheduler.underlayip.allocator import PoolContext, PoolView
+from ipscheduler.underlayip.models import FINALIZER, GROUP, KIND, PLURAL, VERSION, NodeIPPoolStatus
+
+log = logging.getLogger(__name__)
+
+POOLS = ClusterResource(GROUP, VERSION, PLURAL, KIND)
+"""The NodeIPPool resource, for :class:`KubeApi`'s cluster-object calls."""
+
+CAS_ATTEMPTS = 20
+"""Conflicting writes after which a batch gives up (RuntimeError)."""
+
+MutateFn = Callable[[PoolView, PoolContext], NodeIPPoolStatus | None]
+
+
+@dataclass
+class _Write:
+    """One queued mutation; ``future`` is None for a deferred one nobody waits for."""
+
+    mutate: MutateFn
+    future: asyncio.Future[PoolView | None] | None
+
+
+class PoolWriter:
+    """Compare-and-swap writes of NodeIPPool status, coalesced per pool (group commit).
+
+    :meth:`submit` queues ``mutate(pool, ctx) -> new status | None`` for a
+    pool and returns a future. One flusher task per pool takes every queued
+    mutation, applies them in order to the newest known pool (each one sees
+    the status the previous one produced) and PUTs the combined status with
+    the pool's resourceVersion: one write for all of them. On 409 it re-reads
+    the pool and applies them all again (up to CAS_ATTEMPTS times, with
+    jittered sleeps), so the allocation truth is always the API server's.
+    A mutation that raises (e.g. ``PoolFull``) fails only its own future; the
+    others are written. Mutations queued while a PUT is in flight go into the
+    next one, so a burst of reservations on one pool costs one write per
+    round trip instead of one per pod.
+
+    :meth:`defer` queues a mutation nobody waits for (marking an allocation
+    Bound) that rides along with the pool's next write, or is written after
+    ``defer_delay`` seconds if none comes.
+
+    No allocation without the finalizer: before the first write that adds an
+    allocation to a pool lacking ``ipscheduler.io/allocations``, the finalizer is
+    added by a resourceVersion-checked PATCH, and the status PUT carries the
+    version that PATCH produced; a pool deleted meanwhile answers 404 or 409, and
+    the mutations then see it gone or deleting (so nothing is reserved in it).
+
+    The future resolves to the pool as written (or unchanged, when no
+    mutation changed anything) or None when the pool is gone; it raises the
+    mutation's own exception, or whatever the API call raised (ApiException,
+    aiohttp's ClientError family, OSError, TimeoutError...), or RuntimeError
+    after CAS_ATTEMPTS conflicts. Every future is settled, whatever happens.
+    """
+
+    def __init__(self, api: KubeApi, cache: ClusterCache, defer_delay: float = 5.0) -> None:
+        self.api = api
+        self.cache = cache
+        self.defer_delay = defer_delay
+        self._queues: dict[str, list[_Write]] = {}
+        self._flushers: dict[str, asyncio.Task[None]] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.conflicts = 0
+        self.writes = 0
+        """Successful PUTs (for tests and the benchmark)."""
+        self._written: dict[str, str] = {}  # pool → resourceVersion of our last write
+        self.on_conflict: Callable[[], None] = lambda: None
+        self.on_write: Callable[[int], None] = lambda mutations: None
+
+    # -- queueing --------------------------------------------------------
+    def submit(self, name: str, mutate: MutateFn) -> asyncio.Future[PoolView | None]:
+        """Queue ``mutate`` for pool ``name``; the future resolves once it is written."""
+        future: asyncio.Future[PoolView | None] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(name, []).append(_Write(mutate, future))
+        self._kick(name)
+        return future
+
+    async def update(self, name: str, mutate: MutateFn) -> PoolView | None:
+        """Apply ``mutate`` by CAS; return the pool as written (or unchanged), None if gone."""
+        return await self.submit(name, mutate)
+
+    def defer(self, name: str, mutate: MutateFn) -> None:
+        """Queue ``mutate`` without waiting: written with the next write of the pool, or
+        after ``defer_delay`` s. Failures are logged; the start-up reconcile and the GC
+        sweep repair what a lost deferred write would have done."""
+        self._queues.setdefault(name, []).append(_Write(mutate, None))
+        if name not in self._flushers and name not in self._timers:
+            loop = asyncio.get_running_loop()
+            self._timers[name] = loop.call_later(self.defer_delay, self._kick, name)
+
+    def is_own_write(self, name: str, resource_version: str) -> bool:
+        """Is this version of pool ``name`` the one our last write produced (its watch echo)?"""
+        return bool(resource_version) and self._written.get(name) == resource_version
+
+    def pending(self, name: str) -> int:
+        """Mutations queued for pool ``name`` and not yet taken into a write."""
+        return len(self._queues.get(name, ()))
+
+    async def flush(self) -> None:
+        """Write everything queued now, deferred mutations included, and wait for it."""
+        for name in list(self._queues):
+            self._kick(name)
+        while self._flushers:
+            await asyncio.gather(*self._flushers.values(), return_exceptions=True)
+
+    def _kick(self, name: str) -> None:
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+        if name not in self._flushers:
+            loop = asyncio.get_running_loop()
+            self._flushers[name] = loop.create_task(self._flush(name), name=f"write NodeIPPool {name}")
+
+    async def _flush(self, name: str) -> None:
+        batch: list[_Write] = []
+        try:
+            while batch := self._queues.pop(name, []):
+                await self._commit(name, batch)
+        except asyncio.CancelledError:
+            for w in batch:
+                if w.future is not None and not w.future.done():
+                    w.future.cancel()
+            raise
+        except BaseException as e:  # _commit settles its batch; this is the last line of defence
+            log.exception("writer of NodeIPPool %s failed", name)
+            for w in batch:
+                if w.future is not None and not w.future.done():
+                    w.future.set_exception(RuntimeError(f"NodeIPPool {name} writer failed: {e!r}"))
+            raise
+        finally:
+            del self._flushers[name]
+
+    # -- writing ---------------------------------------------------------
+    async def _reread(self, name: str) -> PoolView | None:
+        body = await self.api.get_cluster_object(POOLS, name)
+        if body is None:
+            self.cache.forget(name)
+            return None
+        pool = PoolView.from_obj(body)
+        self.cache.store_fresh(pool)
+        return pool
+
+    async def _add_finalizer(self, pool: PoolView) -> PoolView | None:
+        """PATCH our finalizer onto ``pool`` (resourceVersion-checked); the pool as written,
+        None if gone. On Conflict the pool is re-read and returned unchanged (the caller
+        looks again)."""
+        try:
+            body = await self.api.set_cluster_finalizers(
+                POOLS, pool.name, pool.resource_version, [*pool.finalizers, FINALIZER]
+            )
+        except Conflict:
+            self.conflicts += 1
+            self.on_conflict()
+            return await self._reread(pool.name)
+        if body is None:
+            self.cache.forget(pool.name)
+            return None
+        written = PoolView.from_obj(body)
+        self.cache.store_fresh(written)
+        log.info("NodeIPPool %s: finalizer %s added before its first allocation", pool.name, FINALIZER)
+        return written
+
+    async def _commit(self, name: str, batch: list[_Write]) -> None:
+        """Write ``batch`` in one CAS (retrying on conflicts) and settle its futures."""
+        try:
+            pool = self.cache.pool(name) or await self._reread(name)
+            for attempt in range(CAS_ATTEMPTS):
+                if pool is None:
+                    _settle(name, batch, None, {})
+                    return
+                view, errors = _apply(pool, self.cache.context(pool), batch)
+                if view is pool:
+                    _settle(name, batch, pool, errors)
+                    return
+                try:
+                    if FINALIZER not in pool.finalizers and view.allocations.keys() - pool.allocations.keys():
+                        pool = await self._add_finalizer(pool)
+                        continue  # apply the batch again to the version that carries it
+                    wire = view.status.to_wire()
+                    body = await self.api.replace_cluster_status(POOLS, name, pool.resource_version, wire)
+                except Conflict:
+                    self.conflicts += 1
+                    self.on_conflict()
+                    await asyncio.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
+                    pool = await self._reread(name)
+                    continue
+                except ApiException as e:
+                    if e.status == 404:
+                        self.cache.forget(name)
+                        _settle(name, batch, None, {})
+                        return
+                    raise
+                # A CAS that succeeded changed nothing but the status (we sent it) and the
+                # resourceVersion: no need to parse the whole object back.
+                meta = body.get("metadata") or {}
+                written = dataclasses.replace(view, resource_version=str(meta.get("resourceVersion", "")))
+                self.cache.store_fresh(written)
+                self.writes += 1
+                self.on_write(len(batch))
+                self._written[name] = written.resource_version
+                _settle(name, batch, written, errors)
+                return
+            raise RuntimeError(f"NodeIPPool {name}: gave up after {CAS_ATTEMPTS} conflicting writes")
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            for w in batch:
+                if w.future is None:
+                    log.warning("deferred write of NodeIPPool %s failed: %s", name, e)
+                elif not w.future.done():
+                    w.future.set_exception(e)
+
+
+def _apply(pool: PoolView, ctx: PoolContext, batch: list[_Write]) -> tuple[PoolView, dict[int, Exception]]:
+    """Run the batch's mutations in order on ``pool``; the result (``pool`` itself if nothing
+    changed) and the exceptions raised, by position."""
+    view = pool
+    errors: dict[int, Exception] = {}
+    for i, w in enumerate(batch):
+        try:
+            status = w.mutate(view, ctx)
+        except Exception as e:
+            errors[i] = e
+            continue
+        if status is not None:
+            view = dataclasses.replace(view, status=status)
+    return view, errors
+
+
+def _settle(name: str, batch: list[_Write], result: PoolView | None, errors: dict[int, Exception]) -> None:
+    for i, w in enumerate(batch):
+        error = errors.get(i)
+        if w.future is None:
+            if error is not None:
+                log.warning("deferred write of NodeIPPool %s failed: %r", name, error)
+        elif w.future.done():
+            continue
+        elif error is not None:
+            w.future.set_exception(error)
+        else:
+            w.future.set_result(result)
