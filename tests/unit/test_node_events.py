@@ -1,4 +1,5 @@
-"""Scheduler.on_node_event: which node watch events retry pending pods or refresh pools.
+"""Scheduler.on_node_event (wired to the pool controller as in cmd/wiring): which node
+watch events retry pending pods or refresh pools.
 
 kube-scheduler's queueing hints ignore a NodeUpdate that changes nothing a
 plugin reads; kwok and kubelets post heartbeats every few seconds, so each
@@ -13,7 +14,9 @@ from typing import Any
 import pytest
 
 from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.cmd.wiring import connect
 from ipscheduler.scheduler.scheduler import Scheduler
+from ipscheduler.underlayip.controller import PoolController
 
 _NONE: Any = None
 
@@ -54,18 +57,26 @@ def heartbeat(body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def sched() -> Scheduler:
+def ctrl() -> PoolController:
+    return PoolController(
+        scheduler_name="ip-scheduler", api=_NONE, cache=ClusterCache(), writer=_NONE, recorder=_NONE
+    )
+
+
+@pytest.fixture
+def sched(ctrl: PoolController) -> Scheduler:
     cache = ClusterCache()
     cache.attach({}, {})
-    return Scheduler(
+    s = Scheduler(
         name="ip-scheduler",
         api=_NONE,
         cache=cache,
-        writer=_NONE,
         profile=_NONE,
         queue=RecordingQueue(),  # type: ignore[arg-type]
         recorder=_NONE,
     )
+    connect(s, ctrl)
+    return s
 
 
 def moves(s: Scheduler) -> list[str]:
@@ -79,19 +90,19 @@ def test_initial_listing_retries_nothing(sched: Scheduler) -> None:
     assert moves(sched) == []
 
 
-def test_added_node_refreshes_every_pool_and_retries(sched: Scheduler) -> None:
+def test_added_node_refreshes_every_pool_and_retries(sched: Scheduler, ctrl: PoolController) -> None:
     sched.on_node_event("ADDED", node())
     assert moves(sched) == ["NodeIPPoolChange"]
-    assert sched._dirty_pools is None  # every pool (NodeNotFound may clear)
-    assert sched._pools_dirty.is_set()
+    assert ctrl._dirty_pools is None  # every pool (NodeNotFound may clear)
+    assert ctrl._pools_dirty.is_set()
 
 
-def test_deleted_node_refreshes_every_pool_and_retries(sched: Scheduler) -> None:
+def test_deleted_node_refreshes_every_pool_and_retries(sched: Scheduler, ctrl: PoolController) -> None:
     sched.on_node_event(None, node())
-    sched._dirty_pools = set()
+    ctrl._dirty_pools = set()
     sched.on_node_event("DELETED", node())
     assert moves(sched) == ["NodeIPPoolChange"]
-    assert sched._dirty_pools is None
+    assert ctrl._dirty_pools is None
 
 
 def test_heartbeat_is_ignored(sched: Scheduler) -> None:
@@ -124,12 +135,12 @@ def test_modified_node_not_seen_before_counts_as_new(sched: Scheduler) -> None:
     assert moves(sched) == ["NodeIPPoolChange"]
 
 
-def test_pool_event_marks_only_that_pool(sched: Scheduler) -> None:
-    sched._dirty_pools = set()
-    sched.on_pool_event("pool-a")
-    sched.on_pool_event("pool-b")
-    assert sched._dirty_pools == {"pool-a", "pool-b"}
-    sched.on_pool_event()
-    assert sched._dirty_pools is None
-    sched.on_pool_event("pool-c")  # "every pool" absorbs a single one
-    assert sched._dirty_pools is None
+def test_pool_event_marks_only_that_pool(sched: Scheduler, ctrl: PoolController) -> None:
+    ctrl._dirty_pools = set()
+    ctrl.on_pool_event("pool-a")
+    ctrl.on_pool_event("pool-b")
+    assert ctrl._dirty_pools == {"pool-a", "pool-b"}
+    ctrl.on_pool_event()
+    assert ctrl._dirty_pools is None
+    ctrl.on_pool_event("pool-c")  # "every pool" absorbs a single one
+    assert ctrl._dirty_pools is None

@@ -16,10 +16,12 @@ import pytest
 
 from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.backend.queue import SchedulingQueue
+from ipscheduler.cmd.wiring import connect
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.writer import PoolWriter
 from tests.unit.fakes import FakePoolApi
 
@@ -52,7 +54,7 @@ class Recorder:
         pass
 
 
-def setup(live: dict[str, Any] | None) -> tuple[Scheduler, Api]:
+def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
     pool = {
         "metadata": {"name": "p", "uid": "uid-p", "resourceVersion": "10"},
         "spec": {"nodeName": "node-1", "addresses": ["10.0.0.1-10.0.0.4"]},
@@ -67,17 +69,24 @@ def setup(live: dict[str, Any] | None) -> tuple[Scheduler, Api]:
         name="ip-scheduler",
         api=api,  # type: ignore[arg-type]
         cache=cache,
-        writer=PoolWriter(api, cache),  # type: ignore[arg-type]
         profile=None,  # type: ignore[arg-type]
         queue=SchedulingQueue(PrioritySort()),
         recorder=Recorder(),  # type: ignore[arg-type]
     )
-    return sched, api
+    ctrl = PoolController(
+        scheduler_name="ip-scheduler",
+        api=api,  # type: ignore[arg-type]
+        cache=cache,
+        writer=PoolWriter(api, cache),  # type: ignore[arg-type]
+        recorder=Recorder(),  # type: ignore[arg-type]
+    )
+    connect(sched, ctrl)
+    return sched, ctrl, api
 
 
-async def settle(sched: Scheduler) -> None:
+async def settle(ctrl: PoolController) -> None:
     for _ in range(5):
-        await asyncio.gather(*sched._tasks)
+        await asyncio.gather(*ctrl._tasks)
         await asyncio.sleep(0)
 
 
@@ -98,44 +107,44 @@ def held(api: Api) -> bool:
 async def test_leaving_the_pending_watch_releases_only_what_a_live_read_confirms_gone(
     live: dict[str, Any] | None, released: bool
 ) -> None:
-    sched, api = setup(live)
+    sched, ctrl, api = setup(live)
     sched.on_pod_event("DELETED", pod_body())
-    await settle(sched)
+    await settle(ctrl)
     assert api.reads == 1
     assert held(api) is not released
 
 
 async def test_a_pod_we_bound_leaves_the_watch_without_any_read_or_release() -> None:
-    sched, api = setup(None)
+    sched, ctrl, api = setup(None)
     sched._binding.add("u1")  # our Binding POST went out
     sched.on_pod_event("DELETED", pod_body())
-    await settle(sched)
+    await settle(ctrl)
     assert api.reads == 0 and held(api)
     assert "u1" not in sched._binding
 
 
 async def test_a_terminal_pending_pod_is_released_at_once() -> None:
-    sched, api = setup(None)
+    sched, ctrl, api = setup(None)
     sched.on_pod_event("MODIFIED", pod_body(phase="Failed"))
-    await settle(sched)
+    await settle(ctrl)
     assert api.reads == 0 and not held(api)
 
 
 async def test_bound_pod_gone_from_its_node_is_released() -> None:
-    sched, api = setup(None)
-    sched.on_bound_pod_gone(PodInfo.from_obj(pod_body(node="node-1", phase="Running")))
-    await settle(sched)
+    sched, ctrl, api = setup(None)
+    sched.node_pods.on_change(PodInfo.from_obj(pod_body(node="node-1", phase="Running")))
+    await settle(ctrl)
     assert not held(api)
 
 
 async def test_bound_pod_gone_is_no_longer_assumed_on_its_node() -> None:
     """Bound and deleted before any snapshot saw the pods-by-node watch have it: a phantom
     pod left in the assumed set would count against the node's resources and affinity."""
-    sched, _ = setup(None)
+    sched, ctrl, _ = setup(None)
     gone = PodInfo.from_obj(pod_body(node="node-1", phase="Running"))
     sched._assumed[gone.uid] = gone
-    sched.on_bound_pod_gone(gone)
-    await settle(sched)
+    sched.node_pods.on_change(gone)
+    await settle(ctrl)
     assert sched._snapshot()["node-1"].pods == ()
 
 
@@ -162,30 +171,30 @@ def prebound(uid: str, ip: str, pool: str = "p") -> PodInfo:
 
 
 async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
-    sched, api = setup(None)
-    sched.started.set()
-    sched.recorder = Events()  # type: ignore[assignment]
-    sched.on_bound_pod(prebound("u9", "10.0.0.2"))
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
+    ctrl.recorder = Events()  # type: ignore[assignment]
+    sched.node_pods.on_bound(prebound("u9", "10.0.0.2"))
     # Before the adoption is written, its address is taken for every reservation.
     pool = sched.cache.pool("p")
     assert pool is not None and sched.cache.context(pool).claimed == {"10.0.0.2": "u9"}
-    await settle(sched)
+    await settle(ctrl)
     got = api.bodies["p"]["status"]["allocations"]["u9"]
     assert (got["ip"], got["phase"], got["pod"]) == ("10.0.0.2", "Bound", "ns/pod-u9")
     assert sched.cache.claimed() == {}
     writes = len(api.puts)
-    sched.on_bound_pod(prebound("u9", "10.0.0.2"))  # recorded now: nothing to do
-    await settle(sched)
+    sched.node_pods.on_bound(prebound("u9", "10.0.0.2"))  # recorded now: nothing to do
+    await settle(ctrl)
     assert len(api.puts) == writes
 
 
 async def test_a_pod_created_bound_with_a_held_address_gets_address_conflict_on_both_pods() -> None:
-    sched, api = setup(None)
-    sched.started.set()
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
     events = Events()
-    sched.recorder = events  # type: ignore[assignment]
-    sched.on_bound_pod(prebound("u9", "10.0.0.1"))  # held by u1
-    await settle(sched)
+    ctrl.recorder = events  # type: ignore[assignment]
+    sched.node_pods.on_bound(prebound("u9", "10.0.0.1"))  # held by u1
+    await settle(ctrl)
     assert "u9" not in api.bodies["p"]["status"]["allocations"]
     assert [(name, reason) for name, reason, _ in events.seen] == [
         ("pod-u9", "AddressConflict"),
@@ -210,15 +219,15 @@ async def test_a_pod_created_bound_with_a_held_address_gets_address_conflict_on_
 async def test_an_adopted_pods_network_annotation_is_compared_with_the_pool(
     network: str | None, events: list[str]
 ) -> None:
-    sched, api = setup(None)
-    sched.started.set()
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
     seen = Events()
-    sched.recorder = seen  # type: ignore[assignment]
+    ctrl.recorder = seen  # type: ignore[assignment]
     pod = prebound("u9", "10.0.0.2")
     if network is not None:
         pod = dataclasses.replace(pod, annotations={**pod.annotations, "ipscheduler.io/network": network})
-    sched.on_bound_pod(pod)
-    await settle(sched)
+    sched.node_pods.on_bound(pod)
+    await settle(ctrl)
     assert api.bodies["p"]["status"]["allocations"]["u9"]["ip"] == "10.0.0.2"  # adopted either way
     assert [reason for _, reason, _ in seen.seen] == events
     if events:
@@ -226,7 +235,7 @@ async def test_an_adopted_pods_network_annotation_is_compared_with_the_pool(
 
 
 async def test_pods_seen_before_the_start_up_reconcile_are_left_to_it() -> None:
-    sched, api = setup(None)
-    sched.on_bound_pod(prebound("u9", "10.0.0.2"))
-    await settle(sched)
+    sched, ctrl, api = setup(None)
+    sched.node_pods.on_bound(prebound("u9", "10.0.0.2"))
+    await settle(ctrl)
     assert sched.cache.claimed() == {} and "u9" not in api.bodies["p"]["status"]["allocations"]

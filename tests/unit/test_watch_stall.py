@@ -1,4 +1,4 @@
-"""Unit tests for Scheduler.check_watch: the NodeIPPool watch-stall detector (fake clock, no server)."""
+"""Unit tests for PoolController.check_watch: the NodeIPPool watch-stall detector (fake clock, no server)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.health import HealthState
-from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.controller import PoolController
 
 TIMEOUT = 90.0
 KEY = "nodeippools"
@@ -32,7 +32,7 @@ def live(**rvs: str) -> list[dict[str, Any]]:
 
 
 class Harness:
-    """A Scheduler over a dict-backed cache, with the running loop's clock under test control."""
+    """A PoolController over a dict-backed cache, with the running loop's clock under test control."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.t = [1000.0]
@@ -42,13 +42,11 @@ class Harness:
         self.cache = ClusterCache()
         self.cache.attach({}, self.pools)
         self.health = HealthState()
-        self.sched = Scheduler(
-            name="ipscheduler",
+        self.sched = PoolController(
+            scheduler_name="ipscheduler",
             api=_NONE,
             cache=self.cache,
             writer=_NONE,
-            profile=_NONE,
-            queue=_NONE,
             recorder=_NONE,
             health=self.health,
         )
@@ -74,11 +72,9 @@ async def h(monkeypatch: pytest.MonkeyPatch) -> Harness:
     return Harness(monkeypatch)
 
 
-async def test_scheduler_defaults() -> None:
-    """Without a health object the Scheduler makes its own; the watch timeout defaults to 90 s."""
-    sched = Scheduler(
-        name="x", api=_NONE, cache=ClusterCache(), writer=_NONE, profile=_NONE, queue=_NONE, recorder=_NONE
-    )
+async def test_controller_defaults() -> None:
+    """Without a health object the PoolController makes its own; the watch timeout defaults to 90 s."""
+    sched = PoolController(scheduler_name="x", api=_NONE, cache=ClusterCache(), writer=_NONE, recorder=_NONE)
     assert sched.watch_timeout == pytest.approx(90.0)
     assert isinstance(sched.health, HealthState)
     assert sched.health.stalled == {}

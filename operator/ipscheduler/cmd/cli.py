@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             file_config.profile.scheduler_name = scheduler_name
         from ipscheduler.cmd.election import ElectionSettings
-        from ipscheduler.cmd.kopf_handlers import RunConfig
+        from ipscheduler.cmd.options import RunConfig
 
         cfg = RunConfig(
             kubeconfig=args.kubeconfig,

@@ -1,8 +1,10 @@
-"""Wiring: kopf handlers for our pending pods, informers for nodes and pools, login, start-up.
+"""kopf: login, start-up and clean-up, and the pending pods of our schedulerName.
 
-Thin by design. kopf watches the pending pods of our schedulerName (an index
-and an event handler). Nodes and NodeIPPools come from list+watch informers
-(:mod:`ipscheduler.kube.informer`, which says why they are not kopf indexes).
+Thin by design: :func:`startup` configures kopf and hands over to
+:func:`ipscheduler.cmd.wiring.build`. kopf watches the pending pods of our
+schedulerName (an index and an event handler). Nodes and NodeIPPools come from
+list+watch informers (:mod:`ipscheduler.kube.informer`, which says why they
+are not kopf indexes).
 Only ``@kopf.index`` and ``@kopf.on.event`` are used on pods, and they return
 None, so kopf never writes annotations, finalizers or status onto a pod
 (``on.create``/``on.update`` would store ``last-handled-configuration``).
@@ -16,57 +18,23 @@ posts its own, kube-scheduler style.
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 from kubernetes_asyncio import client
 
-from ipscheduler.backend.cache import ClusterCache
-from ipscheduler.backend.nodepods import NodePods
-from ipscheduler.backend.queue import SchedulingQueue
-from ipscheduler.backend.supervisor import Supervisor
-from ipscheduler.cmd.election import ElectionSettings, identity
-from ipscheduler.cmd.registry import build_profile
-from ipscheduler.framework.config import SchedulerConfiguration
-from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.cmd import wiring
+from ipscheduler.cmd.options import RunConfig
+from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi, load_client_config
-from ipscheduler.kube.events import EventRecorder
-from ipscheduler.kube.informer import Endpoint, ObjectStore
-from ipscheduler.metrics import Metrics
-from ipscheduler.scheduler.scheduler import Scheduler
-from ipscheduler.underlayip.allocator import PoolView
-from ipscheduler.underlayip.models import GROUP, PLURAL, VERSION
-from ipscheduler.underlayip.plugin import Strategy
-from ipscheduler.underlayip.writer import PoolWriter
+
+__all__ = ["RunConfig", "run_operator"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunConfig:
-    """Options of ``ipscheduler run``."""
-
-    kubeconfig: str | None = None
-    scheduler_name: str = "ip-scheduler"
-    ip_strategy: Strategy = "spread"
-    bind_concurrency: int = 16
-    gc_interval: float = 30.0
-    reserved_ttl: float = 60.0
-    multus_network: str | None = None
-    health_addr: str = "0.0.0.0:8080"
-    leader_elect: bool = False
-    election: ElectionSettings = field(default_factory=ElectionSettings)
-    config: SchedulerConfiguration | None = None
-    watch_timeout: float = 90.0
-    """Seconds an informer may be without a working LIST+WATCH before /healthz fails."""
-    identity: str = field(default_factory=identity)
-    """This replica: the Lease holder identity and the reservedBy prefix of its reservations."""
 
 
 class RetryForever:
@@ -151,64 +119,9 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.networking.error_backoffs = RetryForever()
 
     conf = getattr(memo, "client_config", None) or await load_client_config(cfg.kubeconfig)
-    api = KubeApi(client.ApiClient(conf))
-    cache = ClusterCache()
-    writer = PoolWriter(api, cache)
-    profile = build_profile(
-        cache,
-        api,
-        writer,
-        cfg.config,
-        cfg.ip_strategy,
-        identity=cfg.identity,
-        reserved_ttl=cfg.reserved_ttl,
-        multus_network=cfg.multus_network,
-    )
-    queue = SchedulingQueue(profile.queue_sort)
-    metrics = Metrics(cfg.scheduler_name)
-    health: HealthState = memo.health
-    supervisor = Supervisor(health, metrics)
-    scheduler = Scheduler(
-        name=cfg.scheduler_name,
-        api=api,
-        cache=cache,
-        writer=writer,
-        profile=profile,
-        queue=queue,
-        recorder=EventRecorder(api),
-        bind_concurrency=cfg.bind_concurrency,
-        gc_interval=cfg.gc_interval,
-        reserved_ttl=cfg.reserved_ttl,
-        health=health,
-        node_pods=NodePods(),
-        metrics=metrics,
-        supervisor=supervisor,
-    )
-    scheduler.watch_timeout = cfg.watch_timeout
-    writer.on_conflict = scheduler.metrics.cas_conflicts.inc
-
-    def count_write(mutations: int) -> None:
-        scheduler.metrics.pool_writes.inc()
-        scheduler.metrics.pool_mutations.inc(mutations)
-
-    writer.on_write = count_write
-    scheduler.metrics.scrape_from(queue.depths, cache.pools, scheduler.pool_counts)
-    memo.health.metrics = scheduler.metrics
-    node_pods = scheduler.node_pods
-    node_pods.on_change = scheduler.on_bound_pod_gone
-    node_pods.on_bound = scheduler.on_bound_pod
-    nodes, pools = _node_store(scheduler), _pool_store(scheduler)
-    # Every informer and loop runs under the supervisor: restarted on any failure, and
-    # /healthz fails when one ends or an informer has no working watch for watch_timeout.
-    for name, informer in (("pods-by-node", node_pods), ("nodes", nodes), ("nodeippools", pools)):
-        supervisor.start(f"{name}-watch", functools.partial(informer.run, api.client))
-        health.checks[f"{name}-watch"] = functools.partial(informer.health, cfg.watch_timeout)
-    memo.informer_tasks = [
-        asyncio.get_running_loop().create_task(_attach_when_synced(cache, nodes, pools), name="cache-attach")
-    ]
-    memo.api = api
-    memo.scheduler = scheduler
-    supervisor.start("scheduling-loop", scheduler.run)
+    components = wiring.build(cfg, KubeApi(client.ApiClient(conf)), memo.health)
+    memo.components = components
+    components.start()
     log.info(
         "ip-scheduler %r starting (strategy %s, identity %s)",
         cfg.scheduler_name,
@@ -219,76 +132,9 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
 
 @kopf.on.cleanup()
 async def cleanup(memo: Any, **_: Any) -> None:
-    scheduler: Scheduler | None = getattr(memo, "scheduler", None)
-    if scheduler is not None:
-        await scheduler.stop()
-    tasks = list(getattr(memo, "informer_tasks", []))
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    api: KubeApi | None = getattr(memo, "api", None)
-    if api is not None:
-        await api.close()
-
-
-# -- informers: nodes and pools -------------------------------------------------------
-
-
-def _node_store(scheduler: Scheduler) -> ObjectStore[NodeInfo]:
-    """Node name → NodeInfo; any node change may make pending pods schedulable."""
-
-    def parse(body: dict[str, Any]) -> NodeInfo | None:
-        try:
-            return NodeInfo.from_obj(body)
-        except ValueError:
-            return None
-
-    def on_event(kind: str | None, name: str, body: dict[str, Any], info: NodeInfo | None) -> None:
-        scheduler.on_node_event(kind, body, info)
-
-    def endpoint(api_client: client.ApiClient) -> Endpoint:
-        return client.CoreV1Api(api_client).list_node, (), {}
-
-    return ObjectStore("node", endpoint, parse, on_event)
-
-
-def _pool_store(scheduler: Scheduler) -> ObjectStore[PoolView]:
-    """Pool name → PoolView. The echo of our own write reuses the view we built then, and
-    does not recompute the pool's status or retry pending pods: that write already set a
-    complete status, and frees capacity only on release, which retries pending pods
-    itself. A deleting pool is always looked at (it may be ready to finalize)."""
-    cache, writer = scheduler.cache, scheduler.writer
-
-    def parse(body: dict[str, Any]) -> PoolView | None:
-        meta = body.get("metadata") or {}
-        own = cache.fresh(str(meta.get("name", "")), str(meta.get("resourceVersion", "")))
-        if own is not None:
-            return own
-        try:
-            return PoolView.from_obj(body)
-        except ValueError:
-            return None
-
-    def on_event(kind: str | None, name: str, body: dict[str, Any], view: PoolView | None) -> None:
-        cache.invalidate(name)
-        meta = body.get("metadata") or {}
-        echo = kind != "DELETED" and writer.is_own_write(name, str(meta.get("resourceVersion", "")))
-        if not echo or meta.get("deletionTimestamp"):
-            scheduler.on_pool_event(name)
-
-    def endpoint(api_client: client.ApiClient) -> Endpoint:
-        return client.CustomObjectsApi(api_client).list_cluster_custom_object, (GROUP, VERSION, PLURAL), {}
-
-    return ObjectStore("NodeIPPool", endpoint, parse, on_event)
-
-
-async def _attach_when_synced(
-    cache: ClusterCache, nodes: ObjectStore[NodeInfo], pools: ObjectStore[PoolView]
-) -> None:
-    """The scheduler starts (``cache.ready``) once both informers hold a full LIST."""
-    await nodes.synced.wait()
-    await pools.synced.wait()
-    cache.attach(nodes.index, pools.index)
+    components: wiring.Components | None = getattr(memo, "components", None)
+    if components is not None:
+        await components.stop()
 
 
 # -- kopf: our pending pods ---------------------------------------------------------
@@ -313,8 +159,9 @@ async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, uid: str, memo: An
     The PodInfo the index handler just parsed from this very event is reused
     (indexers run before event handlers); a deleted pod is parsed again.
     """
-    scheduler: Scheduler | None = getattr(memo, "scheduler", None)
-    if scheduler is not None:
+    components: wiring.Components | None = getattr(memo, "components", None)
+    if components is not None:
+        scheduler = components.scheduler
         indexed = None
         if event.get("type") != "DELETED":
             indexed = next(iter(kwargs["ipscheduler_pods"].get(uid, ())), None)

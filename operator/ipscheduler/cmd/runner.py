@@ -7,7 +7,8 @@ import logging
 from kubernetes_asyncio import client
 
 from ipscheduler.cmd.election import LostLeadership, run_elected
-from ipscheduler.cmd.kopf_handlers import RunConfig, run_operator
+from ipscheduler.cmd.kopf_handlers import run_operator
+from ipscheduler.cmd.options import RunConfig
 from ipscheduler.health import HealthState, serve
 from ipscheduler.kube.client import load_client_config
 

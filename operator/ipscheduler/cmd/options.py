@@ -1,0 +1,30 @@
+"""Options of ``ipscheduler run`` (filled by :mod:`ipscheduler.cmd.cli`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ipscheduler.cmd.election import ElectionSettings, identity
+from ipscheduler.framework.config import SchedulerConfiguration
+from ipscheduler.underlayip.plugin import Strategy
+
+
+@dataclass
+class RunConfig:
+    """Options of ``ipscheduler run``."""
+
+    kubeconfig: str | None = None
+    scheduler_name: str = "ip-scheduler"
+    ip_strategy: Strategy = "spread"
+    bind_concurrency: int = 16
+    gc_interval: float = 30.0
+    reserved_ttl: float = 60.0
+    multus_network: str | None = None
+    health_addr: str = "0.0.0.0:8080"
+    leader_elect: bool = False
+    election: ElectionSettings = field(default_factory=ElectionSettings)
+    config: SchedulerConfiguration | None = None
+    watch_timeout: float = 90.0
+    """Seconds an informer may be without a working LIST+WATCH before /healthz fails."""
+    identity: str = field(default_factory=identity)
+    """This replica: the Lease holder identity and the reservedBy prefix of its reservations."""

@@ -1,0 +1,240 @@
+"""Wiring: the one place that builds the scheduler's objects and connects them.
+
+:func:`build` makes the API client's users (PoolWriter, event recorder), the
+cache, the framework, the queue, the scheduler, the pool controller and the
+informers, and subscribes each to the events it needs:
+
+- nodes informer → ``Scheduler.on_node_event`` (queue, cache); a node added or
+  deleted → ``PoolController.on_pool_event`` (every pool's status);
+- NodeIPPools informer → cache, and ``PoolController.on_pool_event`` (status,
+  queue) unless the event is the echo of our own write;
+- bound pods informer → ``Scheduler.on_bound_pod_gone`` (queue) and
+  ``PoolController.on_bound_pod_gone`` (release) / ``on_bound_pod`` (adoption);
+- pending pods (kopf, :mod:`ipscheduler.cmd.kopf_handlers`) → ``Scheduler.on_pod_event``,
+  whose ``on_pod_gone`` hook goes to ``PoolController.on_pod_gone``;
+- the controller's ``on_capacity_freed`` → ``Scheduler.on_cluster_event`` (queue moves).
+
+:meth:`Components.start` runs every informer and loop under the supervisor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.nodepods import NodePods
+from ipscheduler.backend.queue import SchedulingQueue
+from ipscheduler.backend.supervisor import Supervisor
+from ipscheduler.cmd.options import RunConfig
+from ipscheduler.cmd.registry import build_profile
+from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.health import HealthState
+from ipscheduler.kube.client import KubeApi
+from ipscheduler.kube.events import EventRecorder
+from ipscheduler.kube.informer import Endpoint, ObjectStore
+from ipscheduler.metrics import Metrics
+from ipscheduler.scheduler.scheduler import Scheduler
+from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.controller import PoolController
+from ipscheduler.underlayip.models import GROUP, PLURAL, VERSION
+from ipscheduler.underlayip.writer import PoolWriter
+
+
+@dataclass
+class Components:
+    """Everything :func:`build` made, connected."""
+
+    cfg: RunConfig
+    api: KubeApi
+    health: HealthState
+    metrics: Metrics
+    supervisor: Supervisor
+    cache: ClusterCache
+    writer: PoolWriter
+    queue: SchedulingQueue
+    scheduler: Scheduler
+    controller: PoolController
+    node_pods: NodePods
+    nodes: ObjectStore[NodeInfo]
+    pools: ObjectStore[PoolView]
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def start(self) -> None:
+        """Run the informers, the pool controller and the scheduling loop under the
+        supervisor (restarted on any failure; /healthz fails when one ends or an informer
+        has no working watch for ``watch_timeout``)."""
+        timeout = self.cfg.watch_timeout
+        for name, informer in (
+            ("pods-by-node", self.node_pods),
+            ("nodes", self.nodes),
+            ("nodeippools", self.pools),
+        ):
+            self.supervisor.start(f"{name}-watch", functools.partial(informer.run, self.api.client))
+            self.health.checks[f"{name}-watch"] = functools.partial(informer.health, timeout)
+        self.tasks.append(
+            asyncio.get_running_loop().create_task(
+                _attach_when_synced(self.cache, self.nodes, self.pools), name="cache-attach"
+            )
+        )
+        self.controller.start(self.supervisor)
+        self.supervisor.start("scheduling-loop", self.scheduler.run)
+
+    async def stop(self) -> None:
+        """Stop every task; write what the PoolWriter still holds; close the client."""
+        await self.supervisor.stop()
+        await self.scheduler.stop()
+        await self.controller.stop()
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.api.close()
+
+
+def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
+    """Build and connect the scheduler's objects for ``cfg`` (nothing runs yet).
+
+    Raises ValueError when the configuration's profile is invalid.
+    """
+    cache = ClusterCache()
+    writer = PoolWriter(api, cache)
+    profile = build_profile(
+        cache,
+        api,
+        writer,
+        cfg.config,
+        cfg.ip_strategy,
+        identity=cfg.identity,
+        reserved_ttl=cfg.reserved_ttl,
+        multus_network=cfg.multus_network,
+    )
+    queue = SchedulingQueue(profile.queue_sort)
+    metrics = Metrics(cfg.scheduler_name)
+    recorder = EventRecorder(api)
+    node_pods = NodePods()
+    controller = PoolController(
+        scheduler_name=cfg.scheduler_name,
+        api=api,
+        cache=cache,
+        writer=writer,
+        recorder=recorder,
+        gc_interval=cfg.gc_interval,
+        reserved_ttl=cfg.reserved_ttl,
+        health=health,
+        metrics=metrics,
+        wait_for=(node_pods.synced,),
+    )
+    controller.watch_timeout = cfg.watch_timeout
+    scheduler = Scheduler(
+        name=cfg.scheduler_name,
+        api=api,
+        cache=cache,
+        profile=profile,
+        queue=queue,
+        recorder=recorder,
+        bind_concurrency=cfg.bind_concurrency,
+        health=health,
+        node_pods=node_pods,
+        metrics=metrics,
+        start_after=controller.started,
+    )
+    connect(scheduler, controller)
+    writer.on_conflict = metrics.cas_conflicts.inc
+
+    def count_write(mutations: int) -> None:
+        metrics.pool_writes.inc()
+        metrics.pool_mutations.inc(mutations)
+
+    writer.on_write = count_write
+    metrics.scrape_from(queue.depths, cache.pools, controller.pool_counts)
+    health.metrics = metrics
+    return Components(
+        cfg=cfg,
+        api=api,
+        health=health,
+        metrics=metrics,
+        supervisor=Supervisor(health, metrics),
+        cache=cache,
+        writer=writer,
+        queue=queue,
+        scheduler=scheduler,
+        controller=controller,
+        node_pods=node_pods,
+        nodes=_node_store(scheduler),
+        pools=_pool_store(controller),
+    )
+
+
+def connect(scheduler: Scheduler, controller: PoolController) -> None:
+    """Subscribe the scheduler and the pool controller to each other and to the bound-pods
+    informer (``scheduler.node_pods``); see the module doc."""
+    scheduler.on_pod_gone = controller.on_pod_gone
+    scheduler.on_node_set_change = controller.on_pool_event
+    controller.on_capacity_freed = scheduler.on_cluster_event
+
+    def bound_pod_gone(pod: PodInfo) -> None:
+        scheduler.on_bound_pod_gone(pod, releasing=controller.on_bound_pod_gone(pod))
+
+    scheduler.node_pods.on_change = bound_pod_gone
+    scheduler.node_pods.on_bound = controller.on_bound_pod
+
+
+def _node_store(scheduler: Scheduler) -> ObjectStore[NodeInfo]:
+    """Node name → NodeInfo; any node change may make pending pods schedulable."""
+
+    def parse(body: dict[str, Any]) -> NodeInfo | None:
+        try:
+            return NodeInfo.from_obj(body)
+        except ValueError:
+            return None
+
+    def on_event(kind: str | None, name: str, body: dict[str, Any], info: NodeInfo | None) -> None:
+        scheduler.on_node_event(kind, body, info)
+
+    def endpoint(api_client: client.ApiClient) -> Endpoint:
+        return client.CoreV1Api(api_client).list_node, (), {}
+
+    return ObjectStore("node", endpoint, parse, on_event)
+
+
+def _pool_store(controller: PoolController) -> ObjectStore[PoolView]:
+    """Pool name → PoolView. The echo of our own write reuses the view we built then, and
+    does not recompute the pool's status or retry pending pods: that write already set a
+    complete status, and frees capacity only on release, which retries pending pods
+    itself. A deleting pool is always looked at (it may be ready to finalize)."""
+    cache, writer = controller.cache, controller.writer
+
+    def parse(body: dict[str, Any]) -> PoolView | None:
+        meta = body.get("metadata") or {}
+        own = cache.fresh(str(meta.get("name", "")), str(meta.get("resourceVersion", "")))
+        if own is not None:
+            return own
+        try:
+            return PoolView.from_obj(body)
+        except ValueError:
+            return None
+
+    def on_event(kind: str | None, name: str, body: dict[str, Any], view: PoolView | None) -> None:
+        cache.invalidate(name)
+        meta = body.get("metadata") or {}
+        echo = kind != "DELETED" and writer.is_own_write(name, str(meta.get("resourceVersion", "")))
+        if not echo or meta.get("deletionTimestamp"):
+            controller.on_pool_event(name)
+
+    def endpoint(api_client: client.ApiClient) -> Endpoint:
+        return client.CustomObjectsApi(api_client).list_cluster_custom_object, (GROUP, VERSION, PLURAL), {}
+
+    return ObjectStore("NodeIPPool", endpoint, parse, on_event)
+
+
+async def _attach_when_synced(
+    cache: ClusterCache, nodes: ObjectStore[NodeInfo], pools: ObjectStore[PoolView]
+) -> None:
+    """The scheduler starts (``cache.ready``) once both informers hold a full LIST."""
+    await nodes.synced.wait()
+    await pools.synced.wait()
+    cache.attach(nodes.index, pools.index)

@@ -1,0 +1,556 @@
+"""PoolController: everything the scheduler does to NodeIPPools besides reserving.
+
+Apart from the scheduling loop, as scheduler-plugins keep a CRD's status in
+its own controller (``pkg/controllers/podgroup_controller.go``):
+
+- **status**: capacity, allocated, free and the Ready condition of every pool,
+  recomputed (debounced) when a pool or the node set changes; a Warning event
+  when a pool turns not Ready;
+- **finalizer** ``ipscheduler.io/allocations``: kept on live pools, removed once
+  a deleting pool holds nothing (``DeletionBlocked`` event meanwhile);
+- **release**: when a pod of ours ends, after :meth:`PoolController.confirm_gone`
+  (the only live-read rule) where the event alone does not prove it;
+- **garbage collection**: a sweep planned from fresh LISTs, never from the caches;
+- **start-up reconcile** and **adoption** of pods created already bound with
+  our annotations (their address counts as taken at once: :meth:`ClusterCache.claim`).
+
+It is driven by informer events subscribed in :mod:`ipscheduler.cmd.wiring`
+and tells the scheduling queue when capacity was freed (``on_capacity_freed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import functools
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.supervisor import Supervisor
+from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
+from ipscheduler.health import HealthState
+from ipscheduler.kube.client import Conflict, KubeApi
+from ipscheduler.kube.events import EventRecorder
+from ipscheduler.metrics import Metrics
+from ipscheduler.underlayip import allocator, repair
+from ipscheduler.underlayip.addresses import AddressError, canonical
+from ipscheduler.underlayip.allocator import PoolView, pool_ref
+from ipscheduler.underlayip.models import FINALIZER
+from ipscheduler.underlayip.writer import POOLS, PoolWriter
+
+log = logging.getLogger(__name__)
+
+POOL_FINALIZER = FINALIZER
+
+
+class PoolController:
+    """Pool status, finalizer, release, GC, start-up reconcile and adoption (module doc)."""
+
+    def __init__(
+        self,
+        *,
+        scheduler_name: str,
+        api: KubeApi,
+        cache: ClusterCache,
+        writer: PoolWriter,
+        recorder: EventRecorder,
+        gc_interval: float = 30.0,
+        reserved_ttl: float = 60.0,
+        health: HealthState | None = None,
+        metrics: Metrics | None = None,
+        on_capacity_freed: Callable[[str], None] = lambda event: None,
+        wait_for: Sequence[asyncio.Event] = (),
+    ) -> None:
+        """``scheduler_name``: only pods with this schedulerName are ours. ``gc_interval`` and
+        ``reserved_ttl`` in seconds (``--gc-interval``, ``--reserved-ttl``).
+        ``on_capacity_freed(event)`` is told when addresses were released or pools changed
+        (the scheduling queue's move of unschedulable pods). The start-up reconcile waits
+        for ``cache.ready`` and each event of ``wait_for`` (e.g. the bound-pods informer
+        synced)."""
+        self.scheduler_name = scheduler_name
+        self.api = api
+        self.cache = cache
+        self.writer = writer
+        self.recorder = recorder
+        self.gc_interval = gc_interval
+        self.reserved_ttl = reserved_ttl
+        self.health = health or HealthState()
+        self.metrics = metrics or Metrics(scheduler_name)
+        self.on_capacity_freed = on_capacity_freed
+        self.wait_for = tuple(wait_for)
+        self.watch_timeout = 90.0
+        """Seconds the pool cache may stay behind the API server before /healthz fails."""
+        self.started = asyncio.Event()
+        """Set once the start-up reconcile is done (scheduling and adoption wait for it)."""
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._pools_dirty = asyncio.Event()
+        self._dirty_pools: set[str] | None = None  # None: every pool
+        self._layout_seen = -1
+        self._pool_reasons: dict[str, str] = {}
+        self._stale_since: dict[str, tuple[float, int]] = {}
+        self._skew = repair.SkewClock()
+
+    # -- tasks -------------------------------------------------------------
+    def _spawn(self, coro: Any, what: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=what)
+        self._tasks.add(task)
+
+        def _done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("%s failed: %r", what, t.exception(), exc_info=t.exception())
+
+        task.add_done_callback(_done)
+
+    def start(self, supervisor: Supervisor) -> None:
+        """Run the pool-status task (which does the start-up reconcile first) and the
+        garbage collector under ``supervisor``."""
+        supervisor.start("pool-status", self.run_status)
+        supervisor.start("garbage-collector", self.run_gc)
+
+    async def stop(self) -> None:
+        """Cancel releases in flight; write what the PoolWriter still holds (deferred Bound marks)."""
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        try:
+            await asyncio.wait_for(self.writer.flush(), timeout=5)
+        except TimeoutError as e:
+            log.warning("pending NodeIPPool writes not flushed at stop: %r", e)
+
+    async def _start(self) -> None:
+        """Wait for the caches, then the start-up reconcile, retried until it succeeds."""
+        await self.cache.ready.wait()
+        for event in self.wait_for:
+            await event.wait()
+        delay = 1.0
+        while True:
+            try:
+                await self.reconcile()
+                break
+            except Exception as e:
+                log.warning("start-up reconcile failed (%r); retrying in %.0fs", e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        self.started.set()
+
+    # -- events (subscribed in cmd/wiring) ------------------------------------------
+    def on_pod_gone(self, pod: PodInfo, confirm: bool) -> None:
+        """A pending pod of ours ended: terminal (``confirm`` False: release at once), or it
+        left the pending-pod watch without our Binding (``confirm`` True: deleted, or bound
+        by another replica; released only after :meth:`confirm_gone`)."""
+        if not self.cache.pools_holding(pod.uid):
+            return
+        if confirm:
+            self._spawn(self.release_if_gone(pod), f"release {pod.key}")
+        else:
+            self._spawn(self.release(pod.uid), f"release {pod.key}")
+
+    def on_bound_pod_gone(self, pod: PodInfo) -> bool:
+        """A bound pod (any scheduler's) was deleted or turned terminal. Its claim ends; if
+        it is ours and holds an allocation, the address goes back to the pool (and the
+        queue is told once it did). True when such a release was started."""
+        self.cache.unclaim(pod.uid)
+        if pod.scheduler_name == self.scheduler_name and self.cache.pools_holding(pod.uid):
+            self._spawn(self.release(pod.uid), f"release {pod.key}")
+            return True
+        return False
+
+    def on_bound_pod(self, pod: PodInfo) -> None:
+        """A bound pod appeared or changed in the pods-by-node watch.
+
+        A pod of ours that carries our annotations although no pool records it
+        (created already bound: a restore from backup, a migration tool) is
+        adopted at once; until the adoption is written its address counts as
+        taken in every pool (:meth:`ClusterCache.claim`). A pod we bound
+        ourselves already has its allocation recorded, so nothing happens.
+        """
+        pool_name = pod.annotations.get(ANNOTATION_POOL)
+        if (
+            not self.started.is_set()  # the start-up reconcile adopts from live LISTs
+            or pod.scheduler_name != self.scheduler_name
+            or not pool_name
+            or pod.terminal
+            or pod.deleting
+            or pod.uid in self.cache.claimed()
+            or self.cache.pools_holding(pod.uid)
+        ):
+            return
+        raw_ip = pod.annotations.get(ANNOTATION_IP) or None
+        try:
+            ip = canonical(raw_ip) if raw_ip else None
+        except AddressError:
+            ip = None  # adopt() reports it
+        self.cache.claim(pod.uid, pool_name, ip)
+        r = repair.Repair(
+            "adopt",
+            pool_name,
+            pod.uid,
+            pod.key,
+            "pod arrived bound",
+            raw_ip,
+            node=pod.node_name,
+            network=pod.annotations.get(ANNOTATION_NETWORK),
+        )
+        self._spawn(self._adopt_claimed(r), f"adopt {pod.key}")
+
+    async def _adopt_claimed(self, r: repair.Repair) -> None:
+        try:
+            counts = await self._adopt(r, {"adopted": 0, "adopt_conflicts": 0})
+            if counts["adopted"]:
+                log.info("adopted %s, created bound with %s of pool %s", r.pod, r.ip or "a slot", r.pool)
+        except Exception as e:
+            log.warning("adopting %s failed (%s); the GC sweep retries", r.pod, e)
+        finally:
+            self.cache.unclaim(r.uid)
+
+    def on_pool_event(self, name: str | None = None) -> None:
+        """Pool ``name`` (None: any pool or the node set) changed.
+
+        Recomputes that pool's status (debounced; every pool's when ``name``
+        is None) and retries pending pods.
+        """
+        self._mark_pools_dirty(name)
+        self.on_capacity_freed("NodeIPPoolChange")
+
+    def _mark_pools_dirty(self, name: str | None = None) -> None:
+        if name is None:
+            self._dirty_pools = None
+        elif self._dirty_pools is not None:
+            self._dirty_pools.add(name)
+        self._pools_dirty.set()
+
+    # -- release -----------------------------------------------------------
+    async def release_if_gone(self, pod: PodInfo) -> None:
+        """Release ``pod``'s allocations if :meth:`confirm_gone` says it is gone.
+
+        A pending pod that leaves the watch may have been deleted, or bound by
+        another replica with the very allocation we see: never release on the
+        event alone. A failed read leaves it to the GC sweep.
+        """
+        try:
+            gone = await self.confirm_gone(pod.uid, pod.key)
+        except Exception as e:
+            log.warning("could not confirm that %s is gone (%r); the GC will decide", pod.key, e)
+            return
+        if gone:
+            await self.release(pod.uid)
+
+    async def live_pod(self, uid: str, key: str) -> PodInfo | None:
+        """Pod ``uid`` as the API server has it now: read by ``key`` (``namespace/name``) and
+        matched by UID, never by name (a new pod that reused the name is not this pod).
+        None when it is gone. The one live read behind every release that an event alone
+        does not prove. Raises what the read raises."""
+        namespace, _, name = key.partition("/")
+        body = await self.api.get_pod(namespace, name) if namespace and name else None
+        live = PodInfo.from_obj(body) if body else None
+        return live if live is not None and live.uid == uid else None
+
+    async def confirm_gone(self, uid: str, key: str) -> bool:
+        """True when :meth:`live_pod` finds pod ``uid`` gone or terminal (Succeeded/Failed)."""
+        live = await self.live_pod(uid, key)
+        return live is None or live.terminal
+
+    async def release(self, uid: str) -> None:
+        """Remove ``uid``'s allocations from every pool holding one (CAS)."""
+        for pool in self.cache.pools_holding(uid):
+            await self.writer.update(pool.name, functools.partial(allocator.release, uid=uid))
+        self.on_capacity_freed("AddressReleased")
+
+    def pool_counts(self, pool: PoolView) -> tuple[int, int, int]:
+        """``(capacity, allocated, free)`` of a pool as the scheduler sees it."""
+        blocked = self.cache.context(pool).blocked
+        return pool.capacity(blocked), len(pool.allocations), pool.free(blocked)
+
+    # -- pool status -----------------------------------------------------------
+    async def run_status(self) -> None:
+        """The pool-status task: the start-up reconcile (once), then keep every pool's
+        capacity/allocated/free/conditions and finalizer right (debounced)."""
+        if not self.started.is_set():
+            await self._start()
+        while True:
+            await self._pools_dirty.wait()
+            await asyncio.sleep(0.05)
+            self._pools_dirty.clear()
+            names, self._dirty_pools = self._dirty_pools, set()
+            pools = self.cache.pools()
+            self.cache.ensure_contexts()
+            if self.cache.layout_version != self._layout_seen:  # conflicts may have changed anywhere
+                self._layout_seen, names = self.cache.layout_version, None
+            for pool in [pools[n] for n in sorted(pools) if names is None or n in names]:
+                try:
+                    await self.refresh_pool(pool)
+                    await self._finalize(self.cache.pool(pool.name) or pool)
+                except Conflict:
+                    self._mark_pools_dirty(pool.name)  # changed meanwhile: look again
+                except Exception as e:
+                    # Any failure (API down, connection reset...): look again after a pause, so an
+                    # outage neither kills this task nor turns it into a busy loop.
+                    log.warning("refreshing NodeIPPool %s status failed: %r", pool.name, e)
+                    self._mark_pools_dirty(pool.name)
+                    await asyncio.sleep(1.0)
+
+    async def _finalize(self, pool: PoolView) -> None:
+        """Keep our finalizer on live pools; drop it once a deleted pool holds nothing."""
+        has = POOL_FINALIZER in pool.finalizers
+        if not pool.deleting and not has:
+            await self.api.set_cluster_finalizers(
+                POOLS, pool.name, pool.resource_version, [*pool.finalizers, POOL_FINALIZER]
+            )
+        elif pool.deleting and has and not pool.allocations:
+            rest = [f for f in pool.finalizers if f != POOL_FINALIZER]
+            await self.api.set_cluster_finalizers(POOLS, pool.name, pool.resource_version, rest)
+            log.info("NodeIPPool %s holds no allocations any more: deletion proceeds", pool.name)
+        elif pool.deleting and pool.allocations:
+            pods = ", ".join(sorted(a.pod for a in pool.allocations.values())[:5])
+            more = "" if len(pool.allocations) <= 5 else f" and {len(pool.allocations) - 5} more"
+            await self.recorder.record(
+                pool_ref(pool),
+                "Warning",
+                "DeletionBlocked",
+                f"deletion waits until {len(pool.allocations)} allocation(s) are released "
+                f"(pods {pods}{more})",
+            )
+
+    async def refresh_pool(self, pool: PoolView) -> None:
+        """Write the pool's computed status if it differs; Warning event when it turns not Ready."""
+        written = await self.writer.update(pool.name, allocator.refresh)
+        if written is None:
+            return
+        cond = next((c for c in written.status.conditions if c.type == allocator.READY), None)
+        if cond is None:
+            return
+        previous = self._pool_reasons.get(pool.name)
+        self._pool_reasons[pool.name] = cond.reason
+        if cond.status == "False" and cond.reason != previous:
+            log.warning("NodeIPPool %s not ready: %s: %s", pool.name, cond.reason, cond.message)
+            await self.recorder.record(pool_ref(written), "Warning", cond.reason, cond.message)
+
+    # -- repairs: start-up reconcile and garbage collection ---------------------------
+    async def reconcile(self) -> dict[str, int]:
+        """Repair state left by a crash, from live LISTs (not the cache).
+
+        Releases allocations of pods that are gone or terminal, marks Reserved
+        allocations Bound when their pod is bound with them, adopts bound
+        pods of ours that carry the annotations but have no allocation
+        (Warning event on the pod when its address is taken). Returns the
+        number of repairs done per action.
+        """
+        # Pools strictly before pods: an allocation in this pool LIST belongs to a pod that
+        # existed before the pod LIST, so a pod missing from it is really gone.
+        pools = [PoolView.from_obj(body) for body in await self.api.list_cluster_objects(POOLS)]
+        for pool in pools:
+            self.cache.store_fresh(pool)
+        pods = await self._list_our_pods()
+        counts = await self.apply_repairs(self._plan(pools, pods), confirm=False)
+        log.info("start-up reconcile: %s", counts)
+        self._mark_pools_dirty()
+        return counts
+
+    def check_watch(self, live_pools: list[dict[str, Any]]) -> None:
+        """Flag the NodeIPPool watch as stalled when the cache stays behind the API server.
+
+        ``live_pools`` is a fresh LIST. A pool whose cached resourceVersion is
+        lower than the live one (compared as numbers) starts a clock holding
+        that live version; the clock stops as soon as the cache reaches it,
+        even if the pool has moved on meanwhile (the watch is making
+        progress). Being ahead of the LIST (our own write landing during it)
+        is not lagging; a pool still cached but gone from the LIST is. A clock
+        older than ``watch_timeout`` marks the watch
+        stalled in the health state (``/healthz`` fails).
+        """
+        now = asyncio.get_running_loop().time()
+        cached = {name: _rv(p.resource_version) for name, p in self.cache.pools().items()}
+        clocks: dict[str, tuple[float, int]] = {}
+        for body in live_pools:
+            name = body["metadata"]["name"]
+            live_rv = _rv(str(body["metadata"].get("resourceVersion", "")))
+            have = cached.get(name, -1)
+            started = self._stale_since.get(name)
+            if started is not None and have < started[1]:
+                clocks[name] = started  # still behind the version that started the clock
+            elif have < live_rv:
+                clocks[name] = (now, live_rv)
+        live_names = {b["metadata"]["name"] for b in live_pools}
+        for name in set(cached) - live_names:  # deleted in the API server, still in our cache
+            clocks[name] = self._stale_since.get(name) or (now, -1)
+        self._stale_since = clocks
+        worst = max((now - t for t, _ in clocks.values()), default=0.0)
+        if worst > self.watch_timeout:
+            self.health.stalled["nodeippools"] = f"watch stalled: cache {worst:.0f}s behind the API server"
+        else:
+            self.health.stalled.pop("nodeippools", None)
+
+    async def gc_sweep(self) -> dict[str, int]:
+        """One garbage-collection pass, planned from fresh LISTs, never from the caches.
+
+        The caches may be stale (a watch that died or stalled would hide that a
+        pod is gone), so the pass LISTs the pools, then our pods (in that order:
+        an allocation in the pool LIST belongs to a pod created before the pod
+        LIST, so a pod missing from it is really gone), plans with
+        :func:`repair.plan`, and confirms each release with a live read of the
+        pod by UID. The pool LIST also feeds the watch-stall check and refreshes
+        the cache's view of each pool.
+        """
+        live_pools = await self.api.list_cluster_objects(POOLS)
+        self.check_watch(live_pools)
+        pools: list[PoolView] = []
+        for body in live_pools:
+            try:
+                pool = PoolView.from_obj(body)
+            except ValueError:
+                continue
+            self.cache.store_fresh(pool)
+            pools.append(pool)
+        pods = await self._list_our_pods()
+        counts = await self.apply_repairs(self._plan(pools, pods), confirm=True)
+        if any(counts.values()):
+            log.info("garbage collection: %s", counts)
+        return counts
+
+    def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
+        now = _utcnow()
+        self._skew.observe(pools, now)
+        return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen)
+
+    async def _list_our_pods(self) -> dict[str, PodInfo]:
+        """Our pods (any phase) by UID, from a live LIST."""
+        pods: dict[str, PodInfo] = {}
+        for body in await self.api.list_pods(f"spec.schedulerName={self.scheduler_name}"):
+            try:
+                info = PodInfo.from_obj(body)
+            except ValueError:
+                continue
+            pods[info.uid] = info
+        return pods
+
+    async def run_gc(self) -> None:
+        """The garbage-collector task: a :meth:`gc_sweep` every ``gc_interval`` seconds once
+        the start-up reconcile is done; a failed sweep is logged and retried next time."""
+        await self.started.wait()
+        while True:
+            await asyncio.sleep(self.gc_interval)
+            try:
+                await self.gc_sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("garbage collection failed (%r); next sweep in %.0fs", e, self.gc_interval)
+
+    async def _confirmed(self, r: repair.Repair) -> bool:
+        """Re-check a planned release against :meth:`live_pod` (by UID, never by name)."""
+        live = await self.live_pod(r.uid, r.pod)
+        pods = {live.uid: live} if live is not None else {}
+        pool = self.cache.pool(r.pool)
+        if pool is None or r.uid not in pool.allocations:
+            return False
+        return any(
+            x.action == "release" and x.uid == r.uid
+            for x in repair.plan([pool], pods, _utcnow(), self.reserved_ttl, self._skew.first_seen)
+        )
+
+    async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:
+        """Carry out ``repairs`` by CAS; releases are confirmed live first when ``confirm``."""
+        counts = {"released": 0, "marked_bound": 0, "adopted": 0, "adopt_conflicts": 0}
+        released = False
+        for r in repairs:
+            if r.action == "release":
+                if confirm and not await self._confirmed(r):
+                    continue
+                log.info("releasing %s of %s in pool %s: %s", r.ip or "slot", r.pod, r.pool, r.reason)
+                written = await self.writer.update(
+                    r.pool, functools.partial(allocator.release, uid=r.uid, expect=r.allocation)
+                )
+                if written is not None and r.uid in written.allocations:
+                    log.info(
+                        "kept %s of %s in pool %s: the allocation changed meanwhile", r.ip, r.pod, r.pool
+                    )
+                    continue
+                counts["released"] += 1
+                self.metrics.gc_releases.inc()
+                released = True
+            elif r.action == "mark_bound":
+                await self.writer.update(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))
+                counts["marked_bound"] += 1
+            else:
+                counts.update(await self._adopt(r, counts))
+        if released:
+            self.on_capacity_freed("AddressReleased")
+        return counts
+
+    async def _adopt(self, r: repair.Repair, counts: dict[str, int]) -> dict[str, int]:
+        namespace, _, name = r.pod.partition("/")
+        ref = {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": name, "uid": r.uid}
+        pool = self.cache.pool(r.pool)
+        try:
+            if pool is None:
+                raise allocator.AdoptConflict(f"pool {r.pool} named in the pod's annotation does not exist")
+            if r.node and pool.node_name != r.node:
+                raise allocator.AdoptConflict(
+                    f"pool {r.pool} named in the pod's annotation serves {pool.node_name}, not {r.node}"
+                )
+            await self.writer.update(
+                r.pool, functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip)
+            )
+            counts["adopted"] += 1
+            if mismatch := _network_mismatch(pool, r):
+                log.warning("adopted %s, but %s", r.pod, mismatch)
+                await self.recorder.record(ref, "Warning", "NetworkMismatch", mismatch)
+        except allocator.AdoptConflict as e:
+            counts["adopt_conflicts"] += 1
+            log.warning("cannot adopt %s: %s", r.pod, e)
+            await self.recorder.record(
+                ref, "Warning", "AddressConflict", f"cannot record the pod's address: {e}"
+            )
+            holder_ns, _, holder_name = e.holder_pod.partition("/")
+            if holder_ns and holder_name:
+                holder = {
+                    "kind": "Pod",
+                    "apiVersion": "v1",
+                    "namespace": holder_ns,
+                    "name": holder_name,
+                    "uid": e.holder_uid,
+                }
+                await self.recorder.record(
+                    holder,
+                    "Warning",
+                    "AddressConflict",
+                    f"pod {r.pod} (UID {r.uid}) carries this pod's address {r.ip} of pool {r.pool} "
+                    "in its annotation",
+                )
+        return counts
+
+
+def _network_mismatch(pool: PoolView, r: repair.Repair) -> str | None:
+    """Why the adopted pod's ``ipscheduler.io/network`` differs from what ``pool`` gives its
+    address (None when absent, or equal as JSON): the CNI plugin refuses such a pod."""
+    if r.network is None or not r.ip:
+        return None
+    try:
+        want = allocator.network_of(pool, r.ip)
+    except AddressError:
+        return None  # adopt() refused it already
+    try:
+        have = json.loads(r.network)
+    except ValueError:
+        have = None
+    if have == want:
+        return None
+    return (
+        f"annotation {ANNOTATION_NETWORK}={r.network} differs from pool {pool.name}'s network for "
+        f"{r.ip}: {json.dumps(want, separators=(',', ':'))}; the CNI plugin will refuse the pod"
+    )
+
+
+def _rv(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        return -1
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
