@@ -19,6 +19,7 @@ from ipscheduler.framework.interface import (
     PostBindPlugin,
     PreBindPlugin,
     PreFilterPlugin,
+    PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
 )
@@ -157,6 +158,7 @@ def build_profile(
         queue_sort=PrioritySort(),
         pre_filter=pre_filter,
         filter=[p for p in filter_objs if isinstance(p, FilterPlugin)],
+        pre_score=[p for p, _ in score_objs if isinstance(p, PreScorePlugin)],
         score=[(p, w) for p, w in score_objs if isinstance(p, ScorePlugin)],
         reserve=[underlay] if isinstance(underlay, ReservePlugin) else [],
         pre_bind=[underlay] if isinstance(underlay, PreBindPlugin) else [],

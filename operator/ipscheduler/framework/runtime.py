@@ -1,7 +1,8 @@
 """A scheduling profile: which plugins run at each extension point, and how.
 
 The runtime part of ``pkg/scheduler/framework/runtime/framework.go``:
-filters stop at the first rejection per node; scores are normalized per
+filters stop at the first rejection per node; PostFilter runs when none
+fits; a PreScore Skip leaves that plugin's Score out; scores are normalized per
 plugin and summed with weights; Reserve failures run Unreserve on every
 Reserve plugin in reverse order; Bind plugins are tried until one does not
 return Skip.
@@ -21,8 +22,10 @@ from ipscheduler.framework.interface import (
     FilterPlugin,
     PermitPlugin,
     PostBindPlugin,
+    PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
+    PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
@@ -78,6 +81,8 @@ class Framework:
     queue_sort: QueueSortPlugin
     pre_filter: Sequence[PreFilterPlugin] = ()
     filter: Sequence[FilterPlugin] = ()
+    post_filter: Sequence[PostFilterPlugin] = ()
+    pre_score: Sequence[PreScorePlugin] = ()
     score: Sequence[tuple[ScorePlugin, int]] = ()
     reserve: Sequence[ReservePlugin] = ()
     permit: Sequence[PermitPlugin] = ()
@@ -128,22 +133,35 @@ class Framework:
                 return st if st.plugin else Status(st.code, st.reasons, plugin.name)
         return Status.success()
 
+    async def run_post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        """PostFilter plugins in order, when no node fits (``RunPostFilterPlugins``).
+
+        The first success (or Error) ends the run and is returned; Unschedulable
+        results let the next plugin try and are returned merged if none succeeds
+        (no plugins: an Unschedulable status without reasons).
+        """
+        reasons: list[str] = []
+        for plugin in self.post_filter:
+            st = await plugin.post_filter(state, pod, diagnosis.node_to_status)
+            if st.is_success() or not st.is_rejected():
+                return st
+            reasons.extend(st.reasons)
+        return Status.unschedulable(*reasons)
+
     def run_scores(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> dict[str, dict[str, int]]:
-        """Normalized score per plugin: plugin name → node name → 0..100 (unweighted).
+        """PreScore, then Score: plugin name → node name → 0..100 (normalized, unweighted).
 
-        A plugin whose PreScore returns Skip is left out (upstream's
-        ``SkipScorePlugins``): it adds nothing to any node's total.
+        A Score plugin whose PreScore returned Skip is left out (upstream's
+        ``SkipScorePlugins``): it adds nothing to any node's total. Other
+        PreScore results are not acted upon.
         """
         out: dict[str, dict[str, int]] = {}
         skip: set[str] = set()
-        for plugin, _ in self.score:  # PreScore: plugins that need the feasible set first
-            pre_score = getattr(plugin, "pre_score", None)
-            if callable(pre_score):
-                st = pre_score(state, pod, nodes)
-                if isinstance(st, Status) and st.code is Code.SKIP:
-                    skip.add(plugin.name)
+        for pre in self.pre_score:
+            if pre.pre_score(state, pod, nodes).code is Code.SKIP:
+                skip.add(pre.name)
         for plugin, _ in self.score:
             if plugin.name in skip:
                 continue
