@@ -41,7 +41,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Status
+from pydantic import Field
+
+from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
@@ -49,6 +52,10 @@ from ipscheduler.framework.types import (
     PodInfo,
     nonzero_requests_from_spec,  # noqa: F401  (re-exported)
 )
+
+NAME = "NodeResourcesFit"
+LEAST_ALLOCATED_NAME = "NodeResourcesLeastAllocated"
+BALANCED_ALLOCATION_NAME = "NodeResourcesBalancedAllocation"
 
 RESOURCE_CPU = "cpu"
 RESOURCE_MEMORY = "memory"
@@ -150,7 +157,7 @@ def fits(pod: PodInfo, node: NodeInfo) -> list[str]:
 class NodeResourcesFit:
     """PreFilter: the pod's requests into the cycle state. Filter: ``fitsRequest`` (see module doc)."""
 
-    name: str = "NodeResourcesFit"
+    name: str = NAME
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
         """Compute the pod's request vector once per cycle (``computePodResourceRequest``)."""
@@ -265,7 +272,7 @@ def balanced_resource_score(requested: Iterable[int], allocatable: Iterable[int]
 class NodeResourcesLeastAllocated:
     """Score: favour nodes with the most unrequested cpu/memory (NodeResourcesFit ``LeastAllocated``)."""
 
-    name: str = "NodeResourcesLeastAllocated"
+    name: str = LEAST_ALLOCATED_NAME
 
     def __init__(self, resources: Mapping[str, int] | None = None) -> None:
         """``resources``: resource name → weight (1..100); default cpu and memory, weight 1 each."""
@@ -321,7 +328,7 @@ class NodeResourcesLeastAllocated:
 class NodeResourcesBalancedAllocation:
     """Score: favour nodes whose cpu and memory fractions stay close to each other."""
 
-    name: str = "NodeResourcesBalancedAllocation"
+    name: str = BALANCED_ALLOCATION_NAME
 
     def __init__(self, resources: Mapping[str, int] | None = None) -> None:
         """``resources``: resource names (weights are validated but, as upstream, unused)."""
@@ -348,3 +355,46 @@ class NodeResourcesBalancedAllocation:
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         """No-op: upstream has no NormalizeScore for this plugin."""
+
+
+# --------------------------------------------------------------------------- factories
+
+
+class ResourceSpec(PluginArgs):
+    """A scored resource and its weight (upstream ``ResourceSpec``)."""
+
+    name: str = Field(min_length=1)
+    weight: int = Field(default=1, ge=1, le=MAX_NODE_SCORE)
+
+
+def _default_resources() -> list[ResourceSpec]:
+    return [ResourceSpec(name=n, weight=w) for n, w in DEFAULT_RESOURCES.items()]
+
+
+class ResourcesArgs(PluginArgs):
+    """``pluginConfig`` args of the two score plugins: the scored resources (default cpu and
+    memory, weight 1 each), as ``scoringStrategy.resources`` of upstream's
+    ``NodeResourcesFitArgs`` and ``resources`` of ``NodeResourcesBalancedAllocationArgs``
+    (``staging/src/k8s.io/kube-scheduler/config/v1/types_pluginargs.go``)."""
+
+    resources: list[ResourceSpec] = Field(default_factory=_default_resources, min_length=1)
+
+    def weights(self) -> dict[str, int]:
+        """Resource name → weight."""
+        return {r.name: r.weight for r in self.resources}
+
+
+def new(args: None, handle: Handle) -> NodeResourcesFit:
+    """Factory of NodeResourcesFit (registered as :data:`NAME`; it takes no args)."""
+    return NodeResourcesFit()
+
+
+def new_least_allocated(args: ResourcesArgs, handle: Handle) -> NodeResourcesLeastAllocated:
+    """Factory of NodeResourcesLeastAllocated (:data:`LEAST_ALLOCATED_NAME`, :class:`ResourcesArgs`)."""
+    return NodeResourcesLeastAllocated(args.weights())
+
+
+def new_balanced_allocation(args: ResourcesArgs, handle: Handle) -> NodeResourcesBalancedAllocation:
+    """Factory of NodeResourcesBalancedAllocation (:data:`BALANCED_ALLOCATION_NAME`,
+    :class:`ResourcesArgs`)."""
+    return NodeResourcesBalancedAllocation(args.weights())
