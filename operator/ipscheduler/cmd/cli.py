@@ -113,12 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("kopf").setLevel(logging.INFO if args.verbose else logging.WARNING)
         logging.getLogger("aiohttp").setLevel(logging.WARNING)
         from ipscheduler.cmd import runner
+        from ipscheduler.cmd.registry import load_config
         from ipscheduler.framework import config as configuration
 
         try:
-            file_config = (
-                configuration.load(args.config) if args.config else configuration.SchedulerConfiguration()
-            )
+            file_config = load_config(args.config) if args.config else configuration.SchedulerConfiguration()
         except configuration.ConfigError as e:
             print(f"ipscheduler: invalid --config: {e}", file=sys.stderr)
             return 2
