@@ -190,7 +190,8 @@ def test_one_instance_per_plugin_across_points() -> None:
         {"filter": {"enabled": [{"name": "A"}]}, "reserve": {"enabled": [{"name": "A"}]}},
         registry=fake_registry(made),
     )
-    assert fw.filter[0] is fw.reserve[0] is fw.pre_filter[0] is made["A"]
+    shared: list[object] = [fw.filter[0], fw.reserve[0], fw.pre_filter[0]]
+    assert all(p is made["A"] for p in shared)
 
 
 def test_the_default_plugins_fill_their_points() -> None:
@@ -209,7 +210,8 @@ def test_the_default_plugins_fill_their_points() -> None:
     assert names(fw.reserve) == names(fw.pre_bind) == names(fw.post_bind) == ["UnderlayIP"]
     assert names(fw.bind) == ["DefaultBinder"]
     underlay = fw.reserve[0]
-    assert isinstance(underlay, UnderlayIP) and underlay is fw.filter[-1] is fw.score[0][0]
+    assert isinstance(underlay, UnderlayIP)
+    assert all(p is underlay for p in (fw.filter[-1], fw.score[0][0]))
 
 
 # --------------------------------------------------------------------------- merging with defaults

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +38,12 @@ class FakeArgs(PluginArgs):
 def registry(**plugins: type[PluginArgs] | None) -> Registry:
     r = Registry()
     for name, args in plugins.items():
-        r.register(name, lambda a, h, name=name: Named(name, a), args)
+        r.register(name, functools.partial(make_named, name), args)
     return r
+
+
+def make_named(name: str, args: Any, handle: Handle) -> Named:
+    return Named(name, args)
 
 
 IN_TREE = [
