@@ -271,7 +271,7 @@ class FakePreScore(FakeScore):
 def test_pre_score_skip_leaves_the_plugin_out_of_the_totals() -> None:
     skipped = FakePreScore("S1", {"n1": 0, "n2": 9}, pre=Status.skip())
     kept = FakePreScore("S2", {"n1": 5, "n2": 1})
-    p = profile(score=[(skipped, 3), (kept, 1)])
+    p = profile(pre_score=[skipped, kept], score=[(skipped, 3), (kept, 1)])
     feasible = list(nodes("n1", "n2").values())
     per_plugin = p.run_scores(CycleState(), POD, feasible)
     assert per_plugin == {"S2": {"n1": 100, "n2": 20}}

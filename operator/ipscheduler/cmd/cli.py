@@ -9,6 +9,7 @@ import logging
 import sys
 
 from ipscheduler import __version__
+from ipscheduler.framework.config import ConfigError, ProfileConfig, SchedulerConfiguration
 from ipscheduler.underlayip.multus import MultusError, parse_network_name
 
 
@@ -75,12 +76,24 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
     ex.add_argument("--scheduler-name", default="ip-scheduler")
     ex.add_argument("--ip-strategy", choices=("spread", "binpack"), default="spread")
+    ex.add_argument("--config", help="IPSchedulerConfiguration YAML (profile plugins, weights, pluginConfig)")
     check = sub.add_parser("check", help="print every allocation invariant violation; exit 1 if any")
     check.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
     )
     check.add_argument("--scheduler-name", default="ip-scheduler")
     return parser
+
+
+def configuration(path: str | None, scheduler_name: str) -> SchedulerConfiguration:
+    """``--config`` of ``run`` and ``explain``: the file, validated against the plugin registry
+    (its profile names the scheduler), or else the defaults for ``--scheduler-name``.
+    Raises :class:`~ipscheduler.framework.config.ConfigError` naming the offending field."""
+    from ipscheduler.cmd.registry import load_config  # the plugins: imported only when needed
+
+    if path:
+        return load_config(path)
+    return SchedulerConfiguration(profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,7 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "explain":
         from ipscheduler.cmd.explain import explain
 
-        status, text = asyncio.run(explain(args.kubeconfig, args.pod, args.scheduler_name, args.ip_strategy))
+        try:
+            explained = configuration(args.config, args.scheduler_name)
+        except ConfigError as e:
+            print(f"ipscheduler: invalid --config: {e}", file=sys.stderr)
+            return 2
+        status, text = asyncio.run(
+            explain(args.kubeconfig, args.pod, args.scheduler_name, args.ip_strategy, explained)
+        )
         sys.stdout.write(text)
         return status
     if args.command == "check":
@@ -113,13 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("kopf").setLevel(logging.INFO if args.verbose else logging.WARNING)
         logging.getLogger("aiohttp").setLevel(logging.WARNING)
         from ipscheduler.cmd import runner
-        from ipscheduler.framework import config as configuration
 
         try:
-            file_config = (
-                configuration.load(args.config) if args.config else configuration.SchedulerConfiguration()
-            )
-        except configuration.ConfigError as e:
+            file_config = configuration(args.config, args.scheduler_name)
+        except ConfigError as e:
             print(f"ipscheduler: invalid --config: {e}", file=sys.stderr)
             return 2
         if args.multus_network is not None:
@@ -128,11 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             except MultusError as e:
                 print(f"ipscheduler: invalid --multus-network: {e}", file=sys.stderr)
                 return 2
-        scheduler_name = args.scheduler_name
-        if args.config:
-            scheduler_name = file_config.profile.scheduler_name
-        else:
-            file_config.profile.scheduler_name = scheduler_name
+        scheduler_name = file_config.profile.scheduler_name
         from ipscheduler.cmd.election import ElectionSettings
         from ipscheduler.cmd.options import RunConfig
 

@@ -3,7 +3,9 @@
 A dry run of one scheduling cycle against live state: it lists nodes,
 NodeIPPools and bound pods, runs PreFilter and Filter on every node and the
 Score plugins on the feasible ones, and prints per node which filter
-rejected the pod and why, or its scores. Nothing is written.
+rejected the pod and why, or its scores. Nothing is written. The framework
+is built as ``run`` builds it (:func:`ipscheduler.cmd.registry.build_profile`),
+so it honours ``--config``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from kubernetes_asyncio import client
 
 from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.backend.nodepods import FIELD_SELECTOR, NodePods
-from ipscheduler.cmd.registry import default_profile
+from ipscheduler.cmd.registry import build_profile
+from ipscheduler.framework.config import ProfileConfig, SchedulerConfiguration
 from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
@@ -93,10 +96,34 @@ def render(pod: PodInfo, verdicts: list[NodeVerdict], summary: str, weights: Map
     return "\n".join(lines) + "\n"
 
 
+def explain_profile(
+    cache: ClusterCache,
+    api: KubeApi,
+    writer: PoolWriter,
+    config: SchedulerConfiguration | None,
+    scheduler_name: str = "ip-scheduler",
+    strategy: Strategy = "spread",
+) -> Framework:
+    """The framework ``explain`` evaluates: ``run``'s (:func:`~ipscheduler.cmd.registry.build_profile`)
+    for ``config`` (the ``--config`` file; None: the defaults for ``scheduler_name``), with
+    ``strategy`` (``--ip-strategy``) unless the file sets UnderlayIP's. Raises ValueError as
+    build_profile does (e.g. a profile that disables the UnderlayIP filter)."""
+    if config is None:
+        config = SchedulerConfiguration(
+            profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})]
+        )
+    return build_profile(cache, api, writer, config, strategy)
+
+
 async def explain(
-    kubeconfig: str | None, target: str, scheduler_name: str = "ip-scheduler", strategy: Strategy = "spread"
+    kubeconfig: str | None,
+    target: str,
+    scheduler_name: str = "ip-scheduler",
+    strategy: Strategy = "spread",
+    config: SchedulerConfiguration | None = None,
 ) -> tuple[int, str]:
-    """``(exit status, text)``: 0 when some node fits, 1 when none does, 2 on bad input."""
+    """``(exit status, text)``: 0 when some node fits, 1 when none does, 2 on bad input
+    (including a ``config`` no framework can be built from)."""
     namespace, _, name = target.partition("/")
     if not namespace or not name:
         return 2, f"explain: expected <namespace>/<pod>, got {target!r}\n"
@@ -113,7 +140,10 @@ async def explain(
         cache = ClusterCache()
         node_infos = {n.name: n for n in (NodeInfo.from_obj(b) for b in nodes_raw)}
         cache.attach({k: [v] for k, v in node_infos.items()}, {p.name: [p] for p in pools})
-        profile = default_profile(scheduler_name, cache, api, PoolWriter(api, cache), strategy)
+        try:
+            profile = explain_profile(cache, api, PoolWriter(api, cache), config, scheduler_name, strategy)
+        except ValueError as e:
+            return 2, f"explain: invalid --config: {e}\n"
         nodes = {
             n: dataclasses.replace(info, pods=tuple(p for p in bound.pods_on(n) if p.uid != pod.uid))
             for n, info in node_infos.items()

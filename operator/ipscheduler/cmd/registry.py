@@ -1,49 +1,37 @@
-"""Plugin registry and the default profile (``pkg/scheduler/framework/plugins/registry.go``,
-``pkg/scheduler/apis/config/v1/default_plugins.go``).
+"""The scheduler's plugins: the in-tree registry, UnderlayIP's out-of-tree registration, the
+default plugins, and the one function that builds a profile from them.
 
+UnderlayIP joins the in-tree plugins as an out-of-tree plugin joins
+kube-scheduler: ``app.WithPlugin(Name, New)`` (``cmd/kube-scheduler/app/server.go``),
+here :func:`with_underlay_ip`, whose factory closes over what the plugin needs
+(pool cache, writer, API, replica identity, ``--reserved-ttl``; ``--ip-strategy``
+and ``--multus-network`` as defaults its ``pluginConfig`` overrides).
+
+The default plugins per extension point (:func:`default_plugins`) are
+written as upstream's ``pkg/scheduler/apis/config/v1/default_plugins.go``.
 Filters run in kube-scheduler's default order (cheap node-only checks first,
 then resources, then pod-to-pod constraints), with our NodeReady first and
 UnderlayIP last. Score weights are kube-scheduler's defaults; UnderlayIP
-(the address strategy) weighs 2.
+(the address strategy) weighs 2. ``run`` and ``explain`` both build their
+framework with :func:`build_profile`, so both honour ``--config``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from ipscheduler.backend.cache import ClusterCache
-from ipscheduler.framework.interface import (
-    BindPlugin,
-    FilterPlugin,
-    PostBindPlugin,
-    PreBindPlugin,
-    PreFilterPlugin,
-    ReservePlugin,
-    ScorePlugin,
-)
-from ipscheduler.framework.runtime import Framework
+from ipscheduler.framework.config import Plugins, ProfileConfig, SchedulerConfiguration, load
+from ipscheduler.framework.interface import Handle
+from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
+from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
 from ipscheduler.kube.client import KubeApi
-from ipscheduler.plugins.defaultbinder import DefaultBinder
-from ipscheduler.plugins.interpodaffinity import InterPodAffinity
-from ipscheduler.plugins.nodeaffinity import NodeAffinity
-from ipscheduler.plugins.nodename import NodeName
-from ipscheduler.plugins.nodeports import NodePorts
-from ipscheduler.plugins.nodeready import NodeReady
-from ipscheduler.plugins.noderesources import (
-    NodeResourcesBalancedAllocation,
-    NodeResourcesFit,
-    NodeResourcesLeastAllocated,
-)
-from ipscheduler.plugins.nodeunschedulable import NodeUnschedulable
-from ipscheduler.plugins.podtopologyspread import PodTopologySpread
-from ipscheduler.plugins.queuesort import PrioritySort
-from ipscheduler.plugins.tainttoleration import TaintToleration
-from ipscheduler.underlayip.plugin import Strategy, UnderlayIP
+from ipscheduler.plugins import defaultbinder, queuesort
+from ipscheduler.plugins.registry import new_in_tree_registry
+from ipscheduler.underlayip import plugin as underlay
+from ipscheduler.underlayip.plugin import Strategy, UnderlayIP, UnderlayIPArgs
 from ipscheduler.underlayip.writer import PoolWriter
-
-if TYPE_CHECKING:
-    from ipscheduler.framework.config import SchedulerConfiguration
 
 FILTER_PLUGINS: tuple[str, ...] = (
     "NodeReady",
@@ -72,32 +60,107 @@ SCORE_WEIGHTS: dict[str, int] = {
 
 SCORE_PLUGINS: tuple[str, ...] = tuple(SCORE_WEIGHTS)
 
+UNDISABLEABLE: dict[str, str] = {
+    "filter": "the UnderlayIP filter cannot be disabled",
+    "reserve": "the UnderlayIP reserve plugin cannot be disabled",
+    "preBind": "the UnderlayIP preBind plugin cannot be disabled",
+}
+"""Extension points whose UnderlayIP plugin a configuration may not disable (it is what
+makes the scheduler address-aware), with the refusal."""
 
-def _factories(
+
+def default_plugins() -> Plugins:
+    """The default profile's plugins per extension point (upstream ``getDefaultPlugins``).
+
+    PreFilter and PreScore are left empty: their defaults are the Filter and Score
+    plugins that implement them (see :func:`~ipscheduler.framework.runtime.new_framework`).
+    PostFilter and Permit have none.
+    """
+    return Plugins.model_validate(
+        {
+            "queueSort": {"enabled": [{"name": queuesort.NAME}]},
+            "filter": {"enabled": [{"name": n} for n in FILTER_PLUGINS]},
+            "score": {"enabled": [{"name": n, "weight": w} for n, w in SCORE_WEIGHTS.items()]},
+            "reserve": {"enabled": [{"name": underlay.NAME}]},
+            "preBind": {"enabled": [{"name": underlay.NAME}]},
+            "bind": {"enabled": [{"name": defaultbinder.NAME}]},
+            "postBind": {"enabled": [{"name": underlay.NAME}]},
+        }
+    )
+
+
+def _underlay_ip(new: PluginFactory) -> Registry:
+    return with_plugin(underlay.NAME, new, UnderlayIPArgs)
+
+
+def with_underlay_ip(
     cache: ClusterCache,
     api: KubeApi,
     writer: PoolWriter,
-    strategy: Strategy,
-    identity: str,
-    reserved_ttl: float,
-    multus_network: str | None,
-) -> dict[str, Callable[[], Any]]:
-    return {
-        "NodeReady": NodeReady,
-        "NodeUnschedulable": NodeUnschedulable,
-        "NodeName": NodeName,
-        "TaintToleration": TaintToleration,
-        "NodeAffinity": NodeAffinity,
-        "NodePorts": NodePorts,
-        "NodeResourcesFit": NodeResourcesFit,
-        "NodeResourcesLeastAllocated": NodeResourcesLeastAllocated,
-        "NodeResourcesBalancedAllocation": NodeResourcesBalancedAllocation,
-        "PodTopologySpread": PodTopologySpread,
-        "InterPodAffinity": InterPodAffinity,
-        "UnderlayIP": lambda: UnderlayIP(
-            cache, writer, strategy, api, identity, reserved_ttl, multus_network
-        ),
-    }
+    strategy: Strategy | None = None,
+    identity: str = "",
+    reserved_ttl: float = 60.0,
+    multus_network: str | None = None,
+) -> Registry:
+    """UnderlayIP's out-of-tree registration (upstream ``app.WithPlugin(Name, New)``).
+
+    Its factory closes over ``cache``, ``writer``, ``api`` (Unreserve's live read),
+    ``identity`` and ``reserved_ttl``; ``strategy`` (``--ip-strategy``) and
+    ``multus_network`` (``--multus-network``) apply unless the profile's pluginConfig
+    sets UnderlayIP's ``strategy`` / ``multusNetwork``.
+    """
+
+    def new(args: UnderlayIPArgs, handle: Handle) -> UnderlayIP:
+        return underlay.new(
+            args.defaulted(strategy, multus_network),
+            handle,
+            cache=cache,
+            writer=writer,
+            api=api,
+            identity=identity,
+            reserved_ttl=reserved_ttl,
+        )
+
+    return _underlay_ip(new)
+
+
+def plugin_registry(out_of_tree: Registry) -> Registry:
+    """The in-tree registry with ``out_of_tree`` merged in. Raises ValueError on a name
+    both have."""
+    registry = new_in_tree_registry()
+    registry.merge(out_of_tree)
+    return registry
+
+
+def _unwired(args: Any, handle: Handle) -> UnderlayIP:
+    raise RuntimeError("UnderlayIP needs its dependencies: register it with with_underlay_ip()")
+
+
+def config_registry() -> Registry:
+    """The registry a configuration file is checked against (names and args). UnderlayIP is
+    in it with its args model, but cannot be made from it."""
+    return plugin_registry(_underlay_ip(_unwired))
+
+
+def load_config(path: str | Path) -> SchedulerConfiguration:
+    """``--config``: read and validate the file against :func:`config_registry`. Raises
+    :class:`~ipscheduler.framework.config.ConfigError` naming the offending field."""
+    return load(path, config_registry())
+
+
+def new_profile(registry: Registry, config: SchedulerConfiguration, handle: Handle) -> Framework:
+    """The framework of ``config``'s profile, from ``registry`` over :func:`default_plugins`.
+
+    Raises ValueError when the profile disables UnderlayIP at a point of
+    :data:`UNDISABLEABLE` (even with ``*``), and whatever
+    :func:`~ipscheduler.framework.runtime.new_framework` raises.
+    """
+    plugins = config.profile.plugins
+    for point, refusal in UNDISABLEABLE.items():
+        off = {r.name for r in plugins.point(point).disabled}
+        if underlay.NAME in off or "*" in off:
+            raise ValueError(refusal)
+    return new_framework(registry, config.profile, handle, default_plugins())
 
 
 def build_profile(
@@ -110,67 +173,20 @@ def build_profile(
     reserved_ttl: float = 60.0,
     multus_network: str | None = None,
 ) -> Framework:
-    """The profile described by ``config`` (None: all defaults).
+    """The profile described by ``config`` (None: all defaults), UnderlayIP wired to ``cache``,
+    ``writer`` and ``api`` (see :func:`with_underlay_ip` for the rest); binds through ``api``.
 
-    ``strategy`` (the ``--ip-strategy`` flag) applies unless the file's
-    pluginConfig sets UnderlayIP's strategy. Disabling UnderlayIP's filter is
-    refused: it is what makes the scheduler address-aware. ``identity`` and
-    ``reserved_ttl`` go to UnderlayIP (who reserved an allocation; when an
-    abandoned reservation may be taken over); so does ``multus_network`` (the
-    ``--multus-network`` flag) unless the file's pluginConfig sets ``multusNetwork``.
+    Raises ValueError as :func:`new_profile` does.
     """
-    from ipscheduler.framework.config import SchedulerConfiguration
-
-    cfg = config or SchedulerConfiguration()
-    prof = cfg.profile
-    chosen: Strategy = cfg.strategy or strategy or "spread"
-    network = cfg.multus_network or multus_network
-    make = _factories(cache, api, writer, chosen, identity, reserved_ttl, network)
-    instances: dict[str, Any] = {}
-
-    def get(name: str) -> Any:
-        if name not in instances:
-            instances[name] = make[name]()
-        return instances[name]
-
-    off = {r.name for r in prof.plugins.filter.disabled}
-    if "UnderlayIP" in off or "*" in off:
-        raise ValueError("the UnderlayIP filter cannot be disabled")
-    filters = [n for n in FILTER_PLUGINS if n not in off]
-    filters += [r.name for r in prof.plugins.filter.enabled if r.name not in filters]
-
-    weights = {} if any(r.name == "*" for r in prof.plugins.score.disabled) else dict(SCORE_WEIGHTS)
-    for r in prof.plugins.score.disabled:
-        weights.pop(r.name, None)
-    for r in prof.plugins.score.enabled:
-        weights[r.name] = r.weight if r.weight is not None else SCORE_WEIGHTS.get(r.name, 1)
-
-    filter_objs = [get(n) for n in filters]
-    score_objs = [(get(n), w) for n, w in weights.items() if w > 0]
-    every = [*filter_objs, *(p for p, _ in score_objs)]
-    underlay = get("UnderlayIP")
-    pre_filter: list[PreFilterPlugin] = []
-    for p in every:
-        if isinstance(p, PreFilterPlugin) and p not in pre_filter:
-            pre_filter.append(p)
-    return Framework(
-        scheduler_name=prof.scheduler_name,
-        queue_sort=PrioritySort(),
-        pre_filter=pre_filter,
-        filter=[p for p in filter_objs if isinstance(p, FilterPlugin)],
-        score=[(p, w) for p, w in score_objs if isinstance(p, ScorePlugin)],
-        reserve=[underlay] if isinstance(underlay, ReservePlugin) else [],
-        pre_bind=[underlay] if isinstance(underlay, PreBindPlugin) else [],
-        bind=[b for b in [DefaultBinder(api)] if isinstance(b, BindPlugin)],
-        post_bind=[underlay] if isinstance(underlay, PostBindPlugin) else [],
+    registry = plugin_registry(
+        with_underlay_ip(cache, api, writer, strategy, identity, reserved_ttl, multus_network)
     )
+    return new_profile(registry, config or SchedulerConfiguration(), PluginHandle(binder=api))
 
 
 def default_profile(
     scheduler_name: str, cache: ClusterCache, api: KubeApi, writer: PoolWriter, strategy: Strategy = "spread"
 ) -> Framework:
     """All defaults, for ``scheduler_name`` and the given address strategy."""
-    from ipscheduler.framework.config import ProfileConfig, SchedulerConfiguration
-
     cfg = SchedulerConfiguration(profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})])
     return build_profile(cache, api, writer, cfg, strategy)

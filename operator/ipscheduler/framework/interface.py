@@ -1,18 +1,21 @@
 """The scheduling framework: extension points, per-cycle state, statuses.
 
 Mirrors kube-scheduler's ``pkg/scheduler/framework/interface.go``: a scheduling
-cycle runs QueueSort → PreFilter → Filter → Score (+ NormalizeScore) →
-Reserve → Permit, then the binding cycle runs PreBind → Bind → PostBind, and
-any failure after Reserve runs Unreserve.
+cycle runs QueueSort → PreFilter → Filter (→ PostFilter when no node fits) →
+PreScore → Score (+ NormalizeScore) → Reserve → Permit, then the binding
+cycle runs PreBind → Bind → PostBind, and any failure after Reserve runs
+Unreserve.
 
 Plugins are plain objects that satisfy one or more of the Protocols below;
-the :class:`~ipscheduler.framework.runtime.Framework` wires them.
+the :class:`~ipscheduler.framework.runtime.Framework` is built from a
+:class:`~ipscheduler.framework.registry.Registry` and the configuration, and
+every plugin gets a :class:`Handle` for what it needs from outside.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -153,6 +156,21 @@ class FilterPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    async def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> Status:
+        """Called when no node fits (``statuses``: node name → its Filter rejection), e.g. to
+        preempt; success means the plugin made room (the pod is retried), Unschedulable
+        lets the next PostFilter plugin try, Error stops them."""
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        """Precompute per-pod score data from the feasible ``nodes``; Skip leaves this
+        plugin's Score out for the pod (upstream ``SkipScorePlugins``)."""
+
+
+@runtime_checkable
 class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Raw score of ``node`` for ``pod`` (any non-negative int)."""
@@ -192,6 +210,22 @@ class BindPlugin(Plugin, Protocol):
 class PostBindPlugin(Plugin, Protocol):
     async def post_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
         """Informational: called after a successful bind."""
+
+
+class Binder(Protocol):
+    """Something that can POST a Binding (``KubeApi.bind`` has this shape)."""
+
+    async def bind(self, pod: PodInfo, node: str, annotations: dict[str, str]) -> None:
+        """Bind ``pod`` (by UID) to ``node`` with ``annotations``; raises what the API call raises."""
+
+
+class Handle(Protocol):
+    """What a plugin may use from outside the framework (upstream ``framework.Handle``, kept
+    to what in-tree plugins need). Given to every plugin factory ``new(args, handle)``."""
+
+    @property
+    def binder(self) -> Binder:
+        """Posts Bindings (DefaultBinder)."""
 
 
 def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:

@@ -1,7 +1,10 @@
 """A scheduling profile: which plugins run at each extension point, and how.
 
 The runtime part of ``pkg/scheduler/framework/runtime/framework.go``:
-filters stop at the first rejection per node; scores are normalized per
+:func:`new_framework` fills every extension point from a registry and the
+profile configuration (``NewFramework``);
+filters stop at the first rejection per node; PostFilter runs when none
+fits; a PreScore Skip leaves that plugin's Score out; scores are normalized per
 plugin and summed with weights; Reserve failures run Unreserve on every
 Reserve plugin in reverse order; Bind plugins are tried until one does not
 return Skip.
@@ -12,22 +15,37 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
+from ipscheduler.framework.config import (
+    EXTENSION_POINTS,
+    PluginRef,
+    Plugins,
+    PluginSet,
+    ProfileConfig,
+    merge_plugin_set,
+)
 from ipscheduler.framework.interface import (
     MAX_NODE_SCORE,
+    Binder,
     BindPlugin,
     Code,
     CycleState,
     FilterPlugin,
+    Handle,
     PermitPlugin,
+    Plugin,
     PostBindPlugin,
+    PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
+    PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
     Status,
 )
+from ipscheduler.framework.registry import Registry
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 log = logging.getLogger(__name__)
@@ -71,13 +89,16 @@ class Diagnosis:
 class Framework:
     """The plugins of one scheduler profile, by extension point.
 
-    ``score`` holds ``(plugin, weight)`` pairs.
+    ``score`` holds ``(plugin, weight)`` pairs. :func:`new_framework` builds one
+    from a registry and a profile configuration; tests may list plugins directly.
     """
 
     scheduler_name: str
     queue_sort: QueueSortPlugin
     pre_filter: Sequence[PreFilterPlugin] = ()
     filter: Sequence[FilterPlugin] = ()
+    post_filter: Sequence[PostFilterPlugin] = ()
+    pre_score: Sequence[PreScorePlugin] = ()
     score: Sequence[tuple[ScorePlugin, int]] = ()
     reserve: Sequence[ReservePlugin] = ()
     permit: Sequence[PermitPlugin] = ()
@@ -128,22 +149,35 @@ class Framework:
                 return st if st.plugin else Status(st.code, st.reasons, plugin.name)
         return Status.success()
 
+    async def run_post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        """PostFilter plugins in order, when no node fits (``RunPostFilterPlugins``).
+
+        The first success (or Error) ends the run and is returned; Unschedulable
+        results let the next plugin try and are returned merged if none succeeds
+        (no plugins: an Unschedulable status without reasons).
+        """
+        reasons: list[str] = []
+        for plugin in self.post_filter:
+            st = await plugin.post_filter(state, pod, diagnosis.node_to_status)
+            if st.is_success() or not st.is_rejected():
+                return st
+            reasons.extend(st.reasons)
+        return Status.unschedulable(*reasons)
+
     def run_scores(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> dict[str, dict[str, int]]:
-        """Normalized score per plugin: plugin name → node name → 0..100 (unweighted).
+        """PreScore, then Score: plugin name → node name → 0..100 (normalized, unweighted).
 
-        A plugin whose PreScore returns Skip is left out (upstream's
-        ``SkipScorePlugins``): it adds nothing to any node's total.
+        A Score plugin whose PreScore returned Skip is left out (upstream's
+        ``SkipScorePlugins``): it adds nothing to any node's total. Other
+        PreScore results are not acted upon.
         """
         out: dict[str, dict[str, int]] = {}
         skip: set[str] = set()
-        for plugin, _ in self.score:  # PreScore: plugins that need the feasible set first
-            pre_score = getattr(plugin, "pre_score", None)
-            if callable(pre_score):
-                st = pre_score(state, pod, nodes)
-                if isinstance(st, Status) and st.code is Code.SKIP:
-                    skip.add(plugin.name)
+        for pre in self.pre_score:
+            if pre.pre_score(state, pod, nodes).code is Code.SKIP:
+                skip.add(pre.name)
         for plugin, _ in self.score:
             if plugin.name in skip:
                 continue
@@ -204,3 +238,114 @@ class Framework:
     async def run_post_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
         for plugin in self.post_bind:
             await plugin.post_bind(state, pod, node)
+
+
+# --------------------------------------------------------------------------- building
+
+
+@dataclass(frozen=True)
+class PluginHandle:
+    """The :class:`~ipscheduler.framework.interface.Handle` plugin factories get."""
+
+    binder: Binder
+
+
+_PROTOCOLS: dict[str, type] = {
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+assert tuple(_PROTOCOLS) == EXTENSION_POINTS
+
+
+def new_framework(
+    registry: Registry, profile: ProfileConfig, handle: Handle, defaults: Plugins | None = None
+) -> Framework:
+    """The framework of ``profile``: every extension point filled with plugins made by ``registry``.
+
+    As upstream ``NewFramework`` (``pkg/scheduler/framework/runtime/framework.go``):
+    each point's plugins are ``defaults`` merged with the profile's set
+    (:func:`~ipscheduler.framework.config.merge_plugin_set`); a plugin is made once,
+    with its ``pluginConfig`` args and ``handle`` (a
+    :class:`~ipscheduler.framework.interface.Handle`), and shared by all its points. A
+    score plugin's weight defaults to its weight in ``defaults``, else 1; weight 0
+    leaves it out.
+
+    PreFilter and PreScore have companion defaults (unlike upstream, where
+    MultiPoint plays that part): PreFilter runs, besides ``defaults.preFilter``, every
+    enabled Filter or Score plugin that implements it, in that order; PreScore every
+    enabled Score plugin that implements it. So a plugin disabled at filter loses its
+    PreFilter too; the profile's ``preFilter``/``preScore`` sets still override both.
+
+    Raises ValueError for an unknown plugin name (listing the known ones), a plugin
+    listed twice at a point, a plugin enabled at a point whose Protocol it does not
+    implement, invalid ``pluginConfig`` args, not exactly one QueueSort plugin, or no
+    Bind plugin.
+    """
+    defaults = defaults or Plugins()
+    config = profile.plugins
+    args = profile.plugin_args()
+    for name, raw in args.items():
+        registry.validate_args(name, raw)
+    made: dict[str, Plugin] = {}
+
+    def enabled(point: str, refs: Sequence[PluginRef]) -> list[Any]:
+        out: list[Any] = []
+        for ref in refs:
+            registry.require(ref.name, point)
+            if any(p.name == ref.name for p in out):
+                raise ValueError(f"plugin {ref.name!r} is listed twice in {point}")
+            plugin = made.get(ref.name)
+            if plugin is None:
+                plugin = made[ref.name] = registry.new_plugin(ref.name, args.get(ref.name), handle)
+            if not isinstance(plugin, _PROTOCOLS[point]):
+                raise ValueError(f"plugin {ref.name!r} does not implement {point}")
+            out.append(plugin)
+        return out
+
+    def at(point: str) -> list[Any]:
+        return enabled(point, merge_plugin_set(defaults.point(point), config.point(point)))
+
+    def with_companions(point: str, companions: Sequence[Plugin]) -> list[Any]:
+        base = list(defaults.point(point).enabled)
+        for plugin in companions:
+            if isinstance(plugin, _PROTOCOLS[point]) and all(r.name != plugin.name for r in base):
+                base.append(PluginRef(name=plugin.name))
+        return enabled(point, merge_plugin_set(PluginSet(enabled=base), config.point(point)))
+
+    queue_sort = at("queueSort")
+    if len(queue_sort) != 1:
+        raise ValueError(f"queueSort needs exactly one plugin, got {len(queue_sort)}")
+    filters = at("filter")
+    weights = {r.name: r.weight for r in defaults.score.enabled if r.weight is not None}
+    score_refs = merge_plugin_set(defaults.score, config.score)
+    scores = [
+        (p, w)
+        for p, ref in zip(enabled("score", score_refs), score_refs, strict=True)
+        if (w := ref.weight if ref.weight is not None else weights.get(ref.name, 1)) > 0
+    ]
+    binders = at("bind")
+    if not binders:
+        raise ValueError("at least one bind plugin is needed")
+    return Framework(
+        scheduler_name=profile.scheduler_name,
+        queue_sort=cast(QueueSortPlugin, queue_sort[0]),
+        pre_filter=with_companions("preFilter", [*filters, *(p for p, _ in scores)]),
+        filter=filters,
+        post_filter=at("postFilter"),
+        pre_score=with_companions("preScore", [p for p, _ in scores]),
+        score=scores,
+        reserve=at("reserve"),
+        permit=at("permit"),
+        pre_bind=at("preBind"),
+        bind=binders,
+        post_bind=at("postBind"),
+    )

@@ -248,7 +248,7 @@ class PodInfo:
             requests=pod_requests(spec),
             host_ports=host_ports(spec),
             topology_spread=tuple(_dict(c) for c in _list(spec.get("topologySpreadConstraints"))),
-            nonzero_requests=_nonzero_requests(spec),
+            nonzero_requests=nonzero_requests_from_spec(spec),
         )
 
 
@@ -270,13 +270,6 @@ class HostPort:
             return False
         wildcard = ("", "0.0.0.0")
         return self.host_ip in wildcard or other.host_ip in wildcard or self.host_ip == other.host_ip
-
-
-def _nonzero_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
-    # The rule lives with the plugin that uses it (imported here, at call time, to avoid a cycle).
-    from ipscheduler.plugins.noderesources import nonzero_requests_from_spec
-
-    return nonzero_requests_from_spec(spec)
 
 
 def _is_sidecar(container: Any) -> bool:
@@ -356,6 +349,89 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
         except ValueError:
             continue
     return _add(reqs, overhead)
+
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""Non-zero cpu request of a container without one, in millicores (``DefaultMilliCPURequest``)."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+"""Non-zero memory request of a container without one, in bytes (``DefaultMemoryRequest``)."""
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _seq(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _quantity(value: Any) -> Decimal | None:
+    """A parsed quantity, or None if absent or malformed."""
+    try:
+        return None if value is None else parse_quantity(value)
+    except ValueError:
+        return None
+
+
+def _container_nonzero(container: Any) -> dict[str, Decimal]:
+    """cpu/memory requests of one container, a missing one replaced by the default (``applyNonMissing``).
+
+    An explicit request, even ``0``, is kept; a limit without a request
+    stands for the request (API-server defaulting); an unparsable quantity
+    counts as missing.
+    """
+    resources = _map(_map(container).get("resources"))
+    given = {**_map(resources.get("limits")), **_map(resources.get("requests"))}
+    defaults = {
+        "cpu": Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000,
+        "memory": Decimal(DEFAULT_MEMORY_REQUEST),
+    }
+    out: dict[str, Decimal] = {}
+    for name, default in defaults.items():
+        value = _quantity(given.get(name))
+        out[name] = default if value is None else value
+    return out
+
+
+def nonzero_requests_from_spec(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Non-zero cpu (cores) and memory (bytes) requests of a pod spec, exactly as upstream.
+
+    ``resourcehelper.PodRequests`` with ``NonMissingContainerRequests``
+    (``staging/src/k8s.io/component-helpers/resource/helpers.go``): the
+    defaults are applied per container *before* aggregating, so two
+    containers without requests count 200m; sidecars add up, a regular init
+    container counts with the sidecars started before it, the pod needs the
+    max; pod-level ``spec.resources.requests`` (PodLevelResources) override
+    cpu/memory; ``spec.overhead`` is added.
+
+    :class:`~ipscheduler.framework.types.PodInfo` computes it once from the spec
+    (``nonzero_requests``); plugins read it through
+    :func:`ipscheduler.plugins.noderesources.nonzero_requests`.
+    """
+    names = ("cpu", "memory")
+    zero = {n: Decimal(0) for n in names}
+    total = dict(zero)
+    for c in _seq(spec.get("containers")):
+        r = _container_nonzero(c)
+        total = {n: total[n] + r[n] for n in names}
+    sidecars = dict(zero)
+    init_max = dict(zero)
+    for c in _seq(spec.get("initContainers")):
+        r = _container_nonzero(c)
+        if _map(c).get("restartPolicy") == "Always":
+            sidecars = {n: sidecars[n] + r[n] for n in names}
+            running = sidecars
+        else:
+            running = {n: sidecars[n] + r[n] for n in names}
+        init_max = {n: max(init_max[n], running[n]) for n in names}
+    result = {n: max(total[n] + sidecars[n], init_max[n]) for n in names}
+    pod_level = _map(_map(spec.get("resources")).get("requests"))
+    overhead = _map(spec.get("overhead"))
+    for n in names:
+        if (level := _quantity(pod_level.get(n))) is not None:
+            result[n] = level
+        result[n] += _quantity(overhead.get(n)) or Decimal(0)
+    return result
 
 
 QOS_RANK = {"Guaranteed": 2, "Burstable": 1, "BestEffort": 0}

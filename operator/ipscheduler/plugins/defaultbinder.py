@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, Status
+from ipscheduler.framework.interface import BIND_ANNOTATIONS, Binder, CycleState, Handle, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.kube.client import Conflict, KubeApi
+from ipscheduler.kube.client import Conflict
 
 NAME = "DefaultBinder"
 
@@ -24,15 +24,22 @@ class DefaultBinder:
 
     name = NAME
 
-    def __init__(self, api: KubeApi) -> None:
-        self.api = api
+    def __init__(self, binder: Binder) -> None:
+        """``binder`` POSTs the Binding (the handle's; ``KubeApi`` in production)."""
+        self.binder = binder
 
     async def bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Error status (with the API's reason) when the bind is refused."""
         try:
-            await self.api.bind(pod, node.name, dict(state.get(BIND_ANNOTATIONS) or {}))
+            await self.binder.bind(pod, node.name, dict(state.get(BIND_ANNOTATIONS) or {}))
         except Conflict as e:
             return Status.error(f"binding rejected: {e}", plugin=NAME)
         except ApiException as e:
             return Status.error(f"binding failed: HTTP {e.status} {e.reason}", plugin=NAME)
         return Status.success()
+
+
+def new(args: None, handle: Handle) -> DefaultBinder:
+    """The plugin's factory (registered as :data:`NAME`; it takes no args): binds through
+    ``handle.binder``."""
+    return DefaultBinder(handle.binder)

@@ -65,8 +65,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Status
+from pydantic import Field
+
+from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
+
+NAME = "InterPodAffinity"
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
@@ -399,7 +404,7 @@ class InterPodAffinity:
     falls back to counting pods on the scored (feasible) nodes only.
     """
 
-    name: str = "InterPodAffinity"
+    name: str = NAME
 
     def __init__(
         self,
@@ -607,3 +612,19 @@ def normalize_min_max(scores: dict[str, int]) -> None:
     diff = hi - lo
     for name, v in scores.items():
         scores[name] = math.trunc(MAX_NODE_SCORE * ((v - lo) / diff)) if diff > 0 else 0
+
+
+class InterPodAffinityArgs(PluginArgs):
+    """``pluginConfig`` args of InterPodAffinity, as upstream's ``InterPodAffinityArgs``
+    (``staging/src/k8s.io/kube-scheduler/config/v1/types_pluginargs.go``; the 0..100
+    range from ``pkg/scheduler/apis/config/validation/validation_pluginargs.go``)."""
+
+    hard_pod_affinity_weight: int = Field(default=1, ge=0, le=MAX_NODE_SCORE, alias="hardPodAffinityWeight")
+    ignore_preferred_terms_of_existing_pods: bool = Field(
+        default=False, alias="ignorePreferredTermsOfExistingPods"
+    )
+
+
+def new(args: InterPodAffinityArgs, handle: Handle) -> InterPodAffinity:
+    """The plugin's factory (registered as :data:`NAME` with :class:`InterPodAffinityArgs`)."""
+    return InterPodAffinity(args.hard_pod_affinity_weight, args.ignore_preferred_terms_of_existing_pods)

@@ -29,8 +29,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ipscheduler.framework.interface import CycleState, Status, default_normalize
+from ipscheduler.framework.interface import CycleState, Handle, Status, default_normalize
 from ipscheduler.framework.types import NodeInfo, PodInfo
+
+NAME = "NodeAffinity"
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 
@@ -202,7 +204,7 @@ def preferred_score(pod: PodInfo, node: NodeInfo) -> int:
 class NodeAffinity:
     """Filter on nodeSelector + required node affinity; score on preferred node affinity."""
 
-    name: str = "NodeAffinity"
+    name: str = NAME
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
         """Skip when the pod has no nodeSelector and no required node affinity: Filter has
@@ -238,3 +240,8 @@ class NodeAffinity:
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         """Scale so the highest-scoring node gets MAX_NODE_SCORE."""
         default_normalize(scores)
+
+
+def new(args: None, handle: Handle) -> NodeAffinity:
+    """The plugin's factory (registered as :data:`NAME`; it takes no args)."""
+    return NodeAffinity()

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ipscheduler.framework.interface import CycleState, Status
+from ipscheduler.framework.interface import CycleState, Handle, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
+
+NAME = "NodeName"
 
 ERR_REASON = "node(s) didn't match the requested node name"
 
@@ -60,7 +62,7 @@ def requested_node_names(pod: PodInfo) -> frozenset[str] | None:
 class NodeName:
     """Filter: reject every node but the one the pod names."""
 
-    name: str = "NodeName"
+    name: str = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Success if the pod names no node or names this one."""
@@ -68,3 +70,8 @@ class NodeName:
         if names is None or node.name in names:
             return Status.success()
         return Status.unresolvable(ERR_REASON, plugin=self.name)
+
+
+def new(args: None, handle: Handle) -> NodeName:
+    """The plugin's factory (registered as :data:`NAME`; it takes no args)."""
+    return NodeName()

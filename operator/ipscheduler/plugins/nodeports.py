@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ipscheduler.framework.interface import CycleState, Status
+from ipscheduler.framework.interface import CycleState, Handle, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
+
+NAME = "NodePorts"
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 
@@ -31,7 +33,7 @@ def fits_ports(pod: PodInfo, node: NodeInfo) -> bool:
 class NodePorts:
     """Filter: reject nodes where a requested host port is already taken."""
 
-    name: str = "NodePorts"
+    name: str = NAME
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
         """Skip when the pod asks for no host port (``node_ports.go`` PreFilter)."""
@@ -42,3 +44,8 @@ class NodePorts:
         if not pod.host_ports or fits_ports(pod, node):
             return Status.success()
         return Status.unschedulable(ERR_REASON, plugin=self.name)
+
+
+def new(args: None, handle: Handle) -> NodePorts:
+    """The plugin's factory (registered as :data:`NAME`; it takes no args)."""
+    return NodePorts()

@@ -9,8 +9,10 @@ the taints lag the condition. The rejection is plain ``Unschedulable``
 
 from __future__ import annotations
 
-from ipscheduler.framework.interface import CycleState, Status
+from ipscheduler.framework.interface import CycleState, Handle, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
+
+NAME = "NodeReady"
 
 ERR_REASON_NOT_READY = "node(s) were not ready"
 
@@ -18,10 +20,15 @@ ERR_REASON_NOT_READY = "node(s) were not ready"
 class NodeReady:
     """Filter: rejects nodes that are not Ready."""
 
-    name: str = "NodeReady"
+    name: str = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Success if ``node`` is Ready, else Unschedulable ``node(s) were not ready``."""
         if node.ready:
             return Status.success()
         return Status.unschedulable(ERR_REASON_NOT_READY, plugin=self.name)
+
+
+def new(args: None, handle: Handle) -> NodeReady:
+    """The plugin's factory (registered as :data:`NAME`; it takes no args)."""
+    return NodeReady()

@@ -40,11 +40,22 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
-from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Status
-from ipscheduler.framework.quantity import parse_quantity
-from ipscheduler.framework.types import NodeInfo, PodInfo
+from pydantic import Field
+
+from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from ipscheduler.framework.registry import PluginArgs
+from ipscheduler.framework.types import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    NodeInfo,
+    PodInfo,
+    nonzero_requests_from_spec,  # noqa: F401  (re-exported)
+)
+
+NAME = "NodeResourcesFit"
+LEAST_ALLOCATED_NAME = "NodeResourcesLeastAllocated"
+BALANCED_ALLOCATION_NAME = "NodeResourcesBalancedAllocation"
 
 RESOURCE_CPU = "cpu"
 RESOURCE_MEMORY = "memory"
@@ -52,11 +63,6 @@ RESOURCE_EPHEMERAL_STORAGE = "ephemeral-storage"
 RESOURCE_PODS = "pods"
 
 ERR_TOO_MANY_PODS = "Too many pods"
-
-DEFAULT_MILLI_CPU_REQUEST = 100
-"""Non-zero cpu request of a container without one, in millicores (``DefaultMilliCPURequest``)."""
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-"""Non-zero memory request of a container without one, in bytes (``DefaultMemoryRequest``)."""
 
 DEFAULT_RESOURCES: Mapping[str, int] = {RESOURCE_CPU: 1, RESOURCE_MEMORY: 1}
 """Scored resources and weights of the default scoring strategy (``defaultResourceSpec``)."""
@@ -151,7 +157,7 @@ def fits(pod: PodInfo, node: NodeInfo) -> list[str]:
 class NodeResourcesFit:
     """PreFilter: the pod's requests into the cycle state. Filter: ``fitsRequest`` (see module doc)."""
 
-    name: str = "NodeResourcesFit"
+    name: str = NAME
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
         """Compute the pod's request vector once per cycle (``computePodResourceRequest``)."""
@@ -176,82 +182,6 @@ class NodeResourcesFit:
 
 
 # --------------------------------------------------------------------------- non-zero requests
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _seq(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _quantity(value: Any) -> Decimal | None:
-    """A parsed quantity, or None if absent or malformed."""
-    try:
-        return None if value is None else parse_quantity(value)
-    except ValueError:
-        return None
-
-
-def _container_nonzero(container: Any) -> dict[str, Decimal]:
-    """cpu/memory requests of one container, a missing one replaced by the default (``applyNonMissing``).
-
-    An explicit request, even ``0``, is kept; a limit without a request
-    stands for the request (API-server defaulting); an unparsable quantity
-    counts as missing.
-    """
-    resources = _map(_map(container).get("resources"))
-    given = {**_map(resources.get("limits")), **_map(resources.get("requests"))}
-    defaults = {
-        RESOURCE_CPU: Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000,
-        RESOURCE_MEMORY: Decimal(DEFAULT_MEMORY_REQUEST),
-    }
-    out: dict[str, Decimal] = {}
-    for name, default in defaults.items():
-        value = _quantity(given.get(name))
-        out[name] = default if value is None else value
-    return out
-
-
-def nonzero_requests_from_spec(spec: Mapping[str, Any]) -> dict[str, Decimal]:
-    """Non-zero cpu (cores) and memory (bytes) requests of a pod spec, exactly as upstream.
-
-    ``resourcehelper.PodRequests`` with ``NonMissingContainerRequests``
-    (``staging/src/k8s.io/component-helpers/resource/helpers.go``): the
-    defaults are applied per container *before* aggregating, so two
-    containers without requests count 200m; sidecars add up, a regular init
-    container counts with the sidecars started before it, the pod needs the
-    max; pod-level ``spec.resources.requests`` (PodLevelResources) override
-    cpu/memory; ``spec.overhead`` is added.
-
-    :class:`~ipscheduler.framework.types.PodInfo` computes it once from the spec
-    (``nonzero_requests``); plugins read it through :func:`nonzero_requests`.
-    """
-    names = (RESOURCE_CPU, RESOURCE_MEMORY)
-    zero = {n: Decimal(0) for n in names}
-    total = dict(zero)
-    for c in _seq(spec.get("containers")):
-        r = _container_nonzero(c)
-        total = {n: total[n] + r[n] for n in names}
-    sidecars = dict(zero)
-    init_max = dict(zero)
-    for c in _seq(spec.get("initContainers")):
-        r = _container_nonzero(c)
-        if _map(c).get("restartPolicy") == "Always":
-            sidecars = {n: sidecars[n] + r[n] for n in names}
-            running = sidecars
-        else:
-            running = {n: sidecars[n] + r[n] for n in names}
-        init_max = {n: max(init_max[n], running[n]) for n in names}
-    result = {n: max(total[n] + sidecars[n], init_max[n]) for n in names}
-    pod_level = _map(_map(spec.get("resources")).get("requests"))
-    overhead = _map(spec.get("overhead"))
-    for n in names:
-        if (level := _quantity(pod_level.get(n))) is not None:
-            result[n] = level
-        result[n] += _quantity(overhead.get(n)) or Decimal(0)
-    return result
 
 
 def nonzero_requests(pod: PodInfo) -> dict[str, Decimal]:
@@ -342,7 +272,7 @@ def balanced_resource_score(requested: Iterable[int], allocatable: Iterable[int]
 class NodeResourcesLeastAllocated:
     """Score: favour nodes with the most unrequested cpu/memory (NodeResourcesFit ``LeastAllocated``)."""
 
-    name: str = "NodeResourcesLeastAllocated"
+    name: str = LEAST_ALLOCATED_NAME
 
     def __init__(self, resources: Mapping[str, int] | None = None) -> None:
         """``resources``: resource name → weight (1..100); default cpu and memory, weight 1 each."""
@@ -398,7 +328,7 @@ class NodeResourcesLeastAllocated:
 class NodeResourcesBalancedAllocation:
     """Score: favour nodes whose cpu and memory fractions stay close to each other."""
 
-    name: str = "NodeResourcesBalancedAllocation"
+    name: str = BALANCED_ALLOCATION_NAME
 
     def __init__(self, resources: Mapping[str, int] | None = None) -> None:
         """``resources``: resource names (weights are validated but, as upstream, unused)."""
@@ -425,3 +355,46 @@ class NodeResourcesBalancedAllocation:
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         """No-op: upstream has no NormalizeScore for this plugin."""
+
+
+# --------------------------------------------------------------------------- factories
+
+
+class ResourceSpec(PluginArgs):
+    """A scored resource and its weight (upstream ``ResourceSpec``)."""
+
+    name: str = Field(min_length=1)
+    weight: int = Field(default=1, ge=1, le=MAX_NODE_SCORE)
+
+
+def _default_resources() -> list[ResourceSpec]:
+    return [ResourceSpec(name=n, weight=w) for n, w in DEFAULT_RESOURCES.items()]
+
+
+class ResourcesArgs(PluginArgs):
+    """``pluginConfig`` args of the two score plugins: the scored resources (default cpu and
+    memory, weight 1 each), as ``scoringStrategy.resources`` of upstream's
+    ``NodeResourcesFitArgs`` and ``resources`` of ``NodeResourcesBalancedAllocationArgs``
+    (``staging/src/k8s.io/kube-scheduler/config/v1/types_pluginargs.go``)."""
+
+    resources: list[ResourceSpec] = Field(default_factory=_default_resources, min_length=1)
+
+    def weights(self) -> dict[str, int]:
+        """Resource name → weight."""
+        return {r.name: r.weight for r in self.resources}
+
+
+def new(args: None, handle: Handle) -> NodeResourcesFit:
+    """Factory of NodeResourcesFit (registered as :data:`NAME`; it takes no args)."""
+    return NodeResourcesFit()
+
+
+def new_least_allocated(args: ResourcesArgs, handle: Handle) -> NodeResourcesLeastAllocated:
+    """Factory of NodeResourcesLeastAllocated (:data:`LEAST_ALLOCATED_NAME`, :class:`ResourcesArgs`)."""
+    return NodeResourcesLeastAllocated(args.weights())
+
+
+def new_balanced_allocation(args: ResourcesArgs, handle: Handle) -> NodeResourcesBalancedAllocation:
+    """Factory of NodeResourcesBalancedAllocation (:data:`BALANCED_ALLOCATION_NAME`,
+    :class:`ResourcesArgs`)."""
+    return NodeResourcesBalancedAllocation(args.weights())

@@ -7,8 +7,10 @@ tolerates the taint ``node.kubernetes.io/unschedulable:NoSchedule``.
 
 from __future__ import annotations
 
-from ipscheduler.framework.interface import CycleState, Status
+from ipscheduler.framework.interface import CycleState, Handle, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
+
+NAME = "NodeUnschedulable"
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
@@ -19,7 +21,7 @@ _UNSCHEDULABLE_TAINT = Taint(key=TAINT_NODE_UNSCHEDULABLE, effect="NoSchedule")
 class NodeUnschedulable:
     """Filter: rejects cordoned nodes unless the pod tolerates the unschedulable taint."""
 
-    name: str = "NodeUnschedulable"
+    name: str = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Success unless ``node`` is unschedulable and the pod lacks a matching toleration."""
@@ -28,3 +30,8 @@ class NodeUnschedulable:
         if any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in pod.tolerations):
             return Status.success()
         return Status.unresolvable(ERR_REASON_UNSCHEDULABLE, plugin=self.name)
+
+
+def new(args: None, handle: Handle) -> NodeUnschedulable:
+    """The plugin's factory (registered as :data:`NAME`; it takes no args)."""
+    return NodeUnschedulable()

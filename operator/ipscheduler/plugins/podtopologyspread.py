@@ -56,11 +56,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Status
+from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.interpodaffinity import InvalidSelectorError, LabelSelector, Requirement
 from ipscheduler.plugins.nodeaffinity import match_required_node_affinity
 from ipscheduler.plugins.tainttoleration import find_untolerated_taint
+
+NAME = "PodTopologySpread"
 
 ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
@@ -196,7 +198,7 @@ def _round_half_away(x: float) -> int:
 class PodTopologySpread:
     """Filter on DoNotSchedule spread constraints; score on ScheduleAnyway ones."""
 
-    name: str = "PodTopologySpread"
+    name: str = NAME
 
     # -- PreFilter / Filter ----------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
@@ -354,3 +356,8 @@ class PodTopologySpread:
                 scores[name] = MAX_NODE_SCORE
             else:
                 scores[name] = MAX_NODE_SCORE * (max_score + min_score - v) // max_score
+
+
+def new(args: None, handle: Handle) -> PodTopologySpread:
+    """The plugin's factory (registered as :data:`NAME`; it takes no args)."""
+    return PodTopologySpread()

@@ -9,14 +9,16 @@ goes first.
 
 from __future__ import annotations
 
-from ipscheduler.framework.interface import QueuedPodInfo
+from ipscheduler.framework.interface import Handle, QueuedPodInfo
 from ipscheduler.framework.types import QOS_RANK
+
+NAME = "PrioritySort"
 
 
 class PrioritySort:
     """Orders pods by priority (desc), then QoS class (desc), then queue timestamp (asc)."""
 
-    name: str = "PrioritySort"
+    name: str = NAME
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         """True if ``a`` should be popped before ``b``."""
@@ -27,3 +29,8 @@ class PrioritySort:
         if qa != qb:
             return qa > qb
         return a.timestamp < b.timestamp
+
+
+def new(args: None, handle: Handle) -> PrioritySort:
+    """The plugin's factory (registered as :data:`NAME`; it takes no args)."""
+    return PrioritySort()

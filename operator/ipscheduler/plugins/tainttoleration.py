@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ipscheduler.framework.interface import CycleState, Status, default_normalize
+from ipscheduler.framework.interface import CycleState, Handle, Status, default_normalize
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint, Toleration
+
+NAME = "TaintToleration"
 
 EFFECT_NO_SCHEDULE = "NoSchedule"
 EFFECT_PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -43,7 +45,7 @@ def find_untolerated_taint(node: NodeInfo, tolerations: Iterable[Toleration]) ->
 class TaintToleration:
     """Filter on NoSchedule/NoExecute taints; score on PreferNoSchedule taints."""
 
-    name: str = "TaintToleration"
+    name: str = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Reject ``node`` if it has a NoSchedule/NoExecute taint the pod does not tolerate."""
@@ -64,3 +66,8 @@ class TaintToleration:
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         """Reverse-normalize: fewest intolerable taints → MAX_NODE_SCORE."""
         default_normalize(scores, reverse=True)
+
+
+def new(args: None, handle: Handle) -> TaintToleration:
+    """The plugin's factory (registered as :data:`NAME`; it takes no args)."""
+    return TaintToleration()

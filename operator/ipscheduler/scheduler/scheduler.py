@@ -272,6 +272,9 @@ class Scheduler:
         nodes = self._snapshot()
         feasible, diagnosis = self.profile.find_feasible(state, pod, nodes)
         if not feasible:
+            post = await self.profile.run_post_filter(state, pod, diagnosis)
+            if not post.is_rejected():
+                log.info("PostFilter for %s: %s %s", pod.key, post.code.value, post.message)
             msg = diagnosis.message()
             await self._fail(qp, msg, diagnosis)
             return ScheduleResult(pod.key, message=msg)

@@ -30,6 +30,11 @@ Extension points:
 
 ``hostNetwork`` pods use the node's own address: every extension point
 skips them.
+
+UnderlayIP is an out-of-tree plugin: :func:`new` is its factory, registered by
+the command that wires the scheduler (``cmd/registry``, as upstream's
+``app.WithPlugin(Name, New)``), which supplies its dependencies; its
+``pluginConfig`` args are :class:`UnderlayIPArgs`.
 """
 
 from __future__ import annotations
@@ -45,8 +50,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from pydantic import Field, model_validator
+
 from ipscheduler.backend.cache import ClusterCache
-from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, Status, default_normalize
+from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, Handle, Status, default_normalize
+from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.underlayip import allocator, multus
@@ -67,6 +75,32 @@ _MINE = f"{NAME}/written"
 _NETWORK = f"{NAME}/network"
 
 Strategy = Literal["spread", "binpack"]
+
+
+class UnderlayIPArgs(PluginArgs):
+    """``pluginConfig`` args of UnderlayIP: the address strategy and the Multus network
+    (``[namespace/]name``, checked by :func:`ipscheduler.underlayip.multus.parse_network_name`)."""
+
+    strategy: Strategy = "spread"
+    multus_network: str | None = Field(default=None, alias="multusNetwork")
+
+    @model_validator(mode="after")
+    def _network_name(self) -> UnderlayIPArgs:
+        if self.multus_network is not None:
+            try:
+                multus.parse_network_name(self.multus_network)
+            except multus.MultusError as e:
+                raise ValueError(str(e)) from e
+        return self
+
+    def defaulted(self, strategy: Strategy | None, multus_network: str | None) -> UnderlayIPArgs:
+        """These args over the command line's (``--ip-strategy``, ``--multus-network``):
+        the file's ``strategy`` if it sets one, else ``strategy`` (None: ``spread``); the
+        file's ``multusNetwork`` if it names one, else ``multus_network``."""
+        return UnderlayIPArgs(
+            strategy=self.strategy if "strategy" in self.model_fields_set else (strategy or "spread"),
+            multus_network=self.multus_network or multus_network,
+        )
 
 
 class UnderlayIP:
@@ -364,3 +398,18 @@ def allocated_ip(state: CycleState) -> str | None:
     """The address Reserve took in this cycle (None: none, or count-only)."""
     alloc = state.get(_ALLOC)
     return None if alloc is None else alloc[1]
+
+
+def new(
+    args: UnderlayIPArgs,
+    handle: Handle,
+    *,
+    cache: ClusterCache,
+    writer: PoolWriter,
+    api: KubeApi | None = None,
+    identity: str = "",
+    reserved_ttl: float = 60.0,
+) -> UnderlayIP:
+    """UnderlayIP's factory ``new(args, handle)`` once its registration has bound the
+    keyword-only dependencies (see :class:`UnderlayIP` for each)."""
+    return UnderlayIP(cache, writer, args.strategy, api, identity, reserved_ttl, args.multus_network)
