@@ -90,12 +90,12 @@ class Scheduler:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._unschedulable_msg: dict[str, str] = {}
         self._nodes_seen: dict[str, NodeInfo] = {}
-        self.health = health or HealthState()
-        self.node_pods = node_pods or NodePods()
+        self.health = health if health is not None else HealthState()
+        self.node_pods = node_pods if node_pods is not None else NodePods()
         self._assumed: dict[str, PodInfo] = {}
         self._binding: set[str] = set()  # UIDs whose Binding we POSTed (until kopf sees them leave)
         self._snapshot_memo: dict[str, _SnapshotEntry] = {}
-        self.metrics = metrics or Metrics(name)
+        self.metrics = metrics if metrics is not None else Metrics(name)
         self.on_pod_gone = on_pod_gone
         self.on_node_set_change = on_node_set_change
         self.start_after = start_after

@@ -77,8 +77,8 @@ class PoolController:
         self.recorder = recorder
         self.gc_interval = gc_interval
         self.reserved_ttl = reserved_ttl
-        self.health = health or HealthState()
-        self.metrics = metrics or Metrics(scheduler_name)
+        self.health = health if health is not None else HealthState()
+        self.metrics = metrics if metrics is not None else Metrics(scheduler_name)
         self.on_capacity_freed = on_capacity_freed
         self.wait_for = tuple(wait_for)
         self.watch_timeout = 90.0
