@@ -70,6 +70,18 @@ class ClusterResource:
         return f"{self.group}/{self.version}"
 
 
+async def live_pod(api: KubeApi, uid: str, key: str) -> PodInfo | None:
+    """Pod ``uid`` as the API server has it now: read by ``key`` (``namespace/name``) and
+    matched by UID, never by name (a new pod that reused the name is not this pod; see
+    whereabouts#176). None when it is gone. The one live read behind every decision to
+    release or keep an allocation that an event alone does not prove (the pool
+    controller's release and GC, UnderlayIP's Unreserve). Raises what the read raises."""
+    namespace, _, name = key.partition("/")
+    body = await api.get_pod(namespace, name) if namespace and name else None
+    live = PodInfo.from_obj(body) if body else None
+    return live if live is not None and live.uid == uid else None
+
+
 class KubeApi:
     """Thin typed wrapper over the kubernetes-asyncio calls the scheduler makes.
 

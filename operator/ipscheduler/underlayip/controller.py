@@ -32,7 +32,7 @@ from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
 from ipscheduler.health import HealthState
-from ipscheduler.kube.client import Conflict, KubeApi
+from ipscheduler.kube.client import Conflict, KubeApi, live_pod
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, repair
@@ -240,14 +240,9 @@ class PoolController:
             await self.release(pod.uid)
 
     async def live_pod(self, uid: str, key: str) -> PodInfo | None:
-        """Pod ``uid`` as the API server has it now: read by ``key`` (``namespace/name``) and
-        matched by UID, never by name (a new pod that reused the name is not this pod).
-        None when it is gone. The one live read behind every release that an event alone
-        does not prove. Raises what the read raises."""
-        namespace, _, name = key.partition("/")
-        body = await self.api.get_pod(namespace, name) if namespace and name else None
-        live = PodInfo.from_obj(body) if body else None
-        return live if live is not None and live.uid == uid else None
+        """Pod ``uid`` as the API server has it now (:func:`ipscheduler.kube.client.live_pod`:
+        read by name, matched by UID). None when it is gone. Raises what the read raises."""
+        return await live_pod(self.api, uid, key)
 
     async def confirm_gone(self, uid: str, key: str) -> bool:
         """True when :meth:`live_pod` finds pod ``uid`` gone or terminal (Succeeded/Failed)."""

@@ -56,7 +56,7 @@ from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, Handle, Status, default_normalize
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
-from ipscheduler.kube.client import KubeApi
+from ipscheduler.kube.client import KubeApi, live_pod
 from ipscheduler.underlayip import allocator, multus
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.models import NodeIPPoolStatus
@@ -283,11 +283,8 @@ class UnderlayIP:
         gone). Raises what the read raises."""
         if self.api is None:
             return None
-        body = await self.api.get_pod(pod.namespace, pod.name)
-        if body is None:
-            return None
-        live = PodInfo.from_obj(body)
-        if live.uid != pod.uid or not live.bound:
+        live = await live_pod(self.api, pod.uid, pod.key)
+        if live is None or not live.bound:
             return None
         return live.annotations.get(ANNOTATION_POOL) or ""
 
