@@ -26,12 +26,13 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.nodepods import FIELD_SELECTOR, NodePods
 from ipscheduler.cmd.explain import evaluate
 from ipscheduler.cmd.registry import build_profile
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.cache import PoolCache
 from tests.e2e.conftest import SCHEDULER, SchedulerProcess
 from tests.kube import Kubectl, create_namespace, wait_for
 
@@ -203,8 +204,10 @@ def _ours_feasible(kubectl: Kubectl, pod: dict[str, Any], ns: str) -> list[str]:
     bound = NodePods()
     bound.replace_all(kubectl.json("get", "pods", "-A", "--field-selector", FIELD_SELECTOR)["items"])
     pools = [PoolView.from_obj(p) for p in kubectl.json("get", "nodeippools")["items"]]
-    cache = ClusterCache()
-    cache.attach({k: [v] for k, v in nodes.items()}, {p.name: [p] for p in pools})
+    node_cache = Cache()
+    node_cache.attach({k: [v] for k, v in nodes.items()})
+    cache = PoolCache(node_cache)
+    cache.attach({p.name: [p] for p in pools})
     profile = build_profile(cache, None, None)  # type: ignore[arg-type]  # filters need no API
     body = {**pod, "metadata": {**pod["metadata"], "uid": "shaping", "namespace": ns}}
     snapshot = {n: dataclasses.replace(info, pods=bound.pods_on(n)) for n, info in nodes.items()}

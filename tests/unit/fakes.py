@@ -7,7 +7,9 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ipscheduler.backend.cache import Cache, IndexLike
 from ipscheduler.kube.client import Conflict
+from ipscheduler.underlayip.cache import PoolCache
 
 
 class FakePoolApi:
@@ -62,3 +64,13 @@ class FakePoolApi:
         body = self.bodies[name]
         body["status"]["allocations"] = {**body["status"].get("allocations", {}), **allocations}
         body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
+
+
+def pool_cache(nodes: IndexLike | None = None, pools: IndexLike | None = None) -> PoolCache:
+    """A PoolCache over a node Cache, both attached to these indexes (name → [NodeInfo],
+    name → [PoolView]) as cmd/wiring attaches them once the informers have synced."""
+    node_cache = Cache()
+    node_cache.attach(nodes if nodes is not None else {})
+    cache = PoolCache(node_cache)
+    cache.attach(pools if pools is not None else {})
+    return cache

@@ -1,4 +1,4 @@
-"""ClusterCache: the incrementally kept pool views equal a cache built from scratch."""
+"""PoolCache: the incrementally kept pool views equal a cache built from scratch."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.framework.types import NodeInfo
 from ipscheduler.underlayip.allocator import PoolView, available
+from ipscheduler.underlayip.cache import PoolCache
+from tests.unit.fakes import pool_cache
 
 NODES = [f"node-{i}" for i in range(4)]
 SINCE = "2024-01-01T00:00:00Z"
@@ -32,7 +33,7 @@ def body(name: str, node: str, rv: int, addresses: list[str] | None, allocs: dic
     }
 
 
-def derived(cache: ClusterCache) -> dict[str, Any]:
+def derived(cache: PoolCache) -> dict[str, Any]:
     """Everything the scheduler reads from the cache, in comparable form."""
     pools = cache.pools()
     return {
@@ -57,8 +58,7 @@ def test_incremental_upkeep_matches_a_rebuild(seed: int) -> None:
     node_index: dict[str, list[object]] = {n: [NodeInfo(name=n, ready=True)] for n in NODES[:3]}
     pool_index: dict[str, list[object]] = {}
     specs: dict[str, tuple[str, list[str] | None]] = {}
-    cache = ClusterCache()
-    cache.attach(node_index, pool_index)
+    cache = pool_cache(node_index, pool_index)
     rv = 1
     for _ in range(60):
         rv += 1
@@ -90,9 +90,8 @@ def test_incremental_upkeep_matches_a_rebuild(seed: int) -> None:
                 del node_index[node]
             else:
                 node_index[node] = [NodeInfo(name=node, ready=True)]
-            cache.invalidate()
-        fresh = ClusterCache()
-        fresh.attach(node_index, pool_index)
+            cache.node_cache.invalidate()  # the node set changed (the scheduler's node handler)
+        fresh = pool_cache(node_index, pool_index)
         for p in cache.pools().values():  # the overlay of our own writes is part of the state
             if fresh.pool(p.name) is not None and cache._fresh.get(p.name) is p:
                 fresh.store_fresh(p)
@@ -101,10 +100,9 @@ def test_incremental_upkeep_matches_a_rebuild(seed: int) -> None:
 
 def test_available_is_zero_when_every_free_address_is_held_by_another_pool() -> None:
     """p-old still holds 10.0.0.2 after its spec dropped it; p-new declares it: not handed out."""
-    cache = ClusterCache()
     old = PoolView.from_obj(body("p-old", "node-0", 5, ["10.0.0.9"], {"u1": "10.0.0.2"}))
     new = PoolView.from_obj(body("p-new", "node-1", 5, ["10.0.0.1-10.0.0.2"], {"u2": "10.0.0.1"}))
-    cache.attach({n: [NodeInfo(name=n)] for n in NODES}, {"p-old": [old], "p-new": [new]})
+    cache = pool_cache({n: [NodeInfo(name=n)] for n in NODES}, {"p-old": [old], "p-new": [new]})
     assert cache.context(new).held_by == {"10.0.0.2": "p-old"}
     assert cache.available(new) == 0
     assert cache.node_free().get("node-1", 0) == 0

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.cmd.registry import FILTER_PLUGINS, SCORE_WEIGHTS, build_profile, load_config
 from ipscheduler.framework.config import ConfigError
+from tests.unit.fakes import pool_cache
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -19,7 +19,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def profile_of(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
-    return build_profile(ClusterCache(), None, None, load_config(write(tmp_path, text)))  # type: ignore[arg-type]
+    return build_profile(pool_cache(), None, None, load_config(write(tmp_path, text)))  # type: ignore[arg-type]
 
 
 def test_empty_file_gives_the_default_profile(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ profiles:
 def test_multus_network_from_flag_or_file(
     tmp_path: Path, text: str, flag: str | None, expected: str | None
 ) -> None:
-    prof = build_profile(ClusterCache(), None, None, load_config(write(tmp_path, text)), multus_network=flag)  # type: ignore[arg-type]
+    prof = build_profile(pool_cache(), None, None, load_config(write(tmp_path, text)), multus_network=flag)  # type: ignore[arg-type]
     underlay = next(p for p in prof.filter if p.name == "UnderlayIP")
     assert underlay.multus_network == expected
 

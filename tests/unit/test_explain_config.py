@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.cmd import cli
 from ipscheduler.cmd import explain as explain_module
 from ipscheduler.cmd.explain import evaluate, explain_profile, render
 from ipscheduler.cmd.registry import FILTER_PLUGINS, SCORE_WEIGHTS, load_config
 from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from tests.unit.fakes import pool_cache
 
 # A hostNetwork pod needs no address, so UnderlayIP passes every node without pools.
 POD = PodInfo(uid="u1", namespace="ns", name="p", host_network=True, scheduler_name="custom")
@@ -65,7 +65,7 @@ def test_explain_profile_is_the_configured_one(
     tmp_path: Path, text: str | None, name: str, filters: list[str], weights: dict[str, int], strategy: str
 ) -> None:
     config = None if text is None else load_config(write(tmp_path, text))
-    fw = explain_profile(ClusterCache(), None, None, config)  # type: ignore[arg-type]
+    fw = explain_profile(pool_cache(), None, None, config)  # type: ignore[arg-type]
     assert fw.scheduler_name == name
     assert [p.name for p in fw.filter] == filters
     assert {p.name: w for p, w in fw.score} == weights
@@ -83,7 +83,7 @@ def test_explain_profile_is_the_configured_one(
 def test_explain_verdicts_follow_the_file(
     tmp_path: Path, text: str, feasible: list[str], rejected: dict[str, str]
 ) -> None:
-    fw = explain_profile(ClusterCache(), None, None, load_config(write(tmp_path, text)))  # type: ignore[arg-type]
+    fw = explain_profile(pool_cache(), None, None, load_config(write(tmp_path, text)))  # type: ignore[arg-type]
     verdicts, summary = evaluate(fw, POD, NODES)
     assert sorted(v.node for v in verdicts if v.feasible) == feasible
     assert {v.node: v.plugin for v in verdicts if not v.feasible} == rejected
@@ -95,7 +95,7 @@ def test_explain_verdicts_follow_the_file(
 def test_explain_profile_refuses_what_run_refuses(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "profiles: [{plugins: {filter: {disabled: [{name: UnderlayIP}]}}}]"))
     with pytest.raises(ValueError, match="the UnderlayIP filter cannot be disabled"):
-        explain_profile(ClusterCache(), None, None, config)  # type: ignore[arg-type]
+        explain_profile(pool_cache(), None, None, config)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- the command line

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.cmd.registry import (
     build_profile,
     config_registry,
@@ -40,6 +39,7 @@ from ipscheduler.framework.runtime import Diagnosis, Framework, PluginHandle, ne
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip.plugin import UnderlayIP
+from tests.unit.fakes import pool_cache
 
 POD = PodInfo(uid="u1", namespace="ns", name="p")
 HANDLE = PluginHandle(binder=None)  # type: ignore[arg-type]
@@ -195,7 +195,7 @@ def test_one_instance_per_plugin_across_points() -> None:
 
 
 def test_the_default_plugins_fill_their_points() -> None:
-    fw = build_profile(ClusterCache(), None, None)  # type: ignore[arg-type]
+    fw = build_profile(pool_cache(), None, None)  # type: ignore[arg-type]
     assert fw.queue_sort.name == "PrioritySort"
     assert names(fw.pre_filter) == [
         "NodeAffinity",
@@ -432,7 +432,7 @@ def test_underlay_ip_cannot_be_disabled(point: str, name: str) -> None:
         context={REGISTRY_CONTEXT: config_registry()},
     )
     with pytest.raises(ValueError, match=f"the UnderlayIP {point}"):
-        build_profile(ClusterCache(), None, None, cfg)  # type: ignore[arg-type]
+        build_profile(pool_cache(), None, None, cfg)  # type: ignore[arg-type]
 
 
 def test_config_registry_cannot_make_underlay_ip() -> None:
@@ -445,7 +445,7 @@ def test_config_registry_cannot_make_underlay_ip() -> None:
 
 def test_out_of_tree_plugin_merged_and_enabled() -> None:
     """As ``app.WithPlugin``: an out-of-tree plugin joins the in-tree registry and the profile."""
-    registry = plugin_registry(with_underlay_ip(ClusterCache(), None, None))  # type: ignore[arg-type]
+    registry = plugin_registry(with_underlay_ip(pool_cache(), None, None))  # type: ignore[arg-type]
     registry.merge(with_plugin("Extra", lambda args, handle: Everything("Extra", args), AllArgs))
     raw = {
         "plugins": {"filter": {"enabled": [{"name": "Extra"}]}},
@@ -470,7 +470,7 @@ def test_out_of_tree_plugin_merged_and_enabled() -> None:
 def test_underlay_ip_flags_are_defaults_plugin_config_overrides(
     args: dict[str, Any], strategy: Any, multus: str | None, expected: tuple[str, str | None]
 ) -> None:
-    registry = plugin_registry(with_underlay_ip(ClusterCache(), None, None, strategy, multus_network=multus))  # type: ignore[arg-type]
+    registry = plugin_registry(with_underlay_ip(pool_cache(), None, None, strategy, multus_network=multus))  # type: ignore[arg-type]
     plugin = registry.new_plugin("UnderlayIP", args, HANDLE)
     assert isinstance(plugin, UnderlayIP)
     assert (plugin.strategy, plugin.multus_network) == expected
@@ -525,7 +525,7 @@ class _Binder:
 def test_handle_binder_reaches_default_binder() -> None:
     binder: Binder = _Binder()
     fw = new_framework(
-        plugin_registry(with_underlay_ip(ClusterCache(), None, None)),  # type: ignore[arg-type]
+        plugin_registry(with_underlay_ip(pool_cache(), None, None)),  # type: ignore[arg-type]
         SchedulerConfiguration().profile,
         PluginHandle(binder=binder),
         default_plugins(),

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.cmd.wiring import connect
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.controller import PoolController
+from tests.unit.fakes import pool_cache
 
 _NONE: Any = None
 
@@ -59,14 +59,13 @@ def heartbeat(body: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture
 def ctrl() -> PoolController:
     return PoolController(
-        scheduler_name="ip-scheduler", api=_NONE, cache=ClusterCache(), writer=_NONE, recorder=_NONE
+        scheduler_name="ip-scheduler", api=_NONE, cache=pool_cache(), writer=_NONE, recorder=_NONE
     )
 
 
 @pytest.fixture
 def sched(ctrl: PoolController) -> Scheduler:
-    cache = ClusterCache()
-    cache.attach({}, {})
+    cache = pool_cache().node_cache
     s = Scheduler(
         name="ip-scheduler",
         api=_NONE,

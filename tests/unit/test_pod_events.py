@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.cmd.wiring import connect
 from ipscheduler.framework.types import NodeInfo, PodInfo
@@ -23,7 +22,7 @@ from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.writer import PoolWriter
-from tests.unit.fakes import FakePoolApi
+from tests.unit.fakes import FakePoolApi, pool_cache
 
 SINCE = "2024-01-01T00:00:00Z"
 
@@ -62,13 +61,12 @@ def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
             "allocations": {"u1": {"ip": "10.0.0.1", "pod": "ns/pod-u1", "phase": "Reserved", "since": SINCE}}
         },
     }
-    cache = ClusterCache()
-    cache.attach({"node-1": [NodeInfo(name="node-1", ready=True)]}, {"p": [PoolView.from_obj(pool)]})
+    cache = pool_cache({"node-1": [NodeInfo(name="node-1", ready=True)]}, {"p": [PoolView.from_obj(pool)]})
     api = Api([pool], live)
     sched = Scheduler(
         name="ip-scheduler",
         api=api,  # type: ignore[arg-type]
-        cache=cache,
+        cache=cache.node_cache,
         profile=None,  # type: ignore[arg-type]
         queue=SchedulingQueue(PrioritySort()),
         recorder=Recorder(),  # type: ignore[arg-type]
@@ -176,12 +174,12 @@ async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
     ctrl.recorder = Events()  # type: ignore[assignment]
     sched.node_pods.on_bound(prebound("u9", "10.0.0.2"))
     # Before the adoption is written, its address is taken for every reservation.
-    pool = sched.cache.pool("p")
-    assert pool is not None and sched.cache.context(pool).claimed == {"10.0.0.2": "u9"}
+    pool = ctrl.cache.pool("p")
+    assert pool is not None and ctrl.cache.context(pool).claimed == {"10.0.0.2": "u9"}
     await settle(ctrl)
     got = api.bodies["p"]["status"]["allocations"]["u9"]
     assert (got["ip"], got["phase"], got["pod"]) == ("10.0.0.2", "Bound", "ns/pod-u9")
-    assert sched.cache.claimed() == {}
+    assert ctrl.cache.claimed() == {}
     writes = len(api.puts)
     sched.node_pods.on_bound(prebound("u9", "10.0.0.2"))  # recorded now: nothing to do
     await settle(ctrl)
@@ -202,7 +200,7 @@ async def test_a_pod_created_bound_with_a_held_address_gets_address_conflict_on_
     ]
     assert "already held by pod ns/pod-u1" in events.seen[0][2]
     assert "pod ns/pod-u9" in events.seen[1][2]
-    assert sched.cache.claimed() == {}
+    assert ctrl.cache.claimed() == {}
 
 
 @pytest.mark.parametrize(
@@ -238,4 +236,4 @@ async def test_pods_seen_before_the_start_up_reconcile_are_left_to_it() -> None:
     sched, ctrl, api = setup(None)
     sched.node_pods.on_bound(prebound("u9", "10.0.0.2"))
     await settle(ctrl)
-    assert sched.cache.claimed() == {} and "u9" not in api.bodies["p"]["status"]["allocations"]
+    assert ctrl.cache.claimed() == {} and "u9" not in api.bodies["p"]["status"]["allocations"]

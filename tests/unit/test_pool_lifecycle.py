@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.framework.types import NodeInfo
 from ipscheduler.underlayip.allocator import (
     PoolContext,
@@ -19,6 +18,7 @@ from ipscheduler.underlayip.allocator import (
     reserve,
 )
 from ipscheduler.underlayip.models import NodeIPPoolStatus
+from tests.unit.fakes import pool_cache
 
 SINCE = "2024-01-01T00:00:00Z"
 NOW = datetime.datetime(2024, 6, 1, 12, 0, 0, tzinfo=datetime.UTC)
@@ -343,8 +343,7 @@ def test_pick_never_returns_a_held_address_in_other_spelling() -> None:
 def test_address_held_in_another_pool_is_never_handed_out() -> None:
     a = body("pool-a", node="node-a", addresses=["10.0.0.1-10.0.0.4"], allocations={"u5": alloc("10.0.0.5")})
     b = body("pool-b", node="node-b", addresses=["10.0.0.5-10.0.0.6"])
-    cache = ClusterCache()
-    cache.attach(
+    cache = pool_cache(
         {"node-a": [NodeInfo("node-a", ready=True)], "node-b": [NodeInfo("node-b", ready=True)]},
         {"pool-a": [PoolView.from_obj(a)], "pool-b": [PoolView.from_obj(b)]},
     )

@@ -10,13 +10,13 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.framework.types import NodeInfo
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import FINALIZER
 from ipscheduler.underlayip.writer import CAS_ATTEMPTS, MutateFn, PoolWriter
-from tests.unit.fakes import FakePoolApi
+from tests.unit.fakes import FakePoolApi, pool_cache
 
 SINCE = "2024-01-01T00:00:00Z"
 
@@ -39,9 +39,8 @@ def body(
     }
 
 
-def setup(*bodies: dict[str, Any], defer_delay: float = 1.0) -> tuple[FakePoolApi, ClusterCache, PoolWriter]:
-    cache = ClusterCache()
-    cache.attach(
+def setup(*bodies: dict[str, Any], defer_delay: float = 1.0) -> tuple[FakePoolApi, PoolCache, PoolWriter]:
+    cache = pool_cache(
         {"node-a": [NodeInfo(name="node-a", ready=True)]},
         {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in bodies},
     )

@@ -1,4 +1,4 @@
-"""Unit tests for the UnderlayIP plugin over a real ClusterCache and an in-memory pool writer."""
+"""Unit tests for the UnderlayIP plugin over a real PoolCache and an in-memory pool writer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, Code, CycleState, Status
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
@@ -23,7 +22,7 @@ from ipscheduler.underlayip.plugin import (
     allocated_ip,
 )
 from ipscheduler.underlayip.writer import PoolWriter
-from tests.unit.fakes import FakePoolApi
+from tests.unit.fakes import FakePoolApi, pool_cache
 
 SINCE = "2024-01-01T00:00:00Z"
 NODES = ("node-a", "node-b", "node-c")
@@ -59,22 +58,21 @@ def pool(
 
 class Env:
     def __init__(self, pools: list[dict[str, Any]], strategy: str = "spread", nodes: tuple[str, ...] = NODES):
-        self.cache = ClusterCache()
         node_index = {n: [NodeInfo(name=n, ready=True)] for n in nodes}
         pool_index = {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in pools}
-        self.cache.attach(node_index, pool_index)
+        self.cache = pool_cache(node_index, pool_index)
         self.api = FakePoolApi(pools)
         self.writer = PoolWriter(self.api, self.cache)  # type: ignore[arg-type]
         self.plugin = UnderlayIP(self.cache, self.writer, strategy)
 
     def node(self, name: str) -> NodeInfo:
-        got = self.cache.node(name)
+        got = self.cache.node_cache.node(name)
         assert got is not None
         return got
 
     def pre_filter(self, pod: PodInfo) -> CycleState:
         state = CycleState()
-        assert self.plugin.pre_filter(state, pod, self.cache.nodes()).is_success()
+        assert self.plugin.pre_filter(state, pod, self.cache.node_cache.nodes()).is_success()
         return state
 
     async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -179,7 +177,7 @@ def test_filter(pools: list[dict[str, Any]], node: str, reasons: tuple[str, ...]
 def test_host_network_pod_passes_everything_and_reserves_nothing() -> None:
     env = Env([pool("p", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL)])
     state = CycleState()
-    assert env.plugin.pre_filter(state, HOST_POD, env.cache.nodes()).is_success()
+    assert env.plugin.pre_filter(state, HOST_POD, env.cache.node_cache.nodes()).is_success()
     assert list(state) == []
     for node in NODES:  # node-a is full, the others have no pool at all
         assert env.plugin.filter(state, HOST_POD, env.node(node)).is_success()

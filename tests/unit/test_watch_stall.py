@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.health import HealthState
 from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.controller import PoolController
+from tests.unit.fakes import pool_cache
 
 TIMEOUT = 90.0
 KEY = "nodeippools"
@@ -39,8 +39,7 @@ class Harness:
         loop = asyncio.get_running_loop()
         monkeypatch.setattr(loop, "time", lambda: self.t[0])
         self.pools: dict[str, list[PoolView]] = {}
-        self.cache = ClusterCache()
-        self.cache.attach({}, self.pools)
+        self.cache = pool_cache({}, self.pools)
         self.health = HealthState()
         self.sched = PoolController(
             scheduler_name="ipscheduler",
@@ -74,7 +73,7 @@ async def h(monkeypatch: pytest.MonkeyPatch) -> Harness:
 
 async def test_controller_defaults() -> None:
     """Without a health object the PoolController makes its own; the watch timeout defaults to 90 s."""
-    sched = PoolController(scheduler_name="x", api=_NONE, cache=ClusterCache(), writer=_NONE, recorder=_NONE)
+    sched = PoolController(scheduler_name="x", api=_NONE, cache=pool_cache(), writer=_NONE, recorder=_NONE)
     assert sched.watch_timeout == pytest.approx(90.0)
     assert isinstance(sched.health, HealthState)
     assert sched.health.stalled == {}

@@ -31,7 +31,8 @@ async def test_scheduler_controller_and_informers_share_one_bound_pods_index() -
     assert c.controller.wait_for == (c.node_pods.synced,)
     assert c.scheduler.start_after is c.controller.started
     assert c.scheduler.health is health and c.controller.health is health
-    assert c.scheduler.cache is c.cache is c.controller.cache
+    assert c.scheduler.cache is c.cache is c.pool_cache.node_cache
+    assert c.controller.cache is c.pool_cache
     assert c.controller.writer is c.writer
 
 

@@ -1,19 +1,14 @@
-"""The scheduler's read cache of nodes and NodeIPPools.
+"""Cache: the scheduler's read cache of nodes.
 
-Backed by the node and NodeIPPool informers (:mod:`ipscheduler.kube.informer`;
-attached, and :attr:`ClusterCache.ready` set, once both hold a full LIST),
-plus an overlay of pool objects returned by our own status writes, which are
-newer than the watch until it catches up, and the claims of pods created
-already bound (:meth:`ClusterCache.claim`). The cache is a hint for filtering
-and scoring; allocations are always written by compare-and-swap, so a stale
-cache costs a retry, never a double allocation. The GC never plans from it.
+Backed by the node informer (:mod:`ipscheduler.kube.informer`; attached, and
+:attr:`Cache.ready` set, once it holds a full LIST). The NodeIPPools have a
+cache of their own in the underlayip wing
+(:class:`ipscheduler.underlayip.cache.PoolCache`), which reads the node set
+from here.
 
-Everything derived from the pools is maintained incrementally: a change of
-one pool (our write, or its watch event via :meth:`ClusterCache.invalidate`
-with its name) costs work for that pool only. Address conflicts between
-pools are recomputed only when some pool's address set changes, and the
-per-pool contexts only when conflicts, addresses held outside their pool's
-spec, or the node set change. ``invalidate()`` without a name rebuilds all.
+The map of all nodes is built once and kept until the node set changes
+(:meth:`Cache.invalidate`, which bumps :attr:`Cache.node_set_version`); a changed
+node is swapped in place (:meth:`Cache.node_changed`).
 """
 
 from __future__ import annotations
@@ -22,56 +17,31 @@ import asyncio
 from collections.abc import Iterable, Mapping
 
 from ipscheduler.framework.types import NodeInfo
-from ipscheduler.underlayip.addresses import AddressSet
-from ipscheduler.underlayip.allocator import PoolContext, PoolView, available, find_conflicts, foreign_holds
 
 IndexLike = Mapping[str, Iterable[object]]
-"""key → values: an informer's index (name → one-element tuple), a kopf.Index (key → Store
-of values) or, in tests, a dict of lists."""
+"""key → values: an informer's index (name → one-element tuple) or, in tests, a dict of lists."""
 
 
-def _rv(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        return -1
-
-
-class ClusterCache:
-    """Nodes by name, pools by name, by node and by allocation holder, and pool conflicts."""
+class Cache:
+    """Nodes by name (see the module doc)."""
 
     def __init__(self) -> None:
         self._nodes: IndexLike = {}
-        self._pools: IndexLike = {}
-        self._fresh: dict[str, PoolView] = {}
-        # Pool snapshot, kept current from the dirty names.
-        self._dirty: set[str] | None = None  # None: rebuild everything
-        self._snap: dict[str, PoolView] = {}
-        self._by_node: dict[str, list[PoolView]] = {}
-        self._holders: dict[str, set[str]] = {}  # pod UID → pool names holding an allocation for it
-        self._foreign: dict[str, dict[str, str]] = {}  # pool → its addresses held outside its spec
-        self._held_by: dict[str, str] = {}  # merged _foreign: canonical address → pool name
-        self._conflicts: dict[str, PoolContext] = {}
-        self._conflicts_stale = True
-        self.layout_version = 0
-        """Bumped whenever address conflicts between pools were recomputed."""
-        self._ctx: dict[str, PoolContext] = {}
-        self._avail: dict[str, int] = {}  # pool → pods it can take now (see allocator.available)
-        self._node_free: dict[str, int] = {}  # node → sum of _avail of its pools
-        self._assumed: dict[str, set[str]] = {}  # pool → pod UIDs reserved in memory, write pending
-        self._claimed: dict[str, str] = {}  # address → UID of a pre-bound pod not yet adopted
-        self._claims: dict[str, tuple[str, str | None]] = {}  # that UID → (pool, address)
-        # Node snapshot.
         self._node_snap: dict[str, NodeInfo] | None = None
+        self.node_set_version = 0
+        """Bumped whenever a node may have been added or deleted (:meth:`invalidate`)."""
         self.ready = asyncio.Event()
 
-    def attach(self, nodes: IndexLike, pools: IndexLike) -> None:
-        """Use these indexes from now on: node name → NodeInfo, pool name → PoolView.
-        Sets :attr:`ready`."""
+    def attach(self, nodes: IndexLike) -> None:
+        """Use this index from now on: node name → NodeInfo. Sets :attr:`ready`."""
         self._nodes = nodes
-        self._pools = pools
         self.invalidate()
         self.ready.set()
+
+    def invalidate(self) -> None:
+        """Nodes were added or deleted: rebuild the map of all nodes on the next read."""
+        self._node_snap = None
+        self.node_set_version += 1
 
     # -- nodes ---------------------------------------------------------
     def nodes(self) -> dict[str, NodeInfo]:
@@ -104,272 +74,3 @@ class ClusterCache:
             self.invalidate()  # the node set changed: pools' node existence too
         else:
             self._node_snap[name] = node
-
-    # -- pools ---------------------------------------------------------
-    def pool(self, name: str) -> PoolView | None:
-        """The newest known version of pool ``name`` (None if it is gone)."""
-        indexed: PoolView | None = None
-        for p in self._pools.get(name) or ():
-            if isinstance(p, PoolView):
-                indexed = p
-        fresh = self._fresh.get(name)
-        if indexed is None:
-            self._fresh.pop(name, None)
-            return None
-        if (
-            fresh is not None
-            and fresh.uid == indexed.uid
-            and _rv(fresh.resource_version) > _rv(indexed.resource_version)
-        ):
-            return fresh
-        self._fresh.pop(name, None)
-        return indexed
-
-    def pools(self) -> dict[str, PoolView]:
-        """All pools by name (newest known versions), brought up to date from the changed names.
-
-        The returned dict is shared: read it, do not modify it.
-        """
-        self._refresh()
-        return self._snap
-
-    def invalidate(self, name: str | None = None) -> None:
-        """Pool ``name`` changed (in the index or by our write); None: pools or nodes changed."""
-        if name is None:
-            self._dirty = None
-            self._node_snap = None
-        elif self._dirty is not None:
-            self._dirty.add(name)
-
-    def pools_for_node(self, node_name: str) -> list[PoolView]:
-        """Pools serving ``node_name``, sorted by name (the list is shared: do not modify it)."""
-        self._refresh()
-        return self._by_node.get(node_name, [])
-
-    def store_fresh(self, pool: PoolView) -> None:
-        """Remember a pool object returned by our own write (newer than the watch)."""
-        self._fresh[pool.name] = pool
-        self.invalidate(pool.name)
-
-    def fresh(self, name: str, resource_version: str) -> PoolView | None:
-        """Our own parsed copy of pool ``name`` at exactly ``resource_version`` (the watch's
-        echo of our write), so the index need not parse the same object again."""
-        pool = self._fresh.get(name) or self._snap.get(name)
-        return pool if pool is not None and pool.resource_version == resource_version else None
-
-    def forget(self, name: str) -> None:
-        self._fresh.pop(name, None)
-        self.invalidate(name)
-
-    def pools_holding(self, uid: str) -> list[PoolView]:
-        """Pools holding an allocation for pod ``uid`` (normally zero or one), sorted by name."""
-        self._refresh()
-        return [self._snap[n] for n in sorted(self._holders.get(uid, ()))]
-
-    # -- incremental upkeep ----------------------------------------------
-    def _refresh(self) -> None:
-        """Apply the pending changes to the snapshot and everything derived from it."""
-        dirty = self._dirty
-        if dirty is not None and not dirty:
-            return
-        self._dirty = set()
-        if dirty is None:
-            self._rebuild()
-            return
-        held_changed = False
-        for name in dirty:
-            old = self._snap.get(name)
-            new = self.pool(name)
-            if new is old:
-                continue  # only assumed reservations changed: _set_avail below
-            self._unlink(old)
-            if new is None:
-                self._snap.pop(name, None)
-            else:
-                self._snap[name] = new
-                self._link(new)
-            if (old.addresses if old else None) != (new.addresses if new else None):
-                self._conflicts_stale = True
-            foreign = foreign_holds(new) if new is not None else {}
-            if foreign != self._foreign.get(name, {}):
-                held_changed = True
-                if foreign:
-                    self._foreign[name] = foreign
-                else:
-                    self._foreign.pop(name, None)
-            self._ctx.pop(name, None)
-        if held_changed:
-            self._held_by.clear()
-            for pool_name in sorted(self._foreign):
-                for ip, holder in self._foreign[pool_name].items():
-                    self._held_by.setdefault(ip, holder)
-        if self._conflicts_stale or held_changed:
-            self._recompute_contexts()
-        else:
-            for name in dirty:
-                self._set_avail(name)
-
-    def _rebuild(self) -> None:
-        self._snap, self._by_node, self._holders, self._foreign = {}, {}, {}, {}
-        for name in list(self._pools.keys()):
-            p = self.pool(name)
-            if p is not None:
-                self._snap[name] = p
-                self._link(p)
-                if foreign := foreign_holds(p):
-                    self._foreign[name] = foreign
-        self._held_by.clear()
-        for pool_name in sorted(self._foreign):
-            for ip, holder in self._foreign[pool_name].items():
-                self._held_by.setdefault(ip, holder)
-        self._conflicts_stale = True
-        self._recompute_contexts()
-
-    def _link(self, pool: PoolView) -> None:
-        others = [p for p in self._by_node.get(pool.node_name, []) if p.name != pool.name]
-        self._by_node[pool.node_name] = sorted([*others, pool], key=lambda p: p.name)
-        for uid in pool.allocations:
-            self._holders.setdefault(uid, set()).add(pool.name)
-
-    def _unlink(self, pool: PoolView | None) -> None:
-        if pool is None:
-            return
-        rest = [p for p in self._by_node.get(pool.node_name, []) if p.name != pool.name]
-        if rest:
-            self._by_node[pool.node_name] = rest
-        else:
-            self._by_node.pop(pool.node_name, None)
-        for uid in pool.allocations:
-            names = self._holders.get(uid)
-            if names is not None:
-                names.discard(pool.name)
-                if not names:
-                    del self._holders[uid]
-        old = self._avail.pop(pool.name, 0)
-        if old:
-            self._node_free[pool.node_name] = self._node_free.get(pool.node_name, 0) - old
-
-    def _recompute_contexts(self) -> None:
-        if self._conflicts_stale:
-            self._conflicts = find_conflicts(self._snap.values())
-            self._conflicts_stale = False
-            self.layout_version += 1
-        self._ctx.clear()
-        self._avail.clear()
-        self._node_free.clear()
-        for name in self._snap:
-            self._set_avail(name)
-
-    def _set_avail(self, name: str) -> None:
-        pool = self._snap.get(name)
-        if pool is None:
-            return
-        old = self._avail.get(name, 0)
-        new = self._available(pool, self._context(pool))
-        self._avail[name] = new
-        if new != old:
-            self._node_free[pool.node_name] = self._node_free.get(pool.node_name, 0) + new - old
-
-    # -- context -------------------------------------------------------
-    def ensure_contexts(self) -> None:
-        """Bring pools, conflicts and contexts up to date (bumps :attr:`layout_version`
-        when conflicts were recomputed)."""
-        self._refresh()
-
-    def _context(self, pool: PoolView) -> PoolContext:
-        ctx = self._ctx.get(pool.name)
-        if ctx is None:
-            c = self._conflicts.get(pool.name)
-            ctx = PoolContext(
-                node_exists=self.node(pool.node_name) is not None,
-                blocked=c.blocked if c else None,
-                conflicts=c.conflicts if c else (),
-                held_by=self._held_by,
-                claimed=self._claimed,
-            )
-            self._ctx[pool.name] = ctx
-        return ctx
-
-    def context(self, pool: PoolView) -> PoolContext:
-        """Node existence and address conflicts of ``pool`` among all pools, and the
-        addresses held by allocations outside their own pool's spec (``held_by``, a
-        live mapping: use it right away). Memoized per pool until it, the address
-        layout or the node set changes."""
-        self._refresh()
-        snap = self._snap.get(pool.name)
-        if snap is not None and snap.node_name == pool.node_name:
-            return self._context(snap)
-        c = self._conflicts.get(pool.name)  # a version the snapshot does not hold (yet)
-        return PoolContext(
-            node_exists=self.node(pool.node_name) is not None,
-            blocked=c.blocked if c else None,
-            conflicts=c.conflicts if c else (),
-            held_by=self._held_by,
-            claimed=self._claimed,
-        )
-
-    def blocked(self, pool: PoolView) -> AddressSet | None:
-        return self.context(pool).blocked
-
-    def node_free(self) -> Mapping[str, int]:
-        """Node name → pods its pools can take now (:func:`allocator.available` summed);
-        nodes without pools are absent. Shared: do not modify."""
-        self._refresh()
-        return self._node_free
-
-    def available(self, pool: PoolView) -> int:
-        """Pods ``pool`` can take now, assumed reservations deducted (memoized for the
-        snapshot's version of the pool)."""
-        self._refresh()
-        if self._snap.get(pool.name) is pool:
-            return self._avail.get(pool.name, 0)
-        return self._available(pool, self.context(pool))
-
-    def _available(self, pool: PoolView, ctx: PoolContext) -> int:
-        n = available(pool, ctx)
-        assumed = self._assumed.get(pool.name)
-        if n and assumed:
-            n = max(0, n - len(assumed - pool.allocations.keys()))
-        return n
-
-    # -- pre-bound pods ------------------------------------------------------
-    def claim(self, uid: str, pool_name: str, ip: str | None) -> None:
-        """A bound pod ``uid`` carries our annotations (pool ``pool_name``, canonical ``ip``)
-        but no pool records it yet: its address counts as taken in every pool until
-        :meth:`unclaim` (it is being adopted)."""
-        self.unclaim(uid)
-        self._claims[uid] = (pool_name, ip)
-        if ip is not None:
-            self._claimed.setdefault(ip, uid)
-        self.invalidate(pool_name)
-
-    def unclaim(self, uid: str) -> None:
-        """Pod ``uid`` was adopted (or is gone): its claim ends."""
-        claim = self._claims.pop(uid, None)
-        if claim is None:
-            return
-        pool_name, ip = claim
-        if ip is not None and self._claimed.get(ip) == uid:
-            del self._claimed[ip]
-        self.invalidate(pool_name)
-
-    def claimed(self) -> Mapping[str, tuple[str, str | None]]:
-        """Pre-bound pods not yet adopted: UID → (pool, address). Shared: do not modify."""
-        return self._claims
-
-    # -- assumed reservations ----------------------------------------------
-    def assume(self, pool_name: str, uid: str) -> None:
-        """Pod ``uid`` was given a place in pool ``pool_name`` whose write is still pending:
-        count it as taken until :meth:`forget_assumed` (as kube-scheduler's cache assumes a
-        pod on its node before the binding lands)."""
-        self._assumed.setdefault(pool_name, set()).add(uid)
-        self.invalidate(pool_name)
-
-    def forget_assumed(self, pool_name: str, uid: str) -> None:
-        """The pending write for ``uid`` in ``pool_name`` landed or failed."""
-        uids = self._assumed.get(pool_name)
-        if uids is not None and uid in uids:
-            uids.discard(uid)
-            if not uids:
-                del self._assumed[pool_name]
-            self.invalidate(pool_name)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from kubernetes_asyncio import client
 
-from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.nodepods import FIELD_SELECTOR, NodePods
 from ipscheduler.cmd.registry import build_profile
 from ipscheduler.framework.config import ProfileConfig, SchedulerConfiguration
@@ -24,6 +24,7 @@ from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.plugin import Strategy
 from ipscheduler.underlayip.writer import POOLS, PoolWriter
 
@@ -97,7 +98,7 @@ def render(pod: PodInfo, verdicts: list[NodeVerdict], summary: str, weights: Map
 
 
 def explain_profile(
-    cache: ClusterCache,
+    cache: PoolCache,
     api: KubeApi,
     writer: PoolWriter,
     config: SchedulerConfiguration | None,
@@ -137,9 +138,11 @@ async def explain(
         pools = [PoolView.from_obj(p) for p in await api.list_cluster_objects(POOLS)]
         bound = NodePods()
         bound.replace_all(await api.list_pods(FIELD_SELECTOR))
-        cache = ClusterCache()
         node_infos = {n.name: n for n in (NodeInfo.from_obj(b) for b in nodes_raw)}
-        cache.attach({k: [v] for k, v in node_infos.items()}, {p.name: [p] for p in pools})
+        node_cache = Cache()
+        node_cache.attach({k: [v] for k, v in node_infos.items()})
+        cache = PoolCache(node_cache)
+        cache.attach({p.name: [p] for p in pools})
         try:
             profile = explain_profile(cache, api, PoolWriter(api, cache), config, scheduler_name, strategy)
         except ValueError as e:

@@ -21,7 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.framework.config import Plugins, ProfileConfig, SchedulerConfiguration, load
 from ipscheduler.framework.interface import Handle
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
@@ -30,6 +29,7 @@ from ipscheduler.kube.client import KubeApi
 from ipscheduler.plugins import defaultbinder, queuesort
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip import plugin as underlay
+from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.plugin import Strategy, UnderlayIP, UnderlayIPArgs
 from ipscheduler.underlayip.writer import PoolWriter
 
@@ -94,7 +94,7 @@ def _underlay_ip(new: PluginFactory) -> Registry:
 
 
 def with_underlay_ip(
-    cache: ClusterCache,
+    cache: PoolCache,
     api: KubeApi,
     writer: PoolWriter,
     strategy: Strategy | None = None,
@@ -164,7 +164,7 @@ def new_profile(registry: Registry, config: SchedulerConfiguration, handle: Hand
 
 
 def build_profile(
-    cache: ClusterCache,
+    cache: PoolCache,
     api: KubeApi,
     writer: PoolWriter,
     config: SchedulerConfiguration | None = None,
@@ -185,7 +185,7 @@ def build_profile(
 
 
 def default_profile(
-    scheduler_name: str, cache: ClusterCache, api: KubeApi, writer: PoolWriter, strategy: Strategy = "spread"
+    scheduler_name: str, cache: PoolCache, api: KubeApi, writer: PoolWriter, strategy: Strategy = "spread"
 ) -> Framework:
     """All defaults, for ``scheduler_name`` and the given address strategy."""
     cfg = SchedulerConfiguration(profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})])

@@ -26,7 +26,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.nodepods import NodePods
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
@@ -40,6 +40,7 @@ from ipscheduler.kube.informer import Endpoint, ObjectStore
 from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.models import GROUP, PLURAL, VERSION
 from ipscheduler.underlayip.writer import PoolWriter
@@ -54,7 +55,8 @@ class Components:
     health: HealthState
     metrics: Metrics
     supervisor: Supervisor
-    cache: ClusterCache
+    cache: Cache
+    pool_cache: PoolCache
     writer: PoolWriter
     queue: SchedulingQueue
     scheduler: Scheduler
@@ -78,7 +80,7 @@ class Components:
             self.health.checks[f"{name}-watch"] = functools.partial(informer.health, timeout)
         self.tasks.append(
             asyncio.get_running_loop().create_task(
-                _attach_when_synced(self.cache, self.nodes, self.pools), name="cache-attach"
+                _attach_when_synced(self.cache, self.pool_cache, self.nodes, self.pools), name="cache-attach"
             )
         )
         self.controller.start(self.supervisor)
@@ -100,10 +102,11 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
 
     Raises ValueError when the configuration's profile is invalid.
     """
-    cache = ClusterCache()
-    writer = PoolWriter(api, cache)
+    cache = Cache()
+    pool_cache = PoolCache(cache)
+    writer = PoolWriter(api, pool_cache)
     profile = build_profile(
-        cache,
+        pool_cache,
         api,
         writer,
         cfg.config,
@@ -119,7 +122,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     controller = PoolController(
         scheduler_name=cfg.scheduler_name,
         api=api,
-        cache=cache,
+        cache=pool_cache,
         writer=writer,
         recorder=recorder,
         gc_interval=cfg.gc_interval,
@@ -150,7 +153,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         metrics.pool_mutations.inc(mutations)
 
     writer.on_write = count_write
-    metrics.scrape_from(queue.depths, cache.pools, controller.pool_counts)
+    metrics.scrape_from(queue.depths, pool_cache.pools, controller.pool_counts)
     health.metrics = metrics
     return Components(
         cfg=cfg,
@@ -159,6 +162,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         metrics=metrics,
         supervisor=Supervisor(health, metrics),
         cache=cache,
+        pool_cache=pool_cache,
         writer=writer,
         queue=queue,
         scheduler=scheduler,
@@ -232,9 +236,10 @@ def _pool_store(controller: PoolController) -> ObjectStore[PoolView]:
 
 
 async def _attach_when_synced(
-    cache: ClusterCache, nodes: ObjectStore[NodeInfo], pools: ObjectStore[PoolView]
+    cache: Cache, pool_cache: PoolCache, nodes: ObjectStore[NodeInfo], pools: ObjectStore[PoolView]
 ) -> None:
     """The scheduler starts (``cache.ready``) once both informers hold a full LIST."""
     await nodes.synced.wait()
     await pools.synced.wait()
-    cache.attach(nodes.index, pools.index)
+    cache.attach(nodes.index)
+    pool_cache.attach(pools.index)

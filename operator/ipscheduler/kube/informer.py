@@ -216,7 +216,8 @@ class ObjectStore(ListWatch, Generic[T]):
     """Objects of one kind by name, parsed, kept current by :meth:`run`.
 
     ``index`` maps name → a one-element tuple (the shape of a kopf index, which
-    :class:`ipscheduler.backend.cache.ClusterCache` reads). ``parse(body)`` returns the
+    :class:`ipscheduler.backend.cache.Cache` and
+    :class:`ipscheduler.underlayip.cache.PoolCache` read). ``parse(body)`` returns the
     value to keep, or None for an object to leave out. ``on_event(kind, name,
     body, value)`` is called after the index changed: kind None for objects of
     the first LIST, ``"ADDED"``/``"MODIFIED"``/``"DELETED"`` afterwards (a

@@ -27,7 +27,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.backend.cache import ClusterCache
+from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.nodepods import NodePods
 from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, QueuedPodInfo
@@ -62,7 +62,7 @@ class Scheduler:
         *,
         name: str,
         api: KubeApi,
-        cache: ClusterCache,
+        cache: Cache,
         profile: Framework,
         queue: SchedulingQueue,
         recorder: EventRecorder,

@@ -12,7 +12,8 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
   (the only live-read rule) where the event alone does not prove it;
 - **garbage collection**: a sweep planned from fresh LISTs, never from the caches;
 - **start-up reconcile** and **adoption** of pods created already bound with
-  our annotations (their address counts as taken at once: :meth:`ClusterCache.claim`).
+  our annotations (their address counts as taken at once:
+  :meth:`ipscheduler.underlayip.cache.PoolCache.claim`).
 
 It is driven by informer events subscribed in :mod:`ipscheduler.cmd.wiring`
 and tells the scheduling queue when capacity was freed (``on_capacity_freed``).
@@ -28,7 +29,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
 from ipscheduler.health import HealthState
@@ -38,6 +38,7 @@ from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.allocator import PoolView, pool_ref
+from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import FINALIZER
 from ipscheduler.underlayip.writer import POOLS, PoolWriter
 
@@ -54,7 +55,7 @@ class PoolController:
         *,
         scheduler_name: str,
         api: KubeApi,
-        cache: ClusterCache,
+        cache: PoolCache,
         writer: PoolWriter,
         recorder: EventRecorder,
         gc_interval: float = 30.0,
@@ -165,7 +166,7 @@ class PoolController:
         A pod of ours that carries our annotations although no pool records it
         (created already bound: a restore from backup, a migration tool) is
         adopted at once; until the adoption is written its address counts as
-        taken in every pool (:meth:`ClusterCache.claim`). A pod we bound
+        taken in every pool (:meth:`PoolCache.claim`). A pod we bound
         ourselves already has its allocation recorded, so nothing happens.
         """
         pool_name = pod.annotations.get(ANNOTATION_POOL)

@@ -52,13 +52,13 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, Handle, Status, default_normalize
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, live_pod
 from ipscheduler.underlayip import allocator, multus
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
+from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import NodeIPPoolStatus
 from ipscheduler.underlayip.writer import MutateFn, PoolWriter
 
@@ -110,7 +110,7 @@ class UnderlayIP:
 
     def __init__(
         self,
-        cache: ClusterCache,
+        cache: PoolCache,
         writer: PoolWriter,
         strategy: Strategy = "spread",
         api: KubeApi | None = None,
@@ -401,7 +401,7 @@ def new(
     args: UnderlayIPArgs,
     handle: Handle,
     *,
-    cache: ClusterCache,
+    cache: PoolCache,
     writer: PoolWriter,
     api: KubeApi | None = None,
     identity: str = "",

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.backend.cache import ClusterCache
 from ipscheduler.kube.client import ClusterResource, Conflict, KubeApi
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
+from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import FINALIZER, GROUP, KIND, PLURAL, VERSION, NodeIPPoolStatus
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class PoolWriter:
     after CAS_ATTEMPTS conflicts. Every future is settled, whatever happens.
     """
 
-    def __init__(self, api: KubeApi, cache: ClusterCache, defer_delay: float = 5.0) -> None:
+    def __init__(self, api: KubeApi, cache: PoolCache, defer_delay: float = 5.0) -> None:
         self.api = api
         self.cache = cache
         self.defer_delay = defer_delay
