@@ -113,15 +113,15 @@ async def test_gives_up_after_cas_attempts_conflicts(monkeypatch: pytest.MonkeyP
 
     api.replace_cluster_status = always_stale  # type: ignore[method-assign]
     with pytest.raises(RuntimeError, match="gave up"):
-        await writer.update("p", reserve("u0"))
+        await writer.submit("p", reserve("u0"))
     assert writer.conflicts == CAS_ATTEMPTS
 
 
 async def test_nothing_to_change_writes_nothing_and_a_missing_pool_is_none() -> None:
     api, _, writer = setup(body(u0="10.0.0.1"))
-    unchanged = await writer.update("p", functools.partial(allocator.release, uid="nobody"))
+    unchanged = await writer.submit("p", functools.partial(allocator.release, uid="nobody"))
     assert unchanged is not None and api.puts == []
-    assert await writer.update("gone", reserve("u1")) is None
+    assert await writer.submit("gone", reserve("u1")) is None
 
 
 async def test_deferred_mutation_rides_along_with_the_next_write() -> None:
@@ -130,7 +130,7 @@ async def test_deferred_mutation_rides_along_with_the_next_write() -> None:
     await asyncio.sleep(0.01)
     assert api.puts == []
     assert writer.pending("p") == 1
-    await writer.update("p", reserve("u1"))
+    await writer.submit("p", reserve("u1"))
     assert api.puts == ["p"]
     allocs = api.bodies["p"]["status"]["allocations"]
     assert (allocs["u0"]["phase"], allocs["u1"]["phase"]) == ("Bound", "Reserved")
@@ -164,24 +164,24 @@ async def test_first_allocation_adds_the_finalizer_before_the_status_write() -> 
 
     api.set_cluster_finalizers = patch  # type: ignore[method-assign]
     api.replace_cluster_status = put  # type: ignore[method-assign]
-    written = await writer.update("p", reserve("u0"))
+    written = await writer.submit("p", reserve("u0"))
     assert order == ["finalizers 10", "status 11"]
     assert api.bodies["p"]["metadata"]["finalizers"] == [FINALIZER]
     assert written is not None and FINALIZER in written.finalizers and "u0" in written.allocations
-    await writer.update("p", reserve("u1"))  # carries it already: no second PATCH
+    await writer.submit("p", reserve("u1"))  # carries it already: no second PATCH
     assert api.finalizer_patches == ["p"]
 
 
 async def test_a_write_that_adds_no_allocation_needs_no_finalizer() -> None:
     api, _, writer = setup(body(finalizer=False, u0="10.0.0.1"))
-    await writer.update("p", functools.partial(allocator.release, uid="u0"))
+    await writer.submit("p", functools.partial(allocator.release, uid="u0"))
     assert api.finalizer_patches == [] and api.puts == ["p"]
 
 
 async def test_pool_deleted_before_its_finalizer_reserves_nothing() -> None:
     api, _, writer = setup(body(finalizer=False))
     del api.bodies["p"]  # deleted (no finalizer yet): gone at once
-    assert await writer.update("p", reserve("u0")) is None
+    assert await writer.submit("p", reserve("u0")) is None
     assert api.puts == []
 
 
@@ -197,7 +197,7 @@ async def test_pool_marked_deleting_before_its_finalizer_refuses_the_reservation
 
     api.set_cluster_finalizers = deleted_meanwhile  # type: ignore[method-assign]
     with pytest.raises(allocator.PoolFull):
-        await writer.update("p", reserve("u0"))
+        await writer.submit("p", reserve("u0"))
     assert api.puts == [] and api.bodies["p"]["status"]["allocations"] == {}
 
 
@@ -227,4 +227,4 @@ async def test_a_failed_put_settles_every_future_with_its_error(error: Exception
     assert [type(r) for r in done] == [type(error)] * 3
     assert writer.pending("p") == 0
     api.replace_cluster_status = FakePoolApi.replace_cluster_status.__get__(api)  # type: ignore[method-assign]
-    assert (await writer.update("p", reserve("u9"))) is not None  # the writer still works
+    assert (await writer.submit("p", reserve("u9"))) is not None  # the writer still works

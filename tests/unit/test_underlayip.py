@@ -494,7 +494,7 @@ async def test_unreserve_swallows_writer_errors() -> None:
     async def broken(name: str, mutate: Mutate) -> PoolView | None:
         raise RuntimeError("API down")
 
-    env.writer.update = broken  # type: ignore[method-assign]
+    env.writer.submit = broken  # type: ignore[method-assign]
     await env.plugin.unreserve(state, POD, node)  # waits for the reservation, release fails: logs
     assert env.allocations("p") == {"uid-me": ("10.0.0.1", "Reserved")}  # left to the GC
     await env.plugin.post_bind(state, POD, node)  # does not raise

@@ -253,7 +253,7 @@ class PoolController:
     async def release(self, uid: str) -> None:
         """Remove ``uid``'s allocations from every pool holding one (CAS)."""
         for pool in self.cache.pools_holding(uid):
-            await self.writer.update(pool.name, functools.partial(allocator.release, uid=uid))
+            await self.writer.submit(pool.name, functools.partial(allocator.release, uid=uid))
         self.on_capacity_freed("AddressReleased")
 
     def pool_counts(self, pool: PoolView) -> tuple[int, int, int]:
@@ -313,7 +313,7 @@ class PoolController:
 
     async def refresh_pool(self, pool: PoolView) -> None:
         """Write the pool's computed status if it differs; Warning event when it turns not Ready."""
-        written = await self.writer.update(pool.name, allocator.refresh)
+        written = await self.writer.submit(pool.name, allocator.refresh)
         if written is None:
             return
         cond = next((c for c in written.status.conditions if c.type == allocator.READY), None)
@@ -457,7 +457,7 @@ class PoolController:
                 if confirm and not await self._confirmed(r):
                     continue
                 log.info("releasing %s of %s in pool %s: %s", r.ip or "slot", r.pod, r.pool, r.reason)
-                written = await self.writer.update(
+                written = await self.writer.submit(
                     r.pool, functools.partial(allocator.release, uid=r.uid, expect=r.allocation)
                 )
                 if written is not None and r.uid in written.allocations:
@@ -469,7 +469,7 @@ class PoolController:
                 self.metrics.gc_releases.inc()
                 released = True
             elif r.action == "mark_bound":
-                await self.writer.update(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))
+                await self.writer.submit(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))
                 counts["marked_bound"] += 1
             else:
                 counts.update(await self._adopt(r, counts))
@@ -488,7 +488,7 @@ class PoolController:
                 raise allocator.AdoptConflict(
                     f"pool {r.pool} named in the pod's annotation serves {pool.node_name}, not {r.node}"
                 )
-            await self.writer.update(
+            await self.writer.submit(
                 r.pool, functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip)
             )
             counts["adopted"] += 1

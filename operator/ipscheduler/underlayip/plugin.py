@@ -323,7 +323,7 @@ class UnderlayIP:
         keep = {bound} if bound else set()
         for pool_name in sorted(written - keep):
             try:
-                await self.writer.update(
+                await self.writer.submit(
                     pool_name, functools.partial(allocator.release, uid=pod.uid, owner=owner)
                 )
             except Exception:

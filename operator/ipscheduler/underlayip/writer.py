@@ -89,15 +89,13 @@ class PoolWriter:
 
     # -- queueing --------------------------------------------------------
     def submit(self, name: str, mutate: MutateFn) -> asyncio.Future[PoolView | None]:
-        """Queue ``mutate`` for pool ``name``; the future resolves once it is written."""
+        """Queue ``mutate`` for pool ``name``; the future resolves once it is written, to the
+        pool as written (or unchanged), or None when the pool is gone (``await`` it to apply
+        a mutation and wait)."""
         future: asyncio.Future[PoolView | None] = asyncio.get_running_loop().create_future()
         self._queues.setdefault(name, []).append(_Write(mutate, future))
         self._kick(name)
         return future
-
-    async def update(self, name: str, mutate: MutateFn) -> PoolView | None:
-        """Apply ``mutate`` by CAS; return the pool as written (or unchanged), None if gone."""
-        return await self.submit(name, mutate)
 
     def defer(self, name: str, mutate: MutateFn) -> None:
         """Queue ``mutate`` without waiting: written with the next write of the pool, or
