@@ -13,7 +13,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
-from ipscheduler.backend.supervisor import Supervisor
+from ipscheduler.backend.supervisor import Supervisor, TaskSet
 from ipscheduler.cmd.election import ResilientLeaseLock
 from ipscheduler.health import HealthState
 from ipscheduler.kube import informer
@@ -195,3 +195,21 @@ async def test_an_api_server_outage_is_a_failed_lease_attempt_not_the_end_of_the
 
     cfg = electionconfig.Config(lock, 15, 10, 2, nothing, nothing)
     assert await leaderelection.LeaderElection(cfg).try_acquire_or_renew() is False
+
+
+async def test_a_task_set_logs_a_failed_task_forgets_ended_ones_and_cancels_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tasks = TaskSet()
+
+    async def fail() -> None:
+        raise KeyError("a bug")
+
+    forever = asyncio.Event()
+    tasks.spawn(fail(), "release ns/p")
+    tasks.spawn(forever.wait(), "bind ns/q")
+    await asyncio.sleep(0.01)
+    assert len(tasks) == 1  # the failed one is gone
+    assert "release ns/p failed: KeyError('a bug')" in caplog.text
+    await asyncio.wait_for(tasks.cancel(), timeout=1)
+    assert len(tasks) == 0

@@ -19,7 +19,8 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Any
 
 from ipscheduler.health import HealthState
 from ipscheduler.metrics import Metrics
@@ -93,3 +94,40 @@ class Supervisor:
         for t in self.tasks.values():
             t.cancel()
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+
+
+class TaskSet:
+    """Short-lived tasks (a binding cycle, a release, an adoption) kept until they end.
+
+    Unlike a supervised loop, such a task is not restarted: one that fails is
+    logged with its traceback and forgotten (what it should have done is
+    repaired by the GC sweep or the pod's next scheduling cycle).
+    """
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> None:
+        """Run ``coro`` as task ``what`` (its name, and the subject of the failure log)."""
+        task = asyncio.get_running_loop().create_task(coro, name=what)
+        self._tasks.add(task)
+
+        def _done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("%s failed: %r", what, t.exception(), exc_info=t.exception())
+
+        task.add_done_callback(_done)
+
+    def __iter__(self) -> Iterator[asyncio.Task[Any]]:
+        return iter(list(self._tasks))
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def cancel(self) -> None:
+        """Cancel every task still running and wait for them to end."""
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

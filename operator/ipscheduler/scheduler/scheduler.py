@@ -30,6 +30,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.nodepods import NodePods
 from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
+from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, QueuedPodInfo
 from ipscheduler.framework.runtime import Diagnosis, Framework
 from ipscheduler.framework.types import ANNOTATION_IP, NodeInfo, PodInfo
@@ -87,7 +88,7 @@ class Scheduler:
         self.queue = queue
         self.recorder = recorder
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet()
         self._unschedulable_msg: dict[str, str] = {}
         self._nodes_seen: dict[str, NodeInfo] = {}
         self.health = health if health is not None else HealthState()
@@ -101,23 +102,10 @@ class Scheduler:
         self.start_after = start_after
 
     # -- task helpers --------------------------------------------------
-    def _spawn(self, coro: Any, what: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=what)
-        self._tasks.add(task)
-
-        def _done(t: asyncio.Task[Any]) -> None:
-            self._tasks.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.error("%s failed: %r", what, t.exception(), exc_info=t.exception())
-
-        task.add_done_callback(_done)
-
     async def stop(self) -> None:
         """Stop scheduling: close the queue and cancel the binding cycles in flight."""
         self.queue.close()
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel()
 
     # -- events from the watches -----------------------------------------
     def on_pod_event(
@@ -296,7 +284,7 @@ class Scheduler:
             await self._fail(qp, st.message, None)
             return ScheduleResult(pod.key, message=st.message)
         await self._bind_slots.acquire()
-        self._spawn(self._binding_cycle(qp, state, host), f"bind {pod.key}")
+        self._tasks.spawn(self._binding_cycle(qp, state, host), f"bind {pod.key}")
         return ScheduleResult(pod.key, node=host.name)
 
     async def _binding_cycle(self, qp: QueuedPodInfo, state: CycleState, host: Any) -> None:

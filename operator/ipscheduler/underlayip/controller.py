@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ipscheduler.backend.supervisor import Supervisor
+from ipscheduler.backend.supervisor import Supervisor, TaskSet
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import Conflict, KubeApi, live_pod
@@ -86,7 +86,7 @@ class PoolController:
         """Seconds the pool cache may stay behind the API server before /healthz fails."""
         self.started = asyncio.Event()
         """Set once the start-up reconcile is done (scheduling and adoption wait for it)."""
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet()
         self._pools_dirty = asyncio.Event()
         self._dirty_pools: set[str] | None = None  # None: every pool
         self._layout_seen = -1
@@ -95,17 +95,6 @@ class PoolController:
         self._skew = repair.SkewClock()
 
     # -- tasks -------------------------------------------------------------
-    def _spawn(self, coro: Any, what: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=what)
-        self._tasks.add(task)
-
-        def _done(t: asyncio.Task[Any]) -> None:
-            self._tasks.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.error("%s failed: %r", what, t.exception(), exc_info=t.exception())
-
-        task.add_done_callback(_done)
-
     def start(self, supervisor: Supervisor) -> None:
         """Run the pool-status task (which does the start-up reconcile first) and the
         garbage collector under ``supervisor``."""
@@ -114,9 +103,7 @@ class PoolController:
 
     async def stop(self) -> None:
         """Cancel releases in flight; write what the PoolWriter still holds (deferred Bound marks)."""
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel()
         try:
             await asyncio.wait_for(self.writer.flush(), timeout=5)
         except TimeoutError as e:
@@ -146,9 +133,9 @@ class PoolController:
         if not self.cache.pools_holding(pod.uid):
             return
         if confirm:
-            self._spawn(self.release_if_gone(pod), f"release {pod.key}")
+            self._tasks.spawn(self.release_if_gone(pod), f"release {pod.key}")
         else:
-            self._spawn(self.release(pod.uid), f"release {pod.key}")
+            self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
 
     def on_bound_pod_gone(self, pod: PodInfo) -> bool:
         """A bound pod (any scheduler's) was deleted or turned terminal. Its claim ends; if
@@ -156,7 +143,7 @@ class PoolController:
         queue is told once it did). True when such a release was started."""
         self.cache.unclaim(pod.uid)
         if pod.scheduler_name == self.scheduler_name and self.cache.pools_holding(pod.uid):
-            self._spawn(self.release(pod.uid), f"release {pod.key}")
+            self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
             return True
         return False
 
@@ -196,7 +183,7 @@ class PoolController:
             node=pod.node_name,
             network=pod.annotations.get(ANNOTATION_NETWORK),
         )
-        self._spawn(self._adopt_claimed(r), f"adopt {pod.key}")
+        self._tasks.spawn(self._adopt_claimed(r), f"adopt {pod.key}")
 
     async def _adopt_claimed(self, r: repair.Repair) -> None:
         try:
