@@ -44,8 +44,6 @@ from ipscheduler.underlayip.writer import POOLS, PoolWriter
 
 log = logging.getLogger(__name__)
 
-POOL_FINALIZER = FINALIZER
-
 
 class PoolController:
     """Pool status, finalizer, release, GC, start-up reconcile and adoption (module doc)."""
@@ -278,13 +276,13 @@ class PoolController:
 
     async def _finalize(self, pool: PoolView) -> None:
         """Keep our finalizer on live pools; drop it once a deleted pool holds nothing."""
-        has = POOL_FINALIZER in pool.finalizers
+        has = FINALIZER in pool.finalizers
         if not pool.deleting and not has:
             await self.api.set_cluster_finalizers(
-                POOLS, pool.name, pool.resource_version, [*pool.finalizers, POOL_FINALIZER]
+                POOLS, pool.name, pool.resource_version, [*pool.finalizers, FINALIZER]
             )
         elif pool.deleting and has and not pool.allocations:
-            rest = [f for f in pool.finalizers if f != POOL_FINALIZER]
+            rest = [f for f in pool.finalizers if f != FINALIZER]
             await self.api.set_cluster_finalizers(POOLS, pool.name, pool.resource_version, rest)
             log.info("NodeIPPool %s holds no allocations any more: deletion proceeds", pool.name)
         elif pool.deleting and pool.allocations:
