@@ -17,7 +17,6 @@ regression test.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import random
 import time
@@ -26,13 +25,10 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.backend.cache import Cache
-from ipscheduler.backend.nodepods import FIELD_SELECTOR, NodePods
-from ipscheduler.cmd.explain import evaluate
+from ipscheduler.cmd.explain import caches_from, evaluate
 from ipscheduler.cmd.registry import build_profile
-from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.underlayip.allocator import PoolView
-from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR
+from ipscheduler.framework.types import PodInfo
 from tests.e2e.conftest import SCHEDULER, SchedulerProcess
 from tests.kube import Kubectl, create_namespace, wait_for
 
@@ -200,18 +196,14 @@ def _pod_for(case: dict[str, Any], w: str) -> dict[str, Any]:
 
 def _ours_feasible(kubectl: Kubectl, pod: dict[str, Any], ns: str) -> list[str]:
     """Nodes our filters accept for the world-b pod, from a live snapshot."""
-    nodes = {n.name: n for n in (NodeInfo.from_obj(b) for b in kubectl.json("get", "nodes")["items"])}
-    bound = NodePods()
-    bound.replace_all(kubectl.json("get", "pods", "-A", "--field-selector", FIELD_SELECTOR)["items"])
-    pools = [PoolView.from_obj(p) for p in kubectl.json("get", "nodeippools")["items"]]
-    node_cache = Cache()
-    node_cache.attach({k: [v] for k, v in nodes.items()})
-    cache = PoolCache(node_cache)
-    cache.attach({p.name: [p] for p in pools})
+    cache = caches_from(
+        kubectl.json("get", "nodes")["items"],
+        kubectl.json("get", "pods", "-A", "--field-selector", BOUND_PODS_SELECTOR)["items"],
+        kubectl.json("get", "nodeippools")["items"],
+    )
     profile = build_profile(cache, None, None)  # type: ignore[arg-type]  # filters need no API
     body = {**pod, "metadata": {**pod["metadata"], "uid": "shaping", "namespace": ns}}
-    snapshot = {n: dataclasses.replace(info, pods=bound.pods_on(n)) for n, info in nodes.items()}
-    verdicts, _ = evaluate(profile, PodInfo.from_obj(body), snapshot)
+    verdicts, _ = evaluate(profile, PodInfo.from_obj(body), cache.node_cache.snapshot())
     return [v.node for v in verdicts if v.feasible]
 
 

@@ -7,9 +7,10 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.backend.cache import Cache, IndexLike
+from ipscheduler.backend.cache import Cache
+from ipscheduler.framework.types import NodeInfo
 from ipscheduler.kube.client import Conflict
-from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.cache import IndexLike, PoolCache
 
 
 class FakePoolApi:
@@ -67,10 +68,15 @@ class FakePoolApi:
 
 
 def pool_cache(nodes: IndexLike | None = None, pools: IndexLike | None = None) -> PoolCache:
-    """A PoolCache over a node Cache, both attached to these indexes (name → [NodeInfo],
-    name → [PoolView]) as cmd/wiring attaches them once the informers have synced."""
+    """A PoolCache over a node Cache, holding these nodes (name → [NodeInfo]) and attached
+    to this pool index (name → [PoolView]), both ready, as cmd/wiring leaves them once the
+    informers have synced."""
     node_cache = Cache()
-    node_cache.attach(nodes if nodes is not None else {})
+    for values in (nodes or {}).values():
+        for node in values:
+            assert isinstance(node, NodeInfo)
+            node_cache.add_node(node)
+    node_cache.ready.set()
     cache = PoolCache(node_cache)
     cache.attach(pools if pools is not None else {})
     return cache

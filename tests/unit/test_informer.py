@@ -6,22 +6,28 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.kube.informer import ObjectStore
+from ipscheduler.kube.informer import ObjectStore, uid_key
 
 
 def obj(name: str, value: Any = 1) -> dict[str, Any]:
     return {"metadata": {"name": name, "resourceVersion": "1"}, "value": value}
 
 
-def store() -> tuple[ObjectStore[int], list[tuple[str | None, str, int | None]]]:
-    seen: list[tuple[str | None, str, int | None]] = []
+Seen = list[tuple[str | None, str, int | None, int | None]]
+
+
+def store() -> tuple[ObjectStore[int], Seen]:
+    seen: Seen = []
 
     def parse(body: dict[str, Any]) -> int | None:
         v = body.get("value")
         return v if isinstance(v, int) else None
 
     s: ObjectStore[int] = ObjectStore(
-        "thing", lambda api: (print, (), {}), parse, lambda kind, name, body, v: seen.append((kind, name, v))
+        "thing",
+        lambda api: (print, (), {}),
+        parse,
+        lambda kind, name, body, old, new: seen.append((kind, name, old, new)),
     )
     return s, seen
 
@@ -29,7 +35,7 @@ def store() -> tuple[ObjectStore[int], list[tuple[str | None, str, int | None]]]
 def test_first_list_reports_kind_none_and_fills_the_index() -> None:
     s, seen = store()
     s.replace_all([obj("a", 1), obj("b", 2), {"metadata": {}}])
-    assert seen == [(None, "a", 1), (None, "b", 2)]
+    assert seen == [(None, "a", None, 1), (None, "b", None, 2)]
     assert s.index == {"a": (1,), "b": (2,)} and s.get("b") == 2 and s.get("c") is None
 
 
@@ -39,25 +45,29 @@ def test_relist_reports_modified_and_the_vanished_as_deleted_with_their_last_val
     s.synced.set()
     seen.clear()
     s.replace_all([obj("a", 3), obj("new", 4)])
-    assert seen == [("MODIFIED", "a", 3), ("MODIFIED", "new", 4), ("DELETED", "gone", 7)]
+    assert seen == [("MODIFIED", "a", 1, 3), ("MODIFIED", "new", None, 4), ("DELETED", "gone", 7, None)]
     assert s.index == {"a": (3,), "new": (4,)}
 
 
 @pytest.mark.parametrize(
     ("events", "index", "reported"),
     [
-        ([("ADDED", obj("a", 1))], {"a": (1,)}, [("ADDED", "a", 1)]),
+        ([("ADDED", obj("a", 1))], {"a": (1,)}, [("ADDED", "a", None, 1)]),
         (
             [("ADDED", obj("a", 1)), ("MODIFIED", obj("a", 2))],
             {"a": (2,)},
-            [("ADDED", "a", 1), ("MODIFIED", "a", 2)],
+            [("ADDED", "a", None, 1), ("MODIFIED", "a", 1, 2)],
         ),
-        ([("ADDED", obj("a", 1)), ("DELETED", obj("a", 1))], {}, [("ADDED", "a", 1), ("DELETED", "a", 1)]),
-        ([("DELETED", obj("never", 1))], {}, [("DELETED", "never", None)]),
+        (
+            [("ADDED", obj("a", 1)), ("DELETED", obj("a", 1))],
+            {},
+            [("ADDED", "a", None, 1), ("DELETED", "a", 1, None)],
+        ),
+        ([("DELETED", obj("never", 1))], {}, [("DELETED", "never", None, None)]),
         (
             [("ADDED", obj("a", 1)), ("MODIFIED", obj("a", "bad"))],
             {},
-            [("ADDED", "a", 1), ("MODIFIED", "a", None)],
+            [("ADDED", "a", None, 1), ("MODIFIED", "a", 1, None)],
         ),
     ],
     ids=["added", "modified", "deleted", "deleted-unknown", "unparsable-leaves-the-index"],
@@ -70,3 +80,51 @@ def test_watch_events(
         s.apply(kind, body)
     assert s.index == index
     assert seen == reported
+
+
+def test_a_key_function_indexes_by_uid() -> None:
+    s, seen = store()
+    s.key = uid_key
+    a = {"metadata": {"name": "same", "namespace": "x", "uid": "u1"}, "value": 1}
+    b = {"metadata": {"name": "same", "namespace": "y", "uid": "u2"}, "value": 2}
+    s.replace_all([a, b, {"metadata": {"name": "no-uid"}, "value": 3}])
+    assert s.index == {"u1": (1,), "u2": (2,)}
+    s.apply("DELETED", a)
+    assert seen[-1] == ("DELETED", "u1", 1, None)
+
+
+async def test_raw_watch_decodes_once_tracks_the_resource_version_and_raises_410() -> None:
+    import json
+
+    import pytest
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from ipscheduler.kube.informer import RawWatch
+
+    w = RawWatch()
+    pod = {"metadata": {"name": "p", "resourceVersion": "42"}, "spec": {"nodeName": "n1"}}
+    event = w.unmarshal_event(json.dumps({"type": "MODIFIED", "object": pod}), "object")
+    assert event["object"] is event["raw_object"]
+    assert event["object"] == pod
+    assert w.resource_version == "42"
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "50"}}}
+    assert w.unmarshal_event(json.dumps(bookmark), None)["type"] == "BOOKMARK"
+    assert w.resource_version == "50"
+    gone = {"type": "ERROR", "object": {"code": 410, "reason": "Expired", "message": "too old"}}
+    with pytest.raises(ApiException) as err:
+        w.unmarshal_event(json.dumps(gone), None)
+    assert err.value.status == 410
+    with pytest.raises(ValueError, match="undecodable watch event"):
+        w.unmarshal_event('{"type": "MODIFIED", "obj', None)  # a line cut mid-way
+
+
+def test_raw_watch_builds_no_api_client_of_its_own() -> None:
+    """Upstream's Watch() builds an ApiClient (SSL context, aiohttp session: it even needs a
+    running loop); ours must not (it costs ~35 ms per watch opened)."""
+    import asyncio
+
+    from ipscheduler.kube.informer import RawWatch
+
+    w = RawWatch()  # no running loop here: upstream's constructor would raise
+    assert not hasattr(w, "_api_client")
+    asyncio.run(w.close())

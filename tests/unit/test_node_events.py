@@ -1,5 +1,6 @@
-"""Scheduler.on_node_event (wired to the pool controller as in cmd/wiring): which node
-watch events retry pending pods or refresh pools.
+"""Scheduler.on_node_event, driven by the node informer of cmd/wiring and wired to the
+pool controller as there: which node watch events retry pending pods or refresh pools,
+and what the cache keeps.
 
 kube-scheduler's queueing hints ignore a NodeUpdate that changes nothing a
 plugin reads; kwok and kubelets post heartbeats every few seconds, so each
@@ -13,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.cmd.wiring import connect
+from ipscheduler.cmd.wiring import connect, node_informer
+from ipscheduler.framework.types import NodeInfo
+from ipscheduler.kube.informer import ObjectStore
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.controller import PoolController
 from tests.unit.fakes import pool_cache
@@ -78,38 +81,68 @@ def sched(ctrl: PoolController) -> Scheduler:
     return s
 
 
+@pytest.fixture
+def nodes(sched: Scheduler) -> ObjectStore[NodeInfo]:
+    return node_informer(sched)
+
+
+def listed(nodes: ObjectStore[NodeInfo], *bodies: dict[str, Any]) -> None:
+    """The informer's first LIST."""
+    nodes.replace_all(list(bodies))
+    nodes.synced.set()
+
+
 def moves(s: Scheduler) -> list[str]:
     q = s.queue
     assert isinstance(q, RecordingQueue)
     return q.moves
 
 
-def test_initial_listing_retries_nothing(sched: Scheduler) -> None:
-    sched.on_node_event(None, node())
+def test_initial_listing_retries_nothing(sched: Scheduler, nodes: ObjectStore[NodeInfo]) -> None:
+    listed(nodes, node())
     assert moves(sched) == []
+    assert sched.cache.node("node-1") == NodeInfo.from_obj(node())
 
 
-def test_added_node_refreshes_every_pool_and_retries(sched: Scheduler, ctrl: PoolController) -> None:
-    sched.on_node_event("ADDED", node())
+def test_added_node_refreshes_every_pool_and_retries(
+    sched: Scheduler, ctrl: PoolController, nodes: ObjectStore[NodeInfo]
+) -> None:
+    listed(nodes)
+    nodes.apply("ADDED", node())
     assert moves(sched) == ["NodeIPPoolChange"]
     assert ctrl._dirty_pools is None  # every pool (NodeNotFound may clear)
     assert ctrl._pools_dirty.is_set()
+    assert "node-1" in sched.cache.snapshot()
 
 
-def test_deleted_node_refreshes_every_pool_and_retries(sched: Scheduler, ctrl: PoolController) -> None:
-    sched.on_node_event(None, node())
+def test_deleted_node_refreshes_every_pool_and_retries(
+    sched: Scheduler, ctrl: PoolController, nodes: ObjectStore[NodeInfo]
+) -> None:
+    listed(nodes, node())
     ctrl._dirty_pools = set()
-    sched.on_node_event("DELETED", node())
+    nodes.apply("DELETED", node())
     assert moves(sched) == ["NodeIPPoolChange"]
     assert ctrl._dirty_pools is None
+    assert sched.cache.node("node-1") is None and "node-1" not in sched.cache.snapshot()
 
 
-def test_heartbeat_is_ignored(sched: Scheduler) -> None:
+def test_a_node_gone_from_a_relist_counts_as_deleted(sched: Scheduler, nodes: ObjectStore[NodeInfo]) -> None:
+    listed(nodes, node(), node("node-2"))
+    nodes.replace_all([node()])
+    assert moves(sched) == ["NodeIPPoolChange"]
+    assert list(sched.cache.snapshot()) == ["node-1"]
+
+
+def test_heartbeat_is_ignored_and_keeps_the_cached_node(
+    sched: Scheduler, nodes: ObjectStore[NodeInfo]
+) -> None:
     first = node()
-    sched.on_node_event(None, first)
-    sched.on_node_event("MODIFIED", heartbeat(first))
-    sched.on_node_event("MODIFIED", heartbeat(heartbeat(first)))
+    listed(nodes, first)
+    before = sched.cache.snapshot()["node-1"]
+    nodes.apply("MODIFIED", heartbeat(first))
+    nodes.apply("MODIFIED", heartbeat(heartbeat(first)))
     assert moves(sched) == []
+    assert sched.cache.snapshot()["node-1"] is before  # memos on it survive
 
 
 @pytest.mark.parametrize(
@@ -123,14 +156,18 @@ def test_heartbeat_is_ignored(sched: Scheduler) -> None:
     ],
     ids=["labels", "unschedulable", "taint", "allocatable", "not-ready"],
 )
-def test_a_change_filters_read_retries_pending_pods(sched: Scheduler, changed: dict[str, Any]) -> None:
-    sched.on_node_event(None, node())
-    sched.on_node_event("MODIFIED", changed)
+def test_a_change_filters_read_retries_pending_pods(
+    sched: Scheduler, nodes: ObjectStore[NodeInfo], changed: dict[str, Any]
+) -> None:
+    listed(nodes, node())
+    nodes.apply("MODIFIED", changed)
     assert moves(sched) == ["NodeUpdate"]
+    assert sched.cache.snapshot()["node-1"] == NodeInfo.from_obj(changed)
 
 
-def test_modified_node_not_seen_before_counts_as_new(sched: Scheduler) -> None:
-    sched.on_node_event("MODIFIED", node("node-9"))
+def test_modified_node_not_seen_before_counts_as_new(sched: Scheduler, nodes: ObjectStore[NodeInfo]) -> None:
+    listed(nodes)
+    nodes.apply("MODIFIED", node("node-9"))
     assert moves(sched) == ["NodeIPPoolChange"]
 
 

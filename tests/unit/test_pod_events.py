@@ -1,4 +1,4 @@
-"""Scheduler.on_pod_event / on_bound_pod_gone: when an address is released.
+"""Scheduler.on_pod_event / on_bound_pod_event: when an address is released.
 
 kopf watches only pending pods (``spec.nodeName=``). A pod that gets bound
 leaves that watch as a DELETED event carrying its previous, unbound state,
@@ -82,6 +82,11 @@ def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
     return sched, ctrl, api
 
 
+def bound(sched: Scheduler, pod: PodInfo) -> None:
+    """The bound-pods informer reports ``pod`` as new."""
+    sched.on_bound_pod_event("ADDED", None, pod)
+
+
 async def settle(ctrl: PoolController) -> None:
     for _ in range(5):
         await asyncio.gather(*ctrl._tasks)
@@ -130,7 +135,7 @@ async def test_a_terminal_pending_pod_is_released_at_once() -> None:
 
 async def test_bound_pod_gone_from_its_node_is_released() -> None:
     sched, ctrl, api = setup(None)
-    sched.node_pods.on_change(PodInfo.from_obj(pod_body(node="node-1", phase="Running")))
+    sched.on_bound_pod_event("DELETED", PodInfo.from_obj(pod_body(node="node-1", phase="Running")), None)
     await settle(ctrl)
     assert not held(api)
 
@@ -140,10 +145,11 @@ async def test_bound_pod_gone_is_no_longer_assumed_on_its_node() -> None:
     pod left in the assumed set would count against the node's resources and affinity."""
     sched, ctrl, _ = setup(None)
     gone = PodInfo.from_obj(pod_body(node="node-1", phase="Running"))
-    sched._assumed[gone.uid] = gone
-    sched.node_pods.on_change(gone)
+    sched.cache.assume_pod(gone)
+    assert sched.cache.snapshot()["node-1"].pods == (gone,)
+    sched.on_bound_pod_event("DELETED", gone, None)
     await settle(ctrl)
-    assert sched._snapshot()["node-1"].pods == ()
+    assert sched.cache.snapshot()["node-1"].pods == ()
 
 
 # --------------------------------------------------------------------------- pods created already bound
@@ -172,7 +178,7 @@ async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
     sched, ctrl, api = setup(None)
     ctrl.started.set()
     ctrl.recorder = Events()  # type: ignore[assignment]
-    sched.node_pods.on_bound(prebound("u9", "10.0.0.2"))
+    bound(sched, prebound("u9", "10.0.0.2"))
     # Before the adoption is written, its address is taken for every reservation.
     pool = ctrl.cache.pool("p")
     assert pool is not None and ctrl.cache.context(pool).claimed == {"10.0.0.2": "u9"}
@@ -181,7 +187,8 @@ async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
     assert (got["ip"], got["phase"], got["pod"]) == ("10.0.0.2", "Bound", "ns/pod-u9")
     assert ctrl.cache.claimed() == {}
     writes = len(api.puts)
-    sched.node_pods.on_bound(prebound("u9", "10.0.0.2"))  # recorded now: nothing to do
+    again = dataclasses.replace(prebound("u9", "10.0.0.2"), resource_version="2")
+    sched.on_bound_pod_event("MODIFIED", prebound("u9", "10.0.0.2"), again)  # recorded now: nothing to do
     await settle(ctrl)
     assert len(api.puts) == writes
 
@@ -191,7 +198,7 @@ async def test_a_pod_created_bound_with_a_held_address_gets_address_conflict_on_
     ctrl.started.set()
     events = Events()
     ctrl.recorder = events  # type: ignore[assignment]
-    sched.node_pods.on_bound(prebound("u9", "10.0.0.1"))  # held by u1
+    bound(sched, prebound("u9", "10.0.0.1"))  # held by u1
     await settle(ctrl)
     assert "u9" not in api.bodies["p"]["status"]["allocations"]
     assert [(name, reason) for name, reason, _ in events.seen] == [
@@ -224,7 +231,7 @@ async def test_an_adopted_pods_network_annotation_is_compared_with_the_pool(
     pod = prebound("u9", "10.0.0.2")
     if network is not None:
         pod = dataclasses.replace(pod, annotations={**pod.annotations, "ipscheduler.io/network": network})
-    sched.node_pods.on_bound(pod)
+    bound(sched, pod)
     await settle(ctrl)
     assert api.bodies["p"]["status"]["allocations"]["u9"]["ip"] == "10.0.0.2"  # adopted either way
     assert [reason for _, reason, _ in seen.seen] == events
@@ -234,6 +241,6 @@ async def test_an_adopted_pods_network_annotation_is_compared_with_the_pool(
 
 async def test_pods_seen_before_the_start_up_reconcile_are_left_to_it() -> None:
     sched, ctrl, api = setup(None)
-    sched.node_pods.on_bound(prebound("u9", "10.0.0.2"))
+    bound(sched, prebound("u9", "10.0.0.2"))
     await settle(ctrl)
     assert ctrl.cache.claimed() == {} and "u9" not in api.bodies["p"]["status"]["allocations"]

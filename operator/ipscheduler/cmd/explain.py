@@ -11,13 +11,14 @@ so it honours ``--config``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from kubernetes_asyncio import client
 
 from ipscheduler.backend.cache import Cache
-from ipscheduler.backend.nodepods import FIELD_SELECTOR, NodePods
 from ipscheduler.cmd.registry import build_profile
+from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR, bound_pod_parse
 from ipscheduler.framework.config import ProfileConfig, SchedulerConfiguration
 from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
@@ -116,6 +117,29 @@ def explain_profile(
     return build_profile(cache, api, writer, config, strategy)
 
 
+def caches_from(
+    nodes: Iterable[dict[str, Any]],
+    bound_pods: Iterable[dict[str, Any]],
+    pools: Iterable[dict[str, Any]],
+    leave_out: str = "",
+) -> PoolCache:
+    """A PoolCache over a node :class:`Cache` filled from LISTed bodies, as the informers
+    fill them: nodes, bound pods (any pod; unbound or terminal ones are left out, as is
+    the pod with UID ``leave_out``) and NodeIPPools. Raises ValueError for a node or pool
+    that does not parse."""
+    node_cache = Cache()
+    for body in nodes:
+        node_cache.add_node(NodeInfo.from_obj(body))
+    for body in bound_pods:
+        pod = bound_pod_parse(body)
+        if pod is not None and pod.uid != leave_out:
+            node_cache.add_pod(pod)
+    node_cache.ready.set()
+    cache = PoolCache(node_cache)
+    cache.attach({p.name: [p] for p in (PoolView.from_obj(b) for b in pools)})
+    return cache
+
+
 async def explain(
     kubeconfig: str | None,
     target: str,
@@ -134,24 +158,17 @@ async def explain(
         if body is None:
             return 2, f"explain: pod {target} not found\n"
         pod = PodInfo.from_obj(body)
-        nodes_raw = await api.list_nodes()
-        pools = [PoolView.from_obj(p) for p in await api.list_cluster_objects(POOLS)]
-        bound = NodePods()
-        bound.replace_all(await api.list_pods(FIELD_SELECTOR))
-        node_infos = {n.name: n for n in (NodeInfo.from_obj(b) for b in nodes_raw)}
-        node_cache = Cache()
-        node_cache.attach({k: [v] for k, v in node_infos.items()})
-        cache = PoolCache(node_cache)
-        cache.attach({p.name: [p] for p in pools})
+        cache = caches_from(
+            await api.list_nodes(),
+            await api.list_pods(BOUND_PODS_SELECTOR),
+            await api.list_cluster_objects(POOLS),
+            leave_out=pod.uid,  # explain a bound pod as if it were pending again
+        )
         try:
             profile = explain_profile(cache, api, PoolWriter(api, cache), config, scheduler_name, strategy)
         except ValueError as e:
             return 2, f"explain: invalid --config: {e}\n"
-        nodes = {
-            n: dataclasses.replace(info, pods=tuple(p for p in bound.pods_on(n) if p.uid != pod.uid))
-            for n, info in node_infos.items()
-        }
-        # Explain a bound pod as if it were pending again.
+        nodes = cache.node_cache.snapshot()
         verdicts, summary = evaluate(profile, dataclasses.replace(pod, node_name=""), nodes)
         weights = {p.name: w for p, w in profile.score}
         return (0 if not summary else 1), render(pod, verdicts, summary, weights)

@@ -4,12 +4,13 @@
 cache, the framework, the queue, the scheduler, the pool controller and the
 informers, and subscribes each to the events it needs:
 
-- nodes informer → ``Scheduler.on_node_event`` (queue, cache); a node added or
+- nodes informer → ``Scheduler.on_node_event`` (cache, queue); a node added or
   deleted → ``PoolController.on_pool_event`` (every pool's status);
-- NodeIPPools informer → cache, and ``PoolController.on_pool_event`` (status,
-  queue) unless the event is the echo of our own write;
-- bound pods informer → ``Scheduler.on_bound_pod_gone`` (queue) and
-  ``PoolController.on_bound_pod_gone`` (release) / ``on_bound_pod`` (adoption);
+- NodeIPPools informer → pool cache, and ``PoolController.on_pool_event``
+  (status, queue) unless the event is the echo of our own write;
+- bound pods informer → ``Scheduler.on_bound_pod_event`` (cache, queue), which
+  calls ``PoolController.on_bound_pod_gone`` (release) / ``on_bound_pod``
+  (adoption);
 - pending pods (kopf, :mod:`ipscheduler.cmd.kopf_handlers`) → ``Scheduler.on_pod_event``,
   whose ``on_pod_gone`` hook goes to ``PoolController.on_pod_gone``;
 - the controller's ``on_capacity_freed`` → ``Scheduler.on_cluster_event`` (queue moves).
@@ -27,7 +28,6 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from ipscheduler.backend.cache import Cache
-from ipscheduler.backend.nodepods import NodePods
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.cmd.options import RunConfig
@@ -36,7 +36,7 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
-from ipscheduler.kube.informer import Endpoint, ObjectStore
+from ipscheduler.kube.informer import Endpoint, ObjectStore, uid_key
 from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.allocator import PoolView
@@ -61,7 +61,7 @@ class Components:
     queue: SchedulingQueue
     scheduler: Scheduler
     controller: PoolController
-    node_pods: NodePods
+    bound_pods: ObjectStore[PodInfo]
     nodes: ObjectStore[NodeInfo]
     pools: ObjectStore[PoolView]
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -72,16 +72,14 @@ class Components:
         has no working watch for ``watch_timeout``)."""
         timeout = self.cfg.watch_timeout
         for name, informer in (
-            ("pods-by-node", self.node_pods),
+            ("pods-by-node", self.bound_pods),
             ("nodes", self.nodes),
             ("nodeippools", self.pools),
         ):
             self.supervisor.start(f"{name}-watch", functools.partial(informer.run, self.api.client))
             self.health.checks[f"{name}-watch"] = functools.partial(informer.health, timeout)
         self.tasks.append(
-            asyncio.get_running_loop().create_task(
-                _attach_when_synced(self.cache, self.pool_cache, self.nodes, self.pools), name="cache-attach"
-            )
+            asyncio.get_running_loop().create_task(_ready_when_synced(self), name="cache-attach")
         )
         self.controller.start(self.supervisor)
         self.supervisor.start("scheduling-loop", self.scheduler.run)
@@ -118,7 +116,6 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     queue = SchedulingQueue(profile.queue_sort)
     metrics = Metrics(cfg.scheduler_name)
     recorder = EventRecorder(api)
-    node_pods = NodePods()
     controller = PoolController(
         scheduler_name=cfg.scheduler_name,
         api=api,
@@ -129,7 +126,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         reserved_ttl=cfg.reserved_ttl,
         health=health,
         metrics=metrics,
-        wait_for=(node_pods.synced,),
+        wait_for=(cache.ready,),
     )
     controller.watch_timeout = cfg.watch_timeout
     scheduler = Scheduler(
@@ -141,7 +138,6 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         recorder=recorder,
         bind_concurrency=cfg.bind_concurrency,
         health=health,
-        node_pods=node_pods,
         metrics=metrics,
         start_after=controller.started,
     )
@@ -167,28 +163,23 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         queue=queue,
         scheduler=scheduler,
         controller=controller,
-        node_pods=node_pods,
-        nodes=_node_store(scheduler),
+        bound_pods=bound_pod_informer(scheduler),
+        nodes=node_informer(scheduler),
         pools=_pool_store(controller),
     )
 
 
 def connect(scheduler: Scheduler, controller: PoolController) -> None:
-    """Subscribe the scheduler and the pool controller to each other and to the bound-pods
-    informer (``scheduler.node_pods``); see the module doc."""
+    """Subscribe the scheduler and the pool controller to each other (see the module doc)."""
     scheduler.on_pod_gone = controller.on_pod_gone
     scheduler.on_node_set_change = controller.on_pool_event
+    scheduler.on_bound_pod_gone = controller.on_bound_pod_gone
+    scheduler.on_bound_pod = controller.on_bound_pod
     controller.on_capacity_freed = scheduler.on_cluster_event
 
-    def bound_pod_gone(pod: PodInfo) -> None:
-        scheduler.on_bound_pod_gone(pod, releasing=controller.on_bound_pod_gone(pod))
 
-    scheduler.node_pods.on_change = bound_pod_gone
-    scheduler.node_pods.on_bound = controller.on_bound_pod
-
-
-def _node_store(scheduler: Scheduler) -> ObjectStore[NodeInfo]:
-    """Node name → NodeInfo; any node change may make pending pods schedulable."""
+def node_informer(scheduler: Scheduler) -> ObjectStore[NodeInfo]:
+    """Node name → NodeInfo, each event handed to ``Scheduler.on_node_event``."""
 
     def parse(body: dict[str, Any]) -> NodeInfo | None:
         try:
@@ -196,13 +187,52 @@ def _node_store(scheduler: Scheduler) -> ObjectStore[NodeInfo]:
         except ValueError:
             return None
 
-    def on_event(kind: str | None, name: str, body: dict[str, Any], info: NodeInfo | None) -> None:
-        scheduler.on_node_event(kind, body, info)
+    def on_event(
+        kind: str | None, name: str, body: dict[str, Any], old: NodeInfo | None, new: NodeInfo | None
+    ) -> None:
+        scheduler.on_node_event(kind, old, new)
 
     def endpoint(api_client: client.ApiClient) -> Endpoint:
         return client.CoreV1Api(api_client).list_node, (), {}
 
     return ObjectStore("node", endpoint, parse, on_event)
+
+
+BOUND_PODS_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+"""Bound, non-terminal pods (narrowed server-side): a pod that turns terminal leaves the
+selection and arrives as DELETED."""
+
+
+def bound_pod_parse(body: dict[str, Any]) -> PodInfo | None:
+    """A pod as the cache keeps it: None unless it parses, is bound and is not terminal."""
+    try:
+        pod = PodInfo.from_obj(body)
+    except ValueError:
+        return None
+    return pod if pod.node_name and not pod.terminal else None
+
+
+def bound_pod_informer(scheduler: Scheduler) -> ObjectStore[PodInfo]:
+    """Every bound, non-terminal pod of the cluster, whichever scheduler placed it, by UID;
+    each event handed to ``Scheduler.on_bound_pod_event``.
+
+    NodeResourcesFit, NodePorts, InterPodAffinity and PodTopologySpread need the
+    pods already on each node. kopf watches pods once, narrowed to our pending
+    pods, so this is a second, independent list+watch (:data:`BOUND_PODS_SELECTOR`).
+    Memory: one PodInfo per pod (no raw bodies are kept), shared with the cache.
+    """
+
+    def on_event(
+        kind: str | None, uid: str, body: dict[str, Any], old: PodInfo | None, new: PodInfo | None
+    ) -> None:
+        scheduler.on_bound_pod_event(kind, old, new)
+
+    def endpoint(api_client: client.ApiClient) -> Endpoint:
+        core = client.CoreV1Api(api_client)
+        return core.list_pod_for_all_namespaces, (), {"field_selector": BOUND_PODS_SELECTOR}
+
+    store = ObjectStore("pods-by-node", endpoint, bound_pod_parse, on_event, key=uid_key)
+    return store
 
 
 def _pool_store(controller: PoolController) -> ObjectStore[PoolView]:
@@ -222,7 +252,9 @@ def _pool_store(controller: PoolController) -> ObjectStore[PoolView]:
         except ValueError:
             return None
 
-    def on_event(kind: str | None, name: str, body: dict[str, Any], view: PoolView | None) -> None:
+    def on_event(
+        kind: str | None, name: str, body: dict[str, Any], old: PoolView | None, new: PoolView | None
+    ) -> None:
         cache.invalidate(name)
         meta = body.get("metadata") or {}
         echo = kind != "DELETED" and writer.is_own_write(name, str(meta.get("resourceVersion", "")))
@@ -235,11 +267,11 @@ def _pool_store(controller: PoolController) -> ObjectStore[PoolView]:
     return ObjectStore("NodeIPPool", endpoint, parse, on_event)
 
 
-async def _attach_when_synced(
-    cache: Cache, pool_cache: PoolCache, nodes: ObjectStore[NodeInfo], pools: ObjectStore[PoolView]
-) -> None:
-    """The scheduler starts (``cache.ready``) once both informers hold a full LIST."""
-    await nodes.synced.wait()
-    await pools.synced.wait()
-    cache.attach(nodes.index)
-    pool_cache.attach(pools.index)
+async def _ready_when_synced(c: Components) -> None:
+    """The cache is ready once the node and bound-pod informers hold a full LIST; the pool
+    cache (and so the pool controller) once the NodeIPPool informer does too."""
+    await c.nodes.synced.wait()
+    await c.bound_pods.synced.wait()
+    c.cache.ready.set()
+    await c.pools.synced.wait()
+    c.pool_cache.attach(c.pools.index)

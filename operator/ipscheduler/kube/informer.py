@@ -1,4 +1,4 @@
-"""List+watch informers on kubernetes-asyncio: nodes, NodeIPPools and pods by node.
+"""List+watch informers on kubernetes-asyncio: nodes, NodeIPPools and bound pods.
 
 Why not kopf indexes for nodes and pools: kopf holds back every handler until
 every indexed object has been indexed, with one readiness toggle per object
@@ -213,17 +213,19 @@ class ListWatch:
 
 
 class ObjectStore(ListWatch, Generic[T]):
-    """Objects of one kind by name, parsed, kept current by :meth:`run`.
+    """Objects of one kind by key (the name, unless ``key`` says otherwise), parsed, kept
+    current by :meth:`run`.
 
-    ``index`` maps name → a one-element tuple (the shape of a kopf index, which
-    :class:`ipscheduler.backend.cache.Cache` and
-    :class:`ipscheduler.underlayip.cache.PoolCache` read). ``parse(body)`` returns the
-    value to keep, or None for an object to leave out. ``on_event(kind, name,
-    body, value)`` is called after the index changed: kind None for objects of
-    the first LIST, ``"ADDED"``/``"MODIFIED"``/``"DELETED"`` afterwards (a
-    re-LIST reports as MODIFIED what it holds and as DELETED what vanished;
-    DELETED passes the last value kept, body ``{"metadata": {"name": name}}``
-    when only a re-LIST noticed).
+    ``index`` maps key → a one-element tuple (the shape of a kopf index, which
+    :class:`ipscheduler.underlayip.cache.PoolCache` reads). ``parse(body)`` returns the
+    value to keep, or None for an object to leave out. ``on_event(kind, key, body, old,
+    new)`` is called after the index changed, with the value kept before (``old``, None
+    if there was none) and after (``new``, None once it left the index), as client-go's
+    ``OnUpdate(oldObj, newObj)``, so a handler can tell what changed without a copy of its
+    own: kind None for objects of the first LIST, ``"ADDED"``/``"MODIFIED"``/``"DELETED"``
+    afterwards (a re-LIST reports as MODIFIED what it holds and as DELETED what vanished;
+    DELETED has body ``{"metadata": {"name": key}}`` when only a re-LIST noticed).
+    ``key(body)`` gives an object's key (None: ignored); default ``metadata.name``.
     """
 
     def __init__(
@@ -231,51 +233,59 @@ class ObjectStore(ListWatch, Generic[T]):
         what: str,
         endpoint: Callable[[client.ApiClient], Endpoint],
         parse: Callable[[dict[str, Any]], T | None],
-        on_event: Callable[[str | None, str, dict[str, Any], T | None], None] = lambda *a: None,
+        on_event: Callable[[str | None, str, dict[str, Any], T | None, T | None], None] = lambda *a: None,
+        key: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> None:
         super().__init__()
         self.what = what
         self._endpoint = endpoint
         self.parse = parse
         self.on_event = on_event
+        self.key = key if key is not None else _name
         self.index: dict[str, tuple[T]] = {}
 
     def endpoint(self, api_client: client.ApiClient) -> Endpoint:
         return self._endpoint(api_client)
 
-    def get(self, name: str) -> T | None:
-        entry = self.index.get(name)
+    def get(self, key: str) -> T | None:
+        entry = self.index.get(key)
         return entry[0] if entry else None
 
     def replace_all(self, items: list[dict[str, Any]]) -> None:
         kind = "MODIFIED" if self.synced.is_set() else None
         seen: set[str] = set()
         for obj in items:
-            name = _name(obj)
-            if name is not None:
-                seen.add(name)
-                self._put(kind, name, obj)
-        for name in [n for n in self.index if n not in seen]:
-            old = self.index.pop(name)[0]
-            self.on_event("DELETED", name, {"metadata": {"name": name}}, old)
+            key = self.key(obj)
+            if key is not None:
+                seen.add(key)
+                self._put(kind, key, obj)
+        for key in [k for k in self.index if k not in seen]:
+            old = self.index.pop(key)[0]
+            self.on_event("DELETED", key, {"metadata": {"name": key}}, old, None)
 
     def apply(self, kind: str, obj: dict[str, Any]) -> None:
-        name = _name(obj)
-        if name is None:
+        key = self.key(obj)
+        if key is None:
             return
         if kind == "DELETED":
-            old = self.index.pop(name, None)
-            self.on_event(kind, name, obj, old[0] if old else None)
+            old = self.index.pop(key, None)
+            self.on_event(kind, key, obj, old[0] if old else None, None)
         else:
-            self._put(kind, name, obj)
+            self._put(kind, key, obj)
 
-    def _put(self, kind: str | None, name: str, obj: dict[str, Any]) -> None:
+    def _put(self, kind: str | None, key: str, obj: dict[str, Any]) -> None:
         value = self.parse(obj)
-        if value is None:
-            self.index.pop(name, None)
-        else:
-            self.index[name] = (value,)
-        self.on_event(kind, name, obj, value)
+        old = self.index.pop(key, None) if value is None else self.index.get(key)
+        if value is not None:
+            self.index[key] = (value,)
+        self.on_event(kind, key, obj, old[0] if old else None, value)
+
+
+def uid_key(obj: dict[str, Any]) -> str | None:
+    """``metadata.uid`` as an :class:`ObjectStore` key (pods: names are per namespace)."""
+    meta = obj.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return uid if isinstance(uid, str) and uid else None
 
 
 def _name(obj: dict[str, Any]) -> str | None:

@@ -1,6 +1,6 @@
 """PoolCache: the scheduler's read cache of NodeIPPools.
 
-Backed by the NodeIPPool informer (:mod:`ipscheduler.kube.informer`;
+Backed by the NodeIPPool informer's index (:mod:`ipscheduler.kube.informer`;
 attached, and :attr:`PoolCache.ready` set, once it and the node cache hold a
 full LIST), plus an overlay of pool objects returned by our own status writes,
 which are newer than the watch until it catches up, and the claims of pods
@@ -22,11 +22,15 @@ spec, or the node set change. ``invalidate()`` without a name rebuilds all.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from ipscheduler.backend.cache import Cache, IndexLike
+from ipscheduler.backend.cache import Cache
 from ipscheduler.underlayip.addresses import AddressSet
 from ipscheduler.underlayip.allocator import PoolContext, PoolView, available, find_conflicts, foreign_holds
+
+IndexLike = Mapping[str, Iterable[object]]
+"""pool name → values: the NodeIPPool informer's index (name → one-element tuple) or, in
+tests, a dict of lists."""
 
 
 def _rv(value: str) -> int:
