@@ -89,6 +89,11 @@ def test_multus_network_from_flag_or_file(
         ("profiles: [{}, {}]", "profiles"),
         ("kind: KubeSchedulerConfiguration", "kind"),
         ("profiles: [", "config.yaml"),
+        (
+            "percentageOfNodesToScore: 101",
+            "percentageOfNodesToScore: Input should be less than or equal to 100",
+        ),
+        ("profiles: [{percentageOfNodesToScore: -1}]", "profiles.0.percentageOfNodesToScore"),
     ],
     ids=[
         "unknown-plugin",
@@ -100,11 +105,29 @@ def test_multus_network_from_flag_or_file(
         "two-profiles",
         "kind",
         "yaml",
+        "percentage-over-100",
+        "negative-profile-percentage",
     ],
 )
 def test_invalid_files_name_the_field(tmp_path: Path, text: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(fragment)):
         load_config(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", None),
+        ("percentageOfNodesToScore: 30", 30),
+        ("percentageOfNodesToScore: 30\nprofiles: [{percentageOfNodesToScore: 70}]", 70),
+        ("percentageOfNodesToScore: 30\nprofiles: [{percentageOfNodesToScore: 0}]", 0),
+    ],
+    ids=["unset-adaptive", "global", "profile-overrides", "profile-zero-is-adaptive"],
+)
+def test_percentage_of_nodes_to_score_global_and_per_profile(
+    tmp_path: Path, text: str, expected: int | None
+) -> None:
+    assert profile_of(tmp_path, text).percentage_of_nodes_to_score == expected
 
 
 def test_underlay_filter_cannot_be_disabled(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from ipscheduler.framework.interface import Code, CycleState, Status, default_normalize
-from ipscheduler.framework.runtime import Diagnosis, Framework
+from ipscheduler.framework.runtime import Diagnosis, Framework, num_feasible_nodes_to_find
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
 
@@ -282,6 +282,85 @@ def test_find_feasible_no_nodes() -> None:
     feasible, diag = profile().find_feasible(CycleState(), POD, {})
     assert feasible == []
     assert diag.message() == "no nodes available to schedule pods"
+
+
+# --------------------------------------------------------------------------- percentageOfNodesToScore
+
+
+@pytest.mark.parametrize(
+    ("percentage", "all_nodes", "want"),
+    [
+        (None, 0, 0),
+        (None, 99, 99),  # below 100 nodes: every node
+        (10, 99, 99),
+        (None, 100, 100),  # 50 - 0 = 50 % of 100 = 50, raised to the minimum of 100
+        (None, 1000, 420),  # 50 - 8 = 42 %
+        (None, 5000, 500),  # 50 - 40 = 10 %
+        (None, 6000, 300),  # 50 - 48 = 2 % → floor 5 %
+        (0, 1000, 420),  # 0 is adaptive too
+        (100, 5000, 5000),
+        (1, 5000, 100),  # never below 100
+        (30, 1000, 300),
+    ],
+    ids=[
+        "no-nodes",
+        "99-nodes",
+        "99-nodes-10pct",
+        "100-nodes",
+        "1000-adaptive",
+        "5000-adaptive",
+        "6000-adaptive-floor",
+        "zero-is-adaptive",
+        "100pct",
+        "1pct-min-100",
+        "30pct",
+    ],
+)
+def test_num_feasible_nodes_to_find_as_upstream(percentage: int | None, all_nodes: int, want: int) -> None:
+    """Figures from upstream's ``numFeasibleNodesToFind`` (pkg/scheduler/schedule_one.go)."""
+    assert num_feasible_nodes_to_find(percentage, all_nodes) == want
+
+
+def many(n: int) -> dict[str, NodeInfo]:
+    return nodes(*(f"n{i:04d}" for i in range(n)))
+
+
+def test_a_cycle_stops_once_enough_nodes_fit_and_the_next_one_goes_on_from_there() -> None:
+    log: list[tuple[str, str]] = []
+    p = profile(filter=[FakeFilter("F", {"n0001"}, TAINT, log)], percentage_of_nodes_to_score=10)
+    all_nodes = many(1000)
+    feasible, diag = p.find_feasible(CycleState(), POD, all_nodes)
+    assert len(feasible) == 100 and len(log) == 101  # n0001 rejected on the way
+    assert feasible[0].name == "n0000" and feasible[-1].name == "n0100"
+    assert diag.node_to_status == {"n0001": Status(Code.UNSCHEDULABLE, (TAINT,), "F")}
+    feasible, _ = p.find_feasible(CycleState(), POD, all_nodes)
+    assert feasible[0].name == "n0101"  # the rotating start index
+    p.next_start_node_index = 950
+    feasible, _ = p.find_feasible(CycleState(), POD, all_nodes)
+    assert feasible[0].name == "n0950" and feasible[-1].name == "n0050"  # wraps around (n0001 fails)
+    assert p.next_start_node_index == 51
+
+
+def test_the_only_feasible_node_beyond_the_first_slice_is_found() -> None:
+    log: list[tuple[str, str]] = []
+    all_nodes = many(1000)
+    reject = set(all_nodes) - {"n0999"}
+    p = profile(filter=[FakeFilter("F", reject, NO_IP, log)])
+    feasible, diag = p.find_feasible(CycleState(), POD, all_nodes)
+    assert [n.name for n in feasible] == ["n0999"] and len(log) == 1000
+    reject.add("n0999")
+    feasible, diag = p.find_feasible(CycleState(), POD, all_nodes)
+    assert feasible == [] and len(diag.node_to_status) == 1000  # the message counts every node
+    assert diag.message() == "0/1000 nodes are available: 1000 node(s) had no free underlay IPs."
+
+
+def test_find_all_filters_every_node_and_leaves_the_start_index() -> None:
+    log: list[tuple[str, str]] = []
+    p = profile(filter=[FakeFilter("F", set(), TAINT, log)], percentage_of_nodes_to_score=10)
+    p.next_start_node_index = 7
+    feasible, _ = p.find_feasible(CycleState(), POD, many(1000), find_all=True)
+    assert len(feasible) == 1000 and feasible[0].name == "n0000"
+    assert p.next_start_node_index == 7
 
 
 # --------------------------------------------------------------------------- scores

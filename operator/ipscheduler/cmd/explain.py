@@ -45,13 +45,14 @@ class NodeVerdict:
 def evaluate(
     profile: Framework, pod: PodInfo, nodes: Mapping[str, NodeInfo]
 ) -> tuple[list[NodeVerdict], str]:
-    """Run the scheduling cycle's PreFilter/Filter/Score for ``pod``; no Reserve, no writes.
+    """Run the scheduling cycle's PreFilter/Filter/Score for ``pod`` on every node (no
+    ``percentageOfNodesToScore`` limit); no Reserve, no writes.
 
     Returns the per-node verdicts (feasible first, best total first) and
     the FailedScheduling-style summary (empty when some node fits).
     """
     state = CycleState()
-    feasible, diagnosis = profile.find_feasible(state, pod, nodes)
+    feasible, diagnosis = profile.find_feasible(state, pod, nodes, find_all=True)
     verdicts: list[NodeVerdict] = []
     if feasible:
         per_plugin = profile.run_scores(state, pod, feasible)

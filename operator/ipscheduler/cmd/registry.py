@@ -160,7 +160,9 @@ def new_profile(registry: Registry, config: SchedulerConfiguration, handle: Hand
         off = {r.name for r in plugins.point(point).disabled}
         if underlay.NAME in off or "*" in off:
             raise ValueError(refusal)
-    return new_framework(registry, config.profile, handle, default_plugins())
+    return new_framework(
+        registry, config.profile, handle, default_plugins(), config.percentage_of_nodes_to_score
+    )
 
 
 def build_profile(

@@ -7,6 +7,7 @@ Shaped like kube-scheduler's KubeSchedulerConfiguration
 
     apiVersion: ipscheduler.io/v1alpha1
     kind: IPSchedulerConfiguration
+    percentageOfNodesToScore: 0        # adaptive, as kube-scheduler (optional)
     profiles:
       - schedulerName: ip-scheduler
         plugins:
@@ -125,6 +126,10 @@ class ProfileConfig(_Strict):
     """One scheduling profile: its schedulerName, plugins and their args."""
 
     scheduler_name: str = Field(default="ip-scheduler", alias="schedulerName", min_length=1)
+    percentage_of_nodes_to_score: int | None = Field(
+        default=None, ge=0, le=100, alias="percentageOfNodesToScore"
+    )
+    """Overrides the configuration's for this profile (upstream ``KubeSchedulerProfile``)."""
     plugins: Plugins = Field(default_factory=Plugins)
     plugin_config: list[PluginConfig] = Field(default_factory=list, alias="pluginConfig")
 
@@ -163,6 +168,12 @@ class SchedulerConfiguration(_Strict):
         default="ipscheduler.io/v1alpha1", alias="apiVersion"
     )
     kind: Literal["IPSchedulerConfiguration"] = "IPSchedulerConfiguration"
+    percentage_of_nodes_to_score: int | None = Field(
+        default=None, ge=0, le=100, alias="percentageOfNodesToScore"
+    )
+    """Per cent of the nodes a cycle looks for feasible ones among, once there are 100 or
+    more (0 or unset: adaptive, 50 % - nodes/125, at least 5 %; see
+    :func:`ipscheduler.framework.runtime.num_feasible_nodes_to_find`)."""
     profiles: list[ProfileConfig] = Field(
         default_factory=lambda: [ProfileConfig()], min_length=1, max_length=1
     )

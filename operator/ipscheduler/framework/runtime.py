@@ -85,6 +85,28 @@ class Diagnosis:
         return f"0/{self.num_all_nodes} nodes are available: {', '.join(parts)}."
 
 
+MIN_FEASIBLE_NODES_TO_FIND = 100
+"""Upstream ``minFeasibleNodesToFind``: below this many nodes, every node is scored."""
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+"""Upstream ``minFeasibleNodesPercentageToFind``: the adaptive percentage's floor."""
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """How many feasible nodes a scheduling cycle looks for among ``num_all_nodes``.
+
+    Upstream ``numFeasibleNodesToFind`` (``pkg/scheduler/schedule_one.go``): every
+    node below :data:`MIN_FEASIBLE_NODES_TO_FIND` nodes; else ``percentage`` % of them
+    (None or 0: adaptive, ``50 - nodes/125`` with a floor of
+    :data:`MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND` %), but at least
+    :data:`MIN_FEASIBLE_NODES_TO_FIND`. E.g. 1000 nodes → 420, 5000 → 500.
+    """
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if not percentage:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
 @dataclass
 class Framework:
     """The plugins of one scheduler profile, by extension point.
@@ -106,11 +128,24 @@ class Framework:
     bind: Sequence[BindPlugin] = ()
     post_bind: Sequence[PostBindPlugin] = ()
 
+    percentage_of_nodes_to_score: int | None = None
+    """``percentageOfNodesToScore`` (0..100; None or 0: upstream's adaptive default)."""
+    next_start_node_index: int = field(default=0, compare=False)
+    """Where the next limited search starts (upstream ``nextStartNodeIndex``)."""
+
     # -- scheduling cycle ------------------------------------------------
     def find_feasible(
-        self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]
+        self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo], *, find_all: bool = False
     ) -> tuple[list[NodeInfo], Diagnosis]:
-        """PreFilter, then Filter on every node. Returns feasible nodes and the diagnosis.
+        """PreFilter, then Filter node by node until enough feasible nodes are found.
+        Returns feasible nodes and the diagnosis.
+
+        As upstream's ``findNodesThatPassFilters`` (``pkg/scheduler/schedule_one.go``):
+        the search starts where the previous one stopped (:attr:`next_start_node_index`,
+        wrapping around) and stops once :func:`num_feasible_nodes_to_find` nodes fit, so
+        a cycle's cost does not grow with the cluster; a pod that fits few nodes still
+        has every node tried. ``find_all`` (``explain``) filters every node, in order.
+        The diagnosis holds a status for every node tried and rejected.
 
         A PreFilter that returns Skip has nothing to check for this pod: its
         Filter is not called (``SkipFilterPlugins`` in upstream's
@@ -127,13 +162,27 @@ class Framework:
                 return [], diagnosis
         state.write(SKIP_FILTER_PLUGINS, frozenset(skip))
         filters = [p for p in self.filter if p.name not in skip]
-        feasible = []
-        for node in nodes.values():
+        feasible: list[NodeInfo] = []
+        all_nodes = list(nodes.values())
+        total = len(all_nodes)
+        if find_all or total == 0:
+            to_find, start = total, 0
+        else:
+            to_find = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, total)
+            start = self.next_start_node_index % total
+        processed = 0
+        for i in range(total):
+            node = all_nodes[(start + i) % total]
+            processed += 1
             st = self._filter(filters, state, pod, node)
             if st.is_success():
                 feasible.append(node)
+                if len(feasible) >= to_find:
+                    break
             else:
                 diagnosis.node_to_status[node.name] = st
+        if not find_all and total:
+            self.next_start_node_index = (start + processed) % total
         return feasible, diagnosis
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -267,7 +316,11 @@ assert tuple(_PROTOCOLS) == EXTENSION_POINTS
 
 
 def new_framework(
-    registry: Registry, profile: ProfileConfig, handle: Handle, defaults: Plugins | None = None
+    registry: Registry,
+    profile: ProfileConfig,
+    handle: Handle,
+    defaults: Plugins | None = None,
+    percentage_of_nodes_to_score: int | None = None,
 ) -> Framework:
     """The framework of ``profile``: every extension point filled with plugins made by ``registry``.
 
@@ -277,7 +330,8 @@ def new_framework(
     with its ``pluginConfig`` args and ``handle`` (a
     :class:`~ipscheduler.framework.interface.Handle`), and shared by all its points. A
     score plugin's weight defaults to its weight in ``defaults``, else 1; weight 0
-    leaves it out.
+    leaves it out. The profile's ``percentageOfNodesToScore``, if set, overrides
+    ``percentage_of_nodes_to_score`` (the configuration's), as upstream.
 
     PreFilter and PreScore have companion defaults (unlike upstream, where
     MultiPoint plays that part): PreFilter runs, besides ``defaults.preFilter``, every
@@ -348,4 +402,9 @@ def new_framework(
         pre_bind=at("preBind"),
         bind=binders,
         post_bind=at("postBind"),
+        percentage_of_nodes_to_score=(
+            profile.percentage_of_nodes_to_score
+            if profile.percentage_of_nodes_to_score is not None
+            else percentage_of_nodes_to_score
+        ),
     )
