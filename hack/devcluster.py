@@ -62,6 +62,8 @@ ALL_BINARIES = (*K8S_BINARIES, "etcd", "kwok")
 ZONES = ("zone-a", "zone-b")
 DEFAULT_DIR = ".devcluster"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+NODE_LEASE_SECONDS = 40
+"""kwok's node lease duration by default: the kubelet's."""
 SERVICE_CIDR = "10.96.0.0/16"
 
 
@@ -423,8 +425,13 @@ def pid_alive(pid: int, exe: str) -> bool:
 class Cluster:
     """One dev cluster rooted at a directory; state in ``D/state.json``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, node_lease_seconds: int = NODE_LEASE_SECONDS) -> None:
+        """``node_lease_seconds``: kwok's node lease duration for a new cluster (kept in its
+        state; kwok renews a lease every quarter of it, so 5000 nodes at the kubelet's 40 s
+        renew 500 leases/s). kube-controller-manager's ``--node-monitor-grace-period``
+        follows at 5/4 of it (50 s for 40 s, as the defaults)."""
         self.root = root.resolve()
+        self.node_lease_seconds = node_lease_seconds
         self.state_file = self.root / "state.json"
         self.kubeconfig = self.root / "kubeconfig"
         self.state: dict[str, Any] = {}
@@ -462,6 +469,7 @@ class Cluster:
                 "controller_manager": free_port(),
             },
             "pids": {},
+            "node_lease_seconds": self.node_lease_seconds,
         }
         self.save()
         self._write_kubeconfig()
@@ -492,6 +500,7 @@ class Cluster:
         r = self.root
         key = str(r / "pki" / "sa.key")
         kc = str(self.kubeconfig)
+        lease = int(self.state.get("node_lease_seconds", NODE_LEASE_SECONDS))
         return {
             "etcd": [
                 str(b / "etcd"),
@@ -542,6 +551,7 @@ class Cluster:
                 "--kube-api-burst=1000",
                 "--concurrent-replicaset-syncs=10",
                 "--concurrent-deployment-syncs=10",
+                f"--node-monitor-grace-period={lease * 5 // 4}s",
                 "--v=1",
             ],
             "kwok": [
@@ -555,7 +565,7 @@ class Cluster:
                 "--disregard-status-with-label-selector=",
                 "--cidr=10.244.0.1/16",
                 "--node-ip=10.0.0.1",
-                "--node-lease-duration-seconds=40",
+                f"--node-lease-duration-seconds={lease}",
             ],
         }
 
@@ -823,6 +833,12 @@ def main(argv: list[str] | None = None) -> int:
     p_up = sub.add_parser("up", help="start the control plane (idempotent)")
     p_up.add_argument("--dir", default=DEFAULT_DIR)
     p_up.add_argument("--nodes", type=int, default=3)
+    p_up.add_argument(
+        "--node-lease-seconds",
+        type=int,
+        default=NODE_LEASE_SECONDS,
+        help="kwok node lease duration of a new cluster (renewed every quarter of it)",
+    )
     p_down = sub.add_parser("down", help="stop what up started and remove its state")
     p_down.add_argument("--dir", default=DEFAULT_DIR)
     p_add = sub.add_parser("add-nodes", help="add K more kwok nodes")
@@ -840,7 +856,7 @@ def main(argv: list[str] | None = None) -> int:
             print(ensure_binaries())
             print(ensure_cni_tools())
             return 0
-        cluster = Cluster(Path(args.dir))
+        cluster = Cluster(Path(args.dir), getattr(args, "node_lease_seconds", NODE_LEASE_SECONDS))
         if args.cmd == "up":
             cluster.up(args.nodes)
             print(cluster.kubeconfig)

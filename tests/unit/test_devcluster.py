@@ -123,3 +123,17 @@ def test_own_child_is_alive_by_its_exit_status_not_its_proc_entry(
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("lease", "grace"), [(None, "50s"), (240, "300s")], ids=["kubelet-default", "xlarge-bench"]
+)
+def test_node_lease_duration_reaches_kwok_and_the_node_monitor_grace_period(
+    tmp_path: Path, lease: int | None, grace: str
+) -> None:
+    c = devcluster.Cluster(tmp_path / "c") if lease is None else devcluster.Cluster(tmp_path / "c", lease)
+    c.state = {"bindir": "/b", "ports": {"etcd": 1, "etcd_peer": 2, "apiserver": 3, "controller_manager": 4}}
+    c.state["node_lease_seconds"] = c.node_lease_seconds
+    cmds = c._commands()
+    assert f"--node-lease-duration-seconds={lease or 40}" in cmds["kwok"]
+    assert f"--node-monitor-grace-period={grace}" in cmds["kube-controller-manager"]
