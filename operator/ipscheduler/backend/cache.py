@@ -46,7 +46,6 @@ class Cache:
         self._assumed: dict[str, PodInfo] = {}  # assumed pods by UID (node_name set)
         self._bound_on: dict[str, dict[str, PodInfo]] = {}  # node → UID → bound pod
         self._assumed_on: dict[str, dict[str, PodInfo]] = {}  # node → UID → assumed pod
-        self._pods_on: dict[str, tuple[PodInfo, ...]] = {}  # memo of pods_on()
         self._snapshot: dict[str, NodeInfo] = {}
         self._dirty: set[str] = set()  # nodes to rebuild in the next snapshot()
         self.node_set_version = 0
@@ -104,8 +103,8 @@ class Cache:
         self._touch(pod.node_name)
 
     def update_pod(self, old: PodInfo | None, new: PodInfo) -> None:
-        """A bound pod changed (``old``: its previous state, unused beyond the UID: the
-        cache's own copy decides which node to update). No-op if it is unchanged."""
+        """A bound pod changed (``old``: its previous state, as upstream's UpdatePod; the
+        cache's own copy decides which node it leaves). No-op if it is unchanged."""
         if self._pods.get(new.uid) == new and new.uid not in self._assumed:
             return
         self.add_pod(new)
@@ -127,17 +126,10 @@ class Cache:
         return len(self._pods)
 
     def pods_on(self, node: str) -> tuple[PodInfo, ...]:
-        """Bound and assumed pods on ``node``, bound ones first, each sorted by UID.
-
-        The same tuple object is returned until a pod of ``node`` changes.
-        """
-        pods = self._pods_on.get(node)
-        if pods is None:
-            bound = self._bound_on.get(node, {})
-            assumed = self._assumed_on.get(node, {})
-            pods = tuple(bound[u] for u in sorted(bound)) + tuple(assumed[u] for u in sorted(assumed))
-            self._pods_on[node] = pods
-        return pods
+        """Bound and assumed pods on ``node``, bound ones first, each sorted by UID."""
+        bound = self._bound_on.get(node, {})
+        assumed = self._assumed_on.get(node, {})
+        return tuple(bound[u] for u in sorted(bound)) + tuple(assumed[u] for u in sorted(assumed))
 
     # -- assumed pods ------------------------------------------------------
     def assume_pod(self, pod: PodInfo) -> None:
@@ -175,7 +167,6 @@ class Cache:
 
     # -- internals -----------------------------------------------------
     def _touch(self, node: str) -> None:
-        self._pods_on.pop(node, None)
         self._dirty.add(node)
 
     def _drop_assumed(self, uid: str) -> None:

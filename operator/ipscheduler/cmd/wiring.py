@@ -231,8 +231,7 @@ def bound_pod_informer(scheduler: Scheduler) -> ObjectStore[PodInfo]:
         core = client.CoreV1Api(api_client)
         return core.list_pod_for_all_namespaces, (), {"field_selector": BOUND_PODS_SELECTOR}
 
-    store = ObjectStore("pods-by-node", endpoint, bound_pod_parse, on_event, key=uid_key)
-    return store
+    return ObjectStore("pods-by-node", endpoint, bound_pod_parse, on_event, key=uid_key)
 
 
 def _pool_store(controller: PoolController) -> ObjectStore[PoolView]:

@@ -283,12 +283,15 @@ class ObjectStore(ListWatch, Generic[T]):
 
 def uid_key(obj: dict[str, Any]) -> str | None:
     """``metadata.uid`` as an :class:`ObjectStore` key (pods: names are per namespace)."""
-    meta = obj.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, dict) else None
-    return uid if isinstance(uid, str) and uid else None
+    return _meta_str(obj, "uid")
 
 
 def _name(obj: dict[str, Any]) -> str | None:
+    return _meta_str(obj, "name")
+
+
+def _meta_str(obj: dict[str, Any], key: str) -> str | None:
+    """A non-empty string ``metadata.<key>`` of ``obj``, else None."""
     meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, dict) else None
-    return name if isinstance(name, str) and name else None
+    value = meta.get(key) if isinstance(meta, dict) else None
+    return value if isinstance(value, str) and value else None
