@@ -2,9 +2,11 @@
 pool controller as there: which node watch events retry pending pods or refresh pools,
 and what the cache keeps.
 
-kube-scheduler's queueing hints ignore a NodeUpdate that changes nothing a
+kube-scheduler sends no NodeUpdate event for an update that changes nothing a
 plugin reads; kwok and kubelets post heartbeats every few seconds, so each
-one must not move every unschedulable pod back to the active queue.
+one must not move unschedulable pods back to the active queue. An update names
+the parts that changed (action flags), so only plugins that registered them
+are asked.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 
 from ipscheduler.cmd.wiring import connect, node_informer
+from ipscheduler.framework.interface import ActionType, ClusterEvent
 from ipscheduler.framework.types import NodeInfo
 from ipscheduler.kube.informer import ObjectStore
 from ipscheduler.scheduler.scheduler import Scheduler
@@ -29,9 +32,11 @@ class RecordingQueue:
 
     def __init__(self) -> None:
         self.moves: list[str] = []
+        self.events: list[tuple[ClusterEvent, Any, Any]] = []
 
-    def move_all_to_active_or_backoff(self, event: str) -> None:
-        self.moves.append(event)
+    def move_all_to_active_or_backoff(self, event: ClusterEvent, old: Any = None, new: Any = None) -> None:
+        self.moves.append(event.label)
+        self.events.append((event, old, new))
 
 
 def node(name: str = "node-1", **changes: Any) -> dict[str, Any]:
@@ -109,7 +114,7 @@ def test_added_node_refreshes_every_pool_and_retries(
 ) -> None:
     listed(nodes)
     nodes.apply("ADDED", node())
-    assert moves(sched) == ["NodeIPPoolChange"]
+    assert moves(sched) == ["NodeIPPoolChange", "NodeAdd"]
     assert ctrl._dirty_pools is None  # every pool (NodeNotFound may clear)
     assert ctrl._pools_dirty.is_set()
     assert "node-1" in sched.cache.snapshot()
@@ -121,7 +126,7 @@ def test_deleted_node_refreshes_every_pool_and_retries(
     listed(nodes, node())
     ctrl._dirty_pools = set()
     nodes.apply("DELETED", node())
-    assert moves(sched) == ["NodeIPPoolChange"]
+    assert moves(sched) == ["NodeIPPoolChange", "NodeDelete"]
     assert ctrl._dirty_pools is None
     assert sched.cache.node("node-1") is None and "node-1" not in sched.cache.snapshot()
 
@@ -129,7 +134,7 @@ def test_deleted_node_refreshes_every_pool_and_retries(
 def test_a_node_gone_from_a_relist_counts_as_deleted(sched: Scheduler, nodes: ObjectStore[NodeInfo]) -> None:
     listed(nodes, node(), node("node-2"))
     nodes.replace_all([node()])
-    assert moves(sched) == ["NodeIPPoolChange"]
+    assert moves(sched) == ["NodeIPPoolChange", "NodeDelete"]
     assert list(sched.cache.snapshot()) == ["node-1"]
 
 
@@ -146,29 +151,44 @@ def test_heartbeat_is_ignored_and_keeps_the_cached_node(
 
 
 @pytest.mark.parametrize(
-    "changed",
+    ("changed", "action"),
     [
-        node(metadata__labels={"zone": "b"}),
-        node(spec__unschedulable=True),
-        node(spec__taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
-        node(status__allocatable={"cpu": "4", "memory": "32Gi", "pods": "110"}),
-        node(status__conditions=[{"type": "Ready", "status": "False"}]),
+        (node(metadata__labels={"zone": "b"}), ActionType.UPDATE_NODE_LABEL),
+        (node(spec__unschedulable=True), ActionType.UPDATE_NODE_TAINT),
+        (
+            node(spec__taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+            ActionType.UPDATE_NODE_TAINT,
+        ),
+        (
+            node(status__allocatable={"cpu": "4", "memory": "32Gi", "pods": "110"}),
+            ActionType.UPDATE_NODE_ALLOCATABLE,
+        ),
+        (node(status__conditions=[{"type": "Ready", "status": "False"}]), ActionType.UPDATE_NODE_CONDITION),
+        (
+            node(metadata__labels={"zone": "b"}, spec__unschedulable=True),
+            ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
+        ),
     ],
-    ids=["labels", "unschedulable", "taint", "allocatable", "not-ready"],
+    ids=["labels", "unschedulable", "taint", "allocatable", "not-ready", "labels-and-cordon"],
 )
-def test_a_change_filters_read_retries_pending_pods(
-    sched: Scheduler, nodes: ObjectStore[NodeInfo], changed: dict[str, Any]
+def test_a_change_filters_read_sends_a_node_update_naming_it(
+    sched: Scheduler, nodes: ObjectStore[NodeInfo], changed: dict[str, Any], action: ActionType
 ) -> None:
     listed(nodes, node())
     nodes.apply("MODIFIED", changed)
     assert moves(sched) == ["NodeUpdate"]
+    q = sched.queue
+    assert isinstance(q, RecordingQueue)
+    event, old, new = q.events[0]
+    assert event.action_type == action
+    assert old == NodeInfo.from_obj(node()) and new == NodeInfo.from_obj(changed)
     assert sched.cache.snapshot()["node-1"] == NodeInfo.from_obj(changed)
 
 
 def test_modified_node_not_seen_before_counts_as_new(sched: Scheduler, nodes: ObjectStore[NodeInfo]) -> None:
     listed(nodes)
     nodes.apply("MODIFIED", node("node-9"))
-    assert moves(sched) == ["NodeIPPoolChange"]
+    assert moves(sched) == ["NodeIPPoolChange", "NodeAdd"]
 
 
 def test_pool_event_marks_only_that_pool(sched: Scheduler, ctrl: PoolController) -> None:

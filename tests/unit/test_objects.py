@@ -423,3 +423,69 @@ def test_node_from_obj_requires_name(body: dict[str, Any]) -> None:
 def test_node_from_obj_survives_huge_allocatable() -> None:
     node = NodeInfo.from_obj({"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e1000000"}}})
     assert node.name == "n"
+
+
+def _bound_body(uid: str, ip: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "uid": uid,
+            "namespace": "default",
+            "name": f"web-{uid}",
+            "labels": {"app": "web", "pod-template-hash": "5d9c"},
+            "annotations": {
+                "ipscheduler.io/ip": ip,
+                "kubectl.kubernetes.io/restartedAt": "2026-01-01T00:00:00Z",
+            },
+        },
+        "spec": {
+            "schedulerName": "ip-scheduler",
+            "nodeName": "node-a",
+            "nodeSelector": {"zone": "a"},
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}],
+            "containers": [
+                ctr({"cpu": "100m", "memory": "64Mi"}, None),
+                {"name": "b", "ports": [{"hostPort": 80}]},
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_lean_keeps_what_filters_and_adoption_read_of_a_bound_pod() -> None:
+    full = PodInfo.from_obj(_bound_body("u1", "10.0.0.5"))
+    lean = full.lean()
+    for kept in (
+        "uid",
+        "namespace",
+        "name",
+        "scheduler_name",
+        "node_name",
+        "phase",
+        "priority",
+        "qos_class",
+        "labels",
+        "requests",
+        "nonzero_requests",
+        "host_ports",
+        "affinity",
+        "host_network",
+        "creation",
+        "resource_version",
+        "deleting",
+    ):
+        assert getattr(lean, kept) == getattr(full, kept), kept
+    assert lean.annotations == {"ipscheduler.io/ip": "10.0.0.5"}  # only ours
+    assert lean.tolerations == () and lean.node_selector == {} and lean.topology_spread == ()
+
+
+def test_lean_pods_of_one_workload_share_their_maps() -> None:
+    a = PodInfo.from_obj(_bound_body("u1", "10.0.0.5")).lean()
+    b = PodInfo.from_obj(_bound_body("u2", "10.0.0.6")).lean()
+    assert a.labels is b.labels
+    assert a.requests is b.requests
+    assert a.nonzero_requests is b.nonzero_requests
+    assert a.annotations is not b.annotations  # the addresses differ
+    with pytest.raises(TypeError):
+        a.labels["app"] = "other"  # type: ignore[index]  # shared, so read-only

@@ -238,7 +238,8 @@ def test_pre_filter_rejection_fails_every_node(rejection: Status) -> None:
     assert log == []  # no Filter ran
     assert pf1.calls == ["n1,n2,n3"]
     assert pf3.calls == []
-    assert diag.pre_filter == rejection
+    assert diag.pre_filter == Status(rejection.code, rejection.reasons, "P2")  # named after its plugin
+    assert diag.unschedulable_plugins == {"P2"}
     assert diag.histogram() == {"pod has unbound PVC": 3}
     assert diag.message() == "0/3 nodes are available: 3 pod has unbound PVC."
 

@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
+from ipscheduler.framework import events
 from ipscheduler.framework.interface import QueuedPodInfo
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
@@ -255,7 +256,7 @@ def test_move_all_to_active_or_backoff(clock: FakeClock, attempts: int, after: f
     q.add_unschedulable(qp)
     assert q.depths()["unschedulable"] == 1
     clock.advance(after)
-    assert q.move_all_to_active_or_backoff("NodeIPPoolChange") == 1
+    assert q.move_all_to_active_or_backoff(events.NODE_IP_POOL_CHANGE) == 1
     depths = q.depths()
     assert depths["unschedulable"] == 0
     assert depths[expected] == 1
@@ -323,7 +324,7 @@ def test_move_request_during_cycle_sends_fit_failure_to_backoff(clock: FakeClock
     q = make_queue(clock)
     q.add(pod("a"))
     qp = pop(q)
-    q.move_all_to_active_or_backoff("AddressReleased")  # e.g. an address freed while "a" was filtered
+    q.move_all_to_active_or_backoff(events.ADDRESS_RELEASED)  # e.g. an address freed while "a" was filtered
     q.add_unschedulable(qp)
     assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 0, "in_flight": 0}
     clock.advance(1)
@@ -332,11 +333,11 @@ def test_move_request_during_cycle_sends_fit_failure_to_backoff(clock: FakeClock
 
 def test_move_request_before_cycle_does_not_count(clock: FakeClock) -> None:
     q = make_queue(clock)
-    q.move_all_to_active_or_backoff("NodeChange")
+    q.move_all_to_active_or_backoff(events.NODE_ADD)
     q.add(pod("a"))
     q.add(pod("b"))
     a = pop(q)
-    q.move_all_to_active_or_backoff("NodeChange")  # during a's cycle (1), before b's (2)
+    q.move_all_to_active_or_backoff(events.NODE_ADD)  # during a's cycle (1), before b's (2)
     b = pop(q)
     q.add_unschedulable(b)
     q.add_unschedulable(a)

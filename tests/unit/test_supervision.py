@@ -114,7 +114,7 @@ async def test_a_watch_failure_relists_and_never_ends_the_informer(
     watches: list[int] = []
     forever = asyncio.Event()
 
-    async def list_raw(endpoint: Any) -> dict[str, Any]:
+    async def list_raw(endpoint: Any, token: str = "") -> dict[str, Any]:
         lists.append(1)
         return {"metadata": {"resourceVersion": str(len(lists))}, "items": [{"metadata": {"name": "a"}}]}
 
@@ -146,7 +146,7 @@ async def test_an_informer_without_a_working_list_reports_how_long_it_is_down(
     s = store()
     attempts: list[int] = []
 
-    async def refused(endpoint: Any) -> dict[str, Any]:
+    async def refused(endpoint: Any, token: str = "") -> dict[str, Any]:
         attempts.append(1)
         raise aiohttp.ClientOSError(111, "Connect call failed")
 

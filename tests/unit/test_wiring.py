@@ -6,6 +6,7 @@ from typing import Any
 
 from ipscheduler.cmd import wiring
 from ipscheduler.cmd.options import RunConfig
+from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
 
@@ -38,12 +39,17 @@ async def test_scheduler_controller_and_informers_share_one_cache() -> None:
 async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
     c = wiring.build(RunConfig(), _NO_API, HealthState())
     moved: list[str] = []
-    c.queue.move_all_to_active_or_backoff = moved.append  # type: ignore[method-assign]
+
+    def move(event: ClusterEvent, old: object = None, new: object = None) -> int:
+        moved.append(event.label)
+        return 0
+
+    c.queue.move_all_to_active_or_backoff = move  # type: ignore[method-assign]
     c.bound_pods.apply("ADDED", body())
     assert c.cache.pods_on("node-1") == (pod(),)
     c.bound_pods.apply("DELETED", body())  # a bound pod left its node; it holds no allocation
     assert c.cache.pods_on("node-1") == ()
     c.controller.on_pool_event("pool-a")  # capacity may have freed: the queue hears of it
     c.scheduler.on_node_set_change()  # wired to the controller: every pool's status
-    assert moved == ["PodDeleted", "NodeIPPoolChange", "NodeIPPoolChange"]
+    assert moved == ["AssignedPodAdd", "AssignedPodDelete", "NodeIPPoolChange", "NodeIPPoolChange"]
     assert c.controller._dirty_pools is None

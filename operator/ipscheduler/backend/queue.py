@@ -7,14 +7,17 @@ Modelled on ``pkg/scheduler/backend/queue/scheduling_queue.go``
 - **backoffQ** holds pods that failed with an error or were moved while
   still backing off; backoff is ``initial * 2**(attempts-1)`` capped at
   ``maximum`` (kube-scheduler defaults 1 s and 10 s).
-- **unschedulable** holds pods no node fits; a cluster event that may free
-  capacity (pool change, release, node change) moves them back at once
-  (to backoffQ if their backoff has not expired, else activeQ), and pods
-  that stayed there longer than ``max_unschedulable`` (5 min) are flushed.
+- **unschedulable** holds pods no node fits; a cluster event moves back
+  (to backoffQ if their backoff has not expired, else activeQ) only the
+  pods whose rejecting plugins registered that event and whose queueing
+  hint says it may help (upstream QueueingHints, ``isPodWorthRequeuing``);
+  pods that stayed there longer than ``max_unschedulable`` (5 min) are
+  flushed.
 
-A pod that failed while a move request happened during its cycle goes to
-backoffQ instead of unschedulable, so no event is missed. Pods being bound
-("in flight") are not re-added until :meth:`done`.
+Events that arrive while pods are in flight (popped, not yet done) are kept
+until those pods leave (upstream ``inFlightEvents``): a pod that fails after
+an event that may help it goes to backoffQ instead of unschedulable, so no
+event is missed. Pods being bound are not re-added until :meth:`done`.
 """
 
 from __future__ import annotations
@@ -24,14 +27,35 @@ import contextlib
 import dataclasses
 import heapq
 import itertools
+import logging
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from ipscheduler.framework.interface import QueuedPodInfo, QueueSortPlugin
+from ipscheduler.framework.interface import (
+    WILDCARD_EVENT,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueuedPodInfo,
+    QueueingHint,
+    QueueSortPlugin,
+)
 from ipscheduler.framework.types import PodInfo
 
+log = logging.getLogger(__name__)
+
 Clock = Callable[[], float]
+
+PluginHints = Sequence[tuple[str, ClusterEventWithHint]]
+"""``(plugin name, registration)`` pairs: every plugin's :meth:`events_to_register
+<ipscheduler.framework.interface.EnqueueExtensions.events_to_register>` (see
+:meth:`ipscheduler.framework.runtime.Framework.queueing_hints`)."""
+
+_ANY_PLUGIN = ""
+"""Index key of parked pods no plugin rejected (every event may help them)."""
 
 
 @dataclass(order=False)
@@ -53,6 +77,8 @@ class SchedulingQueue:
 
     ``pop`` waits until a pod is active. All other methods are synchronous.
     Pods are keyed by UID; adding a known UID updates its PodInfo in place.
+    ``hints``: the profile's queueing hints; None moves every unschedulable pod on
+    every event (as if each plugin registered the wildcard event).
     """
 
     def __init__(
@@ -62,6 +88,7 @@ class SchedulingQueue:
         max_backoff: float = 10.0,
         max_unschedulable: float = 300.0,
         clock: Clock = time.monotonic,
+        hints: PluginHints | None = None,
     ) -> None:
         self._less = sort.less
         self.initial_backoff = initial_backoff
@@ -73,9 +100,14 @@ class SchedulingQueue:
         self._active_uids: dict[str, _HeapItem] = {}
         self._backoff: dict[str, QueuedPodInfo] = {}
         self._unschedulable: dict[str, tuple[QueuedPodInfo, float]] = {}
+        self._parked_by_plugin: dict[str, set[str]] = {}
         self._in_flight: dict[str, QueuedPodInfo] = {}
+        self._in_flight_events: deque[tuple[int, ClusterEvent, Any, Any]] = deque()
         self._scheduling_cycle = 0
-        self._move_request_cycle = -1
+        self._hints: list[tuple[str, ClusterEventWithHint]] = list(
+            hints if hints is not None else [(_ANY_PLUGIN, ClusterEventWithHint(WILDCARD_EVENT))]
+        )
+        self._interested: dict[ClusterEvent, frozenset[str]] = {}
         self._cond = asyncio.Condition()
         self._closed = False
         self._waker: asyncio.Task[None] | None = None
@@ -150,7 +182,7 @@ class SchedulingQueue:
             if dataclasses.replace(qp.pod, resource_version=pod.resource_version) == pod:
                 qp.pod = pod  # status-only update (e.g. our own condition patch): stay parked
                 return
-            del self._unschedulable[uid]
+            self._unpark(uid)
             qp.pod = pod
             self._requeue(qp)
             return
@@ -162,7 +194,27 @@ class SchedulingQueue:
         self._active_uids.pop(uid, None)  # its heap entry is skipped lazily by pop
         self._in_flight.pop(uid, None)  # a failed attempt of a deleted pod is not re-queued
         self._backoff.pop(uid, None)
-        self._unschedulable.pop(uid, None)
+        self._unpark(uid)
+        self._prune_in_flight_events()
+
+    def _park(self, qp: QueuedPodInfo) -> None:
+        uid = qp.pod.uid
+        self._unschedulable[uid] = (qp, self._clock())
+        for plugin in qp.unschedulable_plugins or (_ANY_PLUGIN,):
+            self._parked_by_plugin.setdefault(plugin, set()).add(uid)
+
+    def _unpark(self, uid: str) -> QueuedPodInfo | None:
+        entry = self._unschedulable.pop(uid, None)
+        if entry is None:
+            return None
+        qp = entry[0]
+        for plugin in qp.unschedulable_plugins or (_ANY_PLUGIN,):
+            uids = self._parked_by_plugin.get(plugin)
+            if uids is not None:
+                uids.discard(uid)
+                if not uids:
+                    del self._parked_by_plugin[plugin]
+        return qp
 
     def _requeue(self, qp: QueuedPodInfo) -> None:
         if self._clock() < self._backoff_expiry(qp):
@@ -181,28 +233,93 @@ class SchedulingQueue:
         if self._in_flight.pop(qp.pod.uid, None) is None:
             return  # deleted (or bound) while it was being scheduled
         qp.timestamp = self._clock()
-        if error or self._move_request_cycle >= qp.cycle:
+        if error or any(
+            cycle >= qp.cycle and self._worth_requeuing(qp, event, old, new)
+            for cycle, event, old, new in self._in_flight_events
+        ):
             self._backoff[qp.pod.uid] = qp
             self._notify()
         else:
-            self._unschedulable[qp.pod.uid] = (qp, self._clock())
+            self._park(qp)
+        self._prune_in_flight_events()
 
     def done(self, uid: str) -> None:
         """The pod left the scheduler (bound or given up); stop tracking it."""
         self._in_flight.pop(uid, None)
+        self._prune_in_flight_events()
 
-    def move_all_to_active_or_backoff(self, event: str = "") -> int:
-        """A cluster event may have freed capacity: retry unschedulable pods now.
+    def _prune_in_flight_events(self) -> None:
+        """Drop the events no in-flight pod can still be failed after."""
+        if not self._in_flight:
+            self._in_flight_events.clear()
+            return
+        if self._in_flight_events:
+            oldest = min(qp.cycle for qp in self._in_flight.values())
+            while self._in_flight_events and self._in_flight_events[0][0] < oldest:
+                self._in_flight_events.popleft()
 
-        Returns how many pods were moved. Pods still inside their backoff go
-        to backoffQ, others to activeQ.
+    def _interested_plugins(self, event: ClusterEvent) -> frozenset[str]:
+        """Plugins that registered an event ``event`` matches (memoized per event)."""
+        got = self._interested.get(event)
+        if got is None:
+            got = self._interested[event] = frozenset(
+                plugin for plugin, reg in self._hints if event.matches(reg.event)
+            )
+        return got
+
+    def _worth_requeuing(self, qp: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        """Upstream ``isPodWorthRequeuing`` (``pkg/scheduler/backend/queue/scheduling_queue.go``):
+        a pod no plugin rejected, or a wildcard event, always; otherwise when one of the
+        plugins that rejected it registered ``event`` and its hint says QUEUE (no hint
+        function, or one that raises, counts as QUEUE)."""
+        rejectors = qp.unschedulable_plugins
+        if not rejectors or event.resource is EventResource.WILDCARD:
+            return True
+        for plugin, reg in self._hints:
+            if (plugin not in rejectors and plugin != _ANY_PLUGIN) or not event.matches(reg.event):
+                continue
+            fn = reg.queueing_hint_fn
+            if fn is None:
+                return True
+            try:
+                if fn(qp.pod, old, new) is QueueingHint.QUEUE:
+                    return True
+            except Exception:
+                log.exception("queueing hint of %s for %s failed; queueing the pod", plugin, event.label)
+                return True
+        return False
+
+    def move_all_to_active_or_backoff(
+        self, event: ClusterEvent = WILDCARD_EVENT, old: Any = None, new: Any = None
+    ) -> int:
+        """``event`` happened (``old``/``new``: the object before and after): move the
+        unschedulable pods it may help (see :meth:`_worth_requeuing`) back, to backoffQ if
+        their backoff has not expired, else activeQ. Returns how many were moved.
+
+        Only pods rejected by a plugin that registered the event are looked at (an index
+        by plugin), so an event no parked pod cares about costs next to nothing.
         """
-        self._move_request_cycle = self._scheduling_cycle
+        if self._in_flight:
+            self._in_flight_events.append((self._scheduling_cycle, event, old, new))
+        if not self._unschedulable:
+            return 0
+        if event.resource is EventResource.WILDCARD:
+            candidates: set[str] = set(self._unschedulable)
+        else:
+            candidates = set(self._parked_by_plugin.get(_ANY_PLUGIN, ()))
+            interested = self._interested_plugins(event)
+            if _ANY_PLUGIN in interested:  # a plugin without EnqueueExtensions: every pod
+                candidates = set(self._unschedulable)
+            else:
+                for plugin in interested:
+                    candidates.update(self._parked_by_plugin.get(plugin, ()))
         moved = 0
-        for qp, _ in list(self._unschedulable.values()):
-            self._unschedulable.pop(qp.pod.uid, None)
-            self._requeue(qp)
-            moved += 1
+        for uid in candidates:
+            qp = self._unschedulable[uid][0]
+            if self._worth_requeuing(qp, event, old, new):
+                self._unpark(uid)
+                self._requeue(qp)
+                moved += 1
         return moved
 
     def flush(self) -> None:
@@ -214,7 +331,7 @@ class SchedulingQueue:
                 self._push_active(qp)
         for uid, (qp, since) in list(self._unschedulable.items()):
             if now - since >= self.max_unschedulable:
-                del self._unschedulable[uid]
+                self._unpark(uid)
                 self._requeue(qp)
 
     def pop_nowait(self) -> QueuedPodInfo | None:
@@ -229,6 +346,7 @@ class SchedulingQueue:
             qp = item.qp
             qp.attempts += 1
             qp.cycle = self._scheduling_cycle
+            qp.unschedulable_plugins = set()
             self._in_flight[qp.pod.uid] = qp
             return qp
         return None

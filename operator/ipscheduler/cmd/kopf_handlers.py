@@ -30,7 +30,7 @@ from ipscheduler.cmd import wiring
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
-from ipscheduler.kube.client import KubeApi, load_client_config
+from ipscheduler.kube.client import LIST_PAGE_SIZE, KubeApi, load_client_config
 
 __all__ = ["RunConfig", "run_operator"]
 
@@ -112,6 +112,9 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 10
     settings.watching.inactivity_timeout = 90
+    # LIST pending pods 500 at a time (as our informers): 10 000 pending pods are never
+    # held as raw JSON all at once.
+    settings.watching.chunk_size = LIST_PAGE_SIZE
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = 10
     # kopf retries connection errors, 5xx and timeouts with these backoffs and then lets

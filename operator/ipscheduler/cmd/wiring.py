@@ -113,7 +113,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         reserved_ttl=cfg.reserved_ttl,
         multus_network=cfg.multus_network,
     )
-    queue = SchedulingQueue(profile.queue_sort)
+    queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
     metrics = Metrics(cfg.scheduler_name)
     recorder = EventRecorder(api)
     controller = PoolController(
@@ -204,12 +204,13 @@ selection and arrives as DELETED."""
 
 
 def bound_pod_parse(body: dict[str, Any]) -> PodInfo | None:
-    """A pod as the cache keeps it: None unless it parses, is bound and is not terminal."""
+    """A pod as the cache keeps it (:meth:`PodInfo.lean`): None unless it parses, is bound
+    and is not terminal."""
     try:
         pod = PodInfo.from_obj(body)
     except ValueError:
         return None
-    return pod if pod.node_name and not pod.terminal else None
+    return pod.lean() if pod.node_name and not pod.terminal else None
 
 
 def bound_pod_informer(scheduler: Scheduler) -> ObjectStore[PodInfo]:
@@ -219,7 +220,7 @@ def bound_pod_informer(scheduler: Scheduler) -> ObjectStore[PodInfo]:
     NodeResourcesFit, NodePorts, InterPodAffinity and PodTopologySpread need the
     pods already on each node. kopf watches pods once, narrowed to our pending
     pods, so this is a second, independent list+watch (:data:`BOUND_PODS_SELECTOR`).
-    Memory: one PodInfo per pod (no raw bodies are kept), shared with the cache.
+    Memory: one lean PodInfo per pod (no raw bodies are kept), shared with the cache.
     """
 
     def on_event(

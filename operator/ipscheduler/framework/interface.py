@@ -15,7 +15,7 @@ every plugin gets a :class:`Handle` for what it needs from outside.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -113,13 +113,115 @@ class CycleState:
         return iter(self._data)
 
 
+class ActionType(enum.Flag):
+    """What happened to an object (upstream ``ActionType``, ``pkg/scheduler/framework/types.go``).
+
+    The ``UPDATE_*`` flags name the part of a Node or Pod that changed, so a plugin
+    can register for, say, label changes only; :attr:`UPDATE` is any of them.
+    """
+
+    ADD = enum.auto()
+    DELETE = enum.auto()
+    UPDATE_NODE_ALLOCATABLE = enum.auto()
+    UPDATE_NODE_LABEL = enum.auto()
+    UPDATE_NODE_TAINT = enum.auto()
+    """Taints or ``spec.unschedulable`` (upstream counts both as taints)."""
+    UPDATE_NODE_CONDITION = enum.auto()
+    UPDATE_POD_LABEL = enum.auto()
+    UPDATE_POD_SCALE_DOWN = enum.auto()
+    """A bound pod's requests went down (in-place resize)."""
+    UPDATE_OTHER = enum.auto()
+    """Any other change (e.g. a NodeIPPool's spec or status)."""
+    UPDATE = (
+        UPDATE_NODE_ALLOCATABLE
+        | UPDATE_NODE_LABEL
+        | UPDATE_NODE_TAINT
+        | UPDATE_NODE_CONDITION
+        | UPDATE_POD_LABEL
+        | UPDATE_POD_SCALE_DOWN
+        | UPDATE_OTHER
+    )
+    ALL = ADD | DELETE | UPDATE
+
+
+class EventResource(enum.Enum):
+    """The kind of object an event is about (upstream ``EventResource``)."""
+
+    NODE = "Node"
+    ASSIGNED_POD = "AssignedPod"
+    """A pod bound to a node (by any scheduler)."""
+    NODE_IP_POOL = "NodeIPPool"
+    WILDCARD = "*"
+    """Every resource: an event that may help any pod (e.g. the unschedulable timeout)."""
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """An event that may make a pod schedulable (upstream ``ClusterEvent``): a resource,
+    what happened to it, and a label for logs and metrics (e.g. ``"NodeTaintChange"``)."""
+
+    resource: EventResource
+    action_type: ActionType
+    label: str = ""
+
+    def matches(self, registered: ClusterEvent) -> bool:
+        """True if a plugin that registered ``registered`` cares about this event: same
+        resource (or a wildcard on either side) and an action in common (upstream
+        ``ClusterEvent.Match``)."""
+        if EventResource.WILDCARD in (self.resource, registered.resource):
+            return bool(self.action_type & registered.action_type)
+        return self.resource is registered.resource and bool(self.action_type & registered.action_type)
+
+
+WILDCARD_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "WildCard")
+"""Matches every registration: plugins without :class:`EnqueueExtensions` register it, and a
+pod that waited :attr:`~ipscheduler.backend.queue.SchedulingQueue.max_unschedulable` is moved by it."""
+
+
+class QueueingHint(enum.Enum):
+    """A plugin's answer to "may this event make the pod schedulable?" (upstream ``QueueingHint``)."""
+
+    SKIP = 0
+    """No: the pod stays unschedulable (for this plugin's part)."""
+    QUEUE = 1
+    """Maybe: move the pod to activeQ (or backoffQ if it is still backing off)."""
+
+
+QueueingHintFn = Callable[[PodInfo, Any, Any], QueueingHint]
+"""``fn(pod, old, new) -> QueueingHint`` (upstream ``QueueingHintFn``): ``pod`` the unschedulable
+pod this plugin rejected; ``old`` and ``new`` the event's object before and after (None for an
+add's ``old`` and a delete's ``new``; NodeInfo for nodes, PodInfo for pods, the pool's view for
+NodeIPPools). May raise; an exception counts as QUEUE (upstream does the same)."""
+
+
+@dataclass(frozen=True)
+class ClusterEventWithHint:
+    """An event a plugin registers, with the function that judges each occurrence
+    (None: always QUEUE)."""
+
+    event: ClusterEvent
+    queueing_hint_fn: QueueingHintFn | None = None
+
+
+@runtime_checkable
+class EnqueueExtensions(Protocol):
+    """A plugin that may reject pods says which events may make them schedulable
+    (upstream ``EnqueueExtensions``). A rejecting plugin without it is treated as if it
+    registered :data:`WILDCARD_EVENT`: every event moves the pods it rejected."""
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """The events that may help a pod this plugin rejected, each with its hint."""
+
+
 @dataclass(order=False)
 class QueuedPodInfo:
     """A pod as the queue holds it (framework ``QueuedPodInfo``).
 
     ``timestamp`` is when the pod was (last) added to the queue, monotonic
     seconds; ``attempts`` counts scheduling attempts so far; ``cycle`` is the
-    scheduling cycle in which the pod was last popped.
+    scheduling cycle in which the pod was last popped. ``unschedulable_plugins`` are the
+    plugins that rejected it in its last attempt (PreFilter, Filter or Permit; empty when
+    it failed for another reason): only events those plugins registered move it back.
     """
 
     pod: PodInfo

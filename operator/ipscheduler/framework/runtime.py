@@ -27,10 +27,13 @@ from ipscheduler.framework.config import (
 )
 from ipscheduler.framework.interface import (
     MAX_NODE_SCORE,
+    WILDCARD_EVENT,
     Binder,
     BindPlugin,
+    ClusterEventWithHint,
     Code,
     CycleState,
+    EnqueueExtensions,
     FilterPlugin,
     Handle,
     PermitPlugin,
@@ -61,6 +64,14 @@ class Diagnosis:
     node_to_status: dict[str, Status] = field(default_factory=dict)
     pre_filter: Status | None = None
     num_all_nodes: int = 0
+
+    @property
+    def unschedulable_plugins(self) -> set[str]:
+        """The plugins that rejected the pod (upstream ``Diagnosis.UnschedulablePlugins``):
+        the PreFilter that failed it, else every Filter that rejected some node."""
+        if self.pre_filter is not None:
+            return {self.pre_filter.plugin} if self.pre_filter.plugin else set()
+        return {st.plugin for st in self.node_to_status.values() if st.plugin}
 
     def histogram(self) -> dict[str, int]:
         """Reason → number of nodes that gave it (only the first failing filter counts)."""
@@ -158,7 +169,7 @@ class Framework:
             if st.code is Code.SKIP:
                 skip.add(plugin.name)
             elif not st.is_success():
-                diagnosis.pre_filter = st
+                diagnosis.pre_filter = st if st.plugin else Status(st.code, st.reasons, plugin.name)
                 return [], diagnosis
         state.write(SKIP_FILTER_PLUGINS, frozenset(skip))
         filters = [p for p in self.filter if p.name not in skip]
@@ -184,6 +195,24 @@ class Framework:
         if not find_all and total:
             self.next_start_node_index = (start + processed) % total
         return feasible, diagnosis
+
+    def queueing_hints(self) -> list[tuple[str, ClusterEventWithHint]]:
+        """Every plugin that can reject a pod (PreFilter, Filter, Reserve, Permit) with the
+        events it registers, as ``(plugin name, registration)`` for the queue. A plugin
+        without :class:`~ipscheduler.framework.interface.EnqueueExtensions` registers
+        :data:`~ipscheduler.framework.interface.WILDCARD_EVENT` (upstream
+        ``Framework.EnqueueExtensions`` and ``buildQueueingHintMap``)."""
+        out: list[tuple[str, ClusterEventWithHint]] = []
+        seen: set[str] = set()
+        for plugin in (*self.pre_filter, *self.filter, *self.reserve, *self.permit):
+            if plugin.name in seen:
+                continue
+            seen.add(plugin.name)
+            if isinstance(plugin, EnqueueExtensions):
+                out.extend((plugin.name, reg) for reg in plugin.events_to_register())
+            else:
+                out.append((plugin.name, ClusterEventWithHint(WILDCARD_EVENT)))
+        return out
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """All Filter plugins in order (but those PreFilter skipped); the first non-success wins."""
@@ -266,7 +295,7 @@ class Framework:
         for plugin in self.permit:
             st = plugin.permit(state, pod, node)
             if not st.is_success():
-                return st
+                return st if st.plugin else Status(st.code, st.reasons, plugin.name)
         return Status.success()
 
     # -- binding cycle ---------------------------------------------------

@@ -7,12 +7,15 @@ safe default for optional fields) instead of a crash deep in a plugin.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
+import sys
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from ipscheduler.framework.quantity import parse_quantity
 
@@ -22,7 +25,33 @@ ANNOTATION_NETWORK = "ipscheduler.io/network"
 """JSON in the shape of a CNI IPAM result without interfaces: the address with its prefix
 length, gateway and routes (read by the node's CNI IPAM plugin, cni/)."""
 
+OWN_PREFIX = "ipscheduler.io/"
+"""Prefix of the annotations we write (and read back from bound pods)."""
+
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+_V = TypeVar("_V")
+_EMPTY_MAP: Mapping[str, Any] = types.MappingProxyType({})
+_INTERNED: dict[frozenset[tuple[str, Any]], Mapping[str, Any]] = {}
+_INTERNED_MAX = 65536
+"""Distinct maps kept for sharing; past it the table starts over (maps already shared stay
+shared; only new ones are not matched with old ones)."""
+
+
+def intern_map(value: Mapping[str, _V]) -> Mapping[str, _V]:
+    """One shared, read-only copy of each distinct map (as ``sys.intern`` for strings):
+    label sets and request vectors repeat across the pods of a workload, and each dict of
+    Decimals costs hundreds of bytes. Keys are interned too. Raises TypeError for
+    unhashable values."""
+    if not value:
+        return _EMPTY_MAP
+    k = frozenset(value.items())
+    got = _INTERNED.get(k)
+    if got is None:
+        if len(_INTERNED) >= _INTERNED_MAX:
+            _INTERNED.clear()
+        got = _INTERNED[k] = types.MappingProxyType({sys.intern(a): b for a, b in value.items()})
+    return got
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -204,6 +233,36 @@ class PodInfo:
     def key(self) -> str:
         """``namespace/name``, the form kube-scheduler prints."""
         return f"{self.namespace}/{self.name}"
+
+    def lean(self) -> PodInfo:
+        """The form the cache keeps for a pod bound to a node (any scheduler's): what the
+        filters and the pool controller read of pods already placed, and no more.
+
+        - annotations: only ours (``ipscheduler.io/``: adoption reads them);
+        - tolerations, nodeSelector, topologySpreadConstraints and scheduling gates:
+          dropped (only the pod being scheduled is asked for them);
+        - labels, requests, non-zero requests and annotations maps, and the namespace,
+          schedulerName, nodeName, phase and QoS strings: shared with every equal value
+          (pods of one workload carry the same ones), see :func:`intern_map`.
+
+        Each field kept is equal to the original's, so comparisons of lean forms work.
+        """
+        return dataclasses.replace(
+            self,
+            namespace=sys.intern(self.namespace),
+            scheduler_name=sys.intern(self.scheduler_name),
+            node_name=sys.intern(self.node_name),
+            phase=sys.intern(self.phase),
+            qos_class=sys.intern(self.qos_class),
+            node_selector=_EMPTY_MAP,
+            tolerations=(),
+            annotations=intern_map({k: v for k, v in self.annotations.items() if k.startswith(OWN_PREFIX)}),
+            scheduling_gates=(),
+            labels=intern_map(self.labels),
+            requests=intern_map(self.requests),
+            topology_spread=(),
+            nonzero_requests=None if self.nonzero_requests is None else intern_map(self.nonzero_requests),
+        )
 
     @property
     def terminal(self) -> bool:

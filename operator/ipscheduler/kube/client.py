@@ -18,7 +18,7 @@ import datetime
 import json
 import logging
 import os
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,11 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.types import PodInfo
+
+LIST_PAGE_SIZE = 500
+"""Objects per LIST page (client-go's pager and reflector default, ``k8s.io/client-go/tools/pager``):
+a LIST of 10 000 pods is read and parsed 500 at a time, so its raw JSON never sits in
+memory all at once."""
 
 log = logging.getLogger(__name__)
 
@@ -208,10 +213,29 @@ class KubeApi:
 
     # -- pods ----------------------------------------------------------
     async def list_pods(self, field_selector: str) -> list[dict[str, Any]]:
-        body = await self.read_json(
-            self.core.list_pod_for_all_namespaces(field_selector=field_selector, _preload_content=False)
-        )
-        return list(body.get("items", []))
+        """Every pod matching ``field_selector`` (a LIST, page by page). Raises ApiException."""
+        return [pod async for page in self.pod_pages(field_selector) for pod in page]
+
+    async def pod_pages(self, field_selector: str) -> AsyncIterator[list[dict[str, Any]]]:
+        """The pods matching ``field_selector``, one LIST page of :data:`LIST_PAGE_SIZE` at a
+        time, so a caller that parses each page holds no more raw pods than that. Raises
+        ApiException (410 when a continue token expired: list again)."""
+        token = ""
+        while True:
+            page: dict[str, Any] = {"limit": LIST_PAGE_SIZE}
+            if token:
+                page["_continue"] = token
+            body = await self.read_json(
+                self.core.list_pod_for_all_namespaces(
+                    field_selector=field_selector, _preload_content=False, **page
+                )
+            )
+            items = body.get("items")
+            yield [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+            meta = body.get("metadata")
+            token = str(meta.get("continue") or "") if isinstance(meta, dict) else ""
+            if not token:
+                return
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

@@ -35,7 +35,7 @@ import aiohttp
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.kube.client import KubeApi
+from ipscheduler.kube.client import LIST_PAGE_SIZE, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +99,13 @@ class RawWatch(watch.Watch):
         return js
 
 
-async def _list_raw(endpoint: Endpoint) -> dict[str, Any]:
+async def _list_raw(endpoint: Endpoint, token: str = "") -> dict[str, Any]:
+    """One page of a LIST (``token``: the previous page's ``metadata.continue``)."""
     func, args, kwargs = endpoint
-    body = await KubeApi.read_json(func(*args, _preload_content=False, **kwargs))
+    page: dict[str, Any] = {"limit": LIST_PAGE_SIZE}
+    if token:
+        page["_continue"] = token
+    body = await KubeApi.read_json(func(*args, _preload_content=False, **kwargs, **page))
     if not isinstance(body, dict):
         raise ValueError("LIST answered with no object")
     return body
@@ -127,6 +131,20 @@ class ListWatch:
 
     def replace_all(self, items: list[dict[str, Any]]) -> None:
         """Apply a fresh LIST (what is missing from it was deleted meanwhile)."""
+        self.list_started()
+        self.list_page(items)
+        self.list_done()
+
+    def list_started(self) -> None:
+        """A LIST begins; its pages follow (:meth:`list_page`), then :meth:`list_done`."""
+        raise NotImplementedError
+
+    def list_page(self, items: list[dict[str, Any]]) -> None:
+        """Apply one page of the LIST in progress."""
+        raise NotImplementedError
+
+    def list_done(self) -> None:
+        """The LIST is complete: what it did not hold was deleted meanwhile."""
         raise NotImplementedError
 
     def apply(self, kind: str, obj: dict[str, Any]) -> None:
@@ -153,11 +171,7 @@ class ListWatch:
         delay = BACKOFF_INITIAL
         while True:
             try:
-                body = await _list_raw(endpoint)
-                items = body.get("items")
-                self.replace_all([i for i in items if isinstance(i, dict)] if isinstance(items, list) else [])
-                meta = body.get("metadata")
-                self.resource_version = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
+                self.resource_version = await self._list(endpoint)
                 self.synced.set()
                 self.down_since = None
                 delay = BACKOFF_INITIAL
@@ -182,6 +196,23 @@ class ListWatch:
                 )
                 await asyncio.sleep(wait)
                 delay = min(delay * 2, BACKOFF_MAX)
+
+    async def _list(self, endpoint: Endpoint) -> str:
+        """LIST page by page (:data:`LIST_PAGE_SIZE`), applying each as it comes; returns the
+        list's resourceVersion. An expired continue token (410) raises, and the caller lists
+        again from the start."""
+        self.list_started()
+        token = ""
+        while True:
+            body = await _list_raw(endpoint, token)
+            items = body.get("items")
+            self.list_page([i for i in items if isinstance(i, dict)] if isinstance(items, list) else [])
+            meta = body.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            token = str(meta.get("continue") or "")
+            if not token:
+                self.list_done()
+                return str(meta.get("resourceVersion", ""))
 
     async def _watch(self, endpoint: Endpoint, timeout_seconds: int, inactivity: float) -> None:
         func, args, kwargs = endpoint
@@ -243,6 +274,7 @@ class ObjectStore(ListWatch, Generic[T]):
         self.on_event = on_event
         self.key = key if key is not None else _name
         self.index: dict[str, tuple[T]] = {}
+        self._listed: set[str] = set()
 
     def endpoint(self, api_client: client.ApiClient) -> Endpoint:
         return self._endpoint(api_client)
@@ -251,14 +283,19 @@ class ObjectStore(ListWatch, Generic[T]):
         entry = self.index.get(key)
         return entry[0] if entry else None
 
-    def replace_all(self, items: list[dict[str, Any]]) -> None:
+    def list_started(self) -> None:
+        self._listed = set()
+
+    def list_page(self, items: list[dict[str, Any]]) -> None:
         kind = "MODIFIED" if self.synced.is_set() else None
-        seen: set[str] = set()
         for obj in items:
             key = self.key(obj)
             if key is not None:
-                seen.add(key)
+                self._listed.add(key)
                 self._put(kind, key, obj)
+
+    def list_done(self) -> None:
+        seen, self._listed = self._listed, set()
         for key in [k for k in self.index if k not in seen]:
             old = self.index.pop(key)[0]
             self.on_event("DELETED", key, {"metadata": {"name": key}}, old, None)

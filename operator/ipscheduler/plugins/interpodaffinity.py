@@ -67,7 +67,16 @@ from typing import Any
 
 from pydantic import Field
 
-from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from ipscheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    Status,
+)
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
@@ -590,6 +599,18 @@ class InterPodAffinity:
                 scores[name] = 0
             return
         normalize_min_max(scores)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """Any change of a bound pod (it may start or stop matching a term), a node added
+        or its labels changed (topology): retry the pod. Upstream registers the same
+        events (``interpodaffinity/plugin.go``); its hints are not ported, so each
+        occurrence queues."""
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ALL)),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
+            ),
+        ]
 
 
 def _node_score(s: _PreScoreState, node: NodeInfo) -> int:

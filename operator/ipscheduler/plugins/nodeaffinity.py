@@ -29,7 +29,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ipscheduler.framework.interface import CycleState, Handle, Status, default_normalize
+from ipscheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    QueueingHint,
+    Status,
+    default_normalize,
+)
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodeAffinity"
@@ -233,6 +243,13 @@ class NodeAffinity:
             return Status.success()
         return Status.unresolvable(ERR_REASON_POD, plugin=self.name)
 
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """A node added or its labels changed: retry the pod if the node matches its
+        nodeSelector and required affinity now and did not before
+        (``isSchedulableAfterNodeChange``)."""
+        event = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
+        return [ClusterEventWithHint(event, _after_node_change)]
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Sum of the weights of matching preferred scheduling terms."""
         return preferred_score(pod, node)
@@ -240,6 +257,14 @@ class NodeAffinity:
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         """Scale so the highest-scoring node gets MAX_NODE_SCORE."""
         default_normalize(scores)
+
+
+def _after_node_change(pod: PodInfo, old: NodeInfo | None, new: NodeInfo | None) -> QueueingHint:
+    if new is None or not match_required_node_affinity(pod, new):
+        return QueueingHint.SKIP
+    if old is not None and match_required_node_affinity(pod, old):
+        return QueueingHint.SKIP  # it matched before: not what rejected the pod
+    return QueueingHint.QUEUE
 
 
 def new(args: None, handle: Handle) -> NodeAffinity:

@@ -15,7 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ipscheduler.framework.interface import CycleState, Handle, Status
+from ipscheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    QueueingHint,
+    Status,
+)
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodeName"
@@ -70,6 +79,18 @@ class NodeName:
         if names is None or node.name in names:
             return Status.success()
         return Status.unresolvable(ERR_REASON, plugin=self.name)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """A node added: retry the pod if it is a node the pod names
+        (``isSchedulableAfterNodeAdd``)."""
+        return [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD), _after_node_add)]
+
+
+def _after_node_add(pod: PodInfo, old: NodeInfo | None, new: NodeInfo | None) -> QueueingHint:
+    names = requested_node_names(pod)
+    if new is None or (names is not None and new.name not in names):
+        return QueueingHint.SKIP
+    return QueueingHint.QUEUE
 
 
 def new(args: None, handle: Handle) -> NodeName:

@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ipscheduler.framework.interface import CycleState, Handle, Status
+from ipscheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    QueueingHint,
+    Status,
+)
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodePorts"
@@ -44,6 +53,22 @@ class NodePorts:
         if not pod.host_ports or fits_ports(pod, node):
             return Status.success()
         return Status.unschedulable(ERR_REASON, plugin=self.name)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """A bound pod deleted: retry the pod if the deleted one held a port it wants
+        (``isSchedulableAfterPodDeleted``). A node added: retry (it has every port free)."""
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), _after_pod_deleted
+            ),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD)),
+        ]
+
+
+def _after_pod_deleted(pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> QueueingHint:
+    if old is None or not any(want.conflicts(had) for want in pod.host_ports for had in old.host_ports):
+        return QueueingHint.SKIP
+    return QueueingHint.QUEUE
 
 
 def new(args: None, handle: Handle) -> NodePorts:

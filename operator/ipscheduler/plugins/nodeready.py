@@ -9,7 +9,16 @@ the taints lag the condition. The rejection is plain ``Unschedulable``
 
 from __future__ import annotations
 
-from ipscheduler.framework.interface import CycleState, Handle, Status
+from ipscheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    QueueingHint,
+    Status,
+)
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodeReady"
@@ -27,6 +36,15 @@ class NodeReady:
         if node.ready:
             return Status.success()
         return Status.unschedulable(ERR_REASON_NOT_READY, plugin=self.name)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """A node added, or its conditions changed: retry the pod if the node is Ready."""
+        event = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_CONDITION)
+        return [ClusterEventWithHint(event, _after_node_change)]
+
+
+def _after_node_change(pod: PodInfo, old: NodeInfo | None, new: NodeInfo | None) -> QueueingHint:
+    return QueueingHint.QUEUE if new is not None and new.ready else QueueingHint.SKIP
 
 
 def new(args: None, handle: Handle) -> NodeReady:

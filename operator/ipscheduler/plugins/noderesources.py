@@ -36,6 +36,7 @@ is a no-op and raw scores are already in ``0..MAX_NODE_SCORE``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -43,7 +44,17 @@ from decimal import Decimal
 
 from pydantic import Field
 
-from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from ipscheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    QueueingHint,
+    Status,
+)
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import (
     DEFAULT_MEMORY_REQUEST,
@@ -179,6 +190,37 @@ class NodeResourcesFit:
         if any(f.unresolvable for f in failed):
             return Status.unresolvable(*reasons, plugin=self.name)
         return Status.unschedulable(*reasons, plugin=self.name)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """A bound pod deleted or scaled down: retry the pod if the freed requests are of a
+        resource it asks for. A node added or its allocatable, labels or taints changed:
+        retry if the pod's requests fit the node's allocatable
+        (``isSchedulableAfterPodEvent``, ``isSchedulableAfterNodeChange``)."""
+        pods = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN)
+        nodes = ClusterEvent(
+            EventResource.NODE,
+            ActionType.ADD
+            | ActionType.UPDATE_NODE_ALLOCATABLE
+            | ActionType.UPDATE_NODE_LABEL
+            | ActionType.UPDATE_NODE_TAINT,
+        )
+        return [ClusterEventWithHint(pods, _after_pod_event), ClusterEventWithHint(nodes, _after_node_change)]
+
+
+def _after_pod_event(pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> QueueingHint:
+    if old is None:
+        return QueueingHint.SKIP
+    freed = {k for k, v in old.requests.items() if (new.requests.get(k, 0) if new else 0) < v}
+    if new is None:
+        freed.add("pods")  # a deleted pod frees its pod slot
+    wanted = {k for k, v in pod.requests.items() if v > 0} | {"pods"}
+    return QueueingHint.QUEUE if freed & wanted else QueueingHint.SKIP
+
+
+def _after_node_change(pod: PodInfo, old: NodeInfo | None, new: NodeInfo | None) -> QueueingHint:
+    if new is None or insufficient_resources(request_units(pod.requests), dataclasses.replace(new, pods=())):
+        return QueueingHint.SKIP
+    return QueueingHint.QUEUE
 
 
 # --------------------------------------------------------------------------- non-zero requests

@@ -7,7 +7,16 @@ tolerates the taint ``node.kubernetes.io/unschedulable:NoSchedule``.
 
 from __future__ import annotations
 
-from ipscheduler.framework.interface import CycleState, Handle, Status
+from ipscheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    QueueingHint,
+    Status,
+)
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
 
 NAME = "NodeUnschedulable"
@@ -30,6 +39,17 @@ class NodeUnschedulable:
         if any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in pod.tolerations):
             return Status.success()
         return Status.unresolvable(ERR_REASON_UNSCHEDULABLE, plugin=self.name)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """A node added, or its taints (``spec.unschedulable``) changed: retry the pod if
+        the node now passes (``isSchedulableAfterNodeChange``)."""
+        event = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
+        return [ClusterEventWithHint(event, self._after_node_change)]
+
+    def _after_node_change(self, pod: PodInfo, old: NodeInfo | None, new: NodeInfo | None) -> QueueingHint:
+        if new is None or not self.filter(CycleState(), pod, new).is_success():
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
 
 
 def new(args: None, handle: Handle) -> NodeUnschedulable:

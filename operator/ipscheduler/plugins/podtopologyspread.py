@@ -56,7 +56,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipscheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from ipscheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    Status,
+)
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.interpodaffinity import InvalidSelectorError, LabelSelector, Requirement
 from ipscheduler.plugins.nodeaffinity import match_required_node_affinity
@@ -356,6 +365,19 @@ class PodTopologySpread:
                 scores[name] = MAX_NODE_SCORE
             else:
                 scores[name] = MAX_NODE_SCORE * (max_score + min_score - v) // max_score
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """Any change of a bound pod (the counts), a node added, deleted, or its labels or
+        taints changed (the domains): retry the pod. Upstream registers the same events
+        (``podtopologyspread/plugin.go``); its hints are not ported, so each occurrence
+        queues."""
+        nodes = (
+            ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT
+        )
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ALL)),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, nodes)),
+        ]
 
 
 def new(args: None, handle: Handle) -> PodTopologySpread:

@@ -16,7 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ipscheduler.framework.interface import CycleState, Handle, Status, default_normalize
+from ipscheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    Handle,
+    QueueingHint,
+    Status,
+    default_normalize,
+)
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint, Toleration
 
 NAME = "TaintToleration"
@@ -54,6 +64,12 @@ class TaintToleration:
             return Status.success()
         return Status.unresolvable(f"node(s) had untolerated taint {taint}", plugin=self.name)
 
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """A node added or its taints changed: retry the pod if it tolerates the node's
+        taints now and did not before (``isSchedulableAfterNodeChange``)."""
+        event = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
+        return [ClusterEventWithHint(event, _after_node_change)]
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Count of PreferNoSchedule taints on ``node`` the pod does not tolerate (lower is better)."""
         tols = tuple(t for t in pod.tolerations if t.effect in ("", EFFECT_PREFER_NO_SCHEDULE))
@@ -66,6 +82,14 @@ class TaintToleration:
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         """Reverse-normalize: fewest intolerable taints → MAX_NODE_SCORE."""
         default_normalize(scores, reverse=True)
+
+
+def _after_node_change(pod: PodInfo, old: NodeInfo | None, new: NodeInfo | None) -> QueueingHint:
+    if new is None or find_untolerated_taint(new, pod.tolerations) is not None:
+        return QueueingHint.SKIP
+    if old is not None and find_untolerated_taint(old, pod.tolerations) is None:
+        return QueueingHint.SKIP  # it was tolerated before: not what rejected the pod
+    return QueueingHint.QUEUE
 
 
 def new(args: None, handle: Handle) -> TaintToleration:

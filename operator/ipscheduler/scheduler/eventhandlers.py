@@ -7,12 +7,16 @@ Scheduler in a file of their own; here a base class of
 - pending pods of our schedulerName (kopf) → the queue; a pod that ended
   unbound → ``on_pod_gone`` (the pool controller);
 - nodes → ``Cache.add_node`` / ``update_node`` / ``remove_node``; a node
-  added or deleted → ``on_node_set_change``; a change the plugins read →
-  queue move (a heartbeat that changes nothing is ignored, as upstream's
-  queueing hints ignore it for NodeUpdate);
+  added or deleted → ``on_node_set_change``; an add, a delete, or an update of
+  what the plugins read → a cluster event for the queue (a heartbeat that
+  changes nothing sends none);
 - bound pods of any scheduler → ``Cache.add_pod`` / ``update_pod`` /
-  ``remove_pod``; a bound pod seen → ``on_bound_pod`` (adoption); one gone →
-  ``on_bound_pod_gone`` (release), else a queue move.
+  ``remove_pod``, and a cluster event; a bound pod seen → ``on_bound_pod``
+  (adoption); one gone → ``on_bound_pod_gone`` (release).
+
+Cluster events (:mod:`ipscheduler.framework.events`) go to the queue with the
+object before and after; the queue asks the queueing hints of the plugins that
+rejected each parked pod whether the event may help it.
 
 Handlers get the informer's previous and new value (``old``, ``new``), so no
 second copy of every object is kept here to diff against.
@@ -26,6 +30,8 @@ from typing import Any
 
 from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.queue import SchedulingQueue
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.events import EventRecorder
 
@@ -47,9 +53,8 @@ class EventHandlers:
     """A pending pod of ours ended unbound: ``(pod, confirm)``: see Scheduler."""
     on_node_set_change: Callable[[], None]
     """A node was added or deleted."""
-    on_bound_pod_gone: Callable[[PodInfo], bool]
-    """A bound pod left its node; True when its address is being released (whoever
-    releases it moves the queue once it did)."""
+    on_bound_pod_gone: Callable[[PodInfo], None]
+    """A bound pod left its node (its address is released, which sends its own event)."""
     on_bound_pod: Callable[[PodInfo], None]
     """A bound pod appeared or changed."""
 
@@ -100,23 +105,27 @@ class EventHandlers:
     # -- bound pods --------------------------------------------------------
     def on_bound_pod_event(self, event_type: str | None, old: PodInfo | None, new: PodInfo | None) -> None:
         """A bound-pods informer event: ``old``/``new`` its previous and new state (None:
-        not bound and non-terminal). A pod gone frees room on its node, so pending pods are
-        retried, unless ``on_bound_pod_gone`` releases its address (and retries them once
-        it did)."""
+        not bound and non-terminal). Sends AssignedPodAdd / AssignedPodUpdate /
+        AssignedPodDelete; a pod gone also goes to ``on_bound_pod_gone`` (its address is
+        released, which sends AddressReleased once written)."""
         if new == old:  # a re-LIST's unchanged pod (or nothing at all)
             return
         if new is not None:
             if old is None:
                 self.cache.add_pod(new)
+                event: ClusterEvent | None = events.ASSIGNED_POD_ADD
             else:
                 self.cache.update_pod(old, new)
+                event = events.assigned_pod_update_event(old, new)
             self.on_bound_pod(new)
+            if event is not None:
+                self.on_cluster_event(event, old, new)
             return
         assert old is not None
         self.cache.remove_pod(old)
         self._binding.discard(old.uid)
-        if not self.on_bound_pod_gone(old):
-            self.on_cluster_event("PodDeleted")
+        self.on_bound_pod_gone(old)
+        self.on_cluster_event(events.ASSIGNED_POD_DELETE, old, None)
 
     # -- nodes -------------------------------------------------------------
     def on_node_event(self, event_type: str | None, old: NodeInfo | None, new: NodeInfo | None) -> None:
@@ -129,14 +138,20 @@ class EventHandlers:
             if old is not None:
                 self.cache.remove_node(old.name)
                 self.on_node_set_change()
+                self.on_cluster_event(events.NODE_DELETE, old, None)
             return
         if old is None or self.cache.node(new.name) is None:
             self.cache.add_node(new)
             if event_type is not None:
                 self.on_node_set_change()
+                self.on_cluster_event(events.NODE_ADD, None, new)
         elif self.cache.update_node(old, new):
-            self.on_cluster_event("NodeUpdate")
+            event = events.node_update_event(old, new)
+            if event is not None:
+                self.on_cluster_event(event, old, new)
 
-    def on_cluster_event(self, what: str) -> None:
-        """A node or pool changed: capacity may have freed up."""
-        self.queue.move_all_to_active_or_backoff(what)
+    def on_cluster_event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> None:
+        """``event`` happened (``old``/``new``: the object before and after): the queue
+        moves the unschedulable pods whose rejecting plugins' queueing hints say it may
+        help them."""
+        self.queue.move_all_to_active_or_backoff(event, old, new)

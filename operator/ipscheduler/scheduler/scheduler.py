@@ -74,7 +74,7 @@ class Scheduler(EventHandlers):
         metrics: Metrics | None = None,
         on_pod_gone: Callable[[PodInfo, bool], None] = lambda pod, confirm: None,
         on_node_set_change: Callable[[], None] = lambda: None,
-        on_bound_pod_gone: Callable[[PodInfo], bool] = lambda pod: False,
+        on_bound_pod_gone: Callable[[PodInfo], None] = lambda pod: None,
         on_bound_pod: Callable[[PodInfo], None] = lambda pod: None,
         start_after: asyncio.Event | None = None,
     ) -> None:
@@ -148,6 +148,7 @@ class Scheduler(EventHandlers):
             if not post.is_rejected():
                 log.info("PostFilter for %s: %s %s", pod.key, post.code.value, post.message)
             msg = diagnosis.message()
+            qp.unschedulable_plugins = diagnosis.unschedulable_plugins
             await self._fail(qp, msg, diagnosis)
             return ScheduleResult(pod.key, message=msg)
         per_plugin = self.profile.run_scores(state, pod, feasible)
@@ -165,6 +166,7 @@ class Scheduler(EventHandlers):
         if not st.is_success():
             self.cache.forget_pod(pod.uid)
             await self.profile.run_unreserve(state, pod, host)
+            qp.unschedulable_plugins = {st.plugin} if st.plugin else set()
             await self._fail(qp, st.message, None)
             return ScheduleResult(pod.key, message=st.message)
         await self._bind_slots.acquire()

@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import Conflict, KubeApi, live_pod
@@ -60,13 +62,14 @@ class PoolController:
         reserved_ttl: float = 60.0,
         health: HealthState | None = None,
         metrics: Metrics | None = None,
-        on_capacity_freed: Callable[[str], None] = lambda event: None,
+        on_capacity_freed: Callable[[ClusterEvent], None] = lambda event: None,
         wait_for: Sequence[asyncio.Event] = (),
     ) -> None:
         """``scheduler_name``: only pods with this schedulerName are ours. ``gc_interval`` and
         ``reserved_ttl`` in seconds (``--gc-interval``, ``--reserved-ttl``).
-        ``on_capacity_freed(event)`` is told when addresses were released or pools changed
-        (the scheduling queue's move of unschedulable pods). The start-up reconcile waits
+        ``on_capacity_freed(event)`` is told when addresses were released
+        (``events.ADDRESS_RELEASED``) or pools changed (``events.NODE_IP_POOL_CHANGE``): the
+        scheduling queue's move of the unschedulable pods those events may help. The start-up reconcile waits
         for ``cache.ready`` and each event of ``wait_for`` (e.g. the bound-pods informer
         synced)."""
         self.scheduler_name = scheduler_name
@@ -135,15 +138,13 @@ class PoolController:
         else:
             self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
 
-    def on_bound_pod_gone(self, pod: PodInfo) -> bool:
+    def on_bound_pod_gone(self, pod: PodInfo) -> None:
         """A bound pod (any scheduler's) was deleted or turned terminal. Its claim ends; if
         it is ours and holds an allocation, the address goes back to the pool (and the
-        queue is told once it did). True when such a release was started."""
+        queue is told once it did)."""
         self.cache.unclaim(pod.uid)
         if pod.scheduler_name == self.scheduler_name and self.cache.pools_holding(pod.uid):
             self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
-            return True
-        return False
 
     def on_bound_pod(self, pod: PodInfo) -> None:
         """A bound pod appeared or changed in the pods-by-node watch.
@@ -200,7 +201,7 @@ class PoolController:
         is None) and retries pending pods.
         """
         self._mark_pools_dirty(name)
-        self.on_capacity_freed("NodeIPPoolChange")
+        self.on_capacity_freed(events.NODE_IP_POOL_CHANGE)
 
     def _mark_pools_dirty(self, name: str | None = None) -> None:
         if name is None:
@@ -239,7 +240,7 @@ class PoolController:
         """Remove ``uid``'s allocations from every pool holding one (CAS)."""
         for pool in self.cache.pools_holding(uid):
             await self.writer.submit(pool.name, functools.partial(allocator.release, uid=uid))
-        self.on_capacity_freed("AddressReleased")
+        self.on_capacity_freed(events.ADDRESS_RELEASED)
 
     def pool_counts(self, pool: PoolView) -> tuple[int, int, int]:
         """``(capacity, allocated, free)`` of a pool as the scheduler sees it."""
@@ -398,14 +399,17 @@ class PoolController:
         return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen)
 
     async def _list_our_pods(self) -> dict[str, PodInfo]:
-        """Our pods (any phase) by UID, from a live LIST."""
+        """Our pods (any phase) by UID, from a live LIST, parsed page by page into their lean
+        form (:meth:`PodInfo.lean`: the sweep reads only our annotations), so a sweep over
+        10 000 pods never holds their raw bodies at once."""
         pods: dict[str, PodInfo] = {}
-        for body in await self.api.list_pods(f"spec.schedulerName={self.scheduler_name}"):
-            try:
-                info = PodInfo.from_obj(body)
-            except ValueError:
-                continue
-            pods[info.uid] = info
+        async for page in self.api.pod_pages(f"spec.schedulerName={self.scheduler_name}"):
+            for body in page:
+                try:
+                    info = PodInfo.from_obj(body)
+                except ValueError:
+                    continue
+                pods[info.uid] = info.lean()
         return pods
 
     async def run_gc(self) -> None:
@@ -459,7 +463,7 @@ class PoolController:
             else:
                 counts.update(await self._adopt(r, counts))
         if released:
-            self.on_capacity_freed("AddressReleased")
+            self.on_capacity_freed(events.ADDRESS_RELEASED)
         return counts
 
     async def _adopt(self, r: repair.Repair, counts: dict[str, int]) -> dict[str, int]:

@@ -52,7 +52,15 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, Handle, Status, default_normalize
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import (
+    BIND_ANNOTATIONS,
+    ClusterEventWithHint,
+    CycleState,
+    Handle,
+    Status,
+    default_normalize,
+)
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, live_pod
@@ -162,6 +170,13 @@ class UnderlayIP:
         return Status.success()
 
     # -- Score ---------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """A NodeIPPool added, changed or deleted, its node set changed, or addresses
+        released (:data:`~ipscheduler.framework.events.NODE_IP_POOL_CHANGE`,
+        :data:`~ipscheduler.framework.events.ADDRESS_RELEASED`): retry the pod. A bound pod
+        deleted does not: its address is free only once released."""
+        return [ClusterEventWithHint(events.NODE_IP_POOL_CHANGE)]
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Free addresses on the node (0 for hostNetwork pods)."""
         if pod.host_network:

@@ -1,0 +1,60 @@
+"""The cluster events the scheduler reacts to, and how an update is classified.
+
+As upstream ``pkg/scheduler/framework/events.go``: the informer handlers
+(:mod:`ipscheduler.scheduler.eventhandlers`) and the pool controller send
+these :class:`~ipscheduler.framework.interface.ClusterEvent` values, with the
+object before and after, to the queue; plugins register the ones that may
+help the pods they reject (:class:`~ipscheduler.framework.interface.EnqueueExtensions`).
+"""
+
+from __future__ import annotations
+
+from ipscheduler.framework.interface import ActionType, ClusterEvent, EventResource
+from ipscheduler.framework.types import NodeInfo, PodInfo
+
+NODE_ADD = ClusterEvent(EventResource.NODE, ActionType.ADD, "NodeAdd")
+NODE_DELETE = ClusterEvent(EventResource.NODE, ActionType.DELETE, "NodeDelete")
+ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
+ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
+NODE_IP_POOL_CHANGE = ClusterEvent(EventResource.NODE_IP_POOL, ActionType.ALL, "NodeIPPoolChange")
+"""A NodeIPPool was added, changed (spec, or status by someone else) or deleted, or the
+node set changed its pools' status."""
+ADDRESS_RELEASED = ClusterEvent(EventResource.NODE_IP_POOL, ActionType.UPDATE_OTHER, "AddressReleased")
+"""Addresses of a pool were released (a pod ended)."""
+
+
+def node_update_event(old: NodeInfo, new: NodeInfo) -> ClusterEvent | None:
+    """The event for a node update: one action flag per part that changed, None when nothing
+    the plugins read did (a heartbeat). Upstream ``NodeSchedulingPropertiesChange``
+    (``pkg/scheduler/framework/events.go``) sends one event per part; one event with the
+    flags combined matches the same registrations."""
+    action = ActionType(0)
+    if old.allocatable != new.allocatable:
+        action |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if old.labels != new.labels:
+        action |= ActionType.UPDATE_NODE_LABEL
+    if old.taints != new.taints or old.unschedulable != new.unschedulable:
+        action |= ActionType.UPDATE_NODE_TAINT
+    if old.ready != new.ready:
+        action |= ActionType.UPDATE_NODE_CONDITION
+    if not action:
+        if old == new:
+            return None
+        action = ActionType.UPDATE_OTHER
+    return ClusterEvent(EventResource.NODE, action, "NodeUpdate")
+
+
+def assigned_pod_update_event(old: PodInfo, new: PodInfo) -> ClusterEvent | None:
+    """The event for an update of a bound pod: its labels changed (affinity and spreading
+    read them), its requests went down (in-place scale-down), or something else; None when
+    it is unchanged. Upstream ``PodSchedulingPropertiesChange``."""
+    action = ActionType(0)
+    if old.labels != new.labels:
+        action |= ActionType.UPDATE_POD_LABEL
+    if any(new.requests.get(k, 0) < v for k, v in old.requests.items()):
+        action |= ActionType.UPDATE_POD_SCALE_DOWN
+    if not action:
+        if old == new:
+            return None
+        action = ActionType.UPDATE_OTHER
+    return ClusterEvent(EventResource.ASSIGNED_POD, action, "AssignedPodUpdate")
