@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from ipscheduler.kube.client import LIST_PAGE_SIZE
 from ipscheduler.kube.informer import ObjectStore, uid_key
 
 
@@ -128,3 +130,41 @@ def test_raw_watch_builds_no_api_client_of_its_own() -> None:
     w = RawWatch()  # no running loop here: upstream's constructor would raise
     assert not hasattr(w, "_api_client")
     asyncio.run(w.close())
+
+
+class _Response:
+    """What a ``_preload_content=False`` call answers (status, body, release)."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.status, self.reason, self._body = 200, "OK", body
+
+    async def read(self) -> bytes:
+        return json.dumps(self._body).encode()
+
+    def release(self) -> None:
+        pass
+
+
+async def test_a_list_is_read_page_by_page_and_deletes_only_once_complete() -> None:
+    s, seen = store()
+    s.replace_all([obj("a", 1), obj("gone", 7)])
+    s.synced.set()
+    seen.clear()
+    pages = {
+        "": {"metadata": {"continue": "p2", "resourceVersion": "50"}, "items": [obj("a", 2)]},
+        "p2": {"metadata": {"continue": "", "resourceVersion": "50"}, "items": [obj("b", 3)]},
+    }
+    calls: list[dict[str, Any]] = []
+
+    async def list_things(**kwargs: Any) -> _Response:
+        calls.append(kwargs)
+        if kwargs.get("_continue") == "p2":
+            assert seen == [("MODIFIED", "a", 1, 2)]  # page 1 applied, nothing deleted yet
+        return _Response(pages[kwargs.get("_continue", "")])
+
+    rv = await s._list((list_things, (), {"field_selector": "x"}))
+    assert rv == "50"
+    assert [c.get("_continue") for c in calls] == [None, "p2"]
+    assert all(c["limit"] == LIST_PAGE_SIZE and c["field_selector"] == "x" for c in calls)
+    assert seen == [("MODIFIED", "a", 1, 2), ("MODIFIED", "b", None, 3), ("DELETED", "gone", 7, None)]
+    assert s.index == {"a": (2,), "b": (3,)}
