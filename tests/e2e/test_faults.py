@@ -184,7 +184,15 @@ def test_two_active_replicas_one_failing_every_bind_leave_each_pod_its_own_alloc
     for i in (1, 2, 3):
         pools.create(f"twin-{i}", f"node-{i}", [f"10.80.{i}.1-10.80.{i}.12"])
     nobind = _no_binding_kubeconfig(kubectl, tmp_path / "no-binding.kubeconfig")
-    args = ("--no-leader-elect", "--reserved-ttl", "10", "--gc-interval", "600")  # no GC to paper over
+    args = (
+        "--no-leader-elect",
+        "--reserved-ttl",
+        "10",
+        "--gc-interval",
+        "600",
+        "--bound-mark-delay",
+        "2",
+    )  # no GC to paper over
     scheduler_factory(*args)
     failing = SchedulerProcess(nobind, tmp_path / "no-binding.log", *args)
     failing.start()

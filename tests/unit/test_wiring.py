@@ -53,3 +53,8 @@ async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
     c.scheduler.on_node_set_change()  # wired to the controller: every pool's status
     assert moved == ["AssignedPodAdd", "AssignedPodDelete", "NodeIPPoolChange", "NodeIPPoolChange"]
     assert c.controller._dirty_pools is None
+
+
+async def test_the_bound_mark_delay_reaches_the_pool_writer() -> None:
+    c = wiring.build(RunConfig(bound_mark_delay=7.0), _NO_API, HealthState())
+    assert c.writer.defer_delay == 7.0

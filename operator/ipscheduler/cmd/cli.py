@@ -39,6 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a Reserved allocation may stay while its pod is bound elsewhere",
     )
     run.add_argument(
+        "--bound-mark-delay",
+        type=float,
+        default=20.0,
+        help="seconds PostBind's mark of an allocation as Bound may wait to ride along with its "
+        "pool's next write (group commit; nobody waits for it; at most half of --reserved-ttl)",
+    )
+    run.add_argument(
         "--multus-network",
         metavar="[NAMESPACE/]NAME",
         help="also put the address into the ips of this network's element of the pod's "
@@ -157,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             bind_concurrency=max(1, args.bind_concurrency),
             gc_interval=max(1.0, args.gc_interval),
             reserved_ttl=max(0.0, args.reserved_ttl),
+            bound_mark_delay=min(max(0.0, args.bound_mark_delay), max(0.0, args.reserved_ttl) / 2),
             multus_network=args.multus_network,
             health_addr=args.health_addr,
             watch_timeout=max(1.0, args.watch_timeout),

@@ -19,6 +19,8 @@ class RunConfig:
     bind_concurrency: int = 16
     gc_interval: float = 30.0
     reserved_ttl: float = 60.0
+    bound_mark_delay: float = 20.0
+    """Seconds a deferred Bound mark waits for its pool's next write (``PoolWriter.defer_delay``)."""
     multus_network: str | None = None
     health_addr: str = "0.0.0.0:8080"
     leader_elect: bool = False

@@ -102,7 +102,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     """
     cache = Cache()
     pool_cache = PoolCache(cache)
-    writer = PoolWriter(api, pool_cache)
+    writer = PoolWriter(api, pool_cache, defer_delay=cfg.bound_mark_delay)
     profile = build_profile(
         pool_cache,
         api,
