@@ -344,8 +344,8 @@ def test_deployment_container(manifests: list[Manifest]) -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert "command" not in container, "the image ENTRYPOINT is `ipscheduler`"
     assert container["resources"] == {
-        "requests": {"cpu": "100m", "memory": "128Mi"},
-        "limits": {"memory": "256Mi"},
+        "requests": {"cpu": "100m", "memory": "256Mi"},
+        "limits": {"memory": "512Mi"},
     }
 
 
