@@ -9,6 +9,7 @@ import pytest
 
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
 from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.controller import gc_pause
 from ipscheduler.underlayip.repair import Repair, SkewClock, plan
 
 NOW = datetime.datetime(2024, 6, 1, 12, 0, 0, tzinfo=datetime.UTC)
@@ -451,3 +452,16 @@ def test_a_since_in_the_future_ages_from_when_it_was_first_seen() -> None:
     assert plan([p], pods, later, TTL) == [], "without the clock it would wait for the skew too"
     clock.observe([pool(addresses=ADDRS)], later)
     assert clock.first_seen == {}, "forgotten once released"
+
+
+@pytest.mark.parametrize(
+    ("last_sweep", "pause"),
+    [
+        pytest.param(0.05, 30.0, id="fast-sweep-keeps-the-interval"),
+        pytest.param(0.6, 30.0, id="at-the-duty-limit"),
+        pytest.param(1.5, 75.0, id="slow-sweep-stretches-the-pause"),
+        pytest.param(60.0, 300.0, id="capped-at-ten-intervals"),
+    ],
+)
+def test_gc_pause_bounds_the_sweeps_share_of_time(last_sweep: float, pause: float) -> None:
+    assert gc_pause(30.0, last_sweep) == pytest.approx(pause)

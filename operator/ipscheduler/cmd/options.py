@@ -16,7 +16,7 @@ class RunConfig:
     kubeconfig: str | None = None
     scheduler_name: str = "ip-scheduler"
     ip_strategy: Strategy = "spread"
-    bind_concurrency: int = 16
+    bind_concurrency: int = 256
     gc_interval: float = 30.0
     reserved_ttl: float = 60.0
     bound_mark_delay: float = 20.0

@@ -85,13 +85,15 @@ class Components:
         self.supervisor.start("scheduling-loop", self.scheduler.run)
 
     async def stop(self) -> None:
-        """Stop every task; write what the PoolWriter still holds; close the client."""
+        """Stop every task; write what the PoolWriter still holds; record the events still in
+        flight (5 s at most); close the client."""
         await self.supervisor.stop()
         await self.scheduler.stop()
         await self.controller.stop()
         for t in self.tasks:
             t.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.scheduler.recorder.flush(grace=5.0)
         await self.api.close()
 
 

@@ -20,6 +20,11 @@ log = logging.getLogger(__name__)
 COMPONENT = "ip-scheduler"
 """``source.component`` and ``reportingComponent`` of our events."""
 
+MAX_QUEUED_EVENTS = 1000
+"""Events :meth:`EventRecorder.emit` holds in flight at most; more are dropped, as
+client-go's broadcaster drops beyond ``maxQueuedEvents`` (staging/src/k8s.io/client-go/
+tools/record/event.go)."""
+
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -32,10 +37,24 @@ class EventRecorder:
     the existing event's ``count`` and ``lastTimestamp`` (at most once per
     ``min_interval`` seconds) instead of creating another event.
     Errors are logged, never raised: events are best effort.
+
+    :meth:`record` waits for the API server; :meth:`emit` does not (the scheduling and
+    binding cycles use it, as kube-scheduler's recorder hands events to a broadcaster and
+    goes on): at most ``max_queued`` emitted events are in flight, later ones are dropped
+    and counted in ``dropped``.
     """
 
-    def __init__(self, api: KubeApi, window: float = 600.0, min_interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        window: float = 600.0,
+        min_interval: float = 10.0,
+        max_queued: int = MAX_QUEUED_EVENTS,
+    ) -> None:
         self.api = api
+        self.max_queued = max_queued
+        self.dropped = 0
+        self._in_flight: set[asyncio.Task[None]] = set()
         self.window = window
         self.min_interval = min_interval
         self.instance = socket.gethostname()
@@ -87,6 +106,36 @@ class EventRecorder:
                     self._keys_of.setdefault(k[0], set()).add(k)
         except Exception as e:  # best effort: never fail the caller (API down, stream reset...)
             log.warning("could not record event %s/%s on %s: %s", reason, event_type, obj.get("name"), e)
+
+    def emit(
+        self, obj: dict[str, str], event_type: str, reason: str, message: str, namespace: str | None = None
+    ) -> None:
+        """:meth:`record` in a task, without waiting for it; dropped (``dropped`` + 1, a
+        warning every 100th) when ``max_queued`` emitted events are still in flight.
+        Needs a running event loop."""
+        if len(self._in_flight) >= self.max_queued:
+            self.dropped += 1
+            if self.dropped % 100 == 1:
+                log.warning(
+                    "event queue full (%d in flight): dropped %d event(s)", self.max_queued, self.dropped
+                )
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.record(obj, event_type, reason, message, namespace)
+        )
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def flush(self, grace: float | None = None) -> None:
+        """Wait until the events emitted so far are recorded (at most ``grace`` seconds;
+        the rest are cancelled then)."""
+        pending = set(self._in_flight)
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
 
     def forget(self, uid: str) -> None:
         """Drop dedup state of an object that is gone."""

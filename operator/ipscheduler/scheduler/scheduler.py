@@ -69,7 +69,7 @@ class Scheduler(EventHandlers):
         profile: Framework,
         queue: SchedulingQueue,
         recorder: EventRecorder,
-        bind_concurrency: int = 16,
+        bind_concurrency: int = 256,
         health: HealthState | None = None,
         metrics: Metrics | None = None,
         on_pod_gone: Callable[[PodInfo, bool], None] = lambda pod, confirm: None,
@@ -196,7 +196,7 @@ class Scheduler(EventHandlers):
             ip = (state.get(BIND_ANNOTATIONS) or {}).get(ANNOTATION_IP)
             suffix = f" (IP {ip})" if ip else ""
             log.info("bound %s to %s%s", pod.key, host.name, suffix)
-            await self.recorder.record(
+            self.recorder.emit(
                 pod_ref(pod), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {host.name}{suffix}"
             )
         except Exception:
@@ -213,7 +213,7 @@ class Scheduler(EventHandlers):
         pod = qp.pod
         self.queue.add_unschedulable(qp)
         log.info("unable to schedule %s: %s", pod.key, message)
-        await self.recorder.record(pod_ref(pod), "Warning", "FailedScheduling", message)
+        self.recorder.emit(pod_ref(pod), "Warning", "FailedScheduling", message)
         if self._unschedulable_msg.get(pod.uid) != message:
             try:
                 await self.api.set_unschedulable(pod, message)

@@ -46,6 +46,18 @@ from ipscheduler.underlayip.writer import POOLS, PoolWriter
 
 log = logging.getLogger(__name__)
 
+GC_MAX_DUTY = 0.02
+"""Share of wall time the GC sweeps may take: a sweep of D seconds is followed by a pause
+of at least D / GC_MAX_DUTY. At 10 000 pods a sweep's LIST takes about a second, which at
+the 30 s default would cost the scheduler a tenth of its CPU in a busy cluster."""
+
+
+def gc_pause(interval: float, last_sweep: float) -> float:
+    """Seconds to wait before the next sweep: ``interval`` (``--gc-interval``), or
+    ``last_sweep / GC_MAX_DUTY`` when the last sweep took longer than that allows, capped
+    at ten intervals so a leak still ends within minutes."""
+    return min(10 * interval, max(interval, last_sweep / GC_MAX_DUTY))
+
 
 class PoolController:
     """Pool status, finalizer, release, GC, start-up reconcile and adoption (module doc)."""
@@ -414,16 +426,22 @@ class PoolController:
 
     async def run_gc(self) -> None:
         """The garbage-collector task: a :meth:`gc_sweep` every ``gc_interval`` seconds once
-        the start-up reconcile is done; a failed sweep is logged and retried next time."""
+        the start-up reconcile is done, or less often when sweeps are slow
+        (:func:`gc_pause`: a sweep takes at most ``GC_MAX_DUTY`` of the time); a failed
+        sweep is logged and retried next time."""
         await self.started.wait()
+        loop = asyncio.get_running_loop()
+        pause = self.gc_interval
         while True:
-            await asyncio.sleep(self.gc_interval)
+            await asyncio.sleep(pause)
+            started = loop.time()
             try:
                 await self.gc_sweep()
             except asyncio.CancelledError:
                 raise
             except Exception as e:
                 log.warning("garbage collection failed (%r); next sweep in %.0fs", e, self.gc_interval)
+            pause = gc_pause(self.gc_interval, loop.time() - started)
 
     async def _confirmed(self, r: repair.Repair) -> bool:
         """Re-check a planned release against :meth:`live_pod` (by UID, never by name)."""
