@@ -166,3 +166,16 @@ def test_the_incremental_snapshot_equals_one_built_from_scratch(seed: int) -> No
         snap = c.snapshot()
         assert {n: uids(info) for n, info in snap.items()} == want
         assert {n: dataclasses.replace(info, pods=()) for n, info in snap.items()} == nodes
+
+
+def test_node_info_unit_views_round_up_like_quantity_values() -> None:
+    """``allocatable_units`` / ``requested_units``: millicores for cpu, others rounded up
+    (``Quantity.MilliValue()`` / ``Value()``), computed once per NodeInfo object."""
+    c = Cache()
+    c.add_node(NodeInfo(name="n1", allocatable={"cpu": Decimal("7.5"), "memory": Decimal("1000.5")}))
+    c.add_pod(pod("a", "n1", cpu="0.0001"))
+    c.add_pod(pod("b", "n1", cpu="0.25"))
+    info = c.snapshot()["n1"]
+    assert info.allocatable_units == {"cpu": 7500, "memory": 1001}
+    assert info.requested_units == {"pods": 2, "cpu": 251}
+    assert info.requested_units is info.requested_units

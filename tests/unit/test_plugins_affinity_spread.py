@@ -24,7 +24,7 @@ from ipscheduler.framework.interface import (
     Status,
 )
 from ipscheduler.framework.runtime import Framework
-from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
+from ipscheduler.framework.types import NodeInfo, PodInfo, Snapshot, Taint
 from ipscheduler.plugins.interpodaffinity import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
@@ -157,19 +157,36 @@ def foo_pods(node: str, n: int, ns: str = "default", **labels: str) -> list[PodI
     return [mk_pod(f"p-{node}-{i}", ns=ns, labels={"foo": "", **labels}) for i in range(n)]
 
 
-def cycle_filter(plugin: Any, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[Status, dict[str, Status]]:
+def by_name(nodes: list[NodeInfo], snapshot: bool = False) -> Mapping[str, NodeInfo]:
+    """The nodes as a plain mapping, or as the cache's :class:`Snapshot` (with its list of
+    nodes that have pods with affinity terms)."""
+    if not snapshot:
+        return {n.name: n for n in nodes}
+    snap = Snapshot()
+    for node in nodes:
+        snap.put(node)
+    return snap
+
+
+def cycle_filter(
+    plugin: Any, pod: PodInfo, nodes: list[NodeInfo], snapshot: bool = False
+) -> tuple[Status, dict[str, Status]]:
     """PreFilter over all nodes, then Filter each node with the same CycleState."""
     state = CycleState()
-    pre = plugin.pre_filter(state, pod, {n.name: n for n in nodes})
+    pre = plugin.pre_filter(state, pod, by_name(nodes, snapshot))
     return pre, {n.name: plugin.filter(state, pod, n) for n in nodes}
 
 
 def cycle_score(
-    plugin: Any, pod: PodInfo, nodes: list[NodeInfo], feasible: Iterable[str] | None = None
+    plugin: Any,
+    pod: PodInfo,
+    nodes: list[NodeInfo],
+    feasible: Iterable[str] | None = None,
+    snapshot: bool = False,
 ) -> dict[str, int]:
     """PreFilter over all nodes, Score + NormalizeScore over the feasible ones."""
     state = CycleState()
-    plugin.pre_filter(state, pod, {n.name: n for n in nodes})
+    plugin.pre_filter(state, pod, by_name(nodes, snapshot))
     names = set(feasible) if feasible is not None else {n.name for n in nodes}
     scores = {n.name: plugin.score(state, pod, n) for n in nodes if n.name in names}
     plugin.normalize_score(state, pod, scores)
@@ -489,11 +506,16 @@ IPA_FILTER_CASES: list[tuple[str, PodInfo, list[NodeInfo], dict[str, str | None]
 ]
 
 
+@pytest.mark.parametrize("snapshot", [False, True], ids=["mapping", "snapshot"])
 @pytest.mark.parametrize(
     ("pod", "nodes", "want"), [c[1:] for c in IPA_FILTER_CASES], ids=[c[0] for c in IPA_FILTER_CASES]
 )
-def test_inter_pod_affinity_filter(pod: PodInfo, nodes: list[NodeInfo], want: dict[str, str | None]) -> None:
-    pre, got = cycle_filter(InterPodAffinity(), pod, nodes)
+def test_inter_pod_affinity_filter(
+    pod: PodInfo, nodes: list[NodeInfo], want: dict[str, str | None], snapshot: bool
+) -> None:
+    """The same verdicts whether every node is visited or, from a Snapshot, only the nodes
+    with pods that have affinity terms."""
+    pre, got = cycle_filter(InterPodAffinity(), pod, nodes, snapshot=snapshot)
     assert pre.code in (OK, Code.SKIP)
     assert_statuses(got, want, "InterPodAffinity")
 
@@ -647,10 +669,11 @@ IPA_SCORE_CASES: list[tuple[str, InterPodAffinity, PodInfo, list[NodeInfo], dict
 @pytest.mark.parametrize(
     ("plugin", "pod", "nodes", "want"), [c[1:] for c in IPA_SCORE_CASES], ids=[c[0] for c in IPA_SCORE_CASES]
 )
+@pytest.mark.parametrize("snapshot", [False, True], ids=["mapping", "snapshot"])
 def test_inter_pod_affinity_score(
-    plugin: InterPodAffinity, pod: PodInfo, nodes: list[NodeInfo], want: dict[str, int]
+    plugin: InterPodAffinity, pod: PodInfo, nodes: list[NodeInfo], want: dict[str, int], snapshot: bool
 ) -> None:
-    assert cycle_score(plugin, pod, nodes) == want
+    assert cycle_score(plugin, pod, nodes, snapshot=snapshot) == want
 
 
 def test_inter_pod_affinity_raw_scores_and_fallback_without_prefilter() -> None:
@@ -1142,3 +1165,15 @@ def test_pod_topology_spread_explicit_pre_score_matches_lazy() -> None:
     assert raw == {"node-a": 8, "node-b": 8, "node-x": 6}
     plugin.normalize_score(state, pod, raw)
     assert raw == {"node-a": 75, "node-b": 75, "node-x": 100}
+
+
+def test_the_snapshot_lists_only_nodes_with_pods_that_have_affinity_terms() -> None:
+    anti = affinity(anti=[term(sel(foo="bar"), HOST)])
+    plain, with_terms = mk_pod("plain"), mk_pod("anti", affinity=anti)
+    snap = by_name([n("n1", [plain]), n("n2", [plain, with_terms]), n("n3")], snapshot=True)
+    assert isinstance(snap, Snapshot) and list(snap.have_pods_with_affinity) == ["n2"]
+    snap.put(n("n2", [plain]))  # the pod with terms left
+    snap.put(n("n3", [with_terms]))
+    assert list(snap.have_pods_with_affinity) == ["n3"]
+    snap.drop("n3")
+    assert not snap.have_pods_with_affinity and sorted(snap) == ["n1", "n2"]

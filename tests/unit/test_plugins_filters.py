@@ -244,6 +244,22 @@ def test_taint_toleration_filter(
         assert status.reasons == (f"node(s) had untolerated taint {untolerated}",)
 
 
+def test_taint_toleration_filter_judges_each_taint_list_once_per_cycle() -> None:
+    """One CycleState over nodes whose taint lists repeat (equal, not identical, tuples):
+    each node still gets its own verdict."""
+    pod = make_pod(tolerations=(tol("a", "Exists"),))
+    nodes = [
+        make_node("n1", taints=(taint("a"),)),
+        make_node("n2", taints=(taint("b"),)),
+        make_node("n3", taints=(taint("a"),)),
+        make_node("n4", taints=(taint("b"),)),
+        make_node("n5"),
+    ]
+    state, plugin = CycleState(), TaintToleration()
+    got = {n.name: plugin.filter(state, pod, n).code for n in nodes}
+    assert got == {"n1": Code.SUCCESS, "n2": UNRES, "n3": Code.SUCCESS, "n4": UNRES, "n5": Code.SUCCESS}
+
+
 # --------------------------------------------------------------------------- TaintToleration Score
 
 TAINT_SCORE_CASES: list[tuple[str, tuple[Toleration, ...], dict[str, tuple[Taint, ...]], dict[str, int]]] = [

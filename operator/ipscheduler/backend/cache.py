@@ -34,7 +34,7 @@ import asyncio
 import dataclasses
 from collections.abc import Mapping
 
-from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.types import NodeInfo, PodInfo, Snapshot
 
 
 class Cache:
@@ -46,7 +46,7 @@ class Cache:
         self._assumed: dict[str, PodInfo] = {}  # assumed pods by UID (node_name set)
         self._bound_on: dict[str, dict[str, PodInfo]] = {}  # node → UID → bound pod
         self._assumed_on: dict[str, dict[str, PodInfo]] = {}  # node → UID → assumed pod
-        self._snapshot: dict[str, NodeInfo] = {}
+        self._snapshot = Snapshot()
         self._dirty: set[str] = set()  # nodes to rebuild in the next snapshot()
         self.node_set_version = 0
         """Bumped whenever a node was added or removed."""
@@ -149,8 +149,9 @@ class Cache:
         return uid in self._assumed
 
     # -- the snapshot ------------------------------------------------------
-    def snapshot(self) -> Mapping[str, NodeInfo]:
-        """Every node with its bound and assumed pods (:attr:`NodeInfo.pods`).
+    def snapshot(self) -> Snapshot:
+        """Every node with its bound and assumed pods (:attr:`NodeInfo.pods`), and the
+        nodes with pods that have pod (anti-)affinity (:class:`Snapshot`).
 
         Only nodes changed since the previous call are rebuilt; every other node
         is the same NodeInfo object as before (see the module doc). The mapping
@@ -159,9 +160,9 @@ class Cache:
         for name in self._dirty:
             node = self._nodes.get(name)
             if node is None:
-                self._snapshot.pop(name, None)
+                self._snapshot.drop(name)
             else:
-                self._snapshot[name] = dataclasses.replace(node, pods=self.pods_on(name))
+                self._snapshot.put(dataclasses.replace(node, pods=self.pods_on(name)))
         self._dirty.clear()
         return self._snapshot
 

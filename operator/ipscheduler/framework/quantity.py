@@ -8,6 +8,7 @@ G, T, P, E) or nothing.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal
 from typing import Any
@@ -58,3 +59,10 @@ def parse_quantity(value: Any) -> Decimal:
         return base * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
     except (ArithmeticError, ValueError) as e:
         raise ValueError(f"invalid quantity {value!r}") from e
+
+
+def to_units(resource: str, value: Decimal) -> int:
+    """The scheduler's integer unit of ``value``: ``Quantity.MilliValue()`` for ``cpu``
+    (millicores), ``Quantity.Value()`` otherwise (bytes, counts); both rounded up, as
+    upstream's ``framework.Resource`` holds them (``pkg/scheduler/framework/types.go``)."""
+    return math.ceil(value * 1000) if resource == "cpu" else math.ceil(value)

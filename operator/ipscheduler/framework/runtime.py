@@ -223,7 +223,7 @@ class Framework:
     def _filter(filters: Sequence[FilterPlugin], state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         for plugin in filters:
             st = plugin.filter(state, pod, node)
-            if not st.is_success():
+            if st.code is not Code.SUCCESS:
                 return st if st.plugin else Status(st.code, st.reasons, plugin.name)
         return Status.success()
 

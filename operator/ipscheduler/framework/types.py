@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from ipscheduler.framework.quantity import parse_quantity
+from ipscheduler.framework.quantity import parse_quantity, to_units
 
 ANNOTATION_IP = "ipscheduler.io/ip"
 ANNOTATION_POOL = "ipscheduler.io/pool"
@@ -162,6 +162,18 @@ class NodeInfo:
         return total
 
     @functools.cached_property
+    def allocatable_units(self) -> dict[str, int]:
+        """:attr:`allocatable` in the scheduler's integer units (:func:`to_units`: millicores
+        for cpu), computed once per NodeInfo object, as upstream's ``NodeInfo.Allocatable``."""
+        return {k: to_units(k, v) for k, v in self.allocatable.items()}
+
+    @functools.cached_property
+    def requested_units(self) -> dict[str, int]:
+        """:attr:`requested` in the scheduler's integer units (:func:`to_units`), computed once
+        per NodeInfo object, as upstream's ``NodeInfo.Requested``."""
+        return {k: to_units(k, v) for k, v in self.requested.items()}
+
+    @functools.cached_property
     def used_ports(self) -> frozenset[HostPort]:
         """Host ports taken by :attr:`pods`."""
         return frozenset(hp for p in self.pods for hp in p.host_ports)
@@ -195,6 +207,32 @@ class NodeInfo:
             allocatable=alloc,
             uid=_str(meta.get("uid")),
         )
+
+
+class Snapshot(dict[str, NodeInfo]):
+    """The nodes of one scheduling cycle by name, with upstream's shortcut list
+    ``HavePodsWithAffinityNodeInfoList`` (``pkg/scheduler/backend/cache/snapshot.go``):
+    :attr:`have_pods_with_affinity` holds the nodes with at least one pod that
+    :meth:`PodInfo.has_pod_affinity`, so InterPodAffinity visits only those for a pod
+    without terms of its own. Kept by the cache's snapshot; a plain mapping works as well
+    (every node is visited then)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.have_pods_with_affinity: dict[str, NodeInfo] = {}
+
+    def put(self, node: NodeInfo) -> None:
+        """Add or replace ``node``, keeping :attr:`have_pods_with_affinity` in step."""
+        self[node.name] = node
+        if any(p.has_pod_affinity for p in node.pods):
+            self.have_pods_with_affinity[node.name] = node
+        else:
+            self.have_pods_with_affinity.pop(node.name, None)
+
+    def drop(self, name: str) -> None:
+        """Remove node ``name`` (no error when absent)."""
+        self.pop(name, None)
+        self.have_pods_with_affinity.pop(name, None)
 
 
 @dataclass(frozen=True)
@@ -233,6 +271,14 @@ class PodInfo:
     def key(self) -> str:
         """``namespace/name``, the form kube-scheduler prints."""
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def has_pod_affinity(self) -> bool:
+        """Whether ``spec.affinity`` has a ``podAffinity`` or ``podAntiAffinity`` (upstream
+        ``PodInfo.RequiredAffinityTerms`` and friends are parsed from them)."""
+        return bool(self.affinity) and bool(
+            self.affinity.get("podAffinity") or self.affinity.get("podAntiAffinity")
+        )
 
     def lean(self) -> PodInfo:
         """The form the cache keeps for a pod bound to a node (any scheduler's): what the

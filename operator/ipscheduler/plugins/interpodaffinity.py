@@ -78,7 +78,7 @@ from ipscheduler.framework.interface import (
     Status,
 )
 from ipscheduler.framework.registry import PluginArgs
-from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.types import NodeInfo, PodInfo, Snapshot
 
 NAME = "InterPodAffinity"
 
@@ -400,6 +400,16 @@ def _bump(counts: dict[TopologyPair, int], node: NodeInfo, key: str, value: int 
         counts[pair] = counts.get(pair, 0) + value
 
 
+def _visit(nodes: Mapping[str, NodeInfo], every_node: bool) -> Iterable[NodeInfo]:
+    """The nodes whose pods PreFilter and PreScore must look at: every node when the
+    incoming pod has terms of its own (``every_node``), else only the nodes with pods that
+    have any (:attr:`Snapshot.have_pods_with_affinity`, upstream's
+    ``HavePodsWithAffinityNodeInfoList``) when ``nodes`` is a :class:`Snapshot`."""
+    if not every_node and isinstance(nodes, Snapshot):
+        return nodes.have_pods_with_affinity.values()
+    return nodes.values()
+
+
 class InterPodAffinity:
     """Filter on required pod (anti-)affinity (both directions); score on preferred terms.
 
@@ -464,7 +474,7 @@ class InterPodAffinity:
         ns_cache: dict[str, dict[str, str]] = {}
         terms_of = _TermsCache()
         own_required = bool(terms.required_affinity or terms.required_anti_affinity)
-        for node in nodes.values():
+        for node in _visit(nodes, every_node=own_required):
             for existing, ex_terms in self._existing(node, own_required, terms_of):
                 for t in ex_terms.required_anti_affinity:
                     if t.matches(pod, own_ns):
@@ -481,7 +491,8 @@ class InterPodAffinity:
                     if t.matches(existing, ex_ns):
                         _bump(s.anti_affinity_counts, node, t.topology_key)
         state.write(_PRE_FILTER_KEY, s)
-        state.write(_PRE_SCORE_KEY, self._pre_score(pod, terms, nodes.values(), terms_of))
+        has_preferred = bool(terms.preferred_affinity or terms.preferred_anti_affinity)
+        state.write(_PRE_SCORE_KEY, self._pre_score(pod, terms, _visit(nodes, has_preferred), terms_of))
         if not (s.existing_anti_affinity_counts or terms.required_affinity or terms.required_anti_affinity):
             return Status.skip()
         return Status.success()

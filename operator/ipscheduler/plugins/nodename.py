@@ -68,14 +68,22 @@ def requested_node_names(pod: PodInfo) -> frozenset[str] | None:
     return frozenset(names)
 
 
+_STATE_KEY = "NodeName/names"
+
+
 class NodeName:
     """Filter: reject every node but the one the pod names."""
 
     name: str = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Success if the pod names no node or names this one."""
-        names = requested_node_names(pod)
+        """Success if the pod names no node or names this one (the names are read from the
+        pod once per cycle and kept in ``state``)."""
+        held: tuple[frozenset[str] | None] | None = state.get(_STATE_KEY)
+        if held is None:
+            held = (requested_node_names(pod),)
+            state.write(_STATE_KEY, held)
+        names = held[0]
         if names is None or node.name in names:
             return Status.success()
         return Status.unresolvable(ERR_REASON, plugin=self.name)

@@ -55,6 +55,7 @@ from ipscheduler.framework.interface import (
     QueueingHint,
     Status,
 )
+from ipscheduler.framework.quantity import to_units
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import (
     DEFAULT_MEMORY_REQUEST,
@@ -98,11 +99,6 @@ def is_scalar_resource(name: str) -> bool:
     return "/" in name and not name.startswith("requests.")
 
 
-def to_units(resource: str, value: Decimal) -> int:
-    """``Quantity.MilliValue()`` for cpu, ``Quantity.Value()`` otherwise: rounded up."""
-    return math.ceil(value * 1000) if resource == RESOURCE_CPU else math.ceil(value)
-
-
 def request_units(requests: Mapping[str, Decimal]) -> dict[str, int]:
     """The pod requests the scheduler accounts for (``Resource.SetMaxResource``), in units, > 0 only."""
     out: dict[str, int] = {}
@@ -115,11 +111,11 @@ def request_units(requests: Mapping[str, Decimal]) -> dict[str, int]:
 
 
 def _allocatable(node: NodeInfo, resource: str) -> int:
-    return to_units(resource, node.allocatable.get(resource, Decimal(0)))
+    return node.allocatable_units.get(resource, 0)
 
 
 def _requested(node: NodeInfo, resource: str) -> int:
-    return to_units(resource, node.requested.get(resource, Decimal(0)))
+    return node.requested_units.get(resource, 0)
 
 
 # --------------------------------------------------------------------------- Fit
@@ -144,16 +140,20 @@ def insufficient_resources(pod_request: Mapping[str, int], node: NodeInfo) -> li
     name (upstream iterates a Go map for those, so its order is random).
     """
     out: list[InsufficientResource] = []
-    allowed_pods = _allocatable(node, RESOURCE_PODS)
+    allocatable = node.allocatable_units
+    requested = node.requested_units
+    allowed_pods = allocatable.get(RESOURCE_PODS, 0)
     if len(node.pods) + 1 > allowed_pods:
         out.append(InsufficientResource(RESOURCE_PODS, ERR_TOO_MANY_PODS, 1, len(node.pods), allowed_pods))
-    scalars = sorted(r for r in pod_request if r not in _NATIVE_FIXED)
-    for resource in (*_NATIVE_FIXED, *scalars):
+    order: Iterable[str] = _NATIVE_FIXED
+    if any(r not in _NATIVE_FIXED for r in pod_request):
+        order = (*_NATIVE_FIXED, *sorted(r for r in pod_request if r not in _NATIVE_FIXED))
+    for resource in order:
         want = pod_request.get(resource, 0)
         if want <= 0:
             continue
-        alloc = _allocatable(node, resource)
-        used = _requested(node, resource)
+        alloc = allocatable.get(resource, 0)
+        used = requested.get(resource, 0)
         if want > alloc - used:
             reason = insufficient_reason(resource)
             out.append(InsufficientResource(resource, reason, want, used, alloc, unresolvable=want > alloc))
@@ -267,25 +267,6 @@ def _validate(resources: Mapping[str, int] | None) -> dict[str, int]:
     return out
 
 
-def _allocation(
-    node: NodeInfo, resource: str, pod_request: int, node_requested: Mapping[str, int]
-) -> tuple[int, int]:
-    """``calculateResourceAllocatableRequest``: (allocatable, requested incl. the pod), (0, 0) to skip.
-
-    ``node_requested`` overrides the node's requested cpu/memory (the
-    non-zero sums for LeastAllocated). A scalar resource the pod does not
-    request, or the node does not list, is skipped.
-    """
-    if pod_request == 0 and is_scalar_resource(resource):
-        return 0, 0
-    if resource in _NATIVE_FIXED:
-        used = node_requested.get(resource, _requested(node, resource))
-        return _allocatable(node, resource), used + pod_request
-    if resource in node.allocatable:
-        return _allocatable(node, resource), _requested(node, resource) + pod_request
-    return 0, 0
-
-
 def least_requested_score(requested: int, capacity: int) -> int:
     """``leastRequestedScore``: unused share on 0..100; 0 when over-committed or no capacity."""
     if capacity == 0 or requested > capacity:
@@ -375,6 +356,8 @@ class NodeResourcesBalancedAllocation:
     def __init__(self, resources: Mapping[str, int] | None = None) -> None:
         """``resources``: resource names (weights are validated but, as upstream, unused)."""
         self.resources = _validate(resources)
+        self._scalar = frozenset(r for r in self.resources if is_scalar_resource(r))
+        self._state_key = f"{self.name}/pod-units"
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """:func:`balanced_resource_score` with the pod's actual requests added to the node's.
@@ -384,13 +367,23 @@ class NodeResourcesBalancedAllocation:
         #130260), which leaves the ranking to the other plugins as a
         constant does.
         """
-        pod_units = {r: to_units(r, pod.requests.get(r, Decimal(0))) for r in self.resources}
+        pod_units: dict[str, int] | None = state.get(self._state_key)
+        if pod_units is None:
+            pod_units = {r: to_units(r, pod.requests.get(r, Decimal(0))) for r in self.resources}
+            state.write(self._state_key, pod_units)
         if not any(pod_units.values()):
             return 0
         requested: list[int] = []
         allocatable: list[int] = []
-        for resource in self.resources:
-            alloc, req = _allocation(node, resource, pod_units[resource], {})
+        alloc_units, used_units = node.allocatable_units, node.requested_units
+        for resource in self.resources:  # _allocation's rules, on the node's unit views
+            want = pod_units[resource]
+            if (want == 0 and resource in self._scalar) or (
+                resource not in _NATIVE_FIXED and resource not in alloc_units
+            ):
+                alloc = req = 0
+            else:
+                alloc, req = alloc_units.get(resource, 0), used_units.get(resource, 0) + want
             requested.append(req if alloc else 0)
             allocatable.append(alloc)
         return balanced_resource_score(requested, allocatable)

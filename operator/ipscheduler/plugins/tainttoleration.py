@@ -52,14 +52,30 @@ def find_untolerated_taint(node: NodeInfo, tolerations: Iterable[Toleration]) ->
     return None
 
 
+_FILTER_KEY = "TaintToleration/untolerated"
+_UNSEEN = Taint("", "", "")
+_SCORE_KEY = "TaintToleration/preferNoSchedule"
+
+
 class TaintToleration:
     """Filter on NoSchedule/NoExecute taints; score on PreferNoSchedule taints."""
 
     name: str = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Reject ``node`` if it has a NoSchedule/NoExecute taint the pod does not tolerate."""
-        taint = find_untolerated_taint(node, pod.tolerations)
+        """Reject ``node`` if it has a NoSchedule/NoExecute taint the pod does not tolerate.
+
+        Nodes of one cycle mostly share their taints: the answer per distinct taint list is
+        kept in ``state`` for the rest of the cycle."""
+        if not node.taints:
+            return Status.success()
+        seen: dict[tuple[Taint, ...], Taint | None] | None = state.get(_FILTER_KEY)
+        if seen is None:
+            seen = {}
+            state.write(_FILTER_KEY, seen)
+        taint = seen.get(node.taints, _UNSEEN)
+        if taint is _UNSEEN:
+            taint = seen[node.taints] = find_untolerated_taint(node, pod.tolerations)
         if taint is None:
             return Status.success()
         return Status.unresolvable(f"node(s) had untolerated taint {taint}", plugin=self.name)
@@ -72,12 +88,21 @@ class TaintToleration:
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Count of PreferNoSchedule taints on ``node`` the pod does not tolerate (lower is better)."""
-        tols = tuple(t for t in pod.tolerations if t.effect in ("", EFFECT_PREFER_NO_SCHEDULE))
-        return sum(
-            1
-            for taint in node.taints
-            if taint.effect == EFFECT_PREFER_NO_SCHEDULE and not tolerations_tolerate_taint(tols, taint)
-        )
+        if not node.taints:
+            return 0
+        seen: dict[tuple[Taint, ...], int] | None = state.get(_SCORE_KEY)
+        if seen is None:
+            seen = {}
+            state.write(_SCORE_KEY, seen)
+        count = seen.get(node.taints)
+        if count is None:
+            tols = tuple(t for t in pod.tolerations if t.effect in ("", EFFECT_PREFER_NO_SCHEDULE))
+            count = seen[node.taints] = sum(
+                1
+                for taint in node.taints
+                if taint.effect == EFFECT_PREFER_NO_SCHEDULE and not tolerations_tolerate_taint(tols, taint)
+            )
+        return count
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         """Reverse-normalize: fewest intolerable taints → MAX_NODE_SCORE."""

@@ -163,11 +163,12 @@ class UnderlayIP:
         """Unschedulable when the node has no pool, or no free address in any."""
         if pod.host_network:
             return Status.success()
+        free = state.read(_FREE).get(node.name)
+        if free is not None and free > 0:  # only nodes with pools have a count
+            return Status.success()
         if not self.cache.pools_for_node(node.name):
             return Status.unschedulable(ERR_NO_POOL, plugin=NAME)
-        if state.read(_FREE).get(node.name, 0) <= 0:
-            return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
-        return Status.success()
+        return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
 
     # -- Score ---------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
