@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime
+import types
 from typing import Any
 
 import pytest
 
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_POOL, PodInfo
 from ipscheduler.underlayip.allocator import PoolView
-from ipscheduler.underlayip.controller import gc_pause
+from ipscheduler.underlayip.controller import PoolController, gc_pause
+from ipscheduler.underlayip.models import Allocation
 from ipscheduler.underlayip.repair import Repair, SkewClock, plan
 
 NOW = datetime.datetime(2024, 6, 1, 12, 0, 0, tzinfo=datetime.UTC)
@@ -465,3 +467,23 @@ def test_a_since_in_the_future_ages_from_when_it_was_first_seen() -> None:
 )
 def test_gc_pause_bounds_the_sweeps_share_of_time(last_sweep: float, pause: float) -> None:
     assert gc_pause(30.0, last_sweep) == pytest.approx(pause)
+
+
+@pytest.mark.parametrize(
+    ("action", "age_s", "skipped"),
+    [
+        pytest.param("mark_bound", 5.0, True, id="young-mark-left-to-postbind"),
+        pytest.param("mark_bound", 39.0, True, id="just-under-twice-the-delay"),
+        pytest.param("mark_bound", 41.0, False, id="lost-mark-written-by-the-sweep"),
+        pytest.param("release", 5.0, False, id="releases-never-skipped"),
+    ],
+)
+def test_the_sweep_leaves_young_bound_marks_to_postbind(action: str, age_s: float, skipped: bool) -> None:
+    """PostBind's deferred mark lands within --bound-mark-delay (20 s here): the GC sweep
+    does not write it again unless the allocation is older than twice that."""
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    since = now - datetime.timedelta(seconds=age_s)
+    alloc = Allocation(ip="10.0.0.1", pod="ns/p", phase="Reserved", since=since)
+    r = Repair(action, "pool", "uid", "ns/p", "why", "10.0.0.1", allocation=alloc)  # type: ignore[arg-type]
+    ctrl = types.SimpleNamespace(writer=types.SimpleNamespace(defer_delay=20.0))
+    assert PoolController._mark_on_its_way(ctrl, r, now) is skipped  # type: ignore[arg-type]

@@ -400,10 +400,22 @@ class PoolController:
             self.cache.store_fresh(pool)
             pools.append(pool)
         pods = await self._list_our_pods()
-        counts = await self.apply_repairs(self._plan(pools, pods), confirm=True)
+        now = _utcnow()
+        repairs = [r for r in self._plan(pools, pods) if not self._mark_on_its_way(r, now)]
+        counts = await self.apply_repairs(repairs, confirm=True)
         if any(counts.values()):
             log.info("garbage collection: %s", counts)
         return counts
+
+    def _mark_on_its_way(self, r: repair.Repair, now: datetime.datetime) -> bool:
+        """A planned ``mark_bound`` that PostBind's deferred mark is still due to write:
+        the allocation is younger than twice the writer's ``defer_delay``
+        (``--bound-mark-delay``). Writing it from the sweep would cost one more pool write
+        per pod bound in the last ``defer_delay`` seconds; a mark that was lost (a failed
+        write) is written by the next sweep."""
+        if r.action != "mark_bound" or r.allocation is None:
+            return False
+        return allocator.age(r.allocation.since, now) < 2 * self.writer.defer_delay
 
     def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
         now = _utcnow()

@@ -93,7 +93,15 @@ def plan(
             pod = pods.get(uid)
             if pod is not None and a.phase == "Reserved" and bound_with(pod, pool):
                 out.append(
-                    Repair("mark_bound", pool.name, uid, a.pod, "pod is bound with this address", a.ip)
+                    Repair(
+                        "mark_bound",
+                        pool.name,
+                        uid,
+                        a.pod,
+                        "pod is bound with this address",
+                        a.ip,
+                        allocation=a,
+                    )
                 )
     for uid, pod in pods.items():
         pool_name = pod.annotations.get(ANNOTATION_POOL)
