@@ -82,3 +82,21 @@ async def test_record_deduplicates_like_the_correlator(message2: str, created: i
     assert (len(api.created), len(api.patched)) == (created, patched)
     if patched:
         assert api.patched[0]["count"] == 2
+
+
+async def test_dedup_remembers_the_most_recent_events_only() -> None:
+    """An LRU of ``max_entries`` (client-go's 4096): the least recently recorded event is
+    forgotten first, so its repeat creates a new event; memory stays bounded."""
+    api = Api()
+    api.gate.set()
+    rec = recorder(api, max_entries=2, min_interval=0.0)
+    pods = [{**POD, "name": f"p{i}", "uid": f"u{i}"} for i in range(3)]
+    await rec.record(pods[0], "Normal", "Scheduled", "m")
+    await rec.record(pods[1], "Normal", "Scheduled", "m")
+    await rec.record(pods[0], "Normal", "Scheduled", "m")  # a repeat: p0 is now the most recent
+    await rec.record(pods[2], "Normal", "Scheduled", "m")  # evicts p1
+    assert (len(api.created), len(api.patched)) == (3, 1)
+    await rec.record(pods[0], "Normal", "Scheduled", "m")  # still remembered
+    await rec.record(pods[1], "Normal", "Scheduled", "m")  # forgotten: a new event
+    assert (len(api.created), len(api.patched)) == (4, 2)
+    assert len(rec._seen) == 2 and set(rec._keys_of) == {"u0", "u1"}

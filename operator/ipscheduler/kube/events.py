@@ -8,6 +8,7 @@ logged, never raised.
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime
 import logging
 import socket
@@ -19,6 +20,11 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "ip-scheduler"
 """``source.component`` and ``reportingComponent`` of our events."""
+
+MAX_LRU_ENTRIES = 4096
+"""Events the deduplication remembers, least recently recorded dropped first: client-go's
+``maxLruCacheEntries`` (staging/src/k8s.io/client-go/tools/record/events_cache.go). Each
+insert and lookup is O(1), however many pods the scheduler has seen."""
 
 MAX_QUEUED_EVENTS = 1000
 """Events :meth:`EventRecorder.emit` holds in flight at most; more are dropped, as
@@ -35,7 +41,8 @@ class EventRecorder:
 
     The same (object, type, reason, message) within ``window`` seconds bumps
     the existing event's ``count`` and ``lastTimestamp`` (at most once per
-    ``min_interval`` seconds) instead of creating another event.
+    ``min_interval`` seconds) instead of creating another event. The last
+    ``max_entries`` events are remembered for that (an LRU, as client-go's).
     Errors are logged, never raised: events are best effort.
 
     :meth:`record` waits for the API server; :meth:`emit` does not (the scheduling and
@@ -50,6 +57,7 @@ class EventRecorder:
         window: float = 600.0,
         min_interval: float = 10.0,
         max_queued: int = MAX_QUEUED_EVENTS,
+        max_entries: int = MAX_LRU_ENTRIES,
     ) -> None:
         self.api = api
         self.max_queued = max_queued
@@ -58,7 +66,10 @@ class EventRecorder:
         self.window = window
         self.min_interval = min_interval
         self.instance = socket.gethostname()
-        self._seen: dict[tuple[str, str, str, str], tuple[str, str, int, float, float]] = {}
+        self.max_entries = max_entries
+        self._seen: collections.OrderedDict[tuple[str, str, str, str], tuple[str, str, int, float, float]] = (
+            collections.OrderedDict()
+        )
         self._keys_of: dict[str, set[tuple[str, str, str, str]]] = {}  # object → its keys in _seen
 
     async def record(
@@ -71,6 +82,8 @@ class EventRecorder:
         now = loop.time()
         try:
             seen = self._seen.get(key)
+            if seen is not None:
+                self._seen.move_to_end(key)
             if seen is not None and now - seen[3] < self.window:
                 name, ev_ns, count, first, last_patch = seen
                 count += 1
@@ -98,12 +111,13 @@ class EventRecorder:
             created = await self.api.create_event(ns, body)
             self._seen[key] = (created["metadata"]["name"], ns, 1, now, now)
             self._keys_of.setdefault(key[0], set()).add(key)
-            if len(self._seen) > 10_000:
-                cutoff = now - self.window
-                self._seen = {k: v for k, v in self._seen.items() if v[3] >= cutoff}
-                self._keys_of = {}
-                for k in self._seen:
-                    self._keys_of.setdefault(k[0], set()).add(k)
+            while len(self._seen) > self.max_entries:  # least recently recorded first
+                old, _ = self._seen.popitem(last=False)
+                keys = self._keys_of.get(old[0])
+                if keys is not None:
+                    keys.discard(old)
+                    if not keys:
+                        del self._keys_of[old[0]]
         except Exception as e:  # best effort: never fail the caller (API down, stream reset...)
             log.warning("could not record event %s/%s on %s: %s", reason, event_type, obj.get("name"), e)
 
