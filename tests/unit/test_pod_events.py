@@ -21,6 +21,7 @@ from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.controller import PoolController
+from ipscheduler.underlayip.repair import Repair
 from ipscheduler.underlayip.writer import PoolWriter
 from tests.unit.fakes import FakePoolApi, pool_cache
 
@@ -244,3 +245,21 @@ async def test_pods_seen_before_the_start_up_reconcile_are_left_to_it() -> None:
     bound(sched, prebound("u9", "10.0.0.2"))
     await settle(ctrl)
     assert ctrl.cache.claimed() == {} and "u9" not in api.bodies["p"]["status"]["allocations"]
+
+
+@pytest.mark.parametrize(
+    ("uid", "adopted", "puts"),
+    [
+        pytest.param("u1", 0, 0, id="recorded-since-the-pool-list"),
+        pytest.param("u2", 1, 1, id="really-missing"),
+    ],
+)
+async def test_adoption_skips_a_pod_the_pool_recorded_since_the_sweeps_list(
+    uid: str, adopted: int, puts: int
+) -> None:
+    """The sweep LISTs pools, then pods: a pod reserved and bound in between is in the pod
+    LIST but not the pool LIST. Its allocation is in the pool by now: nothing to adopt."""
+    _, ctrl, api = setup(None)
+    r = Repair("adopt", "p", uid, f"ns/pod-{uid}", "bound, no allocation", "10.0.0.2", node="node-1")
+    counts = await ctrl.apply_repairs([r], confirm=True)
+    assert (counts["adopted"], len(api.puts)) == (adopted, puts)

@@ -507,6 +507,10 @@ class PoolController:
                 raise allocator.AdoptConflict(
                     f"pool {r.pool} named in the pod's annotation serves {pool.node_name}, not {r.node}"
                 )
+            if r.uid in pool.allocations:
+                # Recorded since the pool LIST this plan read: the pod was reserved and
+                # bound between that LIST and the pod LIST. Nothing to adopt.
+                return counts
             await self.writer.submit(
                 r.pool, functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip)
             )
