@@ -531,3 +531,19 @@ def test_handle_binder_reaches_default_binder() -> None:
         default_plugins(),
     )
     assert getattr(fw.bind[0], "binder", None) is binder
+
+
+@pytest.mark.parametrize("value", [None, 0, "x"], ids=["none", "zero", "str"])
+def test_cycle_state_memo_computes_once_per_cycle(value: object) -> None:
+    state = CycleState()
+    calls: list[int] = []
+
+    def compute() -> object:
+        calls.append(1)
+        return value
+
+    assert state.memo("P/k", compute) == value
+    assert state.memo("P/k", compute) == value
+    assert len(calls) == 1, "a memo (even None) is computed once per CycleState"
+    assert state.read("P/k") == value
+    assert CycleState().memo("P/k", lambda: "fresh") == "fresh", "a new cycle starts empty"

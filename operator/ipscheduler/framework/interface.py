@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
@@ -86,6 +86,9 @@ BIND_ANNOTATIONS = "Bind/annotations"
 the Bind plugin sends them (the Binding API copies them onto the pod)."""
 
 
+T = TypeVar("T")
+
+
 class CycleState:
     """Per-cycle scratch space shared by the plugins of one scheduling cycle.
 
@@ -105,6 +108,14 @@ class CycleState:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._data.get(key, default)
+
+    def memo(self, key: str, compute: Callable[[], T]) -> T:
+        """The value for ``key``, computed by ``compute()`` and written on first use (a
+        ``None`` result is kept too): per-cycle memos of what is the same for every node."""
+        if key not in self._data:
+            self._data[key] = compute()
+        value: T = self._data[key]
+        return value
 
     def __contains__(self, key: object) -> bool:
         return key in self._data

@@ -79,11 +79,7 @@ class NodeName:
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Success if the pod names no node or names this one (the names are read from the
         pod once per cycle and kept in ``state``)."""
-        held: tuple[frozenset[str] | None] | None = state.get(_STATE_KEY)
-        if held is None:
-            held = (requested_node_names(pod),)
-            state.write(_STATE_KEY, held)
-        names = held[0]
+        names = state.memo(_STATE_KEY, lambda: requested_node_names(pod))
         if names is None or node.name in names:
             return Status.success()
         return Status.unresolvable(ERR_REASON, plugin=self.name)

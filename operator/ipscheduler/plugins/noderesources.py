@@ -367,10 +367,9 @@ class NodeResourcesBalancedAllocation:
         #130260), which leaves the ranking to the other plugins as a
         constant does.
         """
-        pod_units: dict[str, int] | None = state.get(self._state_key)
-        if pod_units is None:
-            pod_units = {r: to_units(r, pod.requests.get(r, Decimal(0))) for r in self.resources}
-            state.write(self._state_key, pod_units)
+        pod_units = state.memo(
+            self._state_key, lambda: {r: to_units(r, pod.requests.get(r, Decimal(0))) for r in self.resources}
+        )
         if not any(pod_units.values()):
             return 0
         requested: list[int] = []

@@ -69,10 +69,7 @@ class TaintToleration:
         kept in ``state`` for the rest of the cycle."""
         if not node.taints:
             return Status.success()
-        seen: dict[tuple[Taint, ...], Taint | None] | None = state.get(_FILTER_KEY)
-        if seen is None:
-            seen = {}
-            state.write(_FILTER_KEY, seen)
+        seen: dict[tuple[Taint, ...], Taint | None] = state.memo(_FILTER_KEY, dict)
         taint = seen.get(node.taints, _UNSEEN)
         if taint is _UNSEEN:
             taint = seen[node.taints] = find_untolerated_taint(node, pod.tolerations)
@@ -90,10 +87,7 @@ class TaintToleration:
         """Count of PreferNoSchedule taints on ``node`` the pod does not tolerate (lower is better)."""
         if not node.taints:
             return 0
-        seen: dict[tuple[Taint, ...], int] | None = state.get(_SCORE_KEY)
-        if seen is None:
-            seen = {}
-            state.write(_SCORE_KEY, seen)
+        seen: dict[tuple[Taint, ...], int] = state.memo(_SCORE_KEY, dict)
         count = seen.get(node.taints)
         if count is None:
             tols = tuple(t for t in pod.tolerations if t.effect in ("", EFFECT_PREFER_NO_SCHEDULE))

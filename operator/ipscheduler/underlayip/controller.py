@@ -452,7 +452,7 @@ class PoolController:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.warning("garbage collection failed (%r); next sweep in %.0fs", e, self.gc_interval)
+                log.warning("garbage collection failed (%r); retried in the next sweep", e)
             pause = gc_pause(self.gc_interval, loop.time() - started)
 
     async def _confirmed(self, r: repair.Repair) -> bool:
