@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark: ip-scheduler against kube-scheduler, same workload, same run.
 
-On a dev cluster (hack/devcluster.py) with N kwok nodes, each phase creates
-P pods (all at once, or at a steady R pods/s) and measures until all are bound:
+On a dev cluster (hack/devcluster.py) with N kwok nodes, every phase measures
+until all its pods are bound, each scheduler on its own process:
 
 - ``ip-scheduler``: NodeIPPools of C addresses per node;
 - ``kube-scheduler (qps 50)``: the same Kubernetes release with its shipped
@@ -10,21 +10,35 @@ P pods (all at once, or at a steady R pods/s) and measures until all are bound:
   ``ipscheduler.io/underlay-ip: C`` on every node and a request of 1 per pod;
 - ``kube-scheduler (qps 1000)``: the same with ``qps: 1000, burst: 2000``.
 
-Reported per phase: throughput (pods/s from the first create to the last
-bind), create→bound latency p50/p90/p99 (ms, from watch events timestamped
-in this client), API server requests per bound pod (``apiserver_request_total``
-delta over the phase, all clients, so every phase carries the same
-background), the scheduler's peak RSS (MB) and CPU seconds, and correctness
-(no node over C; our addresses unique and inside the node's pool). One more
-phase restarts ip-scheduler with one Pending pod and N pools and measures
-process start → pod bound. Output: a Markdown table on stdout, a JSON file
-and, when matplotlib is installed, a PNG of bound pods over time.
+Phases (``--phases``, all by default, in this order):
+
+- ``ours``, ``kube50``, ``kube1000`` (arrival): the scheduler runs, then P pods
+  are created (all at once, or at a steady R pods/s);
+- ``restart``: ip-scheduler started with N pools and one Pending pod: process
+  start → that pod bound;
+- ``backlog-ours``, ``backlog-kube50``, ``backlog-kube1000``: B pods
+  (``BACKLOG_PODS`` per preset, ``--backlog-pods``) are created and pending
+  first, then a fresh scheduler process starts, as after a failover, a rollout
+  or a scale-up faster than binding: time from process start to the first bind,
+  and the drain rate (pods/s from process start to the last bind);
+- ``failover``: two ip-scheduler replicas with leader election over a backlog of
+  B pods, the leader SIGKILLed when half are bound: the standby's lease
+  takeover, first bind after the kill, and drain rate.
+
+Reported per phase: throughput (pods/s from the first create, or the
+scheduler's start for a backlog, to the last bind), create→bound latency
+p50/p90/p99 (ms, from watch events timestamped in this client), API server
+requests per bound pod (``apiserver_request_total`` delta over the phase, all
+clients, so every phase carries the same background), the scheduler's peak
+RSS (MB) and CPU seconds, and correctness (no node over C; our addresses
+unique and inside the node's pool). Output: a Markdown table on stdout, a JSON
+file and, when matplotlib is installed, a PNG of bound pods over time.
 
     make bench                                               # --preset small
     .venv/bin/python hack/bench.py --preset small            # 100 nodes x 20, 1000 pods
     .venv/bin/python hack/bench.py --preset small --rate 50  # steady arrival, 50 pods/s
-    .venv/bin/python hack/bench.py --preset large            # 1000 nodes x 20, 10000 pods
-    .venv/bin/python hack/bench.py --preset xlarge           # 5000 nodes x 20, 20000 pods
+    .venv/bin/python hack/bench.py --preset large            # 1000 nodes x 20, 10000 pods, backlog 5000
+    .venv/bin/python hack/bench.py --preset xlarge           # 5000 nodes x 20, 20000 pods, backlog 20000
                                                              # (kwok leases 240 s: NODE_LEASE_SECONDS)
 """
 
@@ -61,6 +75,19 @@ PRESETS = {
     "xlarge": (5000, 20, 20000),
 }
 """preset → (nodes, addresses per node, pods)."""
+BACKLOG_PODS = {"tiny": 80, "small": 1000, "large": 5000, "xlarge": 20000}
+"""preset → pods pending before a backlog or failover phase starts its scheduler."""
+PHASES = (
+    "ours",
+    "restart",
+    "kube50",
+    "kube1000",
+    "backlog-ours",
+    "backlog-kube50",
+    "backlog-kube1000",
+    "failover",
+)
+"""Every phase, in the order they run."""
 NODE_LEASE_SECONDS = {"xlarge": 240}
 """preset → kwok node lease duration (default 40 s, the kubelet's). kwok renews each lease
 every quarter of it: 5000 nodes at 40 s are 500 lease PUTs/s, more than a 2-core API server
@@ -221,25 +248,11 @@ def control_plane_cpu(cluster: devcluster.Cluster) -> float:
     return total
 
 
-async def run_phase(
-    phase: Phase,
-    api: client.ApiClient,
-    pods: int,
-    rate: float | None,
-    pid: int,
-    index: int,
-    cluster: devcluster.Cluster,
-) -> dict[str, Any]:
-    """Create ``pods`` pods for ``phase`` and measure until all are bound (or a timeout)."""
-    core = client.CoreV1Api(api)
-    ns = f"bench-{index}"
-    await new_namespace(core, ns)
-    done = asyncio.Event()
-    watch_task = asyncio.create_task(watch_bindings(core, ns, phase, pods, done))
-    await asyncio.sleep(0.5)
-    requests_before = await apiserver_requests(api)
-    cpu_before = proc_usage(pid)[1]
-    cp_before = control_plane_cpu(cluster)
+async def create_pods(
+    core: client.CoreV1Api, ns: str, phase: Phase, pods: int, rate: float | None, start: float
+) -> None:
+    """Create ``pods`` pods of ``phase`` in ``ns``: all at once (50 in flight), or at ``rate``
+    pods/s from ``start``."""
     sem = asyncio.Semaphore(50)
 
     async def create(i: int) -> None:
@@ -249,7 +262,6 @@ async def run_phase(
                 ns, pod_body(f"p{i}", phase.scheduler_name, phase.extended), _preload_content=False
             )
 
-    start = time.monotonic()
     if rate:
         tasks = []
         for i in range(pods):
@@ -258,21 +270,87 @@ async def run_phase(
         await asyncio.gather(*tasks)
     else:
         await asyncio.gather(*(create(i) for i in range(pods)))
+
+
+async def run_phase(
+    phase: Phase,
+    api: client.ApiClient,
+    pods: int,
+    rate: float | None,
+    sched: SchedulerProcess,
+    index: int,
+    cluster: devcluster.Cluster,
+    backlog: bool = False,
+    profile: str | None = None,
+) -> dict[str, Any]:
+    """Measure ``sched`` placing ``pods`` pods of ``phase`` until all are bound (or a timeout).
+
+    Arrival (``backlog`` False): ``sched`` runs first (started and waited for if it is
+    not running yet), then the pods are created. Backlog: every pod is created
+    and pending first, then ``sched`` is started as a fresh process, as after a failover
+    or a rollout; the phase then also reports the time from process start to the first
+    bind and the drain rate (pods bound / seconds from process start to the last bind).
+    ``profile``: a py-spy profile of ``sched`` over the phase into that file.
+    """
+    core = client.CoreV1Api(api)
+    ns = f"bench-{index}"
+    if not backlog and sched.pid is None:
+        await sched.start()
+    await new_namespace(core, ns)
+    done = asyncio.Event()
+    watch_task = asyncio.create_task(watch_bindings(core, ns, phase, pods, done))
+    await asyncio.sleep(0.5)
+    if backlog:
+        await create_pods(core, ns, phase, pods, None, time.monotonic())
+    requests_before = await apiserver_requests(api)  # a backlog's creates are not counted
+    cp_before = control_plane_cpu(cluster)
+    if backlog:
+        pid = await sched.start(wait_ready=False)
+        cpu_before = 0.0  # a fresh process: its start-up counts
+        start = sched.started_at
+    else:
+        assert sched.pid is not None
+        pid = sched.pid
+        cpu_before = proc_usage(pid)[1]
+        start = time.monotonic()
+        await create_pods(core, ns, phase, pods, rate, start)
+    profiler = await start_profiler(profile, pid)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), timeout=max(300, pods / 5))
     if watch_task.done() and watch_task.exception():
         print(f"bench: watch failed: {watch_task.exception()!r}", file=sys.stderr)
     watch_task.cancel()
+    await stop_profiler(profiler, profile)
+    result = measure(phase, pods, start, pid, cpu_before, await apiserver_requests(api), requests_before)
+    result["control_plane_cpu_s"] = round(control_plane_cpu(cluster) - cp_before, 2)
+    if backlog:
+        result["phase"] = f"backlog: {phase.name}"
+        result["first_bind_s"] = round(min(phase.bound.values(), default=float("nan")) - start, 2)
+        result["drain_pods_per_s"] = result["throughput_pods_per_s"]
+    await delete_namespace(core, ns)
+    return result
+
+
+def measure(
+    phase: Phase,
+    pods: int,
+    start: float,
+    pid: int,
+    cpu_before: float,
+    requests_after: dict[str, float],
+    requests_before: dict[str, float],
+) -> dict[str, Any]:
+    """The result row of ``phase``: throughput from ``start`` to the last bind, latency from
+    each pod's create to its bind, requests, the scheduler's (``pid``) peak RSS and CPU,
+    and correctness."""
     end = max(phase.bound.values(), default=time.monotonic())
-    requests_after = await apiserver_requests(api)
     rss, cpu_after = proc_usage(pid)
-    cp_after = control_plane_cpu(cluster)
     latencies = [(phase.bound[p] - phase.created[p]) * 1000 for p in phase.bound if p in phase.created]
     per_node: dict[str, int] = {}
     for node, _ in phase.placement.values():
         per_node[node] = per_node.get(node, 0) + 1
     ips = [(node, ip) for node, ip in phase.placement.values() if ip]
-    result = {
+    return {
         "phase": phase.name,
         "pods": pods,
         "bound": len(phase.bound),
@@ -289,7 +367,6 @@ async def run_phase(
         ),
         "scheduler_peak_rss_mb": round(rss, 1),
         "scheduler_cpu_s": round(cpu_after - cpu_before, 2),
-        "control_plane_cpu_s": round(cp_after - cp_before, 2),
         "max_pods_per_node": max(per_node.values(), default=0),
         "over_capacity_nodes": sum(1 for n in per_node.values() if n > phase.capacity),
         "addresses": len(ips),
@@ -297,8 +374,6 @@ async def run_phase(
         "addresses_in_node_pool": all(ip_in_node_pool(node, ip, phase.capacity) for node, ip in ips),
         "bound_over_time": sorted(round(t - start, 3) for t in phase.bound.values()),
     }
-    await delete_namespace(core, ns)
-    return result
 
 
 def ip_in_node_pool(node: str, ip: str, capacity: int) -> bool:
@@ -340,10 +415,29 @@ async def prepare(api: client.ApiClient, nodes: list[str], capacity: int) -> Non
     await asyncio.gather(*(one(i, n) for i, n in enumerate(nodes)))
 
 
-class Ours:
+class SchedulerProcess:
+    """A scheduler under test as a child process: :meth:`start`, :attr:`pid`, :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self.started_at = 0.0
+        """``time.monotonic()`` when the process was started."""
+        self.pid: int | None = None
+        """The running process, None before :meth:`start` and after :meth:`stop`."""
+
+    async def start(self, wait_ready: bool = True) -> int:
+        """Start the process (``wait_ready``: return once it schedules); its pid."""
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 30 s; waits for the exit."""
+        raise NotImplementedError
+
+
+class Ours(SchedulerProcess):
     """``python -m ipscheduler run`` as a child process, logging to a file."""
 
     def __init__(self, python: str, kubeconfig: str, log_path: Path, extra: list[str]) -> None:
+        super().__init__()
         self.cmd = [
             python,
             "-m",
@@ -357,27 +451,30 @@ class Ours:
         ]
         self.log_path = log_path
         self.proc: asyncio.subprocess.Process | None = None
-        self.started_at = 0.0
+        self._offset = 0
 
     async def start(self, wait_ready: bool = True) -> int:
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        """Start; ``wait_ready``: wait for the start-up reconcile's log line (120 s at most)."""
+        self._offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             self.started_at = time.monotonic()
             self.proc = await asyncio.create_subprocess_exec(*self.cmd, stdout=fd, stderr=subprocess.STDOUT)
         finally:
             os.close(fd)
+        self.pid = self.proc.pid
         if wait_ready:
             deadline = time.monotonic() + 120
-            while b"start-up reconcile" not in self._log_since(offset):
+            while b"start-up reconcile" not in self.log():
                 if time.monotonic() > deadline or self.proc.returncode is not None:
                     raise SystemExit(f"bench: ip-scheduler did not start; see {self.log_path}")
                 await asyncio.sleep(0.2)
         return self.proc.pid
 
-    def _log_since(self, offset: int) -> bytes:
+    def log(self) -> bytes:
+        """What this process logged since its last start."""
         with open(self.log_path, "rb") as fh:
-            fh.seek(offset)
+            fh.seek(self._offset)
             return fh.read()
 
     async def stop(self) -> None:
@@ -388,29 +485,113 @@ class Ours:
             except TimeoutError:
                 self.proc.kill()
                 await self.proc.wait()
+        self.pid = None
+
+    async def kill(self) -> None:
+        """SIGKILL (a crashed node or container), waiting for the exit."""
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        self.pid = None
 
 
-async def restart_to_first_bind(api: client.ApiClient, ours: Ours, index: int) -> dict[str, Any]:
-    """Stop ip-scheduler, create one pod, start it: seconds from process start to the pod bound."""
+class KubeScheduler(SchedulerProcess):
+    """The real kube-scheduler of the dev cluster's release, client QPS/burst as given."""
+
+    def __init__(self, cluster: devcluster.Cluster, qps: int, burst: int) -> None:
+        super().__init__()
+        self.cluster, self.qps, self.burst = cluster, qps, burst
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self, wait_ready: bool = True) -> int:
+        """Start; ``wait_ready``: give it 5 s to list and watch."""
+        self.started_at = time.monotonic()
+        self.proc = await asyncio.to_thread(
+            self.cluster.start_kube_scheduler, f"kube-scheduler-{self.qps}", self.qps, self.burst
+        )
+        self.pid = self.proc.pid
+        if wait_ready:
+            await asyncio.sleep(5)
+        return self.proc.pid
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                await asyncio.to_thread(self.proc.wait, 30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                await asyncio.to_thread(self.proc.wait)
+        self.pid = None
+
+
+async def failover(
+    api: client.ApiClient,
+    pods: int,
+    index: int,
+    cluster: devcluster.Cluster,
+    replicas: tuple[Ours, Ours],
+    capacity: int,
+) -> dict[str, Any]:
+    """Two ip-scheduler replicas with leader election over a backlog of ``pods``; the leader
+    is SIGKILLed once half of them are bound.
+
+    Reports, beside the usual columns (over all pods; RSS and CPU of the standby), the
+    seconds from the kill to the standby holding the lease (its log says so; polled every
+    0.1 s) and to its first bind, and its drain rate (pods bound after it took the lease,
+    per second until the last bind).
+    """
     core = client.CoreV1Api(api)
     ns = f"bench-{index}"
-    await ours.stop()
     await new_namespace(core, ns)
-    phase = Phase("restart", "ip-scheduler", extended=False, capacity=0)
+    phase = Phase("failover: ip-scheduler", "ip-scheduler", extended=False, capacity=capacity)
     done = asyncio.Event()
-    watch_task = asyncio.create_task(watch_bindings(core, ns, phase, 1, done))
+    watch_task = asyncio.create_task(watch_bindings(core, ns, phase, pods, done))
     await asyncio.sleep(0.5)
-    await core.create_namespaced_pod(ns, pod_body("first", "ip-scheduler", False), _preload_content=False)
-    await ours.start(wait_ready=False)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(done.wait(), timeout=120)
-    watch_task.cancel()
-    seconds = (phase.bound["first"] - ours.started_at) if "first" in phase.bound else float("nan")
+    await create_pods(core, ns, phase, pods, None, time.monotonic())
+    requests_before = await apiserver_requests(api)
+    cp_before = control_plane_cpu(cluster)
+    try:
+        for r in replicas:
+            await r.start(wait_ready=False)
+        start = replicas[0].started_at
+        deadline = time.monotonic() + max(300, pods / 5)
+        # Polled: the bindings watch and the replicas' log files are the sources.
+        while len(phase.bound) < pods // 2 and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+        leader = next((r for r in replicas if b"acquired lease" in r.log()), replicas[0])
+        standby = replicas[1] if leader is replicas[0] else replicas[0]
+        bound_at_kill = len(phase.bound)
+        killed_at = time.monotonic()
+        await leader.kill()
+        while b"acquired lease" not in standby.log() and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        acquired_at = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout=max(0.0, deadline - time.monotonic()))
+        watch_task.cancel()
+        assert standby.pid is not None
+        result = measure(phase, pods, start, standby.pid, 0.0, await apiserver_requests(api), requests_before)
+        result["control_plane_cpu_s"] = round(control_plane_cpu(cluster) - cp_before, 2)
+    finally:
+        for r in replicas:
+            await r.stop()
+    after = sorted(t for t in phase.bound.values() if t > acquired_at)
+    result.update(
+        bound_at_kill=bound_at_kill,
+        lease_takeover_s=round(acquired_at - killed_at, 2),
+        first_bind_s=round(after[0] - killed_at, 2) if after else float("nan"),
+        drain_pods_per_s=round(len(after) / max(after[-1] - acquired_at, 1e-9), 1) if after else 0.0,
+        standby_bound=len(after),
+    )
     await delete_namespace(core, ns)
-    return {"restart_to_first_bind_s": round(seconds, 2)}
+    return result
 
 
-async def run_all(args: argparse.Namespace, cluster: devcluster.Cluster, shape: tuple[int, int, int]) -> Any:
+async def run_all(
+    args: argparse.Namespace, cluster: devcluster.Cluster, shape: tuple[int, int, int], backlog: int
+) -> Any:
+    """Every phase of ``args.phases`` in order; the results and the restart figure."""
     n_nodes, capacity, pods = shape
     conf = client.Configuration()
     await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=conf)
@@ -419,31 +600,47 @@ async def run_all(args: argparse.Namespace, cluster: devcluster.Cluster, shape: 
     results: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
     log_dir = cluster.root / "logs"
+
+    def ours(name: str = "ip-scheduler", *more: str) -> Ours:
+        return Ours(
+            args.python, str(cluster.kubeconfig), log_dir / f"{name}.log", [*args.scheduler_arg, *more]
+        )
+
+    kube = [("kube-scheduler (qps 50)", 50, 100), ("kube-scheduler (qps 1000)", 1000, 2000)]
     async with client.ApiClient(conf) as api:
         await prepare(api, nodes, capacity)
-        ours = Ours(args.python, str(cluster.kubeconfig), log_dir / "ip-scheduler.log", args.scheduler_arg)
-        if "ours" in args.phases:
+
+        async def phase(key: str, sched: SchedulerProcess, label: str, n: int, is_backlog: bool) -> None:
+            if key not in args.phases:
+                return
+            extended = isinstance(sched, KubeScheduler)
+            p = Phase(label, "default-scheduler" if extended else "ip-scheduler", extended, capacity)
             try:
-                pid = await ours.start()
-                profiler = await start_profiler(args.profile, pid)
-                phase = Phase("ip-scheduler", "ip-scheduler", extended=False, capacity=capacity)
-                results.append(await run_phase(phase, api, pods, args.rate, pid, len(results), cluster))
-                await stop_profiler(profiler, args.profile)
-                extra = await restart_to_first_bind(api, ours, 99)
+                rate = None if is_backlog else args.rate
+                profile = args.profile if key == args.profile_phase else None
+                results.append(
+                    await run_phase(p, api, n, rate, sched, len(results), cluster, is_backlog, profile)
+                )
             finally:
-                await ours.stop()
-        kube_phases = [("kube-scheduler (qps 50)", 50, 100), ("kube-scheduler (qps 1000)", 1000, 2000)]
-        for label, qps, burst in kube_phases:
-            if f"kube{qps}" not in args.phases:
-                continue
-            kube = await asyncio.to_thread(cluster.start_kube_scheduler, f"kube-scheduler-{qps}", qps, burst)
-            try:
-                await asyncio.sleep(5)
-                phase = Phase(label, "default-scheduler", extended=True, capacity=capacity)
-                results.append(await run_phase(phase, api, pods, args.rate, kube.pid, len(results), cluster))
-            finally:
-                kube.terminate()
-                await asyncio.to_thread(kube.wait, 30)
+                await sched.stop()
+
+        await phase("ours", ours(), "ip-scheduler", pods, False)
+        if "restart" in args.phases:
+            # Restart with N pools and one pending pod: process start → that pod bound.
+            restart = await run_phase(
+                Phase("restart", "ip-scheduler", False, capacity), api, 1, None, ours(), 99, cluster, True
+            )
+            extra["restart_to_first_bind_s"] = restart["first_bind_s"]
+        for label, qps, burst in kube:
+            await phase(f"kube{qps}", KubeScheduler(cluster, qps, burst), label, pods, False)
+        await phase("backlog-ours", ours(), "ip-scheduler", backlog, True)
+        for label, qps, burst in kube:
+            await phase(f"backlog-kube{qps}", KubeScheduler(cluster, qps, burst), label, backlog, True)
+        if "failover" in args.phases:
+            lease = ["--leader-elect", "--leader-elect-namespace", "default"]
+            lease += ["--leader-elect-lease-name", "bench-failover"]
+            pair = (ours("ip-scheduler-a", *lease), ours("ip-scheduler-b", *lease))
+            results.append(await failover(api, backlog, len(results), cluster, pair, capacity))
     return results, extra
 
 
@@ -478,21 +675,22 @@ async def stop_profiler(proc: asyncio.subprocess.Process | None, path: str | Non
 
 def correct(r: dict[str, Any]) -> bool:
     ok = r["over_capacity_nodes"] == 0 and r["bound"] == r["pods"]
-    if r["phase"] == "ip-scheduler":
+    if "ip-scheduler" in r["phase"]:
         ok = ok and r["addresses_unique"] and r["addresses_in_node_pool"] and r["addresses"] == r["bound"]
     return bool(ok)
 
 
 def table(results: list[dict[str, Any]]) -> str:
     head = (
-        "| scheduler | bound | pods/s | p50 ms | p90 ms | p99 ms | API req/pod "
+        "| scheduler | bound | pods/s | first bind s | drain pods/s | p50 ms | p90 ms | p99 ms | API req/pod "
         "| peak RSS MB | CPU s | CPU ms/pod | control plane CPU s | max pods/node | correct |"
     )
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lat = r["latency_ms"]
         lines.append(
             f"| {r['phase']} | {r['bound']}/{r['pods']} | {r['throughput_pods_per_s']} "
+            f"| {r.get('first_bind_s', '')} | {r.get('drain_pods_per_s', '')} "
             f"| {lat['p50']} | {lat['p90']} | {lat['p99']} | {r['api_requests_per_bound_pod']} "
             f"| {r['scheduler_peak_rss_mb']} | {r['scheduler_cpu_s']} "
             f"| {round(1000 * r['scheduler_cpu_s'] / max(r['bound'], 1), 2)} "
@@ -504,6 +702,13 @@ def table(results: list[dict[str, Any]]) -> str:
     for r in results:
         kinds = ", ".join(f"{k} {v}" for k, v in r.get("api_requests_per_bound_pod_by_kind", {}).items())
         lines.append(f"- {r['phase']}: {kinds}")
+    for r in results:
+        if "lease_takeover_s" in r:
+            lines.append(
+                f"\n{r['phase']}: leader SIGKILLed with {r['bound_at_kill']}/{r['pods']} bound; the standby "
+                f"held the lease {r['lease_takeover_s']} s later, bound its first pod {r['first_bind_s']} s "
+                f"after the kill and the remaining {r['standby_bound']} at {r['drain_pods_per_s']} pods/s"
+            )
     return "\n".join(lines)
 
 
@@ -543,13 +748,21 @@ def main() -> int:
     p.add_argument(
         "--phases",
         type=lambda v: set(v.split(",")),
-        default={"ours", "kube50", "kube1000"},
-        help="comma-separated subset of ours,kube50,kube1000 (default: all)",
+        default=set(PHASES),
+        help=f"comma-separated subset of {','.join(PHASES)} (default: all)",
+    )
+    p.add_argument(
+        "--backlog-pods",
+        type=int,
+        help="pods pending before a backlog or failover phase (default: per preset)",
     )
     p.add_argument(
         "--profile",
-        help="py-spy profile (collapsed stacks, flamegraph.pl input) of ip-scheduler during its phase "
+        help="py-spy profile (collapsed stacks, flamegraph.pl input) of ip-scheduler during one phase "
         "(needs the 'profile' extra: pip install -e '.[profile]')",
+    )
+    p.add_argument(
+        "--profile-phase", default="ours", help="the phase --profile records (ours or backlog-ours)"
     )
     p.add_argument(
         "--scheduler-arg", action="append", default=[], help="extra argument for ipscheduler run (repeatable)"
@@ -559,8 +772,13 @@ def main() -> int:
         p.error(f"--profile needs py-spy beside {sys.executable}: pip install -e '.[profile]'")
     n, c, pods = PRESETS[args.preset]
     shape = (args.nodes or n, args.capacity or c, args.pods or pods)
+    backlog = args.backlog_pods or BACKLOG_PODS[args.preset]
     arrival = f"steady {args.rate}/s" if args.rate else "all at once"
-    print(f"# bench: {shape[0]} nodes x {shape[1]} addresses, {shape[2]} pods, {arrival}", file=sys.stderr)
+    print(
+        f"# bench: {shape[0]} nodes x {shape[1]} addresses, {shape[2]} pods, {arrival}; "
+        f"backlog {backlog} pods",
+        file=sys.stderr,
+    )
     cluster = devcluster.Cluster(
         Path(args.dir), NODE_LEASE_SECONDS.get(args.preset, devcluster.NODE_LEASE_SECONDS)
     )
@@ -579,14 +797,15 @@ def main() -> int:
             ],
             check=True,
         )
-        results, extra = asyncio.run(run_all(args, cluster, shape))
+        results, extra = asyncio.run(run_all(args, cluster, shape, backlog))
     finally:
         if not args.keep:
             cluster.down()
     print(table(results))
-    print(
-        f"\nip-scheduler restart → first bind with {shape[0]} pools: {extra.get('restart_to_first_bind_s')} s"
-    )
+    if "restart_to_first_bind_s" in extra:
+        print(
+            f"\nip-scheduler restart → first bind with {shape[0]} pools: {extra['restart_to_first_bind_s']} s"
+        )
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {
@@ -595,6 +814,7 @@ def main() -> int:
         "capacity": shape[1],
         "pods": shape[2],
         "rate": args.rate,
+        "backlog_pods": backlog,
         "kubernetes": devcluster.K8S_VERSION,
         "results": results,
         **extra,

@@ -2,12 +2,21 @@
 
 Thin by design: :func:`startup` configures kopf and hands over to
 :func:`ipscheduler.cmd.wiring.build`. kopf watches the pending pods of our
-schedulerName (an index and an event handler). Nodes and NodeIPPools come from
-list+watch informers (:mod:`ipscheduler.kube.informer`, which says why they
-are not kopf indexes).
-Only ``@kopf.index`` and ``@kopf.on.event`` are used on pods, and they return
-None, so kopf never writes annotations, finalizers or status onto a pod
-(``on.create``/``on.update`` would store ``last-handled-configuration``).
+schedulerName (one event handler). Nodes, bound pods and NodeIPPools come from
+list+watch informers (:mod:`ipscheduler.kube.informer`).
+Only ``@kopf.on.event`` is used on pods, and it returns None, so kopf never
+writes annotations, finalizers or status onto a pod (``on.create``/``on.update``
+would store ``last-handled-configuration``).
+
+**No ``@kopf.index`` on pods, ever.** kopf holds back every handler until every
+object of an indexed resource's first LIST has been indexed, with one readiness
+toggle per object, and each new toggle wakes every waiting worker
+(``ToggleSet.make_toggle`` → ``Condition.notify_all``, kopf 1.45): start-up is
+quadratic in the backlog. Measured on aeaae62 (issue 21), 5000 pending pods over
+1000 nodes: no pod bound for 170-190 s after start, 50 % of the CPU in
+``make_toggle`` and 38 % in ``ToggleSet.wait_for``. The index served only as a
+parse cache; without it the first bind comes within seconds (README,
+Performance, backlog).
 The pod watch is narrowed server-side to ``spec.schedulerName=<ours>``.
 All handlers are ``async``: kopf runs sync handlers in a thread pool, and the
 queue and caches belong to the event loop.
@@ -28,7 +37,6 @@ from kubernetes_asyncio import client
 
 from ipscheduler.cmd import wiring
 from ipscheduler.cmd.options import RunConfig
-from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import LIST_PAGE_SIZE, KubeApi, load_client_config
 
@@ -97,7 +105,7 @@ async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
-    """Configure kopf, build the scheduler, start its loop (it waits for the indexes)."""
+    """Configure kopf, build the scheduler, start its loop (it waits for the informers)."""
     cfg: RunConfig = memo.config
     # Only our pending pods: once bound a pod leaves this watch (kopf sees DELETED) and the
     # pods-by-node watch follows it until it is deleted or terminal (then it is released).
@@ -143,33 +151,13 @@ async def cleanup(memo: Any, **_: Any) -> None:
 # -- kopf: our pending pods ---------------------------------------------------------
 
 
-@kopf.index("v1", "pods")
-async def ipscheduler_pods(body: kopf.Body, uid: str, **_: Any) -> dict[str, PodInfo] | None:
-    """Pod UID → PodInfo, for our pods only (the watch is field-selected)."""
-    try:
-        return {uid: PodInfo.from_obj(body)}
-    except ValueError:
-        return None
-
-
-# -- events ---------------------------------------------------------------------
-
-
 @kopf.on.event("v1", "pods")
-async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, uid: str, memo: Any, **kwargs: Any) -> None:
-    """Queue, dequeue or release; returns None so kopf writes nothing to the pod.
-
-    The PodInfo the index handler just parsed from this very event is reused
-    (indexers run before event handlers); a deleted pod is parsed again.
-    """
+async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, uid: str, memo: Any, **_: Any) -> None:
+    """Queue, dequeue or release; returns None so kopf writes nothing to the pod."""
     components: wiring.Components | None = getattr(memo, "components", None)
     if components is not None:
-        scheduler = components.scheduler
-        indexed = None
-        if event.get("type") != "DELETED":
-            indexed = next(iter(kwargs["ipscheduler_pods"].get(uid, ())), None)
         try:
-            scheduler.on_pod_event(event.get("type"), body, indexed if isinstance(indexed, PodInfo) else None)
+            components.scheduler.on_pod_event(event.get("type"), body)
         except Exception:  # never let one pod's event break kopf's pending-pod path
             log.exception("handling the %s event of pod %s failed", event.get("type"), uid)
 

@@ -59,17 +59,15 @@ class EventHandlers:
     """A bound pod appeared or changed."""
 
     # -- pending pods (kopf) ------------------------------------------------
-    def on_pod_event(
-        self, event_type: str | None, body: Mapping[str, Any], parsed: PodInfo | None = None
-    ) -> None:
+    def on_pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Route a watch event of one of our pending pods into the queue.
 
         Deleted or terminal pods leave the queue and go to ``on_pod_gone``; unbound live pods
         are (re)queued; bound pods leave the queue. Malformed pods are
-        logged and ignored. ``parsed``: ``body`` already parsed, if at hand.
+        logged and ignored.
         """
         try:
-            pod = parsed if parsed is not None else PodInfo.from_obj(body)
+            pod = PodInfo.from_obj(body)
         except ValueError as e:
             log.warning("ignoring malformed pod: %s", e)
             return
