@@ -627,9 +627,13 @@ async def run_all(
         await phase("ours", ours(), "ip-scheduler", pods, False)
         if "restart" in args.phases:
             # Restart with N pools and one pending pod: process start → that pod bound.
-            restart = await run_phase(
-                Phase("restart", "ip-scheduler", False, capacity), api, 1, None, ours(), 99, cluster, True
-            )
+            sched = ours()
+            try:
+                restart = await run_phase(
+                    Phase("restart", "ip-scheduler", False, capacity), api, 1, None, sched, 99, cluster, True
+                )
+            finally:
+                await sched.stop()
             extra["restart_to_first_bind_s"] = restart["first_bind_s"]
         for label, qps, burst in kube:
             await phase(f"kube{qps}", KubeScheduler(cluster, qps, burst), label, pods, False)

@@ -117,6 +117,7 @@ class Scheduler(EventHandlers):
         if self.start_after is not None:
             await self.start_after.wait()
         self.health.ready = True
+        log.info("scheduling started with %d pending pods queued", len(self.queue))
         while True:
             try:
                 qp = await self.queue.pop()

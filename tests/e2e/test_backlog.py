@@ -1,0 +1,112 @@
+"""Starting under a backlog: pods pending before the scheduler starts (a failover, a rollout of
+the scheduler, a scale-up faster than binding) are all bound, each with its own address, and
+scheduling begins as soon as the start-up steps are done, not after the whole backlog went
+through some gate (issue 21: a kopf index on pods held every handler for minutes).
+
+Speed is the benchmark's business (``hack/bench.py --phases backlog-ours``); this test asserts
+the outcome and the order of what the scheduler reports.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import (
+    Pools,
+    SchedulerProcess,
+    assert_check_clean,
+    deployment,
+    nodeippools_table,
+    pods_of,
+)
+from tests.kube import Kubectl, wait_for
+
+NODES = 20
+PER_NODE = 100
+PODS = NODES * PER_NODE  # every address taken: no slack hides a double allocation
+
+
+@pytest.fixture
+def backlog_nodes(cluster: Any, kubectl: Kubectl) -> Iterator[list[str]]:
+    """NODES fresh kwok nodes (the session's 3 take 110 pods each), deleted afterwards."""
+    names: list[str] = cluster.add_nodes(NODES)
+    yield names
+    kubectl.run("delete", "node", *names, "--wait=true", "--timeout=60s", check=False)
+
+
+def _count(kubectl: Kubectl, ns: str, field_selector: str) -> int:
+    out = kubectl("get", "pods", "-n", ns, "--field-selector", field_selector, "-o", "name")
+    return len(out.split())
+
+
+def _metric(scheduler: SchedulerProcess, name: str, labels: str = "") -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{scheduler.health_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    pattern = rf"^{re.escape(name)}(\{{[^}}]*{re.escape(labels)}[^}}]*\}})? (\S+)$"
+    return sum(float(m.group(2)) for m in re.finditer(pattern, text, re.MULTILINE))
+
+
+def test_a_backlog_pending_before_start_is_bound_with_distinct_addresses(
+    scheduler_factory: Callable[..., SchedulerProcess],
+    kubectl: Kubectl,
+    backlog_nodes: list[str],
+    pools: Pools,
+    ns: str,
+) -> None:
+    for i, node in enumerate(backlog_nodes):
+        pools.create(f"backlog-{node}", node, [f"10.70.{i}.1-10.70.{i}.{PER_NODE}"])
+    kubectl.apply(deployment("backlog", PODS), ns)
+    wait_for(
+        f"{PODS} pods pending (no scheduler of ours runs yet)",
+        lambda: _count(kubectl, ns, "spec.nodeName=") == PODS,
+        timeout=180,
+        interval=2,
+    )
+
+    sched = scheduler_factory(wait="")
+    wait_for(
+        f"all {PODS} pods bound",
+        lambda: _count(kubectl, ns, "spec.nodeName!=") == PODS,
+        timeout=600,
+        interval=2,
+    )
+
+    pods = pods_of(kubectl, ns)
+    pool_of = {node: i for i, node in enumerate(backlog_nodes)}
+    ips = []
+    for p in pods:
+        node = p["spec"]["nodeName"]
+        annotations = p["metadata"].get("annotations") or {}
+        ip = ipaddress.IPv4Address(annotations["ipscheduler.io/ip"])
+        assert annotations["ipscheduler.io/pool"] == f"backlog-{node}", p["metadata"]["name"]
+        i = pool_of[node]
+        assert ipaddress.IPv4Address(f"10.70.{i}.1") <= ip <= ipaddress.IPv4Address(f"10.70.{i}.{PER_NODE}")
+        ips.append(ip)
+    assert len(set(ips)) == PODS, "an address was handed out twice"
+
+    def full() -> bool:
+        table = nodeippools_table(kubectl)
+        rows = [table[f"backlog-{node}"] for node in backlog_nodes]
+        return all(r["ALLOCATED"] == str(PER_NODE) and r["FREE"] == "0" for r in rows)
+
+    wait_for("kubectl get nodeippools: every backlog pool full", full, timeout=30)
+    assert_check_clean(kubectl)
+
+    # Each pod went through exactly one successful scheduling cycle and one Binding; none
+    # was found unschedulable or failed to bind while the backlog was taken in.
+    assert _metric(sched, "scheduler_schedule_attempts_total", 'result="scheduled"') == PODS
+    assert _metric(sched, "scheduler_schedule_attempts_total", 'result="unschedulable"') == 0
+    assert _metric(sched, "ipscheduler_bind_failures_total") == 0
+    # The log, in order: the start-up reconcile saw the backlog, scheduling started, pods bound.
+    log = sched.log_path.read_text()
+    reconcile = log.index("start-up reconcile")
+    started = log.index("scheduling started with")
+    first_bound = log.index(f"bound {ns}/")
+    assert reconcile < started < first_bound
+    assert log.count(f"bound {ns}/") == PODS
