@@ -1103,6 +1103,47 @@ def test_reserve_on_behalf_of_a_cycle(existing: dict[str, Any] | None, expected:
         assert (got.ip, got.reserved_by, got.since, got.phase) == (want_ip, "me/1", NOW, "Reserved")
 
 
+LEASE_TAKEN = NOW - datetime.timedelta(seconds=10)
+"""This replica took the scheduler's Lease 10 s before NOW."""
+
+TAKEOVER_AT_LEASE = [
+    # (existing allocation of pod "a", takeover_before, taken over?)
+    (owned("10.0.0.3", "old-leader/7", since=at(30)), LEASE_TAKEN, True),
+    (owned("10.0.0.3", "old-leader/7", since=at(5)), LEASE_TAKEN, False),
+    (owned("10.0.0.3", "me/2", since=at(30)), LEASE_TAKEN, False),
+    (owned("10.0.0.3", "old-leader/7", phase="Bound", since=at(30)), LEASE_TAKEN, False),
+    (owned("10.0.0.3", None, since=at(30)), LEASE_TAKEN, False),
+    (owned("10.0.0.3", "old-leader/7", since=at(30)), None, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("existing", "takeover_before", "taken"),
+    TAKEOVER_AT_LEASE,
+    ids=[
+        "previous-leaders-reservation-taken-at-once",
+        "other-replica-after-our-lease-waits-for-ttl",
+        "own-replicas-other-cycle-waits-for-ttl",
+        "bound-never-taken",
+        "unowned-waits-for-ttl",
+        "no-leader-election-waits-for-ttl",
+    ],
+)
+def test_reserve_takes_over_the_previous_leaders_reservations(
+    existing: dict[str, Any], takeover_before: datetime.datetime | None, taken: bool
+) -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": existing})
+    kwargs: dict[str, Any] = {"now": NOW, "owner": "me/1", "takeover_after": 60}
+    if not taken:
+        with pytest.raises(ReservedElsewhere):
+            reserve(p, CTX, "a", "ns/a", takeover_before=takeover_before, **kwargs)
+        return
+    new, ip = reserve(p, CTX, "a", "ns/a", takeover_before=takeover_before, **kwargs)
+    assert new is not None and ip == "10.0.0.3"
+    got = new.allocations["a"]
+    assert (got.ip, got.reserved_by, got.since, got.phase) == ("10.0.0.3", "me/1", NOW, "Reserved")
+
+
 RELEASES = [
     ({}, True),
     ({"owner": "me/1"}, True),

@@ -18,6 +18,7 @@ framework with :func:`build_profile`, so both honour ``--config``.
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -101,11 +102,13 @@ def with_underlay_ip(
     identity: str = "",
     reserved_ttl: float = 60.0,
     multus_network: str | None = None,
+    takeover_before: datetime.datetime | None = None,
 ) -> Registry:
     """UnderlayIP's out-of-tree registration (upstream ``app.WithPlugin(Name, New)``).
 
     Its factory closes over ``cache``, ``writer``, ``api`` (Unreserve's live read),
-    ``identity`` and ``reserved_ttl``; ``strategy`` (``--ip-strategy``) and
+    ``identity``, ``reserved_ttl`` and ``takeover_before`` (see
+    :class:`~ipscheduler.underlayip.plugin.UnderlayIP`); ``strategy`` (``--ip-strategy``) and
     ``multus_network`` (``--multus-network``) apply unless the profile's pluginConfig
     sets UnderlayIP's ``strategy`` / ``multusNetwork``.
     """
@@ -119,6 +122,7 @@ def with_underlay_ip(
             api=api,
             identity=identity,
             reserved_ttl=reserved_ttl,
+            takeover_before=takeover_before,
         )
 
     return _underlay_ip(new)
@@ -174,6 +178,7 @@ def build_profile(
     identity: str = "",
     reserved_ttl: float = 60.0,
     multus_network: str | None = None,
+    takeover_before: datetime.datetime | None = None,
 ) -> Framework:
     """The profile described by ``config`` (None: all defaults), UnderlayIP wired to ``cache``,
     ``writer`` and ``api`` (see :func:`with_underlay_ip` for the rest); binds through ``api``.
@@ -181,7 +186,9 @@ def build_profile(
     Raises ValueError as :func:`new_profile` does.
     """
     registry = plugin_registry(
-        with_underlay_ip(cache, api, writer, strategy, identity, reserved_ttl, multus_network)
+        with_underlay_ip(
+            cache, api, writer, strategy, identity, reserved_ttl, multus_network, takeover_before
+        )
     )
     return new_profile(registry, config or SchedulerConfiguration(), PluginHandle(binder=api))
 

@@ -21,6 +21,7 @@ informers, and subscribes each to the events it needs:
 from __future__ import annotations
 
 import asyncio
+import datetime
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,6 +115,9 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         identity=cfg.identity,
         reserved_ttl=cfg.reserved_ttl,
         multus_network=cfg.multus_network,
+        # build() runs once this replica holds the Lease (cmd/runner: the operator starts
+        # under it): reservations another replica made before now are the last leader's.
+        takeover_before=datetime.datetime.now(datetime.UTC) if cfg.leader_elect else None,
     )
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
     metrics = Metrics(cfg.scheduler_name)

@@ -379,6 +379,41 @@ def available(pool: PoolView, ctx: PoolContext) -> int:
     return pool.free(ctx.blocked) if possible else 0
 
 
+def abandoned(
+    allocation: Allocation,
+    owner: str,
+    now: datetime.datetime,
+    takeover_after: float | None,
+    takeover_before: datetime.datetime | None = None,
+) -> bool:
+    """May scheduling cycle ``owner`` (``<replica identity>/<cycle token>``) take over
+    ``allocation``, another cycle's reservation for the same pod?
+
+    Only a ``Reserved`` allocation, and only when the cycle that made it is over:
+
+    - it is older than ``takeover_after`` seconds (:func:`age`: a ``since`` in the future
+      counts as now), longer than any bind takes: that cycle died between Reserve and Bind;
+    - or another replica (``reservedBy``'s identity differs from ``owner``'s) made it
+      before ``takeover_before``: the moment this replica took the scheduler's Lease. The
+      replica that held the Lease before stopped scheduling at its renew deadline, at least
+      lease duration minus renew deadline earlier (kube-scheduler's leader election, as
+      ``k8s.io/client-go/tools/leaderelection``). Its clock stamped ``since``: if it ran
+      ahead, its last reservations wait for ``takeover_after`` instead.
+
+    A takeover keeps the address with the same pod UID, so even a Binding of the old cycle
+    that lands late finds the pod's address recorded.
+    """
+    if allocation.phase != "Reserved":
+        return False
+    if takeover_after is not None and age(allocation.since, now) > takeover_after:
+        return True
+    if takeover_before is None or not allocation.reserved_by:
+        return False
+    theirs = allocation.reserved_by.rpartition("/")[0]
+    since = allocation.since if allocation.since.tzinfo else allocation.since.replace(tzinfo=datetime.UTC)
+    return theirs != owner.rpartition("/")[0] and since < takeover_before
+
+
 def reserve(
     pool: PoolView,
     ctx: PoolContext,
@@ -387,6 +422,7 @@ def reserve(
     now: datetime.datetime | None = None,
     owner: str | None = None,
     takeover_after: float | None = None,
+    takeover_before: datetime.datetime | None = None,
 ) -> tuple[NodeIPPoolStatus | None, str | None]:
     """Reserve an address for pod ``uid`` (``namespace/name``) on behalf of the scheduling
     cycle ``owner`` (``<replica identity>/<cycle token>``, stored as ``reservedBy``).
@@ -395,9 +431,9 @@ def reserve(
 
     - made by this very cycle (``reservedBy == owner``: our earlier write landed,
       e.g. a retry after a timeout): ``(None, ip)``, nothing to write;
-    - ``Reserved`` by another cycle for longer than ``takeover_after`` seconds (its
-      cycle died between Reserve and Bind; see :func:`age` for clock skew): taken
-      over, same address, ``reservedBy`` and ``since`` renewed;
+    - abandoned (:func:`abandoned`: ``Reserved`` by another cycle for longer than
+      ``takeover_after`` seconds, or by another replica before ``takeover_before``):
+      taken over, same address, ``reservedBy`` and ``since`` renewed;
     - otherwise (another cycle's reservation in flight, or Bound): raises
       :class:`ReservedElsewhere`: it is never adopted as this cycle's own.
 
@@ -410,11 +446,7 @@ def reserve(
     if existing is not None:
         if owner is None or existing.reserved_by == owner:
             return None, existing.ip
-        if (
-            existing.phase == "Reserved"
-            and takeover_after is not None
-            and age(existing.since, now) > takeover_after
-        ):
+        if abandoned(existing, owner, now, takeover_after, takeover_before):
             allocs = dict(pool.allocations)
             allocs[uid] = existing.model_copy(update={"reserved_by": owner, "since": now})
             return desired_status(pool, ctx, allocs, now), existing.ip

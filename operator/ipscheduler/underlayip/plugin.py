@@ -125,11 +125,16 @@ class UnderlayIP:
         identity: str = "",
         reserved_ttl: float = 60.0,
         multus_network: str | None = None,
+        takeover_before: datetime.datetime | None = None,
     ) -> None:
         """``api`` is used by Unreserve for a live read of the pod (None: release without it).
         ``identity``: this replica's, recorded in every reservation (default: host name and a
         random suffix). ``reserved_ttl``: seconds after which a Reserved allocation of a pod
         that is still pending counts as abandoned by its cycle and may be taken over.
+        ``takeover_before``: when this replica took the scheduler's Lease (None: no leader
+        election); another replica's Reserved allocations made before then are abandoned at
+        once (:func:`ipscheduler.underlayip.allocator.abandoned`), so the pods the previous
+        leader was binding when it died keep their address without waiting ``reserved_ttl``.
         ``multus_network`` (``[namespace/]name``, validated by the caller with
         :func:`ipscheduler.underlayip.multus.parse_network_name`): PreBind also puts the address into
         the ``ips`` of that element of the pod's ``k8s.v1.cni.cncf.io/networks``."""
@@ -140,6 +145,7 @@ class UnderlayIP:
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:12]}"
         self.reserved_ttl = reserved_ttl
         self.multus_network = multus_network
+        self.takeover_before = takeover_before
 
     # -- PreFilter -----------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
@@ -206,12 +212,14 @@ class UnderlayIP:
         """allocator.reserve for ``pod`` on behalf of cycle ``owner``, refusing a pool that no
         longer serves ``node``; the address taken goes into ``got["ip"]`` (the last call is
         the one written)."""
-        ttl = self.reserved_ttl
+        ttl, before = self.reserved_ttl, self.takeover_before
 
         def mutate(p: PoolView, ctx: PoolContext) -> NodeIPPoolStatus | None:
             if p.node_name != node.name:
                 raise allocator.PoolFull(p.name)
-            new, ip = allocator.reserve(p, ctx, pod.uid, pod.key, owner=owner, takeover_after=ttl)
+            new, ip = allocator.reserve(
+                p, ctx, pod.uid, pod.key, owner=owner, takeover_after=ttl, takeover_before=before
+            )
             got["ip"] = ip
             return new
 
@@ -235,16 +243,17 @@ class UnderlayIP:
         scheduling cycles, running meanwhile, do not give it away again; concurrent
         reservations in one pool are coalesced into one write by the PoolWriter.
         A pod whose allocation on the node is another cycle's, still in flight (not
-        older than ``reserved_ttl``), gets an error status: that cycle binds or
-        releases it, and this pod is retried after backoff.
+        :func:`~ipscheduler.underlayip.allocator.abandoned`), gets an error status: that
+        cycle binds or releases it, and this pod is retried after backoff.
         """
         if pod.host_network:
             return Status.success()
-        state.write(_OWNER, f"{self.identity}/{secrets.token_hex(4)}")
+        owner = f"{self.identity}/{secrets.token_hex(4)}"
+        state.write(_OWNER, owner)
         for pool in self._candidates(pod, node):
             held = pool.allocations.get(pod.uid)
             if held is not None:
-                if held.phase != "Reserved" or allocator.age(held.since, _utcnow()) <= self.reserved_ttl:
+                if not allocator.abandoned(held, owner, _utcnow(), self.reserved_ttl, self.takeover_before):
                     return Status.error(str(allocator.ReservedElsewhere(pool.name, held)), plugin=NAME)
             elif self.cache.available(pool) <= 0:
                 continue
@@ -422,7 +431,10 @@ def new(
     api: KubeApi | None = None,
     identity: str = "",
     reserved_ttl: float = 60.0,
+    takeover_before: datetime.datetime | None = None,
 ) -> UnderlayIP:
     """UnderlayIP's factory ``new(args, handle)`` once its registration has bound the
     keyword-only dependencies (see :class:`UnderlayIP` for each)."""
-    return UnderlayIP(cache, writer, args.strategy, api, identity, reserved_ttl, args.multus_network)
+    return UnderlayIP(
+        cache, writer, args.strategy, api, identity, reserved_ttl, args.multus_network, takeover_before
+    )
