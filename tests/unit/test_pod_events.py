@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -37,16 +38,24 @@ def pod_body(uid: str = "u1", node: str = "", phase: str = "Pending") -> dict[st
 
 
 class Api(FakePoolApi):
-    """Pools plus the one pod read release_if_gone makes."""
+    """Pools plus the one pod read release_if_gone makes, and the LIST of our pods (``pods``,
+    answered once ``listing`` is set)."""
 
     def __init__(self, pools: list[dict[str, Any]], live: dict[str, Any] | None) -> None:
         super().__init__(pools)
         self.live = live
         self.reads = 0
+        self.pods: list[dict[str, Any]] = []
+        self.listing = asyncio.Event()
+        self.listing.set()
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads += 1
         return self.live
+
+    async def pod_pages(self, field_selector: str) -> AsyncIterator[list[dict[str, Any]]]:
+        await self.listing.wait()
+        yield self.pods
 
 
 class Recorder:
@@ -240,11 +249,42 @@ async def test_an_adopted_pods_network_annotation_is_compared_with_the_pool(
         assert '10.0.0.2: {"ips":[{"address":"10.0.0.2/32"}]}' in seen.seen[0][2]
 
 
-async def test_pods_seen_before_the_start_up_reconcile_are_left_to_it() -> None:
+async def test_pods_seen_before_the_caches_are_ready_are_left_to_the_claim_pass() -> None:
     sched, ctrl, api = setup(None)
     bound(sched, prebound("u9", "10.0.0.2"))
     await settle(ctrl)
     assert ctrl.cache.claimed() == {} and "u9" not in api.bodies["p"]["status"]["allocations"]
+
+
+def prebound_body(uid: str, ip: str, pool: str = "p") -> dict[str, Any]:
+    body = pod_body(uid=uid, node="node-1", phase="Running")
+    body["metadata"]["annotations"] = {"ipscheduler.io/pool": pool, "ipscheduler.io/ip": ip}
+    return body
+
+
+async def test_scheduling_starts_before_the_reconcile_with_unrecorded_addresses_claimed() -> None:
+    """Scheduling may start once the caches are synced; the address of a bound pod no pool
+    records (to be adopted by the reconcile) is taken from that moment on, and the claim
+    ends once the reconcile has adopted it."""
+    sched, ctrl, api = setup(None)
+    pod = prebound("u9", "10.0.0.2")
+    api.pods = [pod_body("u1"), prebound_body("u9", "10.0.0.2")]
+    api.listing.clear()
+    ctrl.recorder = Events()  # type: ignore[assignment]
+    bound(sched, pod)  # in the bound-pods informer's first LIST
+    start = asyncio.create_task(ctrl._start())
+    await asyncio.wait_for(ctrl.ready_to_schedule.wait(), 5)
+    assert not ctrl.started.is_set()  # the reconcile's pod LIST is held back
+    pool = ctrl.cache.pool("p")
+    assert pool is not None and ctrl.cache.context(pool).claimed == {"10.0.0.2": "u9"}
+    bound(sched, prebound("u8", "10.0.0.3"))  # arrives bound meanwhile: claimed too, not adopted yet
+    assert set(ctrl.cache.claimed()) == {"u8", "u9"} and not api.puts
+    api.listing.set()
+    await asyncio.wait_for(start, 5)
+    await settle(ctrl)
+    allocations = api.bodies["p"]["status"]["allocations"]
+    assert (allocations["u9"]["ip"], allocations["u8"]["ip"]) == ("10.0.0.2", "10.0.0.3")
+    assert ctrl.cache.claimed() == {}
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ async def test_scheduler_controller_and_informers_share_one_cache() -> None:
     health = HealthState()
     c = wiring.build(RunConfig(), _NO_API, health)
     assert c.controller.wait_for == (c.cache.ready,)
-    assert c.scheduler.start_after is c.controller.started
+    assert c.scheduler.start_after is c.controller.ready_to_schedule
     assert c.scheduler.health is health and c.controller.health is health
     assert c.scheduler.cache is c.cache is c.pool_cache.node_cache
     assert c.controller.cache is c.pool_cache

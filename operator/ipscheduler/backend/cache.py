@@ -121,6 +121,10 @@ class Cache:
         """The bound pod ``uid`` (None if not bound, or only assumed)."""
         return self._pods.get(uid)
 
+    def bound_pods(self) -> Mapping[str, PodInfo]:
+        """Every bound pod by UID (shared: do not modify)."""
+        return self._pods
+
     def pod_count(self) -> int:
         """Number of bound pods held."""
         return len(self._pods)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import functools
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,8 @@ from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.models import GROUP, PLURAL, VERSION
 from ipscheduler.underlayip.writer import PoolWriter
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -145,7 +148,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         bind_concurrency=cfg.bind_concurrency,
         health=health,
         metrics=metrics,
-        start_after=controller.started,
+        start_after=controller.ready_to_schedule,
     )
     connect(scheduler, controller)
     writer.on_conflict = metrics.cas_conflicts.inc
@@ -281,3 +284,9 @@ async def _ready_when_synced(c: Components) -> None:
     c.cache.ready.set()
     await c.pools.synced.wait()
     c.pool_cache.attach(c.pools.index)
+    log.info(
+        "informers synced: %d nodes, %d NodeIPPools, %d bound pods",
+        len(c.nodes.index),
+        len(c.pools.index),
+        len(c.bound_pods.index),
+    )

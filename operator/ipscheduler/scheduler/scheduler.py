@@ -85,7 +85,7 @@ class Scheduler(EventHandlers):
         deleted; ``on_bound_pod_gone(pod)`` / ``on_bound_pod(pod)`` when a bound pod left
         its node / appeared or changed (see :mod:`~ipscheduler.scheduler.eventhandlers`).
         Scheduling starts once the cache is ready (nodes and bound pods listed) and
-        ``start_after`` is set (the pool controller's start-up reconcile)."""
+        ``start_after`` is set (the pool controller's ``ready_to_schedule``)."""
         self.name = name
         self.api = api
         self.cache = cache

@@ -97,8 +97,13 @@ class PoolController:
         self.wait_for = tuple(wait_for)
         self.watch_timeout = 90.0
         """Seconds the pool cache may stay behind the API server before /healthz fails."""
+        self.ready_to_schedule = asyncio.Event()
+        """Set once the caches are synced and the address of every bound pod of ours that no
+        pool records is claimed (:meth:`on_bound_pod`): scheduling may start. The start-up
+        reconcile runs beside it."""
         self.started = asyncio.Event()
-        """Set once the start-up reconcile is done (scheduling and adoption wait for it)."""
+        """Set once the start-up reconcile is done (adoption and the GC wait for it)."""
+        self._early: set[str] | None = None  # UIDs claimed before `started`; None: not yet
         self._tasks = TaskSet()
         self._pools_dirty = asyncio.Event()
         self._dirty_pools: set[str] | None = None  # None: every pool
@@ -123,10 +128,25 @@ class PoolController:
             log.warning("pending NodeIPPool writes not flushed at stop: %r", e)
 
     async def _start(self) -> None:
-        """Wait for the caches, then the start-up reconcile, retried until it succeeds."""
+        """Wait for the caches; claim the addresses of bound pods no pool records and let
+        scheduling start; then the start-up reconcile, retried until it succeeds.
+
+        Scheduling does not wait for the reconcile (issue 21: under 20 000 pending pods it
+        took 9.5 s, and every pod waited for it). What the reconcile does is safe beside
+        scheduling: its releases apply only to the very allocation they planned on (CAS),
+        its Bound marks are what PostBind writes too, and the only state that scheduling
+        could get wrong before it, the addresses of pods bound with our annotations but
+        recorded nowhere (to be adopted), is claimed first from the bound-pods cache, a pass
+        linear in the pods bound.
+        """
         await self.cache.ready.wait()
         for event in self.wait_for:
             await event.wait()
+        if self._early is None:
+            self._early = set()
+        for pod in list(self.cache.node_cache.bound_pods().values()):
+            self.on_bound_pod(pod)
+        self.ready_to_schedule.set()
         delay = 1.0
         while True:
             try:
@@ -137,6 +157,14 @@ class PoolController:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
         self.started.set()
+        # The reconcile adopted what its LIST showed; a claim it did not settle (a pod bound
+        # after that LIST, a conflict) goes the way of any pod that arrives bound.
+        early, self._early = self._early or set(), None
+        for uid in early:
+            self.cache.unclaim(uid)
+            still = self.cache.node_cache.pod(uid)
+            if still is not None:
+                self.on_bound_pod(still)
 
     # -- events (subscribed in cmd/wiring) ------------------------------------------
     def on_pod_gone(self, pod: PodInfo, confirm: bool) -> None:
@@ -166,10 +194,12 @@ class PoolController:
         adopted at once; until the adoption is written its address counts as
         taken in every pool (:meth:`PoolCache.claim`). A pod we bound
         ourselves already has its allocation recorded, so nothing happens.
+        Before the start-up reconcile is done the address is claimed but the
+        adoption is left to the reconcile (see :meth:`_start`).
         """
         pool_name = pod.annotations.get(ANNOTATION_POOL)
         if (
-            not self.started.is_set()  # the start-up reconcile adopts from live LISTs
+            (self._early is None and not self.started.is_set())  # pool cache not attached yet
             or pod.scheduler_name != self.scheduler_name
             or not pool_name
             or pod.terminal
@@ -184,6 +214,9 @@ class PoolController:
         except AddressError:
             ip = None  # adopt() reports it
         self.cache.claim(pod.uid, pool_name, ip)
+        if self._early is not None:
+            self._early.add(pod.uid)
+            return
         r = repair.Repair(
             "adopt",
             pool_name,
