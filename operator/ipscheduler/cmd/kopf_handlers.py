@@ -105,7 +105,7 @@ async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
-    """Configure kopf, build the scheduler, start its loop (it waits for the informers)."""
+    """Configure kopf, build the scheduler, start it, and return once its informers have synced."""
     cfg: RunConfig = memo.config
     # Only our pending pods: once bound a pod leaves this watch (kopf sees DELETED) and the
     # pods-by-node watch follows it until it is deleted or terminal (then it is released).
@@ -139,6 +139,12 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         cfg.ip_strategy,
         cfg.identity,
     )
+    # kopf opens its watches once the startup handlers are done. Waiting here for the
+    # informers (nodes, NodeIPPools, bound pods) keeps kopf's LIST of the pending pods off
+    # the API server and this event loop until they are listed, so the first page of a
+    # backlog is scheduled as soon as it arrives (issue 21: with 20 000 pending pods and
+    # 5000 nodes, both LISTs at once delayed the first bind).
+    await components.controller.ready_to_schedule.wait()
 
 
 @kopf.on.cleanup()
