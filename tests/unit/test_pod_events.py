@@ -303,3 +303,15 @@ async def test_adoption_skips_a_pod_the_pool_recorded_since_the_sweeps_list(
     r = Repair("adopt", "p", uid, f"ns/pod-{uid}", "bound, no allocation", "10.0.0.2", node="node-1")
     counts = await ctrl.apply_repairs([r], confirm=True)
     assert (counts["adopted"], len(api.puts)) == (adopted, puts)
+
+
+async def test_repairs_defer_bound_marks_to_the_pools_next_write() -> None:
+    """A planned Bound mark costs no write of its own (after a failover there is one for every
+    pod the old leader bound in its last --bound-mark-delay): it waits for the pool's next
+    write, as PostBind's mark does."""
+    _, ctrl, api = setup(None)
+    r = Repair("mark_bound", "p", "u1", "ns/pod-u1", "pod is bound with this address", "10.0.0.1")
+    counts = await ctrl.apply_repairs([r], confirm=False)
+    assert counts["marked_bound"] == 1 and not api.puts and ctrl.writer.pending("p") == 1
+    await ctrl.writer.flush()
+    assert api.bodies["p"]["status"]["allocations"]["u1"]["phase"] == "Bound" and len(api.puts) == 1

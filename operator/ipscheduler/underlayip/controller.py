@@ -505,7 +505,8 @@ class PoolController:
         )
 
     async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:
-        """Carry out ``repairs`` by CAS; releases are confirmed live first when ``confirm``."""
+        """Carry out ``repairs`` by CAS; releases are confirmed live first when ``confirm``;
+        Bound marks are deferred (:meth:`PoolWriter.defer`)."""
         counts = {"released": 0, "marked_bound": 0, "adopted": 0, "adopt_conflicts": 0}
         released = False
         for r in repairs:
@@ -525,7 +526,11 @@ class PoolController:
                 self.metrics.gc_releases.inc()
                 released = True
             elif r.action == "mark_bound":
-                await self.writer.submit(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))
+                # Deferred as PostBind's own mark: it rides along with the pool's next write
+                # (or goes after --bound-mark-delay). After a failover the new leader plans a
+                # mark for every pod the old one bound in its last --bound-mark-delay; written
+                # one after another they held the end of the reconcile for many seconds.
+                self.writer.defer(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))
                 counts["marked_bound"] += 1
             else:
                 counts.update(await self._adopt(r, counts))
