@@ -15,6 +15,9 @@ Names and labels follow kube-scheduler's where one exists
 Ours: ``ipscheduler_pool_capacity|allocated|free{pool, node}`` (from the
 cache at scrape time), ``ipscheduler_cas_conflicts_total``,
 ``ipscheduler_bind_failures_total``, ``ipscheduler_gc_releases_total``,
+``ipscheduler_pending_pods_gone_total{found_by}`` (queued pods found gone without a
+watch event), ``ipscheduler_allocations_restored_total`` (running pods' allocations put
+back after a status edit removed them),
 ``ipscheduler_task_restarts_total{task}`` (a long-running task failed and was
 restarted) and ``ipscheduler_task_up{task}`` (1 while it runs, 0 once it ended).
 Each process has its own registry (tests may run several schedulers).
@@ -126,6 +129,20 @@ class Metrics:
         self.bind_failures = Counter(
             "ipscheduler_bind_failures",
             "Binding cycles that failed and were unreserved.",
+            registry=self.registry,
+        )
+        self.pods_gone = Counter(
+            "ipscheduler_pending_pods_gone",
+            "Pending pods dropped from the scheduling queue because they no longer exist (or "
+            "were replaced by a pod of another UID) although no watch event said so, by what "
+            "found it: a refused Binding (binding), a re-LIST of the pending-pod watch (relist) "
+            "or the garbage-collection sweep (gc).",
+            ["found_by"],
+            registry=self.registry,
+        )
+        self.allocations_restored = Counter(
+            "ipscheduler_allocations_restored",
+            "Allocations of running pods put back after a NodeIPPool status edit removed them.",
             registry=self.registry,
         )
         self.gc_releases = Counter(

@@ -20,6 +20,7 @@ from ipscheduler.underlayip.allocator import (
     ReservedElsewhere,
     adopt,
     age,
+    available,
     desired_status,
     find_conflicts,
     mark_bound,
@@ -1179,14 +1180,50 @@ def test_age(since: str | datetime.datetime, expected: float) -> None:
     assert age(t, NOW) == expected
 
 
-def test_claimed_addresses_are_never_picked() -> None:
+def test_addresses_running_pods_carry_are_never_picked() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.3"], allocations={"x": alloc("10.0.0.2")})
-    ctx = PoolContext(claimed={"10.0.0.1": "pre-bound-uid"})
+    ctx = PoolContext(pod_held={"10.0.0.1": {"pre-bound-uid"}})
     _, ip = reserve(p, ctx, "a", "ns/a", now=NOW)
     assert ip == "10.0.0.3"
-    full = PoolContext(claimed={"10.0.0.1": "u1", "10.0.0.3": "u3"})
+    full = PoolContext(pod_held={"10.0.0.1": {"u1"}, "10.0.0.3": {"u3"}})
     with pytest.raises(PoolFull):
         reserve(p, full, "a", "ns/a", now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("spec", "allocations", "holders", "expected"),
+    [
+        pytest.param(
+            {"addresses": ["10.0.0.1-10.0.0.5"], "capacity": 2},
+            {"x": alloc("10.0.0.1")},
+            {"x"},
+            1,
+            id="recorded-holder-counts-once",
+        ),
+        pytest.param(
+            {"addresses": ["10.0.0.1-10.0.0.5"], "capacity": 2},
+            {"x": alloc("10.0.0.1")},
+            {"x", "edited-out"},
+            0,
+            id="unrecorded-holder-takes-a-place",
+        ),
+        pytest.param({"capacity": 3}, {}, {"a", "b"}, 1, id="count-only"),
+        pytest.param({"capacity": 1}, {}, {"a", "b"}, 0, id="over-full-is-zero-not-negative"),
+    ],
+)
+def test_running_pods_no_allocation_records_take_their_place(
+    spec: dict[str, Any], allocations: dict[str, Any], holders: set[str], expected: int
+) -> None:
+    """A running pod whose allocation a status edit removed still takes a place in the pool
+    its annotation names (spec.capacity is never exceeded)."""
+    p = view(allocations=allocations, **spec)
+    ctx = PoolContext(pod_holders=frozenset(holders))
+    assert available(p, ctx) == expected
+    if expected == 0:
+        with pytest.raises(PoolFull):
+            reserve(p, ctx, "new", "ns/new", now=NOW)
+    else:
+        reserve(p, ctx, "new", "ns/new", now=NOW)
 
 
 def test_adopt_conflict_names_the_holder() -> None:

@@ -114,7 +114,10 @@ CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
             pod("u1", "a", pool_name="pool-a", ip="10.0.0.1"),
             pod("u2", "b", pool_name="pool-a", ip="10.0.0.1"),
         ],
-        ["address 10.0.0.1 held twice: ns/a (pool pool-a) and ns/b (pool pool-a)"],
+        [
+            "address 10.0.0.1 held twice: ns/a (pool pool-a) and ns/b (pool pool-a)",
+            "address 10.0.0.1 used by 2 running pods: ns/a (u1) on node-a, ns/b (u2) on node-a",
+        ],
     ),
     (
         [
@@ -125,7 +128,10 @@ CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
             pod("u1", "a", pool_name="pool-a", ip="10.0.0.1"),
             pod("u2", "b", pool_name="pool-b", ip="10.0.0.1"),
         ],
-        ["address 10.0.0.1 held twice: ns/a (pool pool-a) and ns/b (pool pool-b)"],
+        [
+            "address 10.0.0.1 held twice: ns/a (pool pool-a) and ns/b (pool pool-b)",
+            "address 10.0.0.1 used by 2 running pods: ns/a (u1) on node-a, ns/b (u2) on node-a",
+        ],
     ),
     (
         [
@@ -136,7 +142,10 @@ CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
             pod("u1", "a", pool_name="pool-a", ip="fd00::1"),
             pod("u2", "b", pool_name="pool-b", ip="fd00:0::1"),
         ],
-        ["address fd00::1 held twice: ns/a (pool pool-a) and ns/b (pool pool-b)"],
+        [
+            "address fd00::1 held twice: ns/a (pool pool-a) and ns/b (pool pool-b)",
+            "address fd00::1 used by 2 running pods: ns/a (u1) on node-a, ns/b (u2) on node-a",
+        ],
     ),
     (
         [
@@ -146,7 +155,10 @@ CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
             )
         ],
         [pod("u1", "a", pool_name="pool-a", ip="fd00::1"), pod("u2", "b", pool_name="pool-a", ip="fd00::1")],
-        ["address fd00::1 held twice: ns/a (pool pool-a) and ns/b (pool pool-a)"],
+        [
+            "address fd00::1 held twice: ns/a (pool pool-a) and ns/b (pool pool-a)",
+            "address fd00::1 used by 2 running pods: ns/a (u1) on node-a, ns/b (u2) on node-a",
+        ],
     ),
     (
         [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
@@ -228,6 +240,32 @@ CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
         [pod("u1", "a", pool_name="pool-b")],
         ["pool pool-a: ns/a (u1): annotations ip=None pool=pool-b differ from allocation ip=None"],
     ),
+    (
+        # Issue 22: a status edit removed t2's allocation and pb1 got its address.
+        [pool(addresses=V4, allocations={"u2": alloc("10.0.0.2", "ns/pb1")})],
+        [
+            pod("u1", "t2", pool_name="pool-a", ip="10.0.0.2"),
+            pod("u2", "pb1", node="node-a", pool_name="pool-a", ip="10.0.0.2"),
+        ],
+        [
+            "address 10.0.0.2 used by 2 running pods: ns/pb1 (u2) on node-a, ns/t2 (u1) on node-a",
+            "pod ns/t2 (u1) is bound to node-a but holds no allocation",
+        ],
+    ),
+    (
+        [pool(addresses=V4), pool("pool-b", node="node-b", addresses=V6)],
+        [
+            pod("u1", "a", pool_name="pool-a", ip="fd00::7"),
+            pod("u2", "b", node="node-b", pool_name="pool-b", ip="FD00:0::7"),
+            pod("u3", "c", node=None, phase="Pending", ip="fd00::7"),
+            pod("u4", "d", phase="Succeeded", ip="fd00::7"),
+        ],
+        [
+            "address fd00::7 used by 2 running pods: ns/a (u1) on node-a, ns/b (u2) on node-b",
+            "pod ns/a (u1) is bound to node-a but holds no allocation",
+            "pod ns/b (u2) is bound to node-b but holds no allocation",
+        ],
+    ),
 ]
 
 
@@ -256,6 +294,8 @@ CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
         "count-only-slot-without-annotations",
         "count-only-slot-with-the-pool-annotation-of-older-releases",
         "count-only-slot-annotated-with-another-pool",
+        "two-running-pods-share-an-address-one-unrecorded",
+        "shared-across-nodes-any-spelling-pending-and-finished-do-not-count",
     ],
 )
 def test_violations(pools: list[dict[str, Any]], pods: list[dict[str, Any]], expected: list[str]) -> None:

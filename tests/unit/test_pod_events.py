@@ -20,6 +20,7 @@ from ipscheduler.cmd.wiring import connect
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.scheduler import Scheduler
+from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.repair import Repair
@@ -191,7 +192,7 @@ async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
     bound(sched, prebound("u9", "10.0.0.2"))
     # Before the adoption is written, its address is taken for every reservation.
     pool = ctrl.cache.pool("p")
-    assert pool is not None and ctrl.cache.context(pool).claimed == {"10.0.0.2": "u9"}
+    assert pool is not None and ctrl.cache.context(pool).pod_held == {"10.0.0.2": {"u9"}}
     await settle(ctrl)
     got = api.bodies["p"]["status"]["allocations"]["u9"]
     assert (got["ip"], got["phase"], got["pod"]) == ("10.0.0.2", "Bound", "ns/pod-u9")
@@ -276,7 +277,7 @@ async def test_scheduling_starts_before_the_reconcile_with_unrecorded_addresses_
     await asyncio.wait_for(ctrl.ready_to_schedule.wait(), 5)
     assert not ctrl.started.is_set()  # the reconcile's pod LIST is held back
     pool = ctrl.cache.pool("p")
-    assert pool is not None and ctrl.cache.context(pool).claimed == {"10.0.0.2": "u9"}
+    assert pool is not None and ctrl.cache.context(pool).pod_held == {"10.0.0.2": {"u9"}}
     bound(sched, prebound("u8", "10.0.0.3"))  # arrives bound meanwhile: claimed too, not adopted yet
     assert set(ctrl.cache.claimed()) == {"u8", "u9"} and not api.puts
     api.listing.set()
@@ -315,3 +316,104 @@ async def test_repairs_defer_bound_marks_to_the_pools_next_write() -> None:
     assert counts["marked_bound"] == 1 and not api.puts and ctrl.writer.pending("p") == 1
     await ctrl.writer.flush()
     assert api.bodies["p"]["status"]["allocations"]["u1"]["phase"] == "Bound" and len(api.puts) == 1
+
+
+# --------------------------------------------------------------------------- running pods hold their address
+
+
+def edit_status(ctrl: PoolController, api: Api, allocations: dict[str, Any]) -> PoolView:
+    """A user's status PUT: the API server's pool and the informer's index both change."""
+    body = api.bodies["p"]
+    body["status"]["allocations"] = allocations
+    body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
+    view = PoolView.from_obj(body)
+    ctrl.cache.attach({"p": [view]})
+    return view
+
+
+def next_address(ctrl: PoolController) -> str | None:
+    """The address a new pod would get in pool ``p`` now."""
+    pool = ctrl.cache.pool("p")
+    assert pool is not None
+    _, ip = allocator.reserve(pool, ctrl.cache.context(pool), "new", "ns/new")
+    return ip
+
+
+async def test_a_status_edit_that_drops_a_running_pods_allocation_never_frees_its_address() -> None:
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
+    events = Events()
+    ctrl.recorder = events  # type: ignore[assignment]
+    bound(sched, prebound("u1", "10.0.0.1"))  # the running pod of the pool's allocation
+    edit_status(ctrl, api, {})
+    assert next_address(ctrl) == "10.0.0.2", "the running pod's address is never handed out"
+    ctrl.on_pool_status("p")  # the informer's event for the edit
+    await settle(ctrl)
+    got = api.bodies["p"]["status"]["allocations"]["u1"]
+    assert (got["ip"], got["phase"]) == ("10.0.0.1", "Bound")
+    assert [(name, reason) for name, reason, _ in events.seen] == [
+        ("pod-u1", "AllocationRestored"),
+        ("p", "AllocationRestored"),
+    ]
+    assert "status of NodeIPPool p was edited" in events.seen[0][2]
+    assert ctrl.metrics.allocations_restored._value.get() == 1
+
+
+async def test_an_edit_giving_a_running_pods_address_to_another_uid_never_makes_a_third_holder() -> None:
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
+    events = Events()
+    ctrl.recorder = events  # type: ignore[assignment]
+    bound(sched, prebound("u1", "10.0.0.1"))
+    intruder = {"ip": "10.0.0.1", "pod": "ns/intruder", "phase": "Bound", "since": SINCE}
+    edit_status(ctrl, api, {"u7": intruder})
+    ctrl.on_pool_status("p")
+    await settle(ctrl)
+    assert set(api.bodies["p"]["status"]["allocations"]) == {"u7"}
+    assert sorted((name, reason) for name, reason, _ in events.seen) == [
+        ("intruder", "AddressConflict"),
+        ("pod-u1", "AddressConflict"),
+    ]
+    assert next_address(ctrl) == "10.0.0.2"
+    ctrl.on_pool_status("p")  # the pool's next write: not retried until the GC sweep
+    await settle(ctrl)
+    assert len(events.seen) == 2
+
+
+async def test_a_running_pods_hold_ends_when_it_is_gone() -> None:
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
+    pod = prebound("u1", "10.0.0.1")
+    bound(sched, pod)
+    edit_status(ctrl, api, {})
+    assert next_address(ctrl) == "10.0.0.2"
+    sched.on_bound_pod_event("DELETED", pod, None)
+    assert next_address(ctrl) == "10.0.0.1"
+    assert ctrl.cache.holds() == {}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "held", "holders"),
+    [
+        ({"ipscheduler.io/pool": "p", "ipscheduler.io/ip": "2001:DB8:0::1"}, {"2001:db8::1": {"u9"}}, {"u9"}),
+        ({"ipscheduler.io/pool": "p", "ipscheduler.io/ip": "not-an-ip"}, {}, {"u9"}),
+        ({"ipscheduler.io/ip": "10.0.0.3"}, {}, set()),
+        ({"ipscheduler.io/pool": "", "ipscheduler.io/ip": ""}, {}, set()),
+    ],
+    ids=[
+        "address-canonical",
+        "garbage-address-holds-a-place-only",
+        "no-pool-annotation",
+        "count-only-blanks",
+    ],
+)
+async def test_which_running_pods_hold_an_address(
+    annotations: dict[str, str], held: dict[str, set[str]], holders: set[str]
+) -> None:
+    sched, ctrl, _ = setup(None)
+    body = pod_body(uid="u9", node="node-1", phase="Running")
+    body["metadata"]["annotations"] = annotations
+    bound(sched, PodInfo.from_obj(body))
+    pool = ctrl.cache.pool("p")
+    assert pool is not None and ctrl.cache.context(pool).pod_held == held
+    assert ctrl.cache.holders_of("p") == holders

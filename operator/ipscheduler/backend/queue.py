@@ -128,6 +128,15 @@ class SchedulingQueue:
             "in_flight": len(self._in_flight),
         }
 
+    def queued(self) -> list[QueuedPodInfo]:
+        """The pods waiting in activeQ, backoffQ or unschedulable (not those in flight: their
+        cycle decides what becomes of them)."""
+        return [
+            *(item.qp for item in self._active_uids.values()),
+            *self._backoff.values(),
+            *(qp for qp, _ in self._unschedulable.values()),
+        ]
+
     @property
     def scheduling_cycle(self) -> int:
         return self._scheduling_cycle

@@ -7,13 +7,17 @@ informers, and subscribes each to the events it needs:
 - nodes informer → ``Scheduler.on_node_event`` (cache, queue); a node added or
   deleted → ``PoolController.on_pool_event`` (every pool's status);
 - NodeIPPools informer → pool cache, and ``PoolController.on_pool_event``
-  (status, queue) unless the event is the echo of our own write;
+  (status, queue) unless the event is the echo of our own write, and
+  ``PoolController.on_pool_status`` (a running pod's allocation removed by an edit);
 - bound pods informer → ``Scheduler.on_bound_pod_event`` (cache, queue), which
   calls ``PoolController.on_bound_pod_gone`` (release) / ``on_bound_pod``
   (adoption);
 - pending pods (kopf, :mod:`ipscheduler.cmd.kopf_handlers`) → ``Scheduler.on_pod_event``,
   whose ``on_pod_gone`` hook goes to ``PoolController.on_pod_gone``;
-- the controller's ``on_capacity_freed`` → ``Scheduler.on_cluster_event`` (queue moves).
+- the controller's ``on_capacity_freed`` → ``Scheduler.on_cluster_event`` (queue moves);
+  each GC sweep's LIST of our pods → ``Scheduler.queue_check`` (queued pods gone without
+  a DELETED event); a re-LIST of the bound-pods informer →
+  ``Scheduler.on_informer_relisted`` (the same, from a fresh LIST).
 
 :meth:`Components.start` runs every informer and loop under the supervisor.
 """
@@ -151,6 +155,8 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         start_after=controller.ready_to_schedule,
     )
     connect(scheduler, controller)
+    bound_pods = bound_pod_informer(scheduler)
+    bound_pods.on_relisted = scheduler.on_informer_relisted
     writer.on_conflict = metrics.cas_conflicts.inc
 
     def count_write(mutations: int) -> None:
@@ -172,7 +178,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         queue=queue,
         scheduler=scheduler,
         controller=controller,
-        bound_pods=bound_pod_informer(scheduler),
+        bound_pods=bound_pods,
         nodes=node_informer(scheduler),
         pools=_pool_store(controller),
     )
@@ -185,6 +191,7 @@ def connect(scheduler: Scheduler, controller: PoolController) -> None:
     scheduler.on_bound_pod_gone = controller.on_bound_pod_gone
     scheduler.on_bound_pod = controller.on_bound_pod
     controller.on_capacity_freed = scheduler.on_cluster_event
+    controller.queue_check = scheduler.queue_check
 
 
 def node_informer(scheduler: Scheduler) -> ObjectStore[NodeInfo]:
@@ -269,6 +276,8 @@ def _pool_store(controller: PoolController) -> ObjectStore[PoolView]:
         echo = kind != "DELETED" and writer.is_own_write(name, str(meta.get("resourceVersion", "")))
         if not echo or meta.get("deletionTimestamp"):
             controller.on_pool_event(name)
+        if new is not None:
+            controller.on_pool_status(name)
 
     def endpoint(api_client: client.ApiClient) -> Endpoint:
         return client.CustomObjectsApi(api_client).list_cluster_custom_object, (GROUP, VERSION, PLURAL), {}

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -55,6 +56,11 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+TRANSIENT_ERRORS = (TimeoutError, OSError, aiohttp.ClientError)
+"""What a request meets when the API server restarts, drops or cuts a connection: retried
+and logged as a warning, never with a traceback."""
+
+
 class Conflict(Exception):
     """The object changed since it was read (HTTP 409)."""
 
@@ -85,6 +91,22 @@ async def live_pod(api: KubeApi, uid: str, key: str) -> PodInfo | None:
     body = await api.get_pod(namespace, name) if namespace and name else None
     live = PodInfo.from_obj(body) if body else None
     return live if live is not None and live.uid == uid else None
+
+
+async def lean_pods(api: KubeApi, field_selector: str) -> dict[str, PodInfo]:
+    """The pods matching ``field_selector`` by UID, from a live LIST parsed page by page into
+    their lean form (:meth:`PodInfo.lean`: our annotations only), so a LIST of 10 000 pods
+    never holds their raw bodies at once. Unparsable pods are left out. Raises what the
+    LIST raises."""
+    pods: dict[str, PodInfo] = {}
+    async for page in api.pod_pages(field_selector):
+        for body in page:
+            try:
+                info = PodInfo.from_obj(body)
+            except ValueError:
+                continue
+            pods[info.uid] = info.lean()
+    return pods
 
 
 class KubeApi:

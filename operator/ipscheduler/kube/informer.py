@@ -125,6 +125,10 @@ class ListWatch:
         self.last_error = "not listed yet"
         self.failures = 0
         """Failed LIST or WATCH attempts so far (for tests and logs)."""
+        self.on_relisted: Callable[[], None] = lambda: None
+        """Called after each LIST but the first: the watch had failed and what happened
+        meanwhile was learnt from a LIST (other watches of the process were likely away
+        as long)."""
 
     def endpoint(self, api_client: client.ApiClient) -> Endpoint:
         raise NotImplementedError
@@ -171,8 +175,11 @@ class ListWatch:
         delay = BACKOFF_INITIAL
         while True:
             try:
+                relisted = self.synced.is_set()
                 self.resource_version = await self._list(endpoint)
                 self.synced.set()
+                if relisted:
+                    self.on_relisted()
                 self.down_since = None
                 delay = BACKOFF_INITIAL
                 await self._watch(endpoint, timeout_seconds, inactivity)

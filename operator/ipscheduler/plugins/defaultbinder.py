@@ -14,7 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, Binder, CycleState, Handle, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.kube.client import Conflict
+from ipscheduler.kube.client import TRANSIENT_ERRORS, Conflict
 
 NAME = "DefaultBinder"
 
@@ -29,13 +29,16 @@ class DefaultBinder:
         self.binder = binder
 
     async def bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Error status (with the API's reason) when the bind is refused."""
+        """Error status (with the API's reason) when the bind is refused or cut (a connection
+        reset, a timeout: the scheduler's failure handler retries it)."""
         try:
             await self.binder.bind(pod, node.name, dict(state.get(BIND_ANNOTATIONS) or {}))
         except Conflict as e:
             return Status.error(f"binding rejected: {e}", plugin=NAME)
         except ApiException as e:
             return Status.error(f"binding failed: HTTP {e.status} {e.reason}", plugin=NAME)
+        except TRANSIENT_ERRORS as e:
+            return Status.error(f"binding failed: {e!r}", plugin=NAME)
         return Status.success()
 
 

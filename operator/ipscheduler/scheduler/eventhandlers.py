@@ -24,18 +24,48 @@ second copy of every object is kept here to diff against.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.queue import SchedulingQueue
+from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
 from ipscheduler.kube.events import EventRecorder
+from ipscheduler.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+LIST_QUIET = 2.0
+"""Seconds without an event of a LIST that end it (kopf hands the pods of a LIST to its
+per-pod workers with event type None, and says nowhere that the LIST is over)."""
+
+MAX_LIVE_READS = 20
+"""Suspects of one queue check above which a live LIST narrows them first (a re-LIST burst
+ended early by a slow page must not cost a GET per queued pod)."""
+
+
+@dataclass
+class _ListBurst:
+    """The events of one LIST of kopf's pending-pod watch: the pods queued when it began,
+    and the UIDs that had an event since."""
+
+    before: dict[str, PodInfo]
+    seen: set[str] = field(default_factory=set)
+    last: float = 0.0
+
+
+def _pending(pod: PodInfo | None) -> bool:
+    """``pod`` (from a LIST) is there and still waits for a node."""
+    return pod is not None and not pod.bound and not pod.terminal
 
 
 class EventHandlers:
@@ -44,11 +74,15 @@ class EventHandlers:
     :func:`ipscheduler.cmd.wiring.connect`."""
 
     name: str
+    api: KubeApi
     cache: Cache
     queue: SchedulingQueue
     recorder: EventRecorder
+    metrics: Metrics
+    _tasks: TaskSet
     _unschedulable_msg: dict[str, str]
     _binding: set[str]
+    _list_burst: _ListBurst | None = None
     on_pod_gone: Callable[[PodInfo, bool], None]
     """A pending pod of ours ended unbound: ``(pod, confirm)``: see Scheduler."""
     on_node_set_change: Callable[[], None]
@@ -64,7 +98,8 @@ class EventHandlers:
 
         Deleted or terminal pods leave the queue and go to ``on_pod_gone``; unbound live pods
         are (re)queued; bound pods leave the queue. Malformed pods are
-        logged and ignored.
+        logged and ignored. ``event_type`` None is an object of a LIST (kopf's first one, or
+        a re-LIST after its watch expired): see :meth:`_listed`.
         """
         try:
             pod = PodInfo.from_obj(body)
@@ -74,6 +109,10 @@ class EventHandlers:
         if pod.scheduler_name != self.name:
             return
         log.debug("pod event %s %s node=%s phase=%s", event_type, pod.key, pod.node_name, pod.phase)
+        self._listed(event_type, pod.uid)
+        self._on_pending_pod(event_type, pod)
+
+    def _on_pending_pod(self, event_type: str | None, pod: PodInfo) -> None:
         if event_type == "DELETED":
             # It left the watch of pending pods: deleted, or bound. (For a pod that was
             # bound the API server sends its previous, unbound state.)
@@ -99,6 +138,135 @@ class EventHandlers:
             self.queue.delete(pod.uid)
             return
         self.queue.add(pod)
+
+    # -- pending pods: reconciling the queue with a LIST ---------------------------------
+    def _listed(self, event_type: str | None, uid: str) -> None:
+        """Follow the LISTs of kopf's pending-pod watch.
+
+        kopf re-LISTs when its watch cannot resume (410 Gone: the resourceVersion it had was
+        compacted away, e.g. after the process was stopped past the API server's watch
+        timeout) and reports each listed pod with event type None, but never a DELETED for a
+        pod that vanished in between: such a pod would stay queued for ever. So the events of
+        a LIST are gathered in a burst (ended by :data:`LIST_QUIET` seconds without one);
+        the pods that were queued when it began and had no event since are then checked
+        (:meth:`check_queue`). kopf's first LIST finds the queue empty and checks nothing. A
+        re-LIST of nothing sends no event at all: the garbage-collection sweep and our own
+        informers' re-LISTs catch that case (:meth:`queue_check`, :meth:`reconcile_queue`).
+        """
+        burst = self._list_burst
+        if event_type is None:
+            now = time.monotonic()
+            if burst is None:
+                burst = self._list_burst = _ListBurst({qp.pod.uid: qp.pod for qp in self.queue.queued()})
+                with contextlib.suppress(RuntimeError):  # no loop (synchronous tests): ended by hand
+                    asyncio.get_running_loop().call_later(LIST_QUIET, self._list_burst_over)
+            burst.last = now
+        if burst is not None:
+            burst.seen.add(uid)
+
+    def _list_burst_over(self) -> None:
+        """Called :data:`LIST_QUIET` seconds after a LIST burst began, and again until it is
+        quiet: checks the pods it did not report (:meth:`check_queue`)."""
+        burst = self._list_burst
+        if burst is None:
+            return
+        quiet_for = time.monotonic() - burst.last
+        if quiet_for < LIST_QUIET:
+            asyncio.get_running_loop().call_later(LIST_QUIET - quiet_for, self._list_burst_over)
+            return
+        self._list_burst = None
+        suspects = [pod for uid, pod in burst.before.items() if uid not in burst.seen]
+        if suspects:
+            log.info("the pending-pod watch re-listed without %d queued pod(s); checking them", len(suspects))
+            self._tasks.spawn(self.check_queue(suspects, "relist", fresh_list=True), "queue check (relist)")
+
+    def queue_check(self, found_by: str) -> Callable[[Mapping[str, PodInfo]], None]:
+        """Begin reconciling the queue with a LIST of our pods that is about to be made;
+        returns the function to hand that LIST to (pods by UID, any phase).
+
+        A pod queued now that the LIST lacks, or shows bound or terminal, missed its watch
+        event: :meth:`check_queue` confirms it by a live read and drops it (``found_by``
+        labels the log line and ``ipscheduler_pending_pods_gone_total``). Pods queued after
+        this call are not suspects: the LIST may predate them.
+        """
+        before = {qp.pod.uid: qp.pod for qp in self.queue.queued()}
+
+        def check(listed: Mapping[str, PodInfo]) -> None:
+            suspects = [pod for uid, pod in before.items() if not _pending(listed.get(uid))]
+            if suspects:
+                self._tasks.spawn(self.check_queue(suspects, found_by), f"queue check ({found_by})")
+
+        return check
+
+    def on_informer_relisted(self) -> None:
+        """One of our informers had to re-LIST (its watch failed: an API server restart, a 410
+        Gone after the process stood still): kopf's pending-pod watch was likely away as
+        long, and a re-LIST of no pod at all tells nothing. Reconcile the queue with a fresh
+        LIST (:meth:`reconcile_queue`)."""
+        if len(self.queue):
+            self._tasks.spawn(self.reconcile_queue("relist"), "queue check (informer re-list)")
+
+    async def reconcile_queue(self, found_by: str) -> None:
+        """Reconcile the queue with a fresh LIST of our pending pods (after one of our
+        informers had to re-LIST: kopf's watch was likely away as long)."""
+        check = self.queue_check(found_by)
+        try:
+            listed = await self._list_pending()
+        except Exception as e:
+            log.warning("could not list the pending pods to check the queue (%r)", e)
+            return
+        check(listed)
+
+    async def _list_pending(self) -> dict[str, PodInfo]:
+        """Our pending pods by UID, from a live LIST."""
+        return await lean_pods(self.api, f"spec.schedulerName={self.name},spec.nodeName=")
+
+    async def check_queue(self, suspects: list[PodInfo], found_by: str, fresh_list: bool = False) -> int:
+        """Drop the ``suspects`` (queued pods a LIST did not show pending) that a live read by
+        UID shows gone; one that is still there is handled as its watch event would have
+        been (bound or terminal: out of the queue; pending: updated). With ``fresh_list``,
+        a live LIST first narrows many suspects down to those it lacks. A failed read keeps
+        the pod (the next check retries). Returns the number of pods dropped as gone."""
+        if fresh_list and len(suspects) > MAX_LIVE_READS:
+            try:
+                listed = await self._list_pending()
+            except Exception as e:
+                log.warning("could not list the pending pods to check the queue (%r)", e)
+                return 0
+            suspects = [pod for pod in suspects if not _pending(listed.get(pod.uid))]
+        dropped = 0
+        for pod in suspects:
+            if pod.uid not in self.queue:  # its event came meanwhile, or it is in a cycle
+                continue
+            try:
+                live = await live_pod(self.api, pod.uid, pod.key)
+            except Exception as e:
+                log.warning("could not read %s to check it is still pending (%r)", pod.key, e)
+                continue
+            if pod.uid not in self.queue:
+                continue
+            if live is None:
+                self.pod_gone(pod, found_by)
+                dropped += 1
+            else:
+                self._on_pending_pod("MODIFIED", live)
+        return dropped
+
+    def pod_gone(self, pod: PodInfo, found_by: str, why: str = "") -> None:
+        """Pending pod ``pod`` no longer exists (a live read found no pod of its UID), although
+        no DELETED event said so: forget it as that event would have (its allocations are
+        released once confirmed), with one log line (``why``: what found it) and
+        ``ipscheduler_pending_pods_gone_total{found_by}``."""
+        log.info(
+            "pod %s (UID %s) no longer exists%s: dropped from the scheduling queue (found by %s)",
+            pod.key,
+            pod.uid,
+            f" ({why})" if why else "",
+            found_by,
+        )
+        self.metrics.pods_gone.labels(found_by).inc()
+        self._binding.discard(pod.uid)
+        self._on_pending_pod("DELETED", pod)
 
     # -- bound pods --------------------------------------------------------
     def on_bound_pod_event(self, event_type: str | None, old: PodInfo | None, new: PodInfo | None) -> None:

@@ -39,7 +39,7 @@ from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, Queued
 from ipscheduler.framework.runtime import Diagnosis, Framework
 from ipscheduler.framework.types import ANNOTATION_IP, PodInfo
 from ipscheduler.health import HealthState
-from ipscheduler.kube.client import KubeApi
+from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.kube.events import EventRecorder, pod_ref
 from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.eventhandlers import EventHandlers
@@ -182,12 +182,7 @@ class Scheduler(EventHandlers):
                 self._binding.add(pod.uid)
                 st = await self.profile.run_bind(state, pod, host)
             if not st.is_success():
-                self._binding.discard(pod.uid)
-                log.warning("binding %s to %s failed: %s", pod.key, host.name, st.message)
-                self.metrics.bind_failures.inc()
-                self.cache.forget_pod(pod.uid)
-                await self.profile.run_unreserve(state, pod, host)
-                self.queue.add_unschedulable(qp, error=True)
+                await self._binding_failed(qp, state, host, st.message)
                 return
             self.queue.done(pod.uid)
             self._unschedulable_msg.pop(pod.uid, None)
@@ -200,15 +195,49 @@ class Scheduler(EventHandlers):
             self.recorder.emit(
                 pod_ref(pod), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {host.name}{suffix}"
             )
-        except Exception:
-            log.exception("binding cycle of %s failed", pod.key)
-            self._binding.discard(pod.uid)
-            self.metrics.bind_failures.inc()
-            self.cache.forget_pod(pod.uid)
-            await self.profile.run_unreserve(state, pod, host)
-            self.queue.add_unschedulable(qp, error=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            if not isinstance(e, TRANSIENT_ERRORS):  # a bug: keep its traceback
+                log.exception("binding cycle of %s failed", pod.key)
+            await self._binding_failed(qp, state, host, repr(e))
         finally:
             self._bind_slots.release()
+
+    async def _binding_failed(self, qp: QueuedPodInfo, state: CycleState, host: Any, message: str) -> None:
+        """The failure handler of the binding cycle (kube-scheduler's
+        ``handleBindingCycleError`` then ``handleSchedulingFailure``,
+        ``pkg/scheduler/schedule_one.go``): forget the assumed pod and Unreserve; then, as
+        upstream looks the pod up before putting it back, a live read by UID: a pod that no
+        longer exists (a Binding answered 404, or a pod of the same name but another UID)
+        is dropped, one bound meanwhile leaves the queue, any other goes to backoffQ. A
+        failed read counts as "still there"."""
+        pod = qp.pod
+        self._binding.discard(pod.uid)
+        self.metrics.bind_failures.inc()
+        self.cache.forget_pod(pod.uid)
+        await self.profile.run_unreserve(state, pod, host)
+        try:
+            live: PodInfo | None = await live_pod(self.api, pod.uid, pod.key)
+        except Exception as e:
+            log.debug("could not read %s after its binding failed (%r)", pod.key, e)
+            live = pod
+        if live is None:
+            self.queue.done(pod.uid)
+            self.pod_gone(pod, "binding", f"binding to {host.name} failed: {message}")
+            return
+        if live.bound:
+            log.info(
+                "binding %s to %s failed, but it is bound to %s: not retried",
+                pod.key,
+                host.name,
+                live.node_name,
+            )
+            self.queue.done(pod.uid)
+            self.queue.delete(pod.uid)
+            return
+        log.warning("binding %s to %s failed: %s", pod.key, host.name, message)
+        self.queue.add_unschedulable(qp, error=True)
 
     async def _fail(self, qp: QueuedPodInfo, message: str, diagnosis: Diagnosis | None) -> None:
         pod = qp.pod

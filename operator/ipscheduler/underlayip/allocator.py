@@ -13,6 +13,7 @@ import dataclasses
 import datetime
 import functools
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -204,17 +205,31 @@ class PoolContext:
     canonical address → name of a pool whose allocation holds it; at least
     every address held outside its own pool's spec (:func:`foreign_holds`),
     e.g. after a spec change. An address held by another pool is never
-    handed out here. ``claimed``: canonical address → UID of a bound pod that
-    carries it in its ``ipscheduler.io/ip`` annotation but has no allocation
-    yet (created bound, e.g. restored from a backup; adopted at once): never
-    handed out either.
+    handed out here.
+
+    What running pods hold, whatever the pool status says (issue 22: a status edit
+    that removes a running pod's allocation must not free its address): ``pod_held``:
+    canonical address → UIDs of the bound, live pods of our scheduler that carry it in
+    their ``ipscheduler.io/ip`` annotation, never handed out either; ``pod_holders``: the
+    UIDs of those whose ``ipscheduler.io/pool`` names this pool, each taking a place
+    (from ``capacity``) whether or not an allocation records it. Both are live views
+    kept by :class:`ipscheduler.underlayip.cache.PoolCache` from the bound-pods informer.
     """
 
     node_exists: bool = True
     blocked: AddressSet | None = None
     conflicts: tuple[str, ...] = ()
     held_by: Mapping[str, str] = field(default_factory=dict)
-    claimed: Mapping[str, str] = field(default_factory=dict)
+    pod_held: Mapping[str, AbstractSet[str]] = field(default_factory=dict)
+    pod_holders: AbstractSet[str] = frozenset()
+
+
+def unrecorded(pool: PoolView, ctx: PoolContext) -> int:
+    """Running pods that name ``pool`` in their annotation but have no allocation in it
+    (an allocation removed by a status edit, a pod created bound and not adopted yet):
+    places taken that the status does not count."""
+    allocations = pool.allocations
+    return sum(1 for uid in ctx.pod_holders if uid not in allocations)
 
 
 def foreign_holds(pool: PoolView) -> dict[str, str]:
@@ -358,25 +373,32 @@ def pick(pool: PoolView, ctx: PoolContext, uid: str) -> tuple[bool, str | None]:
     return _pick_new(pool, ctx)
 
 
+def _free(pool: PoolView, ctx: PoolContext) -> int:
+    """``pool.free()`` less the places running pods take without an allocation."""
+    free = pool.free(ctx.blocked)
+    return free - unrecorded(pool, ctx) if free > 0 and ctx.pod_holders else free
+
+
 def _pick_new(pool: PoolView, ctx: PoolContext) -> tuple[bool, str | None]:
-    if pool.spec_error or pool.deleting or pool.free(ctx.blocked) <= 0:
+    if pool.spec_error or pool.deleting or _free(pool, ctx) <= 0:
         return False, None
     if pool.addresses is None:
         return True, None
     taken = {a.ip for a in pool.allocations.values() if a.ip}
     while True:
         ip = pool.addresses.first_free(taken, ctx.blocked)
-        if ip is None or (ctx.held_by.get(ip, pool.name) == pool.name and ip not in ctx.claimed):
+        if ip is None or (ctx.held_by.get(ip, pool.name) == pool.name and not ctx.pod_held.get(ip)):
             return (ip is not None), ip
-        taken.add(ip)  # held by an allocation of another pool, or claimed by a pre-bound pod
+        taken.add(ip)  # held by an allocation of another pool, or by a running pod's annotation
 
 
 def available(pool: PoolView, ctx: PoolContext) -> int:
-    """How many more pods ``pool`` can take now: its free count, or 0 when not even one
-    address can be picked (full, invalid, being deleted, or every free address held
-    by an allocation of another pool)."""
+    """How many more pods ``pool`` can take now: its free count (less the places of running
+    pods no allocation records), or 0 when not even one address can be picked (full,
+    invalid, being deleted, or every free address held by an allocation of another pool
+    or by a running pod)."""
     possible, _ = _pick_new(pool, ctx)
-    return pool.free(ctx.blocked) if possible else 0
+    return max(0, _free(pool, ctx)) if possible else 0
 
 
 def abandoned(

@@ -3,8 +3,9 @@
 Backed by the NodeIPPool informer's index (:mod:`ipscheduler.kube.informer`;
 attached, and :attr:`PoolCache.ready` set, once it and the node cache hold a
 full LIST), plus an overlay of pool objects returned by our own status writes,
-which are newer than the watch until it catches up, and the claims of pods
-created already bound (:meth:`PoolCache.claim`). Whether a pool's node exists
+which are newer than the watch until it catches up, the addresses and places held by
+running pods of ours whatever the pool status says (:meth:`PoolCache.hold`), and the
+pods being adopted (:meth:`PoolCache.claim`). Whether a pool's node exists
 is read from the node cache (:class:`ipscheduler.backend.cache.Cache`); a node
 added or deleted there (its ``node_set_version``) rebuilds the pool contexts.
 The cache is a hint for filtering and scoring; allocations are always written
@@ -42,7 +43,7 @@ def _rv(value: str) -> int:
 
 class PoolCache:
     """Pools by name, by node and by allocation holder, pool conflicts, free counts,
-    assumed reservations and pre-bound claims (see the module doc)."""
+    assumed reservations, running pods' holds and adoptions (see the module doc)."""
 
     def __init__(self, nodes: Cache) -> None:
         """``nodes``: the node cache whose node set decides which pools' nodes exist."""
@@ -66,8 +67,10 @@ class PoolCache:
         self._avail: dict[str, int] = {}  # pool → pods it can take now (see allocator.available)
         self._node_free: dict[str, int] = {}  # node → sum of _avail of its pools
         self._assumed: dict[str, set[str]] = {}  # pool → pod UIDs reserved in memory, write pending
-        self._claimed: dict[str, str] = {}  # address → UID of a pre-bound pod not yet adopted
-        self._claims: dict[str, tuple[str, str | None]] = {}  # that UID → (pool, address)
+        self._claims: dict[str, tuple[str, str | None]] = {}  # UID being adopted → (pool, address)
+        self._holds: dict[str, tuple[str, str | None]] = {}  # running pod's UID → (pool, address)
+        self._pod_held: dict[str, set[str]] = {}  # canonical address → UIDs of running pods carrying it
+        self._pod_holders: dict[str, set[str]] = {}  # pool → UIDs of running pods naming it
         self.ready = asyncio.Event()
 
     def attach(self, pools: IndexLike) -> None:
@@ -258,7 +261,8 @@ class PoolCache:
                 blocked=c.blocked if c else None,
                 conflicts=c.conflicts if c else (),
                 held_by=self._held_by,
-                claimed=self._claimed,
+                pod_held=self._pod_held,
+                pod_holders=self._pod_holders.setdefault(pool.name, set()),
             )
             self._ctx[pool.name] = ctx
         return ctx
@@ -278,7 +282,8 @@ class PoolCache:
             blocked=c.blocked if c else None,
             conflicts=c.conflicts if c else (),
             held_by=self._held_by,
-            claimed=self._claimed,
+            pod_held=self._pod_held,
+            pod_holders=self._pod_holders.setdefault(pool.name, set()),
         )
 
     def blocked(self, pool: PoolView) -> AddressSet | None:
@@ -305,29 +310,62 @@ class PoolCache:
             n = max(0, n - len(assumed - pool.allocations.keys()))
         return n
 
-    # -- pre-bound pods ------------------------------------------------------
+    # -- running pods ----------------------------------------------------------
+    def hold(self, uid: str, pool_name: str, ip: str | None) -> None:
+        """Running pod ``uid`` (bound, not terminal, ours) carries pool ``pool_name`` and the
+        canonical address ``ip`` (None: none, or not an address) in its annotations: the
+        address is never handed out and the pod takes a place in that pool, whatever the
+        pool status records, until :meth:`unhold` (the bound-pods informer says it is gone).
+        """
+        if self._holds.get(uid) == (pool_name, ip):
+            return
+        self.unhold(uid)
+        self._holds[uid] = (pool_name, ip)
+        if ip is not None:
+            self._pod_held.setdefault(ip, set()).add(uid)
+        self._pod_holders.setdefault(pool_name, set()).add(uid)
+        self.invalidate(pool_name)
+
+    def unhold(self, uid: str) -> None:
+        """Pod ``uid`` holds nothing any more (gone, terminal, or its annotations removed)."""
+        held = self._holds.pop(uid, None)
+        if held is None:
+            return
+        pool_name, ip = held
+        if ip is not None and (uids := self._pod_held.get(ip)) is not None:
+            uids.discard(uid)
+            if not uids:
+                del self._pod_held[ip]
+        if (holders := self._pod_holders.get(pool_name)) is not None:
+            holders.discard(uid)  # the set stays: contexts hold it
+        self.invalidate(pool_name)
+
+    def holds(self) -> Mapping[str, tuple[str, str | None]]:
+        """Running pods of ours by UID → (pool, canonical address) from their annotations.
+        Shared: do not modify."""
+        return self._holds
+
+    def holders_of(self, pool_name: str) -> frozenset[str]:
+        """UIDs of the running pods whose annotation names pool ``pool_name``."""
+        return frozenset(self._pod_holders.get(pool_name, ()))
+
+    def held_by_pods(self, ip: str) -> frozenset[str]:
+        """UIDs of the running pods that carry canonical address ``ip``."""
+        return frozenset(self._pod_held.get(ip, ()))
+
+    # -- pods being adopted ------------------------------------------------------
     def claim(self, uid: str, pool_name: str, ip: str | None) -> None:
         """A bound pod ``uid`` carries our annotations (pool ``pool_name``, canonical ``ip``)
-        but no pool records it yet: its address counts as taken in every pool until
-        :meth:`unclaim` (it is being adopted)."""
-        self.unclaim(uid)
+        but no pool records it: it is being adopted until :meth:`unclaim`. (Its address is
+        held meanwhile as every running pod's is: :meth:`hold`.)"""
         self._claims[uid] = (pool_name, ip)
-        if ip is not None:
-            self._claimed.setdefault(ip, uid)
-        self.invalidate(pool_name)
 
     def unclaim(self, uid: str) -> None:
-        """Pod ``uid`` was adopted (or is gone): its claim ends."""
-        claim = self._claims.pop(uid, None)
-        if claim is None:
-            return
-        pool_name, ip = claim
-        if ip is not None and self._claimed.get(ip) == uid:
-            del self._claimed[ip]
-        self.invalidate(pool_name)
+        """Pod ``uid`` was adopted (or is gone, or its adoption failed)."""
+        self._claims.pop(uid, None)
 
     def claimed(self) -> Mapping[str, tuple[str, str | None]]:
-        """Pre-bound pods not yet adopted: UID → (pool, address). Shared: do not modify."""
+        """Pods being adopted: UID → (pool, address). Shared: do not modify."""
         return self._claims
 
     # -- assumed reservations ----------------------------------------------

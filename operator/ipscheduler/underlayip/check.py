@@ -3,6 +3,8 @@
 Invariants (each violation is one line of output):
 
 - no address is held by two allocations (across all pools);
+- no address is carried by two running pods (their ``ipscheduler.io/ip``
+  annotations, whatever the pools record);
 - every allocation's pod exists and is not terminal;
 - every bound, live, non-hostNetwork pod of ours has an allocation;
 - an allocation's pool serves the node its (bound) pod runs on;
@@ -95,6 +97,7 @@ def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
                         f"{where}: annotation {ANNOTATION_NETWORK}={ann_net} differs from the pool's "
                         f"network for {a.ip}: {json.dumps(want, separators=(',', ':'))}"
                     )
+    problems.extend(_shared_by_running_pods(by_uid.values()))
     for uid, pod in by_uid.items():
         spec = raw_pods[uid].get("spec") or {}
         if (
@@ -106,6 +109,22 @@ def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
         ):
             problems.append(f"pod {pod.key} ({uid}) is bound to {pod.node_name} but holds no allocation")
     return problems
+
+
+def _shared_by_running_pods(pods: Iterable[PodInfo]) -> list[str]:
+    """One line per address that two or more running (bound, not terminal) pods carry in
+    their ``ipscheduler.io/ip`` annotation: they would share it on the wire."""
+    carriers: dict[str, list[PodInfo]] = {}
+    for pod in pods:
+        ip = pod.annotations.get(ANNOTATION_IP)
+        if pod.bound and not pod.terminal and ip:
+            carriers.setdefault(_canon(ip), []).append(pod)
+    return [
+        f"address {ip} used by {len(holders)} running pods: "
+        + ", ".join(f"{p.key} ({p.uid}) on {p.node_name}" for p in sorted(holders, key=lambda p: p.key))
+        for ip, holders in sorted(carriers.items())
+        if len(holders) > 1
+    ]
 
 
 async def live_violations(kubeconfig: str | None, scheduler_name: str) -> list[str]:

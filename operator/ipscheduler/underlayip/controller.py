@@ -26,7 +26,7 @@ import datetime
 import functools
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
@@ -34,7 +34,7 @@ from ipscheduler.framework import events
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
 from ipscheduler.health import HealthState
-from ipscheduler.kube.client import Conflict, KubeApi, live_pod
+from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, live_pod
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, repair
@@ -95,6 +95,10 @@ class PoolController:
         self.metrics = metrics if metrics is not None else Metrics(scheduler_name)
         self.on_capacity_freed = on_capacity_freed
         self.wait_for = tuple(wait_for)
+        self.queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]] = _no_queue_check
+        """Each GC sweep calls ``queue_check("gc")`` before its LIST of our pods and hands the
+        LIST to what it returns: the scheduling queue drops the pods it shows gone
+        (:meth:`ipscheduler.scheduler.eventhandlers.EventHandlers.queue_check`)."""
         self.watch_timeout = 90.0
         """Seconds the pool cache may stay behind the API server before /healthz fails."""
         self.ready_to_schedule = asyncio.Event()
@@ -104,6 +108,7 @@ class PoolController:
         self.started = asyncio.Event()
         """Set once the start-up reconcile is done (adoption and the GC wait for it)."""
         self._early: set[str] | None = None  # UIDs claimed before `started`; None: not yet
+        self._restore_failed: set[str] = set()  # UIDs whose restore failed: left to the GC sweep
         self._tasks = TaskSet()
         self._pools_dirty = asyncio.Event()
         self._dirty_pools: set[str] | None = None  # None: every pool
@@ -179,55 +184,112 @@ class PoolController:
             self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
 
     def on_bound_pod_gone(self, pod: PodInfo) -> None:
-        """A bound pod (any scheduler's) was deleted or turned terminal. Its claim ends; if
-        it is ours and holds an allocation, the address goes back to the pool (and the
-        queue is told once it did)."""
+        """A bound pod (any scheduler's) was deleted or turned terminal. Its hold and claim
+        end; if it is ours and holds an allocation, the address goes back to the pool (and
+        the queue is told once it did)."""
+        self.cache.unhold(pod.uid)
         self.cache.unclaim(pod.uid)
+        self._restore_failed.discard(pod.uid)
         if pod.scheduler_name == self.scheduler_name and self.cache.pools_holding(pod.uid):
             self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
 
     def on_bound_pod(self, pod: PodInfo) -> None:
         """A bound pod appeared or changed in the pods-by-node watch.
 
-        A pod of ours that carries our annotations although no pool records it
-        (created already bound: a restore from backup, a migration tool) is
-        adopted at once; until the adoption is written its address counts as
-        taken in every pool (:meth:`PoolCache.claim`). A pod we bound
-        ourselves already has its allocation recorded, so nothing happens.
-        Before the start-up reconcile is done the address is claimed but the
-        adoption is left to the reconcile (see :meth:`_start`).
+        A running pod of ours that carries our annotations holds its address and
+        its place in the pool they name, whatever the pool status says
+        (:meth:`PoolCache.hold`), from this moment until it is gone.
+
+        One that no pool records (created already bound: a restore from backup, a
+        migration tool) is adopted at once. A pod we bound ourselves already has its
+        allocation recorded, so nothing more happens. Before the start-up reconcile is
+        done the adoption is left to the reconcile (see :meth:`_start`).
         """
-        pool_name = pod.annotations.get(ANNOTATION_POOL)
-        if (
-            (self._early is None and not self.started.is_set())  # pool cache not attached yet
-            or pod.scheduler_name != self.scheduler_name
-            or not pool_name
-            or pod.terminal
-            or pod.deleting
-            or pod.uid in self.cache.claimed()
-            or self.cache.pools_holding(pod.uid)
-        ):
+        if pod.scheduler_name != self.scheduler_name:
             return
+        pool_name = pod.annotations.get(ANNOTATION_POOL)
         raw_ip = pod.annotations.get(ANNOTATION_IP) or None
         try:
             ip = canonical(raw_ip) if raw_ip else None
         except AddressError:
             ip = None  # adopt() reports it
+        if not pool_name or pod.terminal:
+            self.cache.unhold(pod.uid)
+            return
+        self.cache.hold(pod.uid, pool_name, ip)
+        if (
+            (self._early is None and not self.started.is_set())  # pool cache not attached yet
+            or pod.deleting
+            or pod.uid in self.cache.claimed()
+            or self.cache.pools_holding(pod.uid)
+        ):
+            return
         self.cache.claim(pod.uid, pool_name, ip)
         if self._early is not None:
             self._early.add(pod.uid)
             return
-        r = repair.Repair(
-            "adopt",
-            pool_name,
-            pod.uid,
-            pod.key,
-            "pod arrived bound",
-            raw_ip,
-            node=pod.node_name,
-            network=pod.annotations.get(ANNOTATION_NETWORK),
+        self._tasks.spawn(
+            self._adopt_claimed(_adoption(pod, pool_name, "pod arrived bound")), f"adopt {pod.key}"
         )
-        self._tasks.spawn(self._adopt_claimed(r), f"adopt {pod.key}")
+
+    def on_pool_status(self, name: str) -> None:
+        """Pool ``name`` changed (any event, our own writes' echoes too): a running pod of
+        ours that names it but lost its allocation there (a status edit removed it) gets
+        it back at once, with a Warning ``AllocationRestored`` event on the pod and the pool
+        (the address never became free meanwhile: :meth:`PoolCache.hold`). If the address
+        was given to another pod in the same edit, both pods get ``AddressConflict`` and
+        the GC sweep retries."""
+        if not self.started.is_set():
+            return  # the start-up reconcile adopts what no pool records
+        pool = self.cache.pool(name)
+        if pool is None or pool.deleting:
+            return
+        for uid in self.cache.holders_of(name):
+            if (
+                uid in pool.allocations
+                or uid in self._restore_failed
+                or uid in self.cache.claimed()
+                or self.cache.pools_holding(uid)
+            ):
+                continue
+            pod = self.cache.node_cache.pod(uid)
+            if pod is None or pod.deleting:
+                continue
+            raw_ip = pod.annotations.get(ANNOTATION_IP) or None
+            _, ip = self.cache.holds().get(uid, (name, None))
+            log.warning(
+                "NodeIPPool %s lost the allocation of running pod %s (%s): its status was edited; "
+                "restoring it",
+                name,
+                pod.key,
+                raw_ip or "a slot",
+            )
+            self.cache.claim(uid, name, ip)
+            self._tasks.spawn(
+                self._restore(_adoption(pod, name, "status edited"), pool), f"restore {pod.key}"
+            )
+
+    async def _restore(self, r: repair.Repair, pool: PoolView) -> None:
+        try:
+            counts = await self._adopt(r, {"adopted": 0, "adopt_conflicts": 0})
+        except Exception as e:
+            log.warning("restoring the allocation of %s failed (%s); the GC sweep retries", r.pod, e)
+            counts = {"adopted": 0}
+        finally:
+            self.cache.unclaim(r.uid)
+        if not counts["adopted"]:
+            self._restore_failed.add(r.uid)  # not retried on every write of the pool: the sweep does
+            return
+        self.metrics.allocations_restored.inc()
+        what = f"address {r.ip}" if r.ip else "slot"
+        message = (
+            f"the status of NodeIPPool {r.pool} was edited and lost the allocation of running pod "
+            f"{r.pod} ({what}); restored"
+        )
+        namespace, _, name = r.pod.partition("/")
+        ref = {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": name, "uid": r.uid}
+        await self.recorder.record(ref, "Warning", "AllocationRestored", message)
+        await self.recorder.record(pool_ref(pool), "Warning", "AllocationRestored", message)
 
     async def _adopt_claimed(self, r: repair.Repair) -> None:
         try:
@@ -436,7 +498,10 @@ class PoolController:
                 continue
             self.cache.store_fresh(pool)
             pools.append(pool)
+        self._restore_failed.clear()  # this sweep retries them (and reports what still fails)
+        check_queue = self.queue_check("gc")
         pods = await self._list_our_pods()
+        check_queue(pods)
         now = _utcnow()
         repairs = [r for r in self._plan(pools, pods) if not self._mark_on_its_way(r, now)]
         counts = await self.apply_repairs(repairs, confirm=True)
@@ -460,18 +525,9 @@ class PoolController:
         return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen)
 
     async def _list_our_pods(self) -> dict[str, PodInfo]:
-        """Our pods (any phase) by UID, from a live LIST, parsed page by page into their lean
-        form (:meth:`PodInfo.lean`: the sweep reads only our annotations), so a sweep over
-        10 000 pods never holds their raw bodies at once."""
-        pods: dict[str, PodInfo] = {}
-        async for page in self.api.pod_pages(f"spec.schedulerName={self.scheduler_name}"):
-            for body in page:
-                try:
-                    info = PodInfo.from_obj(body)
-                except ValueError:
-                    continue
-                pods[info.uid] = info.lean()
-        return pods
+        """Our pods (any phase) by UID, from a live LIST (:func:`lean_pods`: the sweep reads
+        only our annotations)."""
+        return await lean_pods(self.api, f"spec.schedulerName={self.scheduler_name}")
 
     async def run_gc(self) -> None:
         """The garbage-collector task: a :meth:`gc_sweep` every ``gc_interval`` seconds once
@@ -604,6 +660,25 @@ def _network_mismatch(pool: PoolView, r: repair.Repair) -> str | None:
         f"annotation {ANNOTATION_NETWORK}={r.network} differs from pool {pool.name}'s network for "
         f"{r.ip}: {json.dumps(want, separators=(',', ':'))}; the CNI plugin will refuse the pod"
     )
+
+
+def _adoption(pod: PodInfo, pool_name: str, reason: str) -> repair.Repair:
+    """The repair that records running pod ``pod``'s allocation in ``pool_name`` with the
+    address of its annotation."""
+    return repair.Repair(
+        "adopt",
+        pool_name,
+        pod.uid,
+        pod.key,
+        reason,
+        pod.annotations.get(ANNOTATION_IP) or None,
+        node=pod.node_name,
+        network=pod.annotations.get(ANNOTATION_NETWORK),
+    )
+
+
+def _no_queue_check(found_by: str) -> Callable[[Mapping[str, PodInfo]], None]:
+    return lambda pods: None
 
 
 def _rv(value: str) -> int:
