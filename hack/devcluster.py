@@ -425,13 +425,22 @@ def pid_alive(pid: int, exe: str) -> bool:
 class Cluster:
     """One dev cluster rooted at a directory; state in ``D/state.json``."""
 
-    def __init__(self, root: Path, node_lease_seconds: int = NODE_LEASE_SECONDS) -> None:
+    def __init__(
+        self,
+        root: Path,
+        node_lease_seconds: int = NODE_LEASE_SECONDS,
+        apiserver_args: tuple[str, ...] = (),
+    ) -> None:
         """``node_lease_seconds``: kwok's node lease duration for a new cluster (kept in its
         state; kwok renews a lease every quarter of it, so 5000 nodes at the kubelet's 40 s
         renew 500 leases/s). kube-controller-manager's ``--node-monitor-grace-period``
-        follows at 5/4 of it (50 s for 40 s, as the defaults)."""
+        follows at 5/4 of it (50 s for 40 s, as the defaults). ``apiserver_args``: more
+        kube-apiserver flags for a new cluster (kept in its state), e.g.
+        ``--watch-cache=false`` so that watches are served by etcd and a compaction makes
+        an old resourceVersion answer 410 Gone."""
         self.root = root.resolve()
         self.node_lease_seconds = node_lease_seconds
+        self.apiserver_args = apiserver_args
         self.state_file = self.root / "state.json"
         self.kubeconfig = self.root / "kubeconfig"
         self.state: dict[str, Any] = {}
@@ -470,6 +479,7 @@ class Cluster:
             },
             "pids": {},
             "node_lease_seconds": self.node_lease_seconds,
+            "apiserver_args": list(self.apiserver_args),
         }
         self.save()
         self._write_kubeconfig()
@@ -534,6 +544,7 @@ class Cluster:
                 "--max-mutating-requests-inflight=1000",
                 "--event-ttl=1h",
                 "--v=1",
+                *self.state.get("apiserver_args", ()),
             ],
             "kube-controller-manager": [
                 str(b / "kube-controller-manager"),
@@ -647,6 +658,24 @@ class Cluster:
                 return bool(json.loads(r.read()).get("health") == "true")
         except (OSError, ValueError):
             return False
+
+    def _etcd_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.state['ports']['etcd']}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return dict(json.loads(r.read() or b"{}"))
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (etcd's JSON gateway), as
+        kube-apiserver does every 5 minutes: a watch from an older resourceVersion that
+        reaches etcd then answers 410 Gone. Returns the revision compacted to."""
+        revision = int(self._etcd_post("/v3/kv/range", {"key": "AA=="})["header"]["revision"])
+        self._etcd_post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
 
     def _default_sa(self) -> bool:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -112,6 +113,14 @@ class SchedulerProcess:
         if wait:
             wait_for(f"scheduler log: {wait}", lambda: self.logged(wait, start), timeout=60)
         return self
+
+    def metric(self, name: str, labels: str = "") -> float:
+        """The sum of the samples of ``name`` on ``/metrics`` whose labels contain ``labels``
+        (e.g. ``found_by="relist"``); 0.0 when there are none."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        pattern = rf"^{re.escape(name)}(\{{[^}}]*{re.escape(labels)}[^}}]*\}})? (\S+)$"
+        return sum(float(m.group(2)) for m in re.finditer(pattern, text, re.MULTILINE))
 
     def logged(self, text: str, offset: int = 0) -> bool:
         assert self.proc is not None

@@ -14,9 +14,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import re
 import secrets
-import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -48,13 +46,6 @@ def backlog_nodes(cluster: Any, kubectl: Kubectl) -> Iterator[list[str]]:
 def _count(kubectl: Kubectl, ns: str, field_selector: str) -> int:
     out = kubectl("get", "pods", "-n", ns, "--field-selector", field_selector, "-o", "name")
     return len(out.split())
-
-
-def _metric(scheduler: SchedulerProcess, name: str, labels: str = "") -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{scheduler.health_port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    pattern = rf"^{re.escape(name)}(\{{[^}}]*{re.escape(labels)}[^}}]*\}})? (\S+)$"
-    return sum(float(m.group(2)) for m in re.finditer(pattern, text, re.MULTILINE))
 
 
 def test_a_backlog_pending_before_start_is_bound_with_distinct_addresses(
@@ -105,9 +96,9 @@ def test_a_backlog_pending_before_start_is_bound_with_distinct_addresses(
 
     # Each pod went through exactly one successful scheduling cycle and one Binding; none
     # was found unschedulable or failed to bind while the backlog was taken in.
-    assert _metric(sched, "scheduler_schedule_attempts_total", 'result="scheduled"') == PODS
-    assert _metric(sched, "scheduler_schedule_attempts_total", 'result="unschedulable"') == 0
-    assert _metric(sched, "ipscheduler_bind_failures_total") == 0
+    assert sched.metric("scheduler_schedule_attempts_total", 'result="scheduled"') == PODS
+    assert sched.metric("scheduler_schedule_attempts_total", 'result="unschedulable"') == 0
+    assert sched.metric("ipscheduler_bind_failures_total") == 0
     # The log, in order: the informers synced, scheduling started (it does not wait for the
     # start-up reconcile, which runs beside it and finished too), pods bound.
     log = sched.log_path.read_text()

@@ -321,14 +321,17 @@ async def test_repairs_defer_bound_marks_to_the_pools_next_write() -> None:
 # --------------------------------------------------------------------------- running pods hold their address
 
 
-def edit_status(ctrl: PoolController, api: Api, allocations: dict[str, Any]) -> PoolView:
-    """A user's status PUT: the API server's pool and the informer's index both change."""
+def edit_status(ctrl: PoolController, api: Api, allocations: dict[str, Any]) -> tuple[PoolView, PoolView]:
+    """A user's status PUT: the API server's pool and the informer's index both change.
+    Returns the pool before and after (the informer event's old and new)."""
+    old = ctrl.cache.pool("p")
+    assert old is not None
     body = api.bodies["p"]
     body["status"]["allocations"] = allocations
     body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
     view = PoolView.from_obj(body)
     ctrl.cache.attach({"p": [view]})
-    return view
+    return old, view
 
 
 def next_address(ctrl: PoolController) -> str | None:
@@ -340,14 +343,14 @@ def next_address(ctrl: PoolController) -> str | None:
 
 
 async def test_a_status_edit_that_drops_a_running_pods_allocation_never_frees_its_address() -> None:
-    sched, ctrl, api = setup(None)
+    sched, ctrl, api = setup(prebound_body("u1", "10.0.0.1"))
     ctrl.started.set()
     events = Events()
     ctrl.recorder = events  # type: ignore[assignment]
     bound(sched, prebound("u1", "10.0.0.1"))  # the running pod of the pool's allocation
-    edit_status(ctrl, api, {})
+    old, new = edit_status(ctrl, api, {})
     assert next_address(ctrl) == "10.0.0.2", "the running pod's address is never handed out"
-    ctrl.on_pool_status("p")  # the informer's event for the edit
+    ctrl.on_pool_status(old, new)  # the informer's event for the edit
     await settle(ctrl)
     got = api.bodies["p"]["status"]["allocations"]["u1"]
     assert (got["ip"], got["phase"]) == ("10.0.0.1", "Bound")
@@ -360,14 +363,14 @@ async def test_a_status_edit_that_drops_a_running_pods_allocation_never_frees_it
 
 
 async def test_an_edit_giving_a_running_pods_address_to_another_uid_never_makes_a_third_holder() -> None:
-    sched, ctrl, api = setup(None)
+    sched, ctrl, api = setup(prebound_body("u1", "10.0.0.1"))
     ctrl.started.set()
     events = Events()
     ctrl.recorder = events  # type: ignore[assignment]
     bound(sched, prebound("u1", "10.0.0.1"))
     intruder = {"ip": "10.0.0.1", "pod": "ns/intruder", "phase": "Bound", "since": SINCE}
-    edit_status(ctrl, api, {"u7": intruder})
-    ctrl.on_pool_status("p")
+    old, new = edit_status(ctrl, api, {"u7": intruder})
+    ctrl.on_pool_status(old, new)
     await settle(ctrl)
     assert set(api.bodies["p"]["status"]["allocations"]) == {"u7"}
     assert sorted((name, reason) for name, reason, _ in events.seen) == [
@@ -375,9 +378,30 @@ async def test_an_edit_giving_a_running_pods_address_to_another_uid_never_makes_
         ("pod-u1", "AddressConflict"),
     ]
     assert next_address(ctrl) == "10.0.0.2"
-    ctrl.on_pool_status("p")  # the pool's next write: not retried until the GC sweep
+    ctrl.on_pool_status(new, new)  # the pool's next change: t2's allocation was not dropped again
     await settle(ctrl)
     assert len(events.seen) == 2
+
+
+@pytest.mark.parametrize(
+    "live",
+    [None, pod_body("u1", node="node-1", phase="Succeeded"), pod_body("someone-else", node="node-1")],
+    ids=["deleted", "finished", "name-reused"],
+)
+async def test_an_allocation_released_for_a_pod_that_is_gone_is_not_restored(
+    live: dict[str, Any] | None,
+) -> None:
+    """Another replica released it once a live read showed the pod gone; our bound-pods
+    watch has not said so yet. The restore reads the pod first."""
+    sched, ctrl, api = setup(live)
+    ctrl.started.set()
+    events = Events()
+    ctrl.recorder = events  # type: ignore[assignment]
+    bound(sched, prebound("u1", "10.0.0.1"))
+    old, new = edit_status(ctrl, api, {})
+    ctrl.on_pool_status(old, new)
+    await settle(ctrl)
+    assert api.bodies["p"]["status"]["allocations"] == {} and events.seen == [] and api.reads == 1
 
 
 async def test_a_running_pods_hold_ends_when_it_is_gone() -> None:

@@ -7,8 +7,8 @@ informers, and subscribes each to the events it needs:
 - nodes informer → ``Scheduler.on_node_event`` (cache, queue); a node added or
   deleted → ``PoolController.on_pool_event`` (every pool's status);
 - NodeIPPools informer → pool cache, and ``PoolController.on_pool_event``
-  (status, queue) unless the event is the echo of our own write, and
-  ``PoolController.on_pool_status`` (a running pod's allocation removed by an edit);
+  (status, queue) and ``PoolController.on_pool_status`` (a running pod's allocation
+  removed by an edit) unless the event is the echo of our own write;
 - bound pods informer → ``Scheduler.on_bound_pod_event`` (cache, queue), which
   calls ``PoolController.on_bound_pod_gone`` (release) / ``on_bound_pod``
   (adoption);
@@ -276,8 +276,8 @@ def _pool_store(controller: PoolController) -> ObjectStore[PoolView]:
         echo = kind != "DELETED" and writer.is_own_write(name, str(meta.get("resourceVersion", "")))
         if not echo or meta.get("deletionTimestamp"):
             controller.on_pool_event(name)
-        if new is not None:
-            controller.on_pool_status(name)
+        if not echo and old is not None and new is not None:
+            controller.on_pool_status(old, new)
 
     def endpoint(api_client: client.ApiClient) -> Endpoint:
         return client.CustomObjectsApi(api_client).list_cluster_custom_object, (GROUP, VERSION, PLURAL), {}

@@ -108,7 +108,6 @@ class PoolController:
         self.started = asyncio.Event()
         """Set once the start-up reconcile is done (adoption and the GC wait for it)."""
         self._early: set[str] | None = None  # UIDs claimed before `started`; None: not yet
-        self._restore_failed: set[str] = set()  # UIDs whose restore failed: left to the GC sweep
         self._tasks = TaskSet()
         self._pools_dirty = asyncio.Event()
         self._dirty_pools: set[str] | None = None  # None: every pool
@@ -189,7 +188,6 @@ class PoolController:
         the queue is told once it did)."""
         self.cache.unhold(pod.uid)
         self.cache.unclaim(pod.uid)
-        self._restore_failed.discard(pod.uid)
         if pod.scheduler_name == self.scheduler_name and self.cache.pools_holding(pod.uid):
             self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
 
@@ -232,53 +230,49 @@ class PoolController:
             self._adopt_claimed(_adoption(pod, pool_name, "pod arrived bound")), f"adopt {pod.key}"
         )
 
-    def on_pool_status(self, name: str) -> None:
-        """Pool ``name`` changed (any event, our own writes' echoes too): a running pod of
-        ours that names it but lost its allocation there (a status edit removed it) gets
-        it back at once, with a Warning ``AllocationRestored`` event on the pod and the pool
-        (the address never became free meanwhile: :meth:`PoolCache.hold`). If the address
-        was given to another pod in the same edit, both pods get ``AddressConflict`` and
-        the GC sweep retries."""
-        if not self.started.is_set():
+    def on_pool_status(self, old: PoolView, new: PoolView) -> None:
+        """A pool changed from ``old`` to ``new`` by someone else's write (not the echo of
+        ours): a running pod of ours whose allocation the change removed (a status edit)
+        gets it back at once, with a Warning ``AllocationRestored`` event on the pod and the
+        pool; its address never became free meanwhile (:meth:`PoolCache.hold`). If the
+        same edit gave the address to another UID, both pods get ``AddressConflict`` and
+        the GC sweep settles it (the other UID's pod is gone, or one of the two is)."""
+        if not self.started.is_set() or new.deleting:
             return  # the start-up reconcile adopts what no pool records
-        pool = self.cache.pool(name)
-        if pool is None or pool.deleting:
-            return
-        for uid in self.cache.holders_of(name):
-            if (
-                uid in pool.allocations
-                or uid in self._restore_failed
-                or uid in self.cache.claimed()
-                or self.cache.pools_holding(uid)
-            ):
+        holders = self.cache.holders_of(new.name)
+        for uid in old.allocations.keys() - new.allocations.keys():
+            if uid not in holders or uid in self.cache.claimed():
                 continue
             pod = self.cache.node_cache.pod(uid)
             if pod is None or pod.deleting:
                 continue
-            raw_ip = pod.annotations.get(ANNOTATION_IP) or None
-            _, ip = self.cache.holds().get(uid, (name, None))
+            _, ip = self.cache.holds().get(uid, (new.name, None))
+            self.cache.claim(uid, new.name, ip)
+            r = _adoption(pod, new.name, "status edited")
+            self._tasks.spawn(self._restore(r, new), f"restore {pod.key}")
+
+    async def _restore(self, r: repair.Repair, pool: PoolView) -> None:
+        """Record running pod ``r.uid``'s allocation again, once a live read confirms the pod
+        runs (another replica may have released it as gone just before our bound-pods
+        watch said so)."""
+        try:
+            live = await self.live_pod(r.uid, r.pod)
+            if live is None or live.terminal or not live.bound or live.deleting:
+                return
             log.warning(
                 "NodeIPPool %s lost the allocation of running pod %s (%s): its status was edited; "
                 "restoring it",
-                name,
-                pod.key,
-                raw_ip or "a slot",
+                r.pool,
+                r.pod,
+                r.ip or "a slot",
             )
-            self.cache.claim(uid, name, ip)
-            self._tasks.spawn(
-                self._restore(_adoption(pod, name, "status edited"), pool), f"restore {pod.key}"
-            )
-
-    async def _restore(self, r: repair.Repair, pool: PoolView) -> None:
-        try:
             counts = await self._adopt(r, {"adopted": 0, "adopt_conflicts": 0})
         except Exception as e:
             log.warning("restoring the allocation of %s failed (%s); the GC sweep retries", r.pod, e)
-            counts = {"adopted": 0}
+            return
         finally:
             self.cache.unclaim(r.uid)
         if not counts["adopted"]:
-            self._restore_failed.add(r.uid)  # not retried on every write of the pool: the sweep does
             return
         self.metrics.allocations_restored.inc()
         what = f"address {r.ip}" if r.ip else "slot"
@@ -498,7 +492,6 @@ class PoolController:
                 continue
             self.cache.store_fresh(pool)
             pools.append(pool)
-        self._restore_failed.clear()  # this sweep retries them (and reports what still fails)
         check_queue = self.queue_check("gc")
         pods = await self._list_our_pods()
         check_queue(pods)
