@@ -103,7 +103,9 @@ def test_a_pending_pod_deleted_while_the_watch_was_away_leaves_the_queue(
         for name in ("g0", "g1"):
             wait_for(f"{name} unschedulable", lambda n=name: sched.logged(f"unable to schedule {ns}/{n}"))
         g0_uid = kubectl.json("get", "pod", "g0", "-n", ns)["metadata"]["uid"]
-        rv_before = kubectl.json("get", "pods", "-n", ns)["metadata"]["resourceVersion"]
+        rv_before = nocache_cluster.api.request("GET", f"/api/v1/namespaces/{ns}/pods")["metadata"][
+            "resourceVersion"
+        ]
 
         assert sched.proc is not None
         sched.proc.send_signal(signal.SIGSTOP)

@@ -1190,34 +1190,46 @@ def test_addresses_running_pods_carry_are_never_picked() -> None:
         reserve(p, full, "a", "ns/a", now=NOW)
 
 
+CAPPED = {"addresses": ["10.0.0.1-10.0.0.5"], "capacity": 2}
+
+
 @pytest.mark.parametrize(
     ("spec", "allocations", "holders", "expected"),
     [
         pytest.param(
-            {"addresses": ["10.0.0.1-10.0.0.5"], "capacity": 2},
-            {"x": alloc("10.0.0.1")},
-            {"x"},
-            1,
-            id="recorded-holder-counts-once",
+            CAPPED, {"x": alloc("10.0.0.1")}, {"x": ("10.0.0.1", "node-a")}, 1, id="recorded-counts-once"
         ),
         pytest.param(
-            {"addresses": ["10.0.0.1-10.0.0.5"], "capacity": 2},
+            CAPPED,
             {"x": alloc("10.0.0.1")},
-            {"x", "edited-out"},
+            {"x": ("10.0.0.1", "node-a"), "edited-out": ("10.0.0.2", "node-a")},
             0,
             id="unrecorded-holder-takes-a-place",
         ),
-        pytest.param({"capacity": 3}, {}, {"a", "b"}, 1, id="count-only"),
-        pytest.param({"capacity": 1}, {}, {"a", "b"}, 0, id="over-full-is-zero-not-negative"),
+        pytest.param(CAPPED, {}, {"y": ("10.0.0.2", "node-b")}, 2, id="pod-on-another-node-takes-none"),
+        pytest.param(CAPPED, {}, {"y": ("10.0.9.9", "node-a")}, 2, id="address-outside-the-pool-takes-none"),
+        pytest.param(CAPPED, {}, {"y": (None, "node-a")}, 2, id="no-address-takes-none"),
+        pytest.param({"capacity": 3}, {}, {"y": (None, "node-a")}, 3, id="count-only-pool-no-annotations"),
+        pytest.param(
+            {"addresses": ["10.0.0.1-10.0.0.5"], "capacity": 1},
+            {"x": alloc("10.0.0.1")},
+            {"y": ("10.0.0.2", "node-a")},
+            0,
+            id="over-full-is-zero-not-negative",
+        ),
     ],
 )
 def test_running_pods_no_allocation_records_take_their_place(
-    spec: dict[str, Any], allocations: dict[str, Any], holders: set[str], expected: int
+    spec: dict[str, Any],
+    allocations: dict[str, Any],
+    holders: dict[str, tuple[str | None, str]],
+    expected: int,
 ) -> None:
     """A running pod whose allocation a status edit removed still takes a place in the pool
-    its annotation names (spec.capacity is never exceeded)."""
+    its annotation names (spec.capacity is never exceeded); one whose annotation could not
+    be adopted there takes none."""
     p = view(allocations=allocations, **spec)
-    ctx = PoolContext(pod_holders=frozenset(holders))
+    ctx = PoolContext(pod_holders=holders)
     assert available(p, ctx) == expected
     if expected == 0:
         with pytest.raises(PoolFull):

@@ -441,3 +441,4 @@ async def test_which_running_pods_hold_an_address(
     pool = ctrl.cache.pool("p")
     assert pool is not None and ctrl.cache.context(pool).pod_held == held
     assert ctrl.cache.holders_of("p") == holders
+    assert ctrl.cache.context(pool).pod_holders.keys() == holders

@@ -5,7 +5,11 @@ Scheduler in a file of their own; here a base class of
 :class:`ipscheduler.scheduler.scheduler.Scheduler`):
 
 - pending pods of our schedulerName (kopf) → the queue; a pod that ended
-  unbound → ``on_pod_gone`` (the pool controller);
+  unbound → ``on_pod_gone`` (the pool controller); a queued pod that vanished
+  without a DELETED event (kopf re-LISTs after a 410 Gone and reports only what
+  it finds) is found by reconciling the queue with a LIST (kopf's re-LIST, a
+  re-LIST of our bound-pods informer, each GC sweep's) and a live read by UID,
+  and dropped (:meth:`EventHandlers.queue_check`, ``ipscheduler_pending_pods_gone_total``);
 - nodes → ``Cache.add_node`` / ``update_node`` / ``remove_node``; a node
   added or deleted → ``on_node_set_change``; an add, a delete, or an update of
   what the plugins read → a cluster event for the queue (a heartbeat that
@@ -175,7 +179,7 @@ class EventHandlers:
             asyncio.get_running_loop().call_later(LIST_QUIET - quiet_for, self._list_burst_over)
             return
         self._list_burst = None
-        suspects = [pod for uid, pod in burst.before.items() if uid not in burst.seen]
+        suspects = [pod for uid, pod in burst.before.items() if uid not in burst.seen and uid in self.queue]
         if suspects:
             log.info("the pending-pod watch re-listed without %d queued pod(s); checking them", len(suspects))
             self._tasks.spawn(self.check_queue(suspects, "relist", fresh_list=True), "queue check (relist)")

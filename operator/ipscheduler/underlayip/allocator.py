@@ -210,10 +210,12 @@ class PoolContext:
     What running pods hold, whatever the pool status says (issue 22: a status edit
     that removes a running pod's allocation must not free its address): ``pod_held``:
     canonical address → UIDs of the bound, live pods of our scheduler that carry it in
-    their ``ipscheduler.io/ip`` annotation, never handed out either; ``pod_holders``: the
-    UIDs of those whose ``ipscheduler.io/pool`` names this pool, each taking a place
-    (from ``capacity``) whether or not an allocation records it. Both are live views
-    kept by :class:`ipscheduler.underlayip.cache.PoolCache` from the bound-pods informer.
+    their ``ipscheduler.io/ip`` annotation, never handed out either; ``pod_holders``:
+    those whose ``ipscheduler.io/pool`` names this pool, UID → (canonical address or
+    None, node): each one on the pool's node with an address of the pool takes a place
+    (from ``capacity``) whether or not an allocation records it (:func:`unrecorded`).
+    Both are live views kept by :class:`ipscheduler.underlayip.cache.PoolCache` from the
+    bound-pods informer.
     """
 
     node_exists: bool = True
@@ -221,15 +223,23 @@ class PoolContext:
     conflicts: tuple[str, ...] = ()
     held_by: Mapping[str, str] = field(default_factory=dict)
     pod_held: Mapping[str, AbstractSet[str]] = field(default_factory=dict)
-    pod_holders: AbstractSet[str] = frozenset()
+    pod_holders: Mapping[str, tuple[str | None, str]] = field(default_factory=dict)
 
 
 def unrecorded(pool: PoolView, ctx: PoolContext) -> int:
-    """Running pods that name ``pool`` in their annotation but have no allocation in it
-    (an allocation removed by a status edit, a pod created bound and not adopted yet):
-    places taken that the status does not count."""
-    allocations = pool.allocations
-    return sum(1 for uid in ctx.pod_holders if uid not in allocations)
+    """Running pods on ``pool``'s node that carry one of its addresses and name it in their
+    annotation but have no allocation in it (an allocation removed by a status edit, a pod
+    created bound and not adopted yet): places taken that the status does not count. A pod
+    whose annotation cannot be adopted (another node, an address outside the pool, no
+    address) takes none."""
+    allocations, addresses = pool.allocations, pool.addresses
+    if addresses is None:
+        return 0
+    return sum(
+        1
+        for uid, (ip, node) in ctx.pod_holders.items()
+        if uid not in allocations and node == pool.node_name and ip is not None and ip in addresses
+    )
 
 
 def foreign_holds(pool: PoolView) -> dict[str, str]:

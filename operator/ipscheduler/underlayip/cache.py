@@ -70,7 +70,7 @@ class PoolCache:
         self._claims: dict[str, tuple[str, str | None]] = {}  # UID being adopted → (pool, address)
         self._holds: dict[str, tuple[str, str | None]] = {}  # running pod's UID → (pool, address)
         self._pod_held: dict[str, set[str]] = {}  # canonical address → UIDs of running pods carrying it
-        self._pod_holders: dict[str, set[str]] = {}  # pool → UIDs of running pods naming it
+        self._pod_holders: dict[str, dict[str, tuple[str | None, str]]] = {}  # pool → UID → (address, node)
         self.ready = asyncio.Event()
 
     def attach(self, pools: IndexLike) -> None:
@@ -262,7 +262,7 @@ class PoolCache:
                 conflicts=c.conflicts if c else (),
                 held_by=self._held_by,
                 pod_held=self._pod_held,
-                pod_holders=self._pod_holders.setdefault(pool.name, set()),
+                pod_holders=self._pod_holders.setdefault(pool.name, {}),
             )
             self._ctx[pool.name] = ctx
         return ctx
@@ -283,7 +283,7 @@ class PoolCache:
             conflicts=c.conflicts if c else (),
             held_by=self._held_by,
             pod_held=self._pod_held,
-            pod_holders=self._pod_holders.setdefault(pool.name, set()),
+            pod_holders=self._pod_holders.setdefault(pool.name, {}),
         )
 
     def blocked(self, pool: PoolView) -> AddressSet | None:
@@ -311,19 +311,19 @@ class PoolCache:
         return n
 
     # -- running pods ----------------------------------------------------------
-    def hold(self, uid: str, pool_name: str, ip: str | None) -> None:
-        """Running pod ``uid`` (bound, not terminal, ours) carries pool ``pool_name`` and the
-        canonical address ``ip`` (None: none, or not an address) in its annotations: the
-        address is never handed out and the pod takes a place in that pool, whatever the
-        pool status records, until :meth:`unhold` (the bound-pods informer says it is gone).
-        """
-        if self._holds.get(uid) == (pool_name, ip):
+    def hold(self, uid: str, pool_name: str, ip: str | None, node: str) -> None:
+        """Running pod ``uid`` (bound to ``node``, not terminal, ours) carries pool
+        ``pool_name`` and the canonical address ``ip`` (None: none, or not an address) in
+        its annotations: the address is never handed out, and the pod takes a place in that
+        pool (:func:`~ipscheduler.underlayip.allocator.unrecorded`), whatever the pool status
+        records, until :meth:`unhold` (the bound-pods informer says it is gone)."""
+        if self._holds.get(uid) == (pool_name, ip) and self._pod_holders[pool_name].get(uid) == (ip, node):
             return
         self.unhold(uid)
         self._holds[uid] = (pool_name, ip)
         if ip is not None:
             self._pod_held.setdefault(ip, set()).add(uid)
-        self._pod_holders.setdefault(pool_name, set()).add(uid)
+        self._pod_holders.setdefault(pool_name, {})[uid] = (ip, node)
         self.invalidate(pool_name)
 
     def unhold(self, uid: str) -> None:
@@ -337,7 +337,7 @@ class PoolCache:
             if not uids:
                 del self._pod_held[ip]
         if (holders := self._pod_holders.get(pool_name)) is not None:
-            holders.discard(uid)  # the set stays: contexts hold it
+            holders.pop(uid, None)  # the mapping stays: contexts hold it
         self.invalidate(pool_name)
 
     def holds(self) -> Mapping[str, tuple[str, str | None]]:

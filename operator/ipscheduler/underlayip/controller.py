@@ -214,7 +214,7 @@ class PoolController:
         if not pool_name or pod.terminal:
             self.cache.unhold(pod.uid)
             return
-        self.cache.hold(pod.uid, pool_name, ip)
+        self.cache.hold(pod.uid, pool_name, ip, pod.node_name)
         if (
             (self._early is None and not self.started.is_set())  # pool cache not attached yet
             or pod.deleting

@@ -50,6 +50,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import Field, model_validator
 
 from ipscheduler.framework import events
@@ -63,7 +64,7 @@ from ipscheduler.framework.interface import (
 )
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
-from ipscheduler.kube.client import KubeApi, live_pod
+from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.underlayip import allocator, multus
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.cache import PoolCache
@@ -351,8 +352,15 @@ class UnderlayIP:
                 await self.writer.submit(
                     pool_name, functools.partial(allocator.release, uid=pod.uid, owner=owner)
                 )
-            except Exception:
-                log.exception("unreserve of %s in pool %s failed; the GC will release it", pod.key, pool_name)
+            except Exception as e:
+                log.log(
+                    logging.WARNING if isinstance(e, (*TRANSIENT_ERRORS, ApiException)) else logging.ERROR,
+                    "unreserve of %s in pool %s failed (%r); the GC will release it",
+                    pod.key,
+                    pool_name,
+                    e,
+                    exc_info=not isinstance(e, (*TRANSIENT_ERRORS, ApiException)),
+                )
         if bound and bound in written:
             log.info(
                 "unreserve of %s keeps its allocation in pool %s: the pod is bound with it", pod.key, bound
