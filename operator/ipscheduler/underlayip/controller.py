@@ -12,8 +12,12 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
   (the only live-read rule) where the event alone does not prove it;
 - **garbage collection**: a sweep planned from fresh LISTs, never from the caches;
 - **start-up reconcile** and **adoption** of pods created already bound with
-  our annotations (their address counts as taken at once:
-  :meth:`ipscheduler.underlayip.cache.PoolCache.claim`).
+  our annotations;
+- **holds**: every running pod of ours with our annotations holds its address
+  whatever the pool status says, from the moment the bound-pods watch shows it
+  (:meth:`ipscheduler.underlayip.cache.PoolCache.hold`); an allocation a status
+  edit removes from under a running pod is **restored** at once
+  (:meth:`PoolController.on_pool_status`).
 
 It is driven by informer events subscribed in :mod:`ipscheduler.cmd.wiring`
 and tells the scheduling queue when capacity was freed (``on_capacity_freed``).
@@ -102,9 +106,9 @@ class PoolController:
         self.watch_timeout = 90.0
         """Seconds the pool cache may stay behind the API server before /healthz fails."""
         self.ready_to_schedule = asyncio.Event()
-        """Set once the caches are synced and the address of every bound pod of ours that no
-        pool records is claimed (:meth:`on_bound_pod`): scheduling may start. The start-up
-        reconcile runs beside it."""
+        """Set once the caches are synced and every bound pod of ours holds its address
+        (:meth:`on_bound_pod`), those no pool records included: scheduling may start. The
+        start-up reconcile runs beside it."""
         self.started = asyncio.Event()
         """Set once the start-up reconcile is done (adoption and the GC wait for it)."""
         self._early: set[str] | None = None  # UIDs claimed before `started`; None: not yet
@@ -132,15 +136,16 @@ class PoolController:
             log.warning("pending NodeIPPool writes not flushed at stop: %r", e)
 
     async def _start(self) -> None:
-        """Wait for the caches; claim the addresses of bound pods no pool records and let
-        scheduling start; then the start-up reconcile, retried until it succeeds.
+        """Wait for the caches; hold the addresses of the bound pods (those no pool records are
+        claimed for adoption) and let scheduling start; then the start-up reconcile, retried
+        until it succeeds.
 
         Scheduling does not wait for the reconcile (issue 21: under 20 000 pending pods it
         took 9.5 s, and every pod waited for it). What the reconcile does is safe beside
         scheduling: its releases apply only to the very allocation they planned on (CAS),
         its Bound marks are what PostBind writes too, and the only state that scheduling
         could get wrong before it, the addresses of pods bound with our annotations but
-        recorded nowhere (to be adopted), is claimed first from the bound-pods cache, a pass
+        recorded nowhere (to be adopted), is held first from the bound-pods cache, a pass
         linear in the pods bound.
         """
         await self.cache.ready.wait()
