@@ -1,4 +1,4 @@
-"""The scheduler: the scheduling cycle, the binding cycle and one failure handler.
+"""The scheduler: the scheduling cycle, the binding cycle and one failure handler for each.
 
 One pod at a time goes through the scheduling cycle (PreFilter → Filter →
 Score → Reserve → Permit, as ``pkg/scheduler/schedule_one.go``); its binding
@@ -28,7 +28,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -36,8 +35,8 @@ from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
 from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, QueuedPodInfo
-from ipscheduler.framework.runtime import Diagnosis, Framework
-from ipscheduler.framework.types import ANNOTATION_IP, PodInfo
+from ipscheduler.framework.runtime import Framework
+from ipscheduler.framework.types import ANNOTATION_IP, NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.kube.events import EventRecorder, pod_ref
@@ -127,9 +126,9 @@ class Scheduler(EventHandlers):
                 await self.schedule_one(qp)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as e:
                 log.exception("scheduling %s failed unexpectedly", qp.pod.key)
-                self.queue.add_unschedulable(qp, error=True)
+                await self._scheduling_failed(qp, repr(e), error=True)
 
     async def schedule_one(self, qp: QueuedPodInfo) -> ScheduleResult:
         """One scheduling cycle for ``qp``; the binding cycle runs as a task."""
@@ -148,33 +147,27 @@ class Scheduler(EventHandlers):
             post = await self.profile.run_post_filter(state, pod, diagnosis)
             if not post.is_rejected():
                 log.info("PostFilter for %s: %s %s", pod.key, post.code.value, post.message)
-            msg = diagnosis.message()
             qp.unschedulable_plugins = diagnosis.unschedulable_plugins
-            await self._fail(qp, msg, diagnosis)
-            return ScheduleResult(pod.key, message=msg)
+            return await self._scheduling_failed(qp, diagnosis.message())
         per_plugin = self.profile.run_scores(state, pod, feasible)
         totals = self.profile.total_scores(per_plugin, feasible)
         best = max(totals.values())
         host = random.choice([n for n in feasible if totals[n.name] == best])
         st = await self.profile.run_reserve(state, pod, host)
-        if not st.is_success():
+        if not st.is_success():  # the framework ran Unreserve already
             # Someone else took the last address in between: retry soon.
             log.info("reserve for %s on %s failed: %s", pod.key, host.name, st.message)
-            self.queue.add_unschedulable(qp, error=True)
-            return ScheduleResult(pod.key, message=st.message, error=True)
+            return await self._scheduling_failed(qp, st.message, error=True)
         self.cache.assume_pod(dataclasses.replace(pod, node_name=host.name))
         st = self.profile.run_permit(state, pod, host)
         if not st.is_success():
-            self.cache.forget_pod(pod.uid)
-            await self.profile.run_unreserve(state, pod, host)
             qp.unschedulable_plugins = {st.plugin} if st.plugin else set()
-            await self._fail(qp, st.message, None)
-            return ScheduleResult(pod.key, message=st.message)
+            return await self._scheduling_failed(qp, st.message, assumed=(state, host))
         await self._bind_slots.acquire()
         self._tasks.spawn(self._binding_cycle(qp, state, host), f"bind {pod.key}")
         return ScheduleResult(pod.key, node=host.name)
 
-    async def _binding_cycle(self, qp: QueuedPodInfo, state: CycleState, host: Any) -> None:
+    async def _binding_cycle(self, qp: QueuedPodInfo, state: CycleState, host: NodeInfo) -> None:
         pod = qp.pod
         try:
             st = await self.profile.run_pre_bind(state, pod, host)
@@ -204,7 +197,9 @@ class Scheduler(EventHandlers):
         finally:
             self._bind_slots.release()
 
-    async def _binding_failed(self, qp: QueuedPodInfo, state: CycleState, host: Any, message: str) -> None:
+    async def _binding_failed(
+        self, qp: QueuedPodInfo, state: CycleState, host: NodeInfo, message: str
+    ) -> None:
         """The failure handler of the binding cycle (kube-scheduler's
         ``handleBindingCycleError`` then ``handleSchedulingFailure``,
         ``pkg/scheduler/schedule_one.go``): forget the assumed pod and Unreserve; then, as
@@ -239,8 +234,30 @@ class Scheduler(EventHandlers):
         log.warning("binding %s to %s failed: %s", pod.key, host.name, message)
         self.queue.add_unschedulable(qp, error=True)
 
-    async def _fail(self, qp: QueuedPodInfo, message: str, diagnosis: Diagnosis | None) -> None:
+    async def _scheduling_failed(
+        self,
+        qp: QueuedPodInfo,
+        message: str,
+        *,
+        error: bool = False,
+        assumed: tuple[CycleState, NodeInfo] | None = None,
+    ) -> ScheduleResult:
+        """The failure handler of the scheduling cycle (kube-scheduler's
+        ``handleSchedulingFailure``, ``pkg/scheduler/schedule_one.go``); every failure of
+        the cycle comes here. ``assumed``: the pod was assumed on that node (a Permit
+        rejection): forget it and Unreserve. An ``error`` (a Reserve that lost a race, an
+        exception) sends the pod to backoffQ. A fit failure parks it with the plugins that
+        rejected it (``qp.unschedulable_plugins``) and reports it as kube-scheduler does: a
+        Warning ``FailedScheduling`` event and ``PodScheduled=False`` (written only when
+        the message changed)."""
         pod = qp.pod
+        if assumed is not None:
+            state, host = assumed
+            self.cache.forget_pod(pod.uid)
+            await self.profile.run_unreserve(state, pod, host)
+        if error:
+            self.queue.add_unschedulable(qp, error=True)
+            return ScheduleResult(pod.key, message=message, error=True)
         self.queue.add_unschedulable(qp)
         log.info("unable to schedule %s: %s", pod.key, message)
         self.recorder.emit(pod_ref(pod), "Warning", "FailedScheduling", message)
@@ -251,3 +268,4 @@ class Scheduler(EventHandlers):
             except Exception as e:
                 reason = e.reason if isinstance(e, ApiException) else repr(e)
                 log.warning("could not set PodScheduled=False on %s: %s", pod.key, reason)
+        return ScheduleResult(pod.key, message=message)
