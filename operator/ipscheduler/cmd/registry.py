@@ -22,7 +22,7 @@ import datetime
 from pathlib import Path
 from typing import Any
 
-from ipscheduler.framework.config import Plugins, ProfileConfig, SchedulerConfiguration, load
+from ipscheduler.framework.config import Plugins, SchedulerConfiguration, load
 from ipscheduler.framework.interface import Handle
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
@@ -191,11 +191,3 @@ def build_profile(
         )
     )
     return new_profile(registry, config or SchedulerConfiguration(), PluginHandle(binder=api))
-
-
-def default_profile(
-    scheduler_name: str, cache: PoolCache, api: KubeApi, writer: PoolWriter, strategy: Strategy = "spread"
-) -> Framework:
-    """All defaults, for ``scheduler_name`` and the given address strategy."""
-    cfg = SchedulerConfiguration(profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})])
-    return build_profile(cache, api, writer, cfg, strategy)

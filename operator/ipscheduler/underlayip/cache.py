@@ -34,7 +34,10 @@ IndexLike = Mapping[str, Iterable[object]]
 tests, a dict of lists."""
 
 
-def _rv(value: str) -> int:
+def rv_number(value: str) -> int:
+    """A resourceVersion as a number, to tell which of two versions of one object is newer
+    (-1 when it is not one: never newer). etcd's revisions are numbers; the API does not
+    promise it, so nothing but ordering our own writes against the watch relies on it."""
     try:
         return int(value)
     except ValueError:
@@ -93,7 +96,7 @@ class PoolCache:
         if (
             fresh is not None
             and fresh.uid == indexed.uid
-            and _rv(fresh.resource_version) > _rv(indexed.resource_version)
+            and rv_number(fresh.resource_version) > rv_number(indexed.resource_version)
         ):
             return fresh
         self._fresh.pop(name, None)

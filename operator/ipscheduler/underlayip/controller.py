@@ -44,7 +44,7 @@ from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.allocator import PoolView, pool_ref
-from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.cache import PoolCache, rv_number
 from ipscheduler.underlayip.models import FINALIZER
 from ipscheduler.underlayip.writer import POOLS, PoolWriter
 
@@ -455,11 +455,11 @@ class PoolController:
         stalled in the health state (``/healthz`` fails).
         """
         now = asyncio.get_running_loop().time()
-        cached = {name: _rv(p.resource_version) for name, p in self.cache.pools().items()}
+        cached = {name: rv_number(p.resource_version) for name, p in self.cache.pools().items()}
         clocks: dict[str, tuple[float, int]] = {}
         for body in live_pools:
             name = body["metadata"]["name"]
-            live_rv = _rv(str(body["metadata"].get("resourceVersion", "")))
+            live_rv = rv_number(str(body["metadata"].get("resourceVersion", "")))
             have = cached.get(name, -1)
             started = self._stale_since.get(name)
             if started is not None and have < started[1]:
@@ -677,13 +677,6 @@ def _adoption(pod: PodInfo, pool_name: str, reason: str) -> repair.Repair:
 
 def _no_queue_check(found_by: str) -> Callable[[Mapping[str, PodInfo]], None]:
     return lambda pods: None
-
-
-def _rv(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        return -1
 
 
 def _utcnow() -> datetime.datetime:
