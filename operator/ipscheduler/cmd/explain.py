@@ -26,8 +26,9 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.models import POOLS
 from ipscheduler.underlayip.plugin import Strategy
-from ipscheduler.underlayip.writer import POOLS, PoolWriter
+from ipscheduler.underlayip.writer import PoolWriter
 
 
 @dataclasses.dataclass

@@ -26,7 +26,7 @@ from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOT
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.allocator import PoolView, network_of
-from ipscheduler.underlayip.writer import POOLS
+from ipscheduler.underlayip.models import POOLS
 
 
 def _canon(ip: str) -> str:

@@ -45,8 +45,8 @@ from ipscheduler.underlayip import allocator, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.allocator import PoolView, pool_ref
 from ipscheduler.underlayip.cache import PoolCache, rv_number
-from ipscheduler.underlayip.models import FINALIZER
-from ipscheduler.underlayip.writer import POOLS, PoolWriter
+from ipscheduler.underlayip.models import FINALIZER, POOLS
+from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
 

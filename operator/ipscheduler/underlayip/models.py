@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ipscheduler.kube.client import ClusterResource
+
 GROUP = "ipscheduler.io"
 VERSION = "v1alpha1"
 KIND = "NodeIPPool"
@@ -20,12 +22,14 @@ PLURAL = "nodeippools"
 SINGULAR = "nodeippool"
 SHORT_NAMES = ["nip"]
 API_VERSION = f"{GROUP}/{VERSION}"
+POOLS = ClusterResource(GROUP, VERSION, PLURAL, KIND)
+"""The NodeIPPool resource, for :class:`~ipscheduler.kube.client.KubeApi`'s cluster-object calls."""
 
 MAX_ENTRIES = 256
 
 FINALIZER = "ipscheduler.io/allocations"
 """Keeps a NodeIPPool (and its allocation records) until no pod holds an address in it.
-Written before the pool's first allocation (:class:`ipscheduler.kube.client.PoolWriter`)."""
+Written before the pool's first allocation (:class:`ipscheduler.underlayip.writer.PoolWriter`)."""
 
 AddressEntry = Annotated[
     str,

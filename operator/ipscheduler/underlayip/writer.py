@@ -3,7 +3,7 @@
 The group-commit writer every allocation goes through (Reserve, Unreserve,
 release, repairs, status refresh). It reads and writes through the generic
 cluster-object calls of :class:`ipscheduler.kube.client.KubeApi` with
-:data:`POOLS`.
+:data:`~ipscheduler.underlayip.models.POOLS`.
 """
 
 from __future__ import annotations
@@ -17,15 +17,12 @@ from dataclasses import dataclass
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.kube.client import ClusterResource, Conflict, KubeApi
+from ipscheduler.kube.client import Conflict, KubeApi
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import FINALIZER, GROUP, KIND, PLURAL, VERSION, NodeIPPoolStatus
+from ipscheduler.underlayip.models import FINALIZER, POOLS, NodeIPPoolStatus
 
 log = logging.getLogger(__name__)
-
-POOLS = ClusterResource(GROUP, VERSION, PLURAL, KIND)
-"""The NodeIPPool resource, for :class:`KubeApi`'s cluster-object calls."""
 
 CAS_ATTEMPTS = 20
 """Conflicting writes after which a batch gives up (RuntimeError)."""
