@@ -23,6 +23,7 @@ from ipscheduler.framework.interface import (
     ScorePlugin,
     Status,
 )
+from ipscheduler.framework.labels import InvalidSelectorError, LabelSelector, label_selector_matches
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo, Snapshot, Taint
 from ipscheduler.plugins.interpodaffinity import (
@@ -30,9 +31,6 @@ from ipscheduler.plugins.interpodaffinity import (
     ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
     InterPodAffinity,
-    InvalidSelectorError,
-    LabelSelector,
-    label_selector_matches,
     normalize_min_max,
 )
 from ipscheduler.plugins.podtopologyspread import (

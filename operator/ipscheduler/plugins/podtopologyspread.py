@@ -66,8 +66,8 @@ from ipscheduler.framework.interface import (
     Handle,
     Status,
 )
+from ipscheduler.framework.labels import InvalidSelectorError, LabelSelector, Requirement
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.plugins.interpodaffinity import InvalidSelectorError, LabelSelector, Requirement
 from ipscheduler.plugins.nodeaffinity import match_required_node_affinity
 from ipscheduler.plugins.tainttoleration import find_untolerated_taint
 
