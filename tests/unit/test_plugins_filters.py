@@ -13,7 +13,8 @@ import pytest
 
 from ipscheduler.framework.interface import Code, CycleState, FilterPlugin, ScorePlugin, Status
 from ipscheduler.framework.types import HostPort, NodeInfo, PodInfo, Taint, Toleration
-from ipscheduler.plugins.nodeaffinity import NodeAffinity, match_node_selector_terms
+from ipscheduler.plugins.helper import match_node_selector_terms
+from ipscheduler.plugins.nodeaffinity import NodeAffinity
 from ipscheduler.plugins.nodeports import NodePorts
 from ipscheduler.plugins.nodeready import NodeReady
 from ipscheduler.plugins.nodeunschedulable import NodeUnschedulable

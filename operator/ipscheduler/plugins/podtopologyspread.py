@@ -68,8 +68,7 @@ from ipscheduler.framework.interface import (
 )
 from ipscheduler.framework.labels import InvalidSelectorError, LabelSelector, Requirement
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.plugins.nodeaffinity import match_required_node_affinity
-from ipscheduler.plugins.tainttoleration import find_untolerated_taint
+from ipscheduler.plugins.helper import find_untolerated_taint, match_required_node_affinity
 
 NAME = "PodTopologySpread"
 

@@ -14,8 +14,6 @@ Mirrors ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go``:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from ipscheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -27,30 +25,14 @@ from ipscheduler.framework.interface import (
     Status,
     default_normalize,
 )
-from ipscheduler.framework.types import NodeInfo, PodInfo, Taint, Toleration
+from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
+from ipscheduler.plugins.helper import (
+    EFFECT_PREFER_NO_SCHEDULE,
+    find_untolerated_taint,
+    tolerations_tolerate_taint,
+)
 
 NAME = "TaintToleration"
-
-EFFECT_NO_SCHEDULE = "NoSchedule"
-EFFECT_PREFER_NO_SCHEDULE = "PreferNoSchedule"
-EFFECT_NO_EXECUTE = "NoExecute"
-
-_DO_NOT_SCHEDULE_EFFECTS = frozenset({EFFECT_NO_SCHEDULE, EFFECT_NO_EXECUTE})
-
-
-def tolerations_tolerate_taint(tolerations: Iterable[Toleration], taint: Taint) -> bool:
-    """Whether any of ``tolerations`` tolerates ``taint`` (v1helper.TolerationsTolerateTaint)."""
-    return any(t.tolerates(taint) for t in tolerations)
-
-
-def find_untolerated_taint(node: NodeInfo, tolerations: Iterable[Toleration]) -> Taint | None:
-    """The first NoSchedule/NoExecute taint of ``node`` that ``tolerations`` do not tolerate."""
-    tols = tuple(tolerations)
-    for taint in node.taints:
-        if taint.effect in _DO_NOT_SCHEDULE_EFFECTS and not tolerations_tolerate_taint(tols, taint):
-            return taint
-    return None
-
 
 _FILTER_KEY = "TaintToleration/untolerated"
 _UNSEEN = Taint("", "", "")
