@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework.quantity import parse_quantity
-from ipscheduler.framework.types import NodeInfo, PodInfo, Taint, Toleration, qos_class
+from ipscheduler.framework.resources import qos_class
+from ipscheduler.framework.types import NodeInfo, PodInfo, Taint, Toleration
 
 # --------------------------------------------------------------------------- parse_quantity
 

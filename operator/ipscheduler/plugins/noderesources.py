@@ -57,13 +57,12 @@ from ipscheduler.framework.interface import (
 )
 from ipscheduler.framework.quantity import to_units
 from ipscheduler.framework.registry import PluginArgs
-from ipscheduler.framework.types import (
+from ipscheduler.framework.resources import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
-    NodeInfo,
-    PodInfo,
     nonzero_requests_from_spec,  # noqa: F401  (re-exported)
 )
+from ipscheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodeResourcesFit"
 LEAST_ALLOCATED_NAME = "NodeResourcesLeastAllocated"

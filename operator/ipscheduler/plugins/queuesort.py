@@ -3,14 +3,14 @@
 Mirrors ``pkg/scheduler/framework/plugins/queuesort/priority_sort.go``
 (PrioritySort.Less: higher priority first, then earlier queue timestamp),
 with one addition of ours: between equal priorities, a higher QoS class
-(Guaranteed > Burstable > BestEffort, :data:`~ipscheduler.framework.types.QOS_RANK`)
+(Guaranteed > Burstable > BestEffort, :data:`~ipscheduler.framework.resources.QOS_RANK`)
 goes first.
 """
 
 from __future__ import annotations
 
 from ipscheduler.framework.interface import Handle, QueuedPodInfo
-from ipscheduler.framework.types import QOS_RANK
+from ipscheduler.framework.resources import QOS_RANK
 
 NAME = "PrioritySort"
 
