@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from ipscheduler.backend.cache import Cache
-from ipscheduler.cmd.registry import build_profile
+from ipscheduler.cmd.profiles import build_profile
 from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo, Snapshot

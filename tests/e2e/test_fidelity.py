@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from ipscheduler.cmd.explain import caches_from, evaluate
-from ipscheduler.cmd.registry import build_profile
+from ipscheduler.cmd.profiles import build_profile
 from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR
 from ipscheduler.framework.types import PodInfo
 from tests.e2e.conftest import SCHEDULER, SchedulerProcess

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ipscheduler.cmd.registry import FILTER_PLUGINS, SCORE_WEIGHTS, build_profile, load_config
+from ipscheduler.cmd.profiles import FILTER_PLUGINS, SCORE_WEIGHTS, build_profile, load_config
 from ipscheduler.framework.config import ConfigError
 from tests.unit.fakes import pool_cache
 

@@ -12,7 +12,7 @@ import pytest
 from ipscheduler.cmd import cli
 from ipscheduler.cmd import explain as explain_module
 from ipscheduler.cmd.explain import evaluate, explain_profile, render
-from ipscheduler.cmd.registry import FILTER_PLUGINS, SCORE_WEIGHTS, load_config
+from ipscheduler.cmd.profiles import FILTER_PLUGINS, SCORE_WEIGHTS, load_config
 from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from tests.unit.fakes import pool_cache

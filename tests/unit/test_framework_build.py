@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from ipscheduler.cmd.registry import (
+from ipscheduler.cmd.profiles import (
     build_profile,
     config_registry,
     default_plugins,

@@ -17,7 +17,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.backend.queue import SchedulingQueue
-from ipscheduler.cmd.registry import build_profile
+from ipscheduler.cmd.profiles import build_profile
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import Conflict
 from ipscheduler.metrics import Metrics

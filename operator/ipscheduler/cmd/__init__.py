@@ -1,3 +1,3 @@
 """Wiring and entry points: the CLI, ``ipscheduler run`` (kopf handlers, leader election),
-``explain``, and the plugin registry that builds a profile.
+``explain``, and profiles (the plugin registry, the default plugins, building a profile).
 """

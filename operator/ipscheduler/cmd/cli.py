@@ -9,7 +9,7 @@ import logging
 import sys
 
 from ipscheduler import __version__
-from ipscheduler.framework.config import ConfigError, ProfileConfig, SchedulerConfiguration
+from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
 from ipscheduler.underlayip.multus import MultusError, parse_network_name
 
 
@@ -104,11 +104,11 @@ def configuration(path: str | None, scheduler_name: str) -> SchedulerConfigurati
     """``--config`` of ``run`` and ``explain``: the file, validated against the plugin registry
     (its profile names the scheduler), or else the defaults for ``--scheduler-name``.
     Raises :class:`~ipscheduler.framework.config.ConfigError` naming the offending field."""
-    from ipscheduler.cmd.registry import load_config  # the plugins: imported only when needed
+    from ipscheduler.cmd.profiles import load_config  # the plugins: imported only when needed
 
     if path:
         return load_config(path)
-    return SchedulerConfiguration(profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})])
+    return SchedulerConfiguration.defaults(scheduler_name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,7 @@ A dry run of one scheduling cycle against live state: it lists nodes,
 NodeIPPools and bound pods, runs PreFilter and Filter on every node and the
 Score plugins on the feasible ones, and prints per node which filter
 rejected the pod and why, or its scores. Nothing is written. The framework
-is built as ``run`` builds it (:func:`ipscheduler.cmd.registry.build_profile`),
+is built as ``run`` builds it (:func:`ipscheduler.cmd.profiles.build_profile`),
 so it honours ``--config``.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from ipscheduler.backend.cache import Cache
-from ipscheduler.cmd.registry import build_profile
+from ipscheduler.cmd.profiles import build_profile
 from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR, bound_pod_parse
-from ipscheduler.framework.config import ProfileConfig, SchedulerConfiguration
+from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
@@ -108,14 +108,12 @@ def explain_profile(
     scheduler_name: str = "ip-scheduler",
     strategy: Strategy = "spread",
 ) -> Framework:
-    """The framework ``explain`` evaluates: ``run``'s (:func:`~ipscheduler.cmd.registry.build_profile`)
+    """The framework ``explain`` evaluates: ``run``'s (:func:`~ipscheduler.cmd.profiles.build_profile`)
     for ``config`` (the ``--config`` file; None: the defaults for ``scheduler_name``), with
     ``strategy`` (``--ip-strategy``) unless the file sets UnderlayIP's. Raises ValueError as
     build_profile does (e.g. a profile that disables the UnderlayIP filter)."""
     if config is None:
-        config = SchedulerConfiguration(
-            profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})]
-        )
+        config = SchedulerConfiguration.defaults(scheduler_name)
     return build_profile(cache, api, writer, config, strategy)
 
 

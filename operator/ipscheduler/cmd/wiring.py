@@ -37,7 +37,7 @@ from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.cmd.options import RunConfig
-from ipscheduler.cmd.registry import build_profile
+from ipscheduler.cmd.profiles import build_profile
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi

@@ -182,6 +182,12 @@ class SchedulerConfiguration(_Strict):
     def profile(self) -> ProfileConfig:
         return self.profiles[0]
 
+    @classmethod
+    def defaults(cls, scheduler_name: str = "ip-scheduler") -> SchedulerConfiguration:
+        """The configuration without a file: every default, one profile for ``scheduler_name``
+        (``--scheduler-name``). The one place the defaults are built."""
+        return cls(profiles=[ProfileConfig.model_validate({"schedulerName": scheduler_name})])
+
 
 def merge_plugin_set(defaults: PluginSet, custom: PluginSet) -> list[PluginRef]:
     """The plugins enabled at one extension point: ``defaults`` overridden by ``custom``.

@@ -32,7 +32,7 @@ Extension points:
 skips them.
 
 UnderlayIP is an out-of-tree plugin: :func:`new` is its factory, registered by
-the command that wires the scheduler (``cmd/registry``, as upstream's
+the command that wires the scheduler (``cmd/profiles``, as upstream's
 ``app.WithPlugin(Name, New)``), which supplies its dependencies; its
 ``pluginConfig`` args are :class:`UnderlayIPArgs`.
 """

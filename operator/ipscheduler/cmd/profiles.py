@@ -1,4 +1,4 @@
-"""The scheduler's plugins: the in-tree registry, UnderlayIP's out-of-tree registration, the
+"""Profiles: the in-tree registry, UnderlayIP's out-of-tree registration, the
 default plugins, and the one function that builds a profile from them.
 
 UnderlayIP joins the in-tree plugins as an out-of-tree plugin joins
@@ -190,4 +190,4 @@ def build_profile(
             cache, api, writer, strategy, identity, reserved_ttl, multus_network, takeover_before
         )
     )
-    return new_profile(registry, config or SchedulerConfiguration(), PluginHandle(binder=api))
+    return new_profile(registry, config or SchedulerConfiguration.defaults(), PluginHandle(binder=api))
