@@ -52,7 +52,8 @@ async def load_client_config(kubeconfig: str | None) -> client.Configuration:
     return cfg
 
 
-def _now() -> str:
+def now_rfc3339() -> str:
+    """Now as the API server writes a ``metav1.Time`` (UTC, whole seconds): ``2026-11-25T18:00:00Z``."""
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -305,7 +306,7 @@ class KubeApi:
                         "status": "False",
                         "reason": "Unschedulable",
                         "message": message,
-                        "lastTransitionTime": _now(),
+                        "lastTransitionTime": now_rfc3339(),
                     }
                 ]
             }

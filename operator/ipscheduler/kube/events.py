@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import datetime
 import logging
 import socket
 
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.kube.client import KubeApi
+from ipscheduler.kube.client import KubeApi, now_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +29,6 @@ MAX_QUEUED_EVENTS = 1000
 """Events :meth:`EventRecorder.emit` holds in flight at most; more are dropped, as
 client-go's broadcaster drops beyond ``maxQueuedEvents`` (staging/src/k8s.io/client-go/
 tools/record/event.go)."""
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class EventRecorder:
@@ -88,11 +83,11 @@ class EventRecorder:
                 name, ev_ns, count, first, last_patch = seen
                 count += 1
                 if now - last_patch >= self.min_interval:
-                    await self.api.patch_event(ev_ns, name, {"count": count, "lastTimestamp": _now()})
+                    await self.api.patch_event(ev_ns, name, {"count": count, "lastTimestamp": now_rfc3339()})
                     last_patch = now
                 self._seen[key] = (name, ev_ns, count, first, last_patch)
                 return
-            ts = _now()
+            ts = now_rfc3339()
             body = {
                 "apiVersion": "v1",
                 "kind": "Event",

@@ -42,7 +42,9 @@ MAX_REPORTED = 2**31 - 1
 READY = "Ready"
 
 
-def _now() -> datetime.datetime:
+def utc_now() -> datetime.datetime:
+    """Now in UTC, whole seconds: what allocations are stamped with (``since``, as a
+    ``metav1.Time`` serializes) and what their ages are measured against."""
     return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
 
 
@@ -334,7 +336,7 @@ def desired_status(
         status=status,
         reason=reason,
         message=message,
-        last_transition_time=(now or _now()) if changed or old is None else old.last_transition_time,
+        last_transition_time=(now or utc_now()) if changed or old is None else old.last_transition_time,
         observed_generation=pool.generation,
     )
     others = [c for c in pool.status.conditions if c.type != READY]
@@ -473,7 +475,7 @@ def reserve(
     returned as is); only tests use it. Raises :class:`PoolFull` when there is
     nothing to give.
     """
-    now = now or _now()
+    now = now or utc_now()
     existing = pool.allocations.get(uid)
     if existing is not None:
         if owner is None or existing.reserved_by == owner:
@@ -553,7 +555,7 @@ def adopt(
         if pool.addresses is None or ip not in pool.addresses:
             raise AdoptConflict(f"address {ip} is not in pool {pool.name}")
     allocs = dict(pool.allocations)
-    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase="Bound", since=now or _now())
+    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase="Bound", since=now or utc_now())
     return desired_status(pool, ctx, allocs, now)
 
 

@@ -500,7 +500,7 @@ class PoolController:
         check_queue = self.queue_check("gc")
         pods = await self._list_our_pods()
         check_queue(pods)
-        now = _utcnow()
+        now = allocator.utc_now()
         repairs = [r for r in self._plan(pools, pods) if not self._mark_on_its_way(r, now)]
         counts = await self.apply_repairs(repairs, confirm=True)
         if any(counts.values()):
@@ -518,7 +518,7 @@ class PoolController:
         return allocator.age(r.allocation.since, now) < 2 * self.writer.defer_delay
 
     def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
-        now = _utcnow()
+        now = allocator.utc_now()
         self._skew.observe(pools, now)
         return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen)
 
@@ -555,7 +555,7 @@ class PoolController:
             return False
         return any(
             x.action == "release" and x.uid == r.uid
-            for x in repair.plan([pool], pods, _utcnow(), self.reserved_ttl, self._skew.first_seen)
+            for x in repair.plan([pool], pods, allocator.utc_now(), self.reserved_ttl, self._skew.first_seen)
         )
 
     async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:
@@ -677,7 +677,3 @@ def _adoption(pod: PodInfo, pool_name: str, reason: str) -> repair.Repair:
 
 def _no_queue_check(found_by: str) -> Callable[[Mapping[str, PodInfo]], None]:
     return lambda pods: None
-
-
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)

@@ -254,7 +254,9 @@ class UnderlayIP:
         for pool in self._candidates(pod, node):
             held = pool.allocations.get(pod.uid)
             if held is not None:
-                if not allocator.abandoned(held, owner, _utcnow(), self.reserved_ttl, self.takeover_before):
+                if not allocator.abandoned(
+                    held, owner, allocator.utc_now(), self.reserved_ttl, self.takeover_before
+                ):
                     return Status.error(str(allocator.ReservedElsewhere(pool.name, held)), plugin=NAME)
             elif self.cache.available(pool) <= 0:
                 continue
@@ -418,10 +420,6 @@ class UnderlayIP:
         if alloc is None:
             return
         self.writer.defer(alloc[0], functools.partial(allocator.mark_bound, uid=pod.uid))
-
-
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
 
 
 def allocated_ip(state: CycleState) -> str | None:
