@@ -19,7 +19,6 @@ from ipscheduler.underlayip.plugin import (
     ERR_NO_POOL,
     NAME,
     UnderlayIP,
-    allocated_ip,
 )
 from ipscheduler.underlayip.writer import PoolWriter
 from tests.unit.fakes import FakePoolApi, pool_cache
@@ -84,6 +83,12 @@ class Env:
         p = self.cache.pool(name)
         assert p is not None
         return {uid: (a.ip, a.phase) for uid, a in p.allocations.items()}
+
+
+def allocated_ip(state: CycleState) -> str | None:
+    """The address the cycle's PreBind put into the Binding's annotations (None: none, or a
+    count-only slot)."""
+    return (state.get(BIND_ANNOTATIONS) or {}).get(ANNOTATION_IP) or None
 
 
 POD = PodInfo(uid="uid-me", namespace="ns", name="me")

@@ -422,12 +422,6 @@ class UnderlayIP:
         self.writer.defer(alloc[0], functools.partial(allocator.mark_bound, uid=pod.uid))
 
 
-def allocated_ip(state: CycleState) -> str | None:
-    """The address Reserve took in this cycle (None: none, or count-only)."""
-    alloc = state.get(_ALLOC)
-    return None if alloc is None else alloc[1]
-
-
 def new(
     args: UnderlayIPArgs,
     handle: Handle,
