@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL
 from ipscheduler.underlayip.check import find_violations
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL
 
 SINCE = "2024-01-01T00:00:00Z"
 

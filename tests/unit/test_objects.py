@@ -456,7 +456,7 @@ def _bound_body(uid: str, ip: str) -> dict[str, Any]:
 
 def test_lean_keeps_what_filters_and_adoption_read_of_a_bound_pod() -> None:
     full = PodInfo.from_obj(_bound_body("u1", "10.0.0.5"))
-    lean = full.lean()
+    lean = full.lean("ipscheduler.io/")
     for kept in (
         "uid",
         "namespace",
@@ -482,8 +482,8 @@ def test_lean_keeps_what_filters_and_adoption_read_of_a_bound_pod() -> None:
 
 
 def test_lean_pods_of_one_workload_share_their_maps() -> None:
-    a = PodInfo.from_obj(_bound_body("u1", "10.0.0.5")).lean()
-    b = PodInfo.from_obj(_bound_body("u2", "10.0.0.6")).lean()
+    a = PodInfo.from_obj(_bound_body("u1", "10.0.0.5")).lean("ipscheduler.io/")
+    b = PodInfo.from_obj(_bound_body("u2", "10.0.0.6")).lean("ipscheduler.io/")
     assert a.labels is b.labels
     assert a.requests is b.requests
     assert a.nonzero_requests is b.nonzero_requests

@@ -11,9 +11,9 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, Code, CycleState, Status
-from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
+from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
-from ipscheduler.underlayip.models import NodeIPPoolStatus
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeIPPoolStatus
 from ipscheduler.underlayip.plugin import (
     ERR_NO_FREE,
     ERR_NO_POOL,

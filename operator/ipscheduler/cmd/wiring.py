@@ -48,7 +48,7 @@ from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
-from ipscheduler.underlayip.models import GROUP, PLURAL, VERSION
+from ipscheduler.underlayip.models import ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ def bound_pod_parse(body: dict[str, Any]) -> PodInfo | None:
         pod = PodInfo.from_obj(body)
     except ValueError:
         return None
-    return pod.lean() if pod.node_name and not pod.terminal else None
+    return pod.lean(ANNOTATION_PREFIX) if pod.node_name and not pod.terminal else None
 
 
 def bound_pod_informer(scheduler: Scheduler) -> ObjectStore[PodInfo]:

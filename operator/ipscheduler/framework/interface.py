@@ -85,6 +85,10 @@ BIND_ANNOTATIONS = "Bind/annotations"
 """CycleState key: annotations (``dict[str, str]``) a PreBind plugin wants on the Binding;
 the Bind plugin sends them (the Binding API copies them onto the pod)."""
 
+SCHEDULED_NOTE = "Bind/note"
+"""CycleState key: a short note (``str``, e.g. ``IP 10.0.0.5``) a PreBind plugin adds to the
+``Scheduled`` event and the log line of a successful bind, in parentheses."""
+
 
 T = TypeVar("T")
 

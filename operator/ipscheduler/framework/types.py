@@ -26,15 +26,6 @@ from ipscheduler.framework.resources import (
     qos_class,
 )
 
-ANNOTATION_IP = "ipscheduler.io/ip"
-ANNOTATION_POOL = "ipscheduler.io/pool"
-ANNOTATION_NETWORK = "ipscheduler.io/network"
-"""JSON in the shape of a CNI IPAM result without interfaces: the address with its prefix
-length, gateway and routes (read by the node's CNI IPAM plugin, cni/)."""
-
-OWN_PREFIX = "ipscheduler.io/"
-"""Prefix of the annotations we write (and read back from bound pods)."""
-
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 _V = TypeVar("_V")
@@ -288,11 +279,12 @@ class PodInfo:
             self.affinity.get("podAffinity") or self.affinity.get("podAntiAffinity")
         )
 
-    def lean(self) -> PodInfo:
+    def lean(self, keep_annotations: str | None = None) -> PodInfo:
         """The form the cache keeps for a pod bound to a node (any scheduler's): what the
         filters and the pool controller read of pods already placed, and no more.
 
-        - annotations: only ours (``ipscheduler.io/``: adoption reads them);
+        - annotations: only those whose key starts with ``keep_annotations`` (None: none;
+          the wiring passes the prefix of the annotations an out-of-tree wing reads back);
         - tolerations, nodeSelector, topologySpreadConstraints and scheduling gates:
           dropped (only the pod being scheduled is asked for them);
         - labels, requests, non-zero requests and annotations maps, and the namespace,
@@ -310,7 +302,13 @@ class PodInfo:
             qos_class=sys.intern(self.qos_class),
             node_selector=_EMPTY_MAP,
             tolerations=(),
-            annotations=intern_map({k: v for k, v in self.annotations.items() if k.startswith(OWN_PREFIX)}),
+            annotations=intern_map(
+                {
+                    k: v
+                    for k, v in self.annotations.items()
+                    if keep_annotations and k.startswith(keep_annotations)
+                }
+            ),
             scheduling_gates=(),
             labels=intern_map(self.labels),
             requests=intern_map(self.requests),

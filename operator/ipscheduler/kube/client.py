@@ -94,11 +94,13 @@ async def live_pod(api: KubeApi, uid: str, key: str) -> PodInfo | None:
     return live if live is not None and live.uid == uid else None
 
 
-async def lean_pods(api: KubeApi, field_selector: str) -> dict[str, PodInfo]:
+async def lean_pods(
+    api: KubeApi, field_selector: str, keep_annotations: str | None = None
+) -> dict[str, PodInfo]:
     """The pods matching ``field_selector`` by UID, from a live LIST parsed page by page into
-    their lean form (:meth:`PodInfo.lean`: our annotations only), so a LIST of 10 000 pods
-    never holds their raw bodies at once. Unparsable pods are left out. Raises what the
-    LIST raises."""
+    their lean form (:meth:`PodInfo.lean`, keeping the annotations whose key starts with
+    ``keep_annotations``), so a LIST of 10 000 pods never holds their raw bodies at once.
+    Unparsable pods are left out. Raises what the LIST raises."""
     pods: dict[str, PodInfo] = {}
     async for page in api.pod_pages(field_selector):
         for body in page:
@@ -106,7 +108,7 @@ async def lean_pods(api: KubeApi, field_selector: str) -> dict[str, PodInfo]:
                 info = PodInfo.from_obj(body)
             except ValueError:
                 continue
-            pods[info.uid] = info.lean()
+            pods[info.uid] = info.lean(keep_annotations)
     return pods
 
 

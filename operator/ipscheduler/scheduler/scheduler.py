@@ -34,9 +34,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
 from ipscheduler.backend.supervisor import TaskSet
-from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState, QueuedPodInfo
+from ipscheduler.framework.interface import SCHEDULED_NOTE, CycleState, QueuedPodInfo
 from ipscheduler.framework.runtime import Framework
-from ipscheduler.framework.types import ANNOTATION_IP, NodeInfo, PodInfo
+from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.kube.events import EventRecorder, pod_ref
@@ -182,8 +182,8 @@ class Scheduler(EventHandlers):
             if qp.initial_attempt_timestamp is not None:
                 self.metrics.observe_bound(time.monotonic() - qp.initial_attempt_timestamp, qp.attempts)
             await self.profile.run_post_bind(state, pod, host)
-            ip = (state.get(BIND_ANNOTATIONS) or {}).get(ANNOTATION_IP)
-            suffix = f" (IP {ip})" if ip else ""
+            note = state.get(SCHEDULED_NOTE)
+            suffix = f" ({note})" if note else ""
             log.info("bound %s to %s%s", pod.key, host.name, suffix)
             self.recorder.emit(
                 pod_ref(pod), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {host.name}{suffix}"

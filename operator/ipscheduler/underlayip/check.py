@@ -22,11 +22,11 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
+from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.allocator import PoolView, network_of
-from ipscheduler.underlayip.models import POOLS
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, POOLS
 
 
 def _canon(ip: str) -> str:

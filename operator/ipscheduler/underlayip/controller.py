@@ -36,7 +36,7 @@ from typing import Any
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import ClusterEvent
-from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
+from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, live_pod
 from ipscheduler.kube.events import EventRecorder
@@ -45,7 +45,14 @@ from ipscheduler.underlayip import allocator, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.allocator import PoolView, pool_ref
 from ipscheduler.underlayip.cache import PoolCache, rv_number
-from ipscheduler.underlayip.models import FINALIZER, POOLS
+from ipscheduler.underlayip.models import (
+    ANNOTATION_IP,
+    ANNOTATION_NETWORK,
+    ANNOTATION_POOL,
+    ANNOTATION_PREFIX,
+    FINALIZER,
+    POOLS,
+)
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -525,7 +532,7 @@ class PoolController:
     async def _list_our_pods(self) -> dict[str, PodInfo]:
         """Our pods (any phase) by UID, from a live LIST (:func:`lean_pods`: the sweep reads
         only our annotations)."""
-        return await lean_pods(self.api, f"spec.schedulerName={self.scheduler_name}")
+        return await lean_pods(self.api, f"spec.schedulerName={self.scheduler_name}", ANNOTATION_PREFIX)
 
     async def run_gc(self) -> None:
         """The garbage-collector task: a :meth:`gc_sweep` every ``gc_interval`` seconds once

@@ -25,6 +25,15 @@ API_VERSION = f"{GROUP}/{VERSION}"
 POOLS = ClusterResource(GROUP, VERSION, PLURAL, KIND)
 """The NodeIPPool resource, for :class:`~ipscheduler.kube.client.KubeApi`'s cluster-object calls."""
 
+ANNOTATION_PREFIX = "ipscheduler.io/"
+"""Prefix of the annotations the scheduler writes on a pod (through its Binding) and reads
+back from bound pods."""
+ANNOTATION_IP = "ipscheduler.io/ip"
+ANNOTATION_POOL = "ipscheduler.io/pool"
+ANNOTATION_NETWORK = "ipscheduler.io/network"
+"""JSON in the shape of a CNI IPAM result without interfaces: the address with its prefix
+length, gateway and routes (read by the node's CNI IPAM plugin, cni/)."""
+
 MAX_ENTRIES = 256
 
 FINALIZER = "ipscheduler.io/allocations"

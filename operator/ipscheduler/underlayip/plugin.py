@@ -56,6 +56,7 @@ from pydantic import Field, model_validator
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import (
     BIND_ANNOTATIONS,
+    SCHEDULED_NOTE,
     ClusterEventWithHint,
     CycleState,
     Handle,
@@ -63,12 +64,12 @@ from ipscheduler.framework.interface import (
     default_normalize,
 )
 from ipscheduler.framework.registry import PluginArgs
-from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeInfo, PodInfo
+from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.underlayip import allocator, multus
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import NodeIPPoolStatus
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeIPPoolStatus
 from ipscheduler.underlayip.writer import MutateFn, PoolWriter
 
 log = logging.getLogger(__name__)
@@ -382,6 +383,7 @@ class UnderlayIP:
             network = state.read(_NETWORK)
             annotations[ANNOTATION_POOL] = alloc[0]
             annotations[ANNOTATION_IP] = alloc[1]
+            state.write(SCHEDULED_NOTE, f"IP {alloc[1]}")
             annotations[ANNOTATION_NETWORK] = network
             if self.multus_network:
                 self._multus_ips(pod, json.loads(network), annotations)

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ipscheduler.framework.types import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, PodInfo
+from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.allocator import PoolView, age
-from ipscheduler.underlayip.models import Allocation
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, Allocation
 
 Action = Literal["release", "mark_bound", "adopt"]
 
