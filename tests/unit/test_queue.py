@@ -12,6 +12,7 @@ from ipscheduler.framework import events
 from ipscheduler.framework.interface import QueuedPodInfo
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
+from ipscheduler.underlayip import events as pool_events
 
 
 class FakeClock:
@@ -256,7 +257,7 @@ def test_move_all_to_active_or_backoff(clock: FakeClock, attempts: int, after: f
     q.add_unschedulable(qp)
     assert q.depths()["unschedulable"] == 1
     clock.advance(after)
-    assert q.move_all_to_active_or_backoff(events.NODE_IP_POOL_CHANGE) == 1
+    assert q.move_all_to_active_or_backoff(pool_events.NODE_IP_POOL_CHANGE) == 1
     depths = q.depths()
     assert depths["unschedulable"] == 0
     assert depths[expected] == 1
@@ -324,7 +325,9 @@ def test_move_request_during_cycle_sends_fit_failure_to_backoff(clock: FakeClock
     q = make_queue(clock)
     q.add(pod("a"))
     qp = pop(q)
-    q.move_all_to_active_or_backoff(events.ADDRESS_RELEASED)  # e.g. an address freed while "a" was filtered
+    q.move_all_to_active_or_backoff(
+        pool_events.ADDRESS_RELEASED
+    )  # e.g. an address freed while "a" was filtered
     q.add_unschedulable(qp)
     assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 0, "in_flight": 0}
     clock.advance(1)

@@ -39,6 +39,7 @@ from ipscheduler.plugins import (
 )
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.plugins.registry import new_in_tree_registry
+from ipscheduler.underlayip import events as pool_events
 from tests.unit.test_queue import FakeClock, pod, pop
 
 NODE_LABEL = ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_LABEL, "NodeUpdate")
@@ -154,7 +155,7 @@ def test_a_hint_of_a_plugin_that_did_not_reject_the_pod_is_not_asked(clock: Fake
 
 def test_a_pod_no_plugin_rejected_moves_on_any_event(clock: FakeClock) -> None:
     q = parked(clock, [("A", ClusterEventWithHint(NODE_LABEL))], a=set())
-    assert q.move_all_to_active_or_backoff(events.ADDRESS_RELEASED) == 1
+    assert q.move_all_to_active_or_backoff(pool_events.ADDRESS_RELEASED) == 1
 
 
 def test_a_wildcard_registration_moves_its_pods_on_any_event(clock: FakeClock) -> None:
@@ -540,7 +541,7 @@ PLUGIN_CASES: list[tuple[str, Any, Any, PodInfo, Any, Any, QueueingHint]] = [
     (
         "spread-pool-change",
         podtopologyspread.PodTopologySpread(),
-        events.ADDRESS_RELEASED,
+        pool_events.ADDRESS_RELEASED,
         P,
         None,
         None,

@@ -282,7 +282,7 @@ class SchedulingQueue:
         plugins that rejected it registered ``event`` and its hint says QUEUE (no hint
         function, or one that raises, counts as QUEUE)."""
         rejectors = qp.unschedulable_plugins
-        if not rejectors or event.resource is EventResource.WILDCARD:
+        if not rejectors or event.resource == EventResource.WILDCARD:
             return True
         for plugin, reg in self._hints:
             if (plugin not in rejectors and plugin != _ANY_PLUGIN) or not event.matches(reg.event):
@@ -312,7 +312,7 @@ class SchedulingQueue:
             self._in_flight_events.append((self._scheduling_cycle, event, old, new))
         if not self._unschedulable:
             return 0
-        if event.resource is EventResource.WILDCARD:
+        if event.resource == EventResource.WILDCARD:
             candidates: set[str] = set(self._unschedulable)
         else:
             candidates = set(self._parked_by_plugin.get(_ANY_PLUGIN, ()))

@@ -1,10 +1,12 @@
 """The cluster events the scheduler reacts to, and how an update is classified.
 
 As upstream ``pkg/scheduler/framework/events.go``: the informer handlers
-(:mod:`ipscheduler.scheduler.eventhandlers`) and the pool controller send
-these :class:`~ipscheduler.framework.interface.ClusterEvent` values, with the
-object before and after, to the queue; plugins register the ones that may
+(:mod:`ipscheduler.scheduler.eventhandlers`) send these
+:class:`~ipscheduler.framework.interface.ClusterEvent` values, with the object before and
+after, to the queue; plugins register the ones that may
 help the pods they reject (:class:`~ipscheduler.framework.interface.EnqueueExtensions`).
+Extensions define the events of their own resources beside them (the NodeIPPools':
+:mod:`ipscheduler.underlayip.events`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,6 @@ NODE_ADD = ClusterEvent(EventResource.NODE, ActionType.ADD, "NodeAdd")
 NODE_DELETE = ClusterEvent(EventResource.NODE, ActionType.DELETE, "NodeDelete")
 ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
 ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
-NODE_IP_POOL_CHANGE = ClusterEvent(EventResource.NODE_IP_POOL, ActionType.ALL, "NodeIPPoolChange")
-"""A NodeIPPool was added, changed (spec, or status by someone else) or deleted, or the
-node set changed its pools' status."""
-ADDRESS_RELEASED = ClusterEvent(EventResource.NODE_IP_POOL, ActionType.UPDATE_OTHER, "AddressReleased")
-"""Addresses of a pool were released (a pod ended)."""
 
 
 def node_update_event(old: NodeInfo, new: NodeInfo) -> ClusterEvent | None:

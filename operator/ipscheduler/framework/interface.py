@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
@@ -146,7 +146,7 @@ class ActionType(enum.Flag):
     UPDATE_POD_SCALE_DOWN = enum.auto()
     """A bound pod's requests went down (in-place resize)."""
     UPDATE_OTHER = enum.auto()
-    """Any other change (e.g. a NodeIPPool's spec or status)."""
+    """Any other change (e.g. an extension resource's spec or status)."""
     UPDATE = (
         UPDATE_NODE_ALLOCATABLE
         | UPDATE_NODE_LABEL
@@ -159,15 +159,25 @@ class ActionType(enum.Flag):
     ALL = ADD | DELETE | UPDATE
 
 
-class EventResource(enum.Enum):
-    """The kind of object an event is about (upstream ``EventResource``)."""
+class EventResource(str):
+    """The kind of object an event is about: a string, as upstream ``EventResource``
+    (``pkg/scheduler/framework/types.go``): built-in kinds by name (:attr:`NODE`,
+    :attr:`ASSIGNED_POD`), :attr:`WILDCARD` for every resource, and any other resource by
+    ``<plural>.<version>.<group>`` (an extension defines its own, e.g. the underlayip wing's
+    NodeIPPools)."""
 
-    NODE = "Node"
-    ASSIGNED_POD = "AssignedPod"
+    __slots__ = ()
+
+    NODE: ClassVar[EventResource]
+    ASSIGNED_POD: ClassVar[EventResource]
     """A pod bound to a node (by any scheduler)."""
-    NODE_IP_POOL = "NodeIPPool"
-    WILDCARD = "*"
+    WILDCARD: ClassVar[EventResource]
     """Every resource: an event that may help any pod (e.g. the unschedulable timeout)."""
+
+
+EventResource.NODE = EventResource("Node")
+EventResource.ASSIGNED_POD = EventResource("AssignedPod")
+EventResource.WILDCARD = EventResource("*")
 
 
 @dataclass(frozen=True)
@@ -185,7 +195,7 @@ class ClusterEvent:
         ``ClusterEvent.Match``)."""
         if EventResource.WILDCARD in (self.resource, registered.resource):
             return bool(self.action_type & registered.action_type)
-        return self.resource is registered.resource and bool(self.action_type & registered.action_type)
+        return self.resource == registered.resource and bool(self.action_type & registered.action_type)
 
 
 WILDCARD_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "WildCard")
@@ -205,8 +215,8 @@ class QueueingHint(enum.Enum):
 QueueingHintFn = Callable[[PodInfo, Any, Any], QueueingHint]
 """``fn(pod, old, new) -> QueueingHint`` (upstream ``QueueingHintFn``): ``pod`` the unschedulable
 pod this plugin rejected; ``old`` and ``new`` the event's object before and after (None for an
-add's ``old`` and a delete's ``new``; NodeInfo for nodes, PodInfo for pods, the pool's view for
-NodeIPPools). May raise; an exception counts as QUEUE (upstream does the same)."""
+add's ``old`` and a delete's ``new``; NodeInfo for nodes, PodInfo for pods, an extension's own
+view for its resources). May raise; an exception counts as QUEUE (upstream does the same)."""
 
 
 @dataclass(frozen=True)

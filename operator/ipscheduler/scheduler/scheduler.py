@@ -223,9 +223,10 @@ class Scheduler(EventHandlers):
             return
         if live.bound:
             log.info(
-                "binding %s to %s failed, but it is bound to %s: not retried",
+                "binding %s to %s failed (%s), but it is bound to %s: not retried",
                 pod.key,
                 host.name,
+                message,
                 live.node_name,
             )
             self.queue.done(pod.uid)

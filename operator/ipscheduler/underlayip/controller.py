@@ -34,14 +34,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
-from ipscheduler.framework import events
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, live_pod
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.metrics import Metrics
-from ipscheduler.underlayip import allocator, repair
+from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.allocator import PoolView, pool_ref
 from ipscheduler.underlayip.cache import PoolCache, rv_number

@@ -53,7 +53,6 @@ from typing import Any, Literal
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import Field, model_validator
 
-from ipscheduler.framework import events
 from ipscheduler.framework.interface import (
     BIND_ANNOTATIONS,
     SCHEDULED_NOTE,
@@ -66,7 +65,7 @@ from ipscheduler.framework.interface import (
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
-from ipscheduler.underlayip import allocator, multus
+from ipscheduler.underlayip import allocator, events, multus
 from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeIPPoolStatus
@@ -181,8 +180,8 @@ class UnderlayIP:
     # -- Score ---------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """A NodeIPPool added, changed or deleted, its node set changed, or addresses
-        released (:data:`~ipscheduler.framework.events.NODE_IP_POOL_CHANGE`,
-        :data:`~ipscheduler.framework.events.ADDRESS_RELEASED`): retry the pod. A bound pod
+        released (:data:`~ipscheduler.underlayip.events.NODE_IP_POOL_CHANGE`,
+        :data:`~ipscheduler.underlayip.events.ADDRESS_RELEASED`): retry the pod. A bound pod
         deleted does not: its address is free only once released."""
         return [ClusterEventWithHint(events.NODE_IP_POOL_CHANGE)]
 
