@@ -1,4 +1,5 @@
-"""ObjectStore: the name index and the events an informer reports (no API server)."""
+"""ObjectStore and PendingPodEvents: the index and the events an informer reports to its
+subscribers (no API server)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 import pytest
 
 from ipscheduler.kube.client import LIST_PAGE_SIZE
-from ipscheduler.kube.informer import ObjectStore, uid_key
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.kube.informer import ObjectStore, PendingPodEvents, uid_key
 
 
 def obj(name: str, value: Any = 1) -> dict[str, Any]:
@@ -168,3 +170,34 @@ async def test_a_list_is_read_page_by_page_and_deletes_only_once_complete() -> N
     assert all(c["limit"] == LIST_PAGE_SIZE and c["field_selector"] == "x" for c in calls)
     assert seen == [("MODIFIED", "a", 1, 2), ("MODIFIED", "b", None, 3), ("DELETED", "gone", 7, None)]
     assert s.index == {"a": (2,), "b": (3,)}
+
+
+def test_every_subscriber_hears_every_change_in_the_order_they_subscribed() -> None:
+    s, seen = store()
+    later: list[tuple[str | None, str]] = []
+    s.subscribe(lambda kind, name, body, old, new: later.append((kind, name)))
+    s.replace_all([obj("a", 1)])
+    s.apply("DELETED", obj("a", 1))
+    assert seen == [(None, "a", None, 1), ("DELETED", "a", 1, None)]
+    assert later == [(None, "a"), ("DELETED", "a")]
+
+
+def pod_body(uid: str, scheduler: str = "ip-scheduler") -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"p-{uid}", "namespace": "ns", "uid": uid},
+        "spec": {"schedulerName": scheduler, "containers": []},
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_pending_pod_events_parse_once_and_reach_every_subscriber_of_our_scheduler_name() -> None:
+    events = PendingPodEvents("ip-scheduler")
+    first: list[tuple[str | None, PodInfo]] = []
+    second: list[tuple[str | None, PodInfo]] = []
+    events.subscribe(lambda kind, pod: first.append((kind, pod)))
+    events.subscribe(lambda kind, pod: second.append((kind, pod)))
+    events.on_event("ADDED", pod_body("u1"))
+    events.on_event("ADDED", pod_body("u2", scheduler="default-scheduler"))
+    events.on_event("ADDED", {"metadata": {"name": "broken"}})  # no UID: logged and ignored
+    assert [(k, p.uid) for k, p in first] == [("ADDED", "u1")]
+    assert first == second and first[0][1] is second[0][1], "one parse for all subscribers"

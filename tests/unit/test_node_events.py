@@ -1,6 +1,6 @@
-"""Scheduler.on_node_event, driven by the node informer of cmd/wiring and wired to the
-pool controller as there: which node watch events retry pending pods or refresh pools,
-and what the cache keeps.
+"""Scheduler.on_node_event and PoolController.on_node_event, both subscribed to the node
+informer of cmd/wiring as there: which node watch events retry pending pods (once per
+fact) or refresh pools, and what the cache keeps.
 
 kube-scheduler sends no NodeUpdate event for an update that changes nothing a
 plugin reads; kwok and kubelets post heartbeats every few seconds, so each
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.cmd.wiring import connect, node_informer
+from ipscheduler.cmd.wiring import bound_pod_informer, node_informer, pool_informer
 from ipscheduler.framework.interface import ActionType, ClusterEvent
 from ipscheduler.framework.types import NodeInfo
-from ipscheduler.kube.informer import ObjectStore
+from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.controller import PoolController
 from tests.unit.fakes import pool_cache
@@ -65,30 +65,42 @@ def heartbeat(body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def ctrl() -> PoolController:
+def queue() -> RecordingQueue:
+    return RecordingQueue()
+
+
+@pytest.fixture
+def ctrl(queue: RecordingQueue) -> PoolController:
     return PoolController(
-        scheduler_name="ip-scheduler", api=_NONE, cache=pool_cache(), writer=_NONE, recorder=_NONE
+        scheduler_name="ip-scheduler",
+        api=_NONE,
+        cache=pool_cache(),
+        writer=_NONE,
+        recorder=_NONE,
+        on_capacity_freed=queue.move_all_to_active_or_backoff,
     )
 
 
 @pytest.fixture
-def sched(ctrl: PoolController) -> Scheduler:
-    cache = pool_cache().node_cache
-    s = Scheduler(
+def sched(ctrl: PoolController, queue: RecordingQueue) -> Scheduler:
+    return Scheduler(
         name="ip-scheduler",
         api=_NONE,
-        cache=cache,
+        cache=ctrl.cache.node_cache,
         profile=_NONE,
-        queue=RecordingQueue(),  # type: ignore[arg-type]
+        queue=queue,  # type: ignore[arg-type]
         recorder=_NONE,
     )
-    connect(s, ctrl)
-    return s
 
 
 @pytest.fixture
-def nodes(sched: Scheduler) -> ObjectStore[NodeInfo]:
-    return node_informer(sched)
+def nodes(sched: Scheduler, ctrl: PoolController) -> ObjectStore[NodeInfo]:
+    """The node informer, with both subscribers as cmd/wiring subscribes them."""
+    store = node_informer()
+    pending, bound = PendingPodEvents("ip-scheduler"), bound_pod_informer()
+    sched.subscribe(pending_pods=pending, bound_pods=bound, nodes=store)
+    ctrl.subscribe(pending_pods=pending, bound_pods=bound, nodes=store, pools=pool_informer(ctrl.cache))
+    return store
 
 
 def listed(nodes: ObjectStore[NodeInfo], *bodies: dict[str, Any]) -> None:
@@ -114,7 +126,7 @@ def test_added_node_refreshes_every_pool_and_retries(
 ) -> None:
     listed(nodes)
     nodes.apply("ADDED", node())
-    assert moves(sched) == ["NodeIPPoolChange", "NodeAdd"]
+    assert moves(sched) == ["NodeAdd"], "one fact moves the queue once"
     assert ctrl._dirty_pools is None  # every pool (NodeNotFound may clear)
     assert ctrl._pools_dirty.is_set()
     assert "node-1" in sched.cache.snapshot()
@@ -126,15 +138,19 @@ def test_deleted_node_refreshes_every_pool_and_retries(
     listed(nodes, node())
     ctrl._dirty_pools = set()
     nodes.apply("DELETED", node())
-    assert moves(sched) == ["NodeIPPoolChange", "NodeDelete"]
+    assert moves(sched) == ["NodeDelete"]
     assert ctrl._dirty_pools is None
     assert sched.cache.node("node-1") is None and "node-1" not in sched.cache.snapshot()
 
 
-def test_a_node_gone_from_a_relist_counts_as_deleted(sched: Scheduler, nodes: ObjectStore[NodeInfo]) -> None:
+def test_a_node_gone_from_a_relist_counts_as_deleted(
+    sched: Scheduler, ctrl: PoolController, nodes: ObjectStore[NodeInfo]
+) -> None:
     listed(nodes, node(), node("node-2"))
+    ctrl._dirty_pools = set()
     nodes.replace_all([node()])
-    assert moves(sched) == ["NodeIPPoolChange", "NodeDelete"]
+    assert moves(sched) == ["NodeDelete"]
+    assert ctrl._dirty_pools is None
     assert list(sched.cache.snapshot()) == ["node-1"]
 
 
@@ -188,15 +204,19 @@ def test_a_change_filters_read_sends_a_node_update_naming_it(
 def test_modified_node_not_seen_before_counts_as_new(sched: Scheduler, nodes: ObjectStore[NodeInfo]) -> None:
     listed(nodes)
     nodes.apply("MODIFIED", node("node-9"))
-    assert moves(sched) == ["NodeIPPoolChange", "NodeAdd"]
+    assert moves(sched) == ["NodeAdd"]
 
 
-def test_pool_event_marks_only_that_pool(sched: Scheduler, ctrl: PoolController) -> None:
+def test_pool_event_marks_only_that_pool(
+    sched: Scheduler, ctrl: PoolController, nodes: ObjectStore[NodeInfo]
+) -> None:
+    listed(nodes)
     ctrl._dirty_pools = set()
     ctrl.on_pool_event("pool-a")
     ctrl.on_pool_event("pool-b")
     assert ctrl._dirty_pools == {"pool-a", "pool-b"}
-    ctrl.on_pool_event()
+    assert moves(sched) == ["NodeIPPoolChange", "NodeIPPoolChange"]
+    nodes.apply("ADDED", node())
     assert ctrl._dirty_pools is None
     ctrl.on_pool_event("pool-c")  # "every pool" absorbs a single one
     assert ctrl._dirty_pools is None

@@ -1,4 +1,5 @@
-"""Scheduler.on_pod_event / on_bound_pod_event: when an address is released.
+"""The pending-pod and bound-pod events to their subscribers (the scheduler and the pool
+controller): when an address is released.
 
 kopf watches only pending pods (``spec.nodeName=``). A pod that gets bound
 leaves that watch as a DELETED event carrying its previous, unbound state,
@@ -16,7 +17,6 @@ from typing import Any
 import pytest
 
 from ipscheduler.backend.queue import SchedulingQueue
-from ipscheduler.cmd.wiring import connect
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.scheduler import Scheduler
@@ -89,13 +89,30 @@ def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
         writer=PoolWriter(api, cache),  # type: ignore[arg-type]
         recorder=Recorder(),  # type: ignore[arg-type]
     )
-    connect(sched, ctrl)
     return sched, ctrl, api
 
 
-def bound(sched: Scheduler, pod: PodInfo) -> None:
+def bound_event(
+    sched: Scheduler, ctrl: PoolController, kind: str, old: PodInfo | None, new: PodInfo | None
+) -> None:
+    """The bound-pods informer's event, to its two subscribers in cmd/wiring's order."""
+    either = new or old
+    assert either is not None
+    sched.on_bound_pod_event(kind, old, new)
+    ctrl.on_bound_pod_event(kind, either.uid, {}, old, new)
+
+
+def bound(sched: Scheduler, ctrl: PoolController, pod: PodInfo) -> None:
     """The bound-pods informer reports ``pod`` as new."""
-    sched.on_bound_pod_event("ADDED", None, pod)
+    bound_event(sched, ctrl, "ADDED", None, pod)
+
+
+def pending(sched: Scheduler, ctrl: PoolController, kind: str, body: dict[str, Any]) -> None:
+    """kopf's pending-pod watch reports ``body``, to its two subscribers in cmd/wiring's order
+    (:class:`~ipscheduler.kube.informer.PendingPodEvents`)."""
+    pod = PodInfo.from_obj(body)
+    sched.on_pod_event(kind, pod)
+    ctrl.on_pending_pod(kind, pod)
 
 
 async def settle(ctrl: PoolController) -> None:
@@ -122,7 +139,7 @@ async def test_leaving_the_pending_watch_releases_only_what_a_live_read_confirms
     live: dict[str, Any] | None, released: bool
 ) -> None:
     sched, ctrl, api = setup(live)
-    sched.on_pod_event("DELETED", pod_body())
+    pending(sched, ctrl, "DELETED", pod_body())
     await settle(ctrl)
     assert api.reads == 1
     assert held(api) is not released
@@ -130,8 +147,9 @@ async def test_leaving_the_pending_watch_releases_only_what_a_live_read_confirms
 
 async def test_a_pod_we_bound_leaves_the_watch_without_any_read_or_release() -> None:
     sched, ctrl, api = setup(None)
-    sched._binding.add("u1")  # our Binding POST went out
-    sched.on_pod_event("DELETED", pod_body())
+    sched._binding.add("u1")  # our Binding POST went out, for the pod assumed on its node
+    sched.cache.assume_pod(PodInfo.from_obj(pod_body(node="node-1")))
+    pending(sched, ctrl, "DELETED", pod_body())
     await settle(ctrl)
     assert api.reads == 0 and held(api)
     assert "u1" not in sched._binding
@@ -139,14 +157,14 @@ async def test_a_pod_we_bound_leaves_the_watch_without_any_read_or_release() -> 
 
 async def test_a_terminal_pending_pod_is_released_at_once() -> None:
     sched, ctrl, api = setup(None)
-    sched.on_pod_event("MODIFIED", pod_body(phase="Failed"))
+    pending(sched, ctrl, "MODIFIED", pod_body(phase="Failed"))
     await settle(ctrl)
     assert api.reads == 0 and not held(api)
 
 
 async def test_bound_pod_gone_from_its_node_is_released() -> None:
     sched, ctrl, api = setup(None)
-    sched.on_bound_pod_event("DELETED", PodInfo.from_obj(pod_body(node="node-1", phase="Running")), None)
+    bound_event(sched, ctrl, "DELETED", PodInfo.from_obj(pod_body(node="node-1", phase="Running")), None)
     await settle(ctrl)
     assert not held(api)
 
@@ -158,7 +176,7 @@ async def test_bound_pod_gone_is_no_longer_assumed_on_its_node() -> None:
     gone = PodInfo.from_obj(pod_body(node="node-1", phase="Running"))
     sched.cache.assume_pod(gone)
     assert sched.cache.snapshot()["node-1"].pods == (gone,)
-    sched.on_bound_pod_event("DELETED", gone, None)
+    bound_event(sched, ctrl, "DELETED", gone, None)
     await settle(ctrl)
     assert sched.cache.snapshot()["node-1"].pods == ()
 
@@ -189,7 +207,7 @@ async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
     sched, ctrl, api = setup(None)
     ctrl.started.set()
     ctrl.recorder = Events()  # type: ignore[assignment]
-    bound(sched, prebound("u9", "10.0.0.2"))
+    bound(sched, ctrl, prebound("u9", "10.0.0.2"))
     # Before the adoption is written, its address is taken for every reservation.
     pool = ctrl.cache.pool("p")
     assert pool is not None and ctrl.cache.context(pool).pod_held == {"10.0.0.2": {"u9"}}
@@ -199,7 +217,7 @@ async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
     assert ctrl.cache.claimed() == {}
     writes = len(api.puts)
     again = dataclasses.replace(prebound("u9", "10.0.0.2"), resource_version="2")
-    sched.on_bound_pod_event("MODIFIED", prebound("u9", "10.0.0.2"), again)  # recorded now: nothing to do
+    bound_event(sched, ctrl, "MODIFIED", prebound("u9", "10.0.0.2"), again)  # recorded now: nothing to do
     await settle(ctrl)
     assert len(api.puts) == writes
 
@@ -209,7 +227,7 @@ async def test_a_pod_created_bound_with_a_held_address_gets_address_conflict_on_
     ctrl.started.set()
     events = Events()
     ctrl.recorder = events  # type: ignore[assignment]
-    bound(sched, prebound("u9", "10.0.0.1"))  # held by u1
+    bound(sched, ctrl, prebound("u9", "10.0.0.1"))  # held by u1
     await settle(ctrl)
     assert "u9" not in api.bodies["p"]["status"]["allocations"]
     assert [(name, reason) for name, reason, _ in events.seen] == [
@@ -242,7 +260,7 @@ async def test_an_adopted_pods_network_annotation_is_compared_with_the_pool(
     pod = prebound("u9", "10.0.0.2")
     if network is not None:
         pod = dataclasses.replace(pod, annotations={**pod.annotations, "ipscheduler.io/network": network})
-    bound(sched, pod)
+    bound(sched, ctrl, pod)
     await settle(ctrl)
     assert api.bodies["p"]["status"]["allocations"]["u9"]["ip"] == "10.0.0.2"  # adopted either way
     assert [reason for _, reason, _ in seen.seen] == events
@@ -252,7 +270,7 @@ async def test_an_adopted_pods_network_annotation_is_compared_with_the_pool(
 
 async def test_pods_seen_before_the_caches_are_ready_are_left_to_the_claim_pass() -> None:
     sched, ctrl, api = setup(None)
-    bound(sched, prebound("u9", "10.0.0.2"))
+    bound(sched, ctrl, prebound("u9", "10.0.0.2"))
     await settle(ctrl)
     assert ctrl.cache.claimed() == {} and "u9" not in api.bodies["p"]["status"]["allocations"]
 
@@ -272,13 +290,13 @@ async def test_scheduling_starts_before_the_reconcile_with_unrecorded_addresses_
     api.pods = [pod_body("u1"), prebound_body("u9", "10.0.0.2")]
     api.listing.clear()
     ctrl.recorder = Events()  # type: ignore[assignment]
-    bound(sched, pod)  # in the bound-pods informer's first LIST
+    bound(sched, ctrl, pod)  # in the bound-pods informer's first LIST
     start = asyncio.create_task(ctrl._start())
     await asyncio.wait_for(ctrl.ready_to_schedule.wait(), 5)
     assert not ctrl.started.is_set()  # the reconcile's pod LIST is held back
     pool = ctrl.cache.pool("p")
     assert pool is not None and ctrl.cache.context(pool).pod_held == {"10.0.0.2": {"u9"}}
-    bound(sched, prebound("u8", "10.0.0.3"))  # arrives bound meanwhile: claimed too, not adopted yet
+    bound(sched, ctrl, prebound("u8", "10.0.0.3"))  # arrives bound meanwhile: claimed too, not adopted yet
     assert set(ctrl.cache.claimed()) == {"u8", "u9"} and not api.puts
     api.listing.set()
     await asyncio.wait_for(start, 5)
@@ -347,7 +365,7 @@ async def test_a_status_edit_that_drops_a_running_pods_allocation_never_frees_it
     ctrl.started.set()
     events = Events()
     ctrl.recorder = events  # type: ignore[assignment]
-    bound(sched, prebound("u1", "10.0.0.1"))  # the running pod of the pool's allocation
+    bound(sched, ctrl, prebound("u1", "10.0.0.1"))  # the running pod of the pool's allocation
     old, new = edit_status(ctrl, api, {})
     assert next_address(ctrl) == "10.0.0.2", "the running pod's address is never handed out"
     ctrl.on_pool_status(old, new)  # the informer's event for the edit
@@ -367,7 +385,7 @@ async def test_an_edit_giving_a_running_pods_address_to_another_uid_never_makes_
     ctrl.started.set()
     events = Events()
     ctrl.recorder = events  # type: ignore[assignment]
-    bound(sched, prebound("u1", "10.0.0.1"))
+    bound(sched, ctrl, prebound("u1", "10.0.0.1"))
     intruder = {"ip": "10.0.0.1", "pod": "ns/intruder", "phase": "Bound", "since": SINCE}
     old, new = edit_status(ctrl, api, {"u7": intruder})
     ctrl.on_pool_status(old, new)
@@ -397,7 +415,7 @@ async def test_an_allocation_released_for_a_pod_that_is_gone_is_not_restored(
     ctrl.started.set()
     events = Events()
     ctrl.recorder = events  # type: ignore[assignment]
-    bound(sched, prebound("u1", "10.0.0.1"))
+    bound(sched, ctrl, prebound("u1", "10.0.0.1"))
     old, new = edit_status(ctrl, api, {})
     ctrl.on_pool_status(old, new)
     await settle(ctrl)
@@ -408,10 +426,10 @@ async def test_a_running_pods_hold_ends_when_it_is_gone() -> None:
     sched, ctrl, api = setup(None)
     ctrl.started.set()
     pod = prebound("u1", "10.0.0.1")
-    bound(sched, pod)
+    bound(sched, ctrl, pod)
     edit_status(ctrl, api, {})
     assert next_address(ctrl) == "10.0.0.2"
-    sched.on_bound_pod_event("DELETED", pod, None)
+    bound_event(sched, ctrl, "DELETED", pod, None)
     assert next_address(ctrl) == "10.0.0.1"
     assert ctrl.cache.holds() == {}
 
@@ -437,7 +455,7 @@ async def test_which_running_pods_hold_an_address(
     sched, ctrl, _ = setup(None)
     body = pod_body(uid="u9", node="node-1", phase="Running")
     body["metadata"]["annotations"] = annotations
-    bound(sched, PodInfo.from_obj(body))
+    bound(sched, ctrl, PodInfo.from_obj(body))
     pool = ctrl.cache.pool("p")
     assert pool is not None and ctrl.cache.context(pool).pod_held == held
     assert ctrl.cache.holders_of("p") == holders

@@ -112,6 +112,9 @@ async def test_a_watch_failure_relists_and_never_ends_the_informer(
     s = store()
     lists: list[int] = []
     watches: list[int] = []
+    relisted: list[str] = []
+    s.on_relisted(lambda: relisted.append("first"))
+    s.on_relisted(lambda: relisted.append("second"))
     forever = asyncio.Event()
 
     async def list_raw(endpoint: Any, token: str = "") -> dict[str, Any]:
@@ -133,6 +136,7 @@ async def test_a_watch_failure_relists_and_never_ends_the_informer(
             break
         await asyncio.sleep(0)
     assert (len(lists), len(watches)) == (2, 2), "re-listed, then watched again"
+    assert relisted == ["first", "second"], "each relist handler, once, after the second LIST only"
     assert not task.done()
     assert s.failures == 1 and s.down_since is None and s.health(0.0) is None
     assert type(failure).__name__ in s.last_error

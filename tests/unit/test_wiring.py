@@ -37,6 +37,7 @@ async def test_scheduler_controller_and_informers_share_one_cache() -> None:
 
 
 async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
+    """Each informer tells both of its subscribers; each fact moves the queue once."""
     c = wiring.build(RunConfig(), _NO_API, HealthState())
     moved: list[str] = []
 
@@ -45,14 +46,25 @@ async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
         return 0
 
     c.queue.move_all_to_active_or_backoff = move  # type: ignore[method-assign]
-    c.bound_pods.apply("ADDED", body())
-    assert c.cache.pods_on("node-1") == (pod(),)
-    c.bound_pods.apply("DELETED", body())  # a bound pod left its node; it holds no allocation
-    assert c.cache.pods_on("node-1") == ()
-    c.controller.on_pool_event("pool-a")  # capacity may have freed: the queue hears of it
-    c.scheduler.on_node_set_change()  # wired to the controller: every pool's status
-    assert moved == ["AssignedPodAdd", "AssignedPodDelete", "NodeIPPoolChange", "NodeIPPoolChange"]
-    assert c.controller._dirty_pools is None
+    c.controller.on_capacity_freed = move
+    running = body()
+    running["metadata"]["annotations"] = {"ipscheduler.io/pool": "pool-a", "ipscheduler.io/ip": "10.0.0.1"}
+    c.bound_pods.apply("ADDED", running)
+    assert c.cache.pods_on("node-1") == (PodInfo.from_obj(running).lean("ipscheduler.io/"),)
+    assert c.pool_cache.holds() == {"u1": ("pool-a", "10.0.0.1")}, "the controller holds its address"
+    c.bound_pods.apply("DELETED", running)  # a bound pod left its node; it holds no allocation
+    assert c.cache.pods_on("node-1") == () and c.pool_cache.holds() == {}
+    c.nodes.synced.set()
+    c.controller._dirty_pools = set()
+    c.nodes.apply("ADDED", {"metadata": {"name": "node-9"}, "status": {}})
+    assert c.cache.node("node-9") is not None, "the scheduler's cache has it"
+    assert c.controller._dirty_pools is None, "the controller recomputes every pool's status"
+    c.pools.apply("ADDED", {"metadata": {"name": "pool-a"}, "spec": {"nodeName": "node-9", "count": 2}})
+    pending = body("u2")
+    pending["spec"]["nodeName"] = ""
+    c.pending_pods.on_event("ADDED", pending)
+    assert "u2" in c.queue
+    assert moved == ["AssignedPodAdd", "AssignedPodDelete", "NodeAdd", "NodeIPPoolChange"]
 
 
 async def test_the_bound_mark_delay_reaches_the_pool_writer() -> None:

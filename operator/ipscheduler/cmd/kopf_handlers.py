@@ -159,11 +159,12 @@ async def cleanup(memo: Any, **_: Any) -> None:
 
 @kopf.on.event("v1", "pods")
 async def pod_event(*, event: kopf.RawEvent, body: kopf.Body, uid: str, memo: Any, **_: Any) -> None:
-    """Queue, dequeue or release; returns None so kopf writes nothing to the pod."""
+    """Hand the event to its subscribers (the scheduler's queue, the pool controller's release);
+    returns None so kopf writes nothing to the pod."""
     components: wiring.Components | None = getattr(memo, "components", None)
     if components is not None:
         try:
-            components.scheduler.on_pod_event(event.get("type"), body)
+            components.pending_pods.on_event(event.get("type"), body)
         except Exception:  # never let one pod's event break kopf's pending-pod path
             log.exception("handling the %s event of pod %s failed", event.get("type"), uid)
 

@@ -1,23 +1,23 @@
-"""Wiring: the one place that builds the scheduler's objects and connects them.
+"""Wiring: the one place that builds the scheduler's objects and hands them their
+informers.
 
 :func:`build` makes the API client's users (PoolWriter, event recorder), the
 cache, the framework, the queue, the scheduler, the pool controller and the
-informers, and subscribes each to the events it needs:
+informers. Each consumer then subscribes itself to what it needs, and the flow
+goes one way, from the informers to their subscribers:
 
-- nodes informer → ``Scheduler.on_node_event`` (cache, queue); a node added or
-  deleted → ``PoolController.on_pool_event`` (every pool's status);
-- NodeIPPools informer → pool cache, and ``PoolController.on_pool_event``
-  (status, queue) and ``PoolController.on_pool_status`` (a running pod's allocation
-  removed by an edit) unless the event is the echo of our own write;
-- bound pods informer → ``Scheduler.on_bound_pod_event`` (cache, queue), which
-  calls ``PoolController.on_bound_pod_gone`` (release) / ``on_bound_pod``
-  (adoption);
-- pending pods (kopf, :mod:`ipscheduler.cmd.kopf_handlers`) → ``Scheduler.on_pod_event``,
-  whose ``on_pod_gone`` hook goes to ``PoolController.on_pod_gone``;
-- the controller's ``on_capacity_freed`` → ``Scheduler.on_cluster_event`` (queue moves);
-  each GC sweep's LIST of our pods → ``Scheduler.queue_check`` (queued pods gone without
-  a DELETED event); a re-LIST of the bound-pods informer →
-  ``Scheduler.on_informer_relisted`` (the same, from a fresh LIST).
+- pending pods (kopf, :mod:`ipscheduler.cmd.kopf_handlers`, fanned out by
+  :class:`~ipscheduler.kube.informer.PendingPodEvents`) → the scheduler (queue) and
+  the pool controller (a pod that ended unbound: release);
+- bound pods → the scheduler (cache, queue; a re-LIST reconciles the queue) and the
+  pool controller (holds, adoption, release);
+- nodes → the scheduler (cache, queue) and the pool controller (every pool's status
+  when a node is added or deleted);
+- NodeIPPools → the pool controller (pool cache, status, queue).
+
+The pool controller talks to the queue only through what it is given here: the
+queue's move of unschedulable pods (``on_capacity_freed``) and the scheduler's check
+of the queue against each GC sweep's LIST (``queue_check``).
 
 :meth:`Components.start` runs every informer and loop under the supervisor.
 """
@@ -42,7 +42,7 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
-from ipscheduler.kube.informer import Endpoint, ObjectStore, uid_key
+from ipscheduler.kube.informer import Endpoint, ObjectStore, PendingPodEvents, uid_key
 from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.allocator import PoolView
@@ -69,6 +69,7 @@ class Components:
     queue: SchedulingQueue
     scheduler: Scheduler
     controller: PoolController
+    pending_pods: PendingPodEvents
     bound_pods: ObjectStore[PodInfo]
     nodes: ObjectStore[NodeInfo]
     pools: ObjectStore[PoolView]
@@ -129,19 +130,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
     metrics = Metrics(cfg.scheduler_name)
     recorder = EventRecorder(api)
-    controller = PoolController(
-        scheduler_name=cfg.scheduler_name,
-        api=api,
-        cache=pool_cache,
-        writer=writer,
-        recorder=recorder,
-        gc_interval=cfg.gc_interval,
-        reserved_ttl=cfg.reserved_ttl,
-        health=health,
-        metrics=metrics,
-        wait_for=(cache.ready,),
-    )
-    controller.watch_timeout = cfg.watch_timeout
+    ready_to_schedule = asyncio.Event()
     scheduler = Scheduler(
         name=cfg.scheduler_name,
         api=api,
@@ -152,11 +141,30 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         bind_concurrency=cfg.bind_concurrency,
         health=health,
         metrics=metrics,
-        start_after=controller.ready_to_schedule,
+        start_after=ready_to_schedule,
     )
-    connect(scheduler, controller)
-    bound_pods = bound_pod_informer(scheduler)
-    bound_pods.on_relisted = scheduler.on_informer_relisted
+    controller = PoolController(
+        scheduler_name=cfg.scheduler_name,
+        api=api,
+        cache=pool_cache,
+        writer=writer,
+        recorder=recorder,
+        gc_interval=cfg.gc_interval,
+        reserved_ttl=cfg.reserved_ttl,
+        health=health,
+        metrics=metrics,
+        on_capacity_freed=queue.move_all_to_active_or_backoff,
+        queue_check=scheduler.queue_check,
+        wait_for=(cache.ready,),
+        ready_to_schedule=ready_to_schedule,
+    )
+    controller.watch_timeout = cfg.watch_timeout
+    pending_pods = PendingPodEvents(cfg.scheduler_name)
+    bound_pods = bound_pod_informer()
+    nodes = node_informer()
+    pools = pool_informer(pool_cache)
+    scheduler.subscribe(pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes)
+    controller.subscribe(pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes, pools=pools)
     writer.on_conflict = metrics.cas_conflicts.inc
 
     def count_write(mutations: int) -> None:
@@ -178,24 +186,15 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         queue=queue,
         scheduler=scheduler,
         controller=controller,
+        pending_pods=pending_pods,
         bound_pods=bound_pods,
-        nodes=node_informer(scheduler),
-        pools=_pool_store(controller),
+        nodes=nodes,
+        pools=pools,
     )
 
 
-def connect(scheduler: Scheduler, controller: PoolController) -> None:
-    """Subscribe the scheduler and the pool controller to each other (see the module doc)."""
-    scheduler.on_pod_gone = controller.on_pod_gone
-    scheduler.on_node_set_change = controller.on_pool_event
-    scheduler.on_bound_pod_gone = controller.on_bound_pod_gone
-    scheduler.on_bound_pod = controller.on_bound_pod
-    controller.on_capacity_freed = scheduler.on_cluster_event
-    controller.queue_check = scheduler.queue_check
-
-
-def node_informer(scheduler: Scheduler) -> ObjectStore[NodeInfo]:
-    """Node name → NodeInfo, each event handed to ``Scheduler.on_node_event``."""
+def node_informer() -> ObjectStore[NodeInfo]:
+    """Node name → NodeInfo."""
 
     def parse(body: dict[str, Any]) -> NodeInfo | None:
         try:
@@ -203,15 +202,10 @@ def node_informer(scheduler: Scheduler) -> ObjectStore[NodeInfo]:
         except ValueError:
             return None
 
-    def on_event(
-        kind: str | None, name: str, body: dict[str, Any], old: NodeInfo | None, new: NodeInfo | None
-    ) -> None:
-        scheduler.on_node_event(kind, old, new)
-
     def endpoint(api_client: client.ApiClient) -> Endpoint:
         return client.CoreV1Api(api_client).list_node, (), {}
 
-    return ObjectStore("node", endpoint, parse, on_event)
+    return ObjectStore("node", endpoint, parse)
 
 
 BOUND_PODS_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -229,9 +223,8 @@ def bound_pod_parse(body: dict[str, Any]) -> PodInfo | None:
     return pod.lean(ANNOTATION_PREFIX) if pod.node_name and not pod.terminal else None
 
 
-def bound_pod_informer(scheduler: Scheduler) -> ObjectStore[PodInfo]:
-    """Every bound, non-terminal pod of the cluster, whichever scheduler placed it, by UID;
-    each event handed to ``Scheduler.on_bound_pod_event``.
+def bound_pod_informer() -> ObjectStore[PodInfo]:
+    """Every bound, non-terminal pod of the cluster, whichever scheduler placed it, by UID.
 
     NodeResourcesFit, NodePorts, InterPodAffinity and PodTopologySpread need the
     pods already on each node. kopf watches pods once, narrowed to our pending
@@ -239,24 +232,16 @@ def bound_pod_informer(scheduler: Scheduler) -> ObjectStore[PodInfo]:
     Memory: one lean PodInfo per pod (no raw bodies are kept), shared with the cache.
     """
 
-    def on_event(
-        kind: str | None, uid: str, body: dict[str, Any], old: PodInfo | None, new: PodInfo | None
-    ) -> None:
-        scheduler.on_bound_pod_event(kind, old, new)
-
     def endpoint(api_client: client.ApiClient) -> Endpoint:
         core = client.CoreV1Api(api_client)
         return core.list_pod_for_all_namespaces, (), {"field_selector": BOUND_PODS_SELECTOR}
 
-    return ObjectStore("pods-by-node", endpoint, bound_pod_parse, on_event, key=uid_key)
+    return ObjectStore("pods-by-node", endpoint, bound_pod_parse, key=uid_key)
 
 
-def _pool_store(controller: PoolController) -> ObjectStore[PoolView]:
-    """Pool name → PoolView. The echo of our own write reuses the view we built then, and
-    does not recompute the pool's status or retry pending pods: that write already set a
-    complete status, and frees capacity only on release, which retries pending pods
-    itself. A deleting pool is always looked at (it may be ready to finalize)."""
-    cache, writer = controller.cache, controller.writer
+def pool_informer(cache: PoolCache) -> ObjectStore[PoolView]:
+    """Pool name → PoolView. The echo of our own write reuses the view we built then
+    (:meth:`PoolCache.fresh`) instead of parsing the body again."""
 
     def parse(body: dict[str, Any]) -> PoolView | None:
         meta = body.get("metadata") or {}
@@ -268,21 +253,10 @@ def _pool_store(controller: PoolController) -> ObjectStore[PoolView]:
         except ValueError:
             return None
 
-    def on_event(
-        kind: str | None, name: str, body: dict[str, Any], old: PoolView | None, new: PoolView | None
-    ) -> None:
-        cache.invalidate(name)
-        meta = body.get("metadata") or {}
-        echo = kind != "DELETED" and writer.is_own_write(name, str(meta.get("resourceVersion", "")))
-        if not echo or meta.get("deletionTimestamp"):
-            controller.on_pool_event(name)
-        if not echo and old is not None and new is not None:
-            controller.on_pool_status(old, new)
-
     def endpoint(api_client: client.ApiClient) -> Endpoint:
         return client.CustomObjectsApi(api_client).list_cluster_custom_object, (GROUP, VERSION, PLURAL), {}
 
-    return ObjectStore("NodeIPPool", endpoint, parse, on_event)
+    return ObjectStore("NodeIPPool", endpoint, parse)
 
 
 async def _ready_when_synced(c: Components) -> None:

@@ -28,13 +28,14 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 import aiohttp
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import LIST_PAGE_SIZE, KubeApi
 
 log = logging.getLogger(__name__)
@@ -125,10 +126,13 @@ class ListWatch:
         self.last_error = "not listed yet"
         self.failures = 0
         """Failed LIST or WATCH attempts so far (for tests and logs)."""
-        self.on_relisted: Callable[[], None] = lambda: None
-        """Called after each LIST but the first: the watch had failed and what happened
-        meanwhile was learnt from a LIST (other watches of the process were likely away
-        as long)."""
+        self._relist_handlers: list[Callable[[], None]] = []
+
+    def on_relisted(self, handler: Callable[[], None]) -> None:
+        """Call ``handler()`` after each LIST but the first: the watch had failed and what
+        happened meanwhile was learnt from a LIST (other watches of the process were likely
+        away as long). Handlers run in the order they subscribed."""
+        self._relist_handlers.append(handler)
 
     def endpoint(self, api_client: client.ApiClient) -> Endpoint:
         raise NotImplementedError
@@ -179,7 +183,8 @@ class ListWatch:
                 self.resource_version = await self._list(endpoint)
                 self.synced.set()
                 if relisted:
-                    self.on_relisted()
+                    for relist_handler in self._relist_handlers:
+                        relist_handler()
                 self.down_since = None
                 delay = BACKOFF_INITIAL
                 await self._watch(endpoint, timeout_seconds, inactivity)
@@ -250,19 +255,25 @@ class ListWatch:
                 log.debug("%s watch silent for %.0fs; reopening it", self.what, inactivity)
 
 
+EventHandler = Callable[[str | None, str, dict[str, Any], T | None, T | None], None]
+"""``handler(kind, key, body, old, new)``: an :class:`ObjectStore` subscriber."""
+
+
 class ObjectStore(ListWatch, Generic[T]):
     """Objects of one kind by key (the name, unless ``key`` says otherwise), parsed, kept
     current by :meth:`run`.
 
     ``index`` maps key → a one-element tuple (the shape of a kopf index, which
     :class:`ipscheduler.underlayip.cache.PoolCache` reads). ``parse(body)`` returns the
-    value to keep, or None for an object to leave out. ``on_event(kind, key, body, old,
-    new)`` is called after the index changed, with the value kept before (``old``, None
-    if there was none) and after (``new``, None once it left the index), as client-go's
-    ``OnUpdate(oldObj, newObj)``, so a handler can tell what changed without a copy of its
-    own: kind None for objects of the first LIST, ``"ADDED"``/``"MODIFIED"``/``"DELETED"``
-    afterwards (a re-LIST reports as MODIFIED what it holds and as DELETED what vanished;
-    DELETED has body ``{"metadata": {"name": key}}`` when only a re-LIST noticed).
+    value to keep, or None for an object to leave out. Each handler that subscribed
+    (:meth:`subscribe`; ``on_event`` is the first) is called as ``handler(kind, key, body,
+    old, new)`` after the index changed, in the order they subscribed, with the value kept
+    before (``old``, None if there was none) and after (``new``, None once it left the
+    index), as client-go's ``OnUpdate(oldObj, newObj)``, so a handler can tell what
+    changed without a copy of its own: kind None for objects of the first LIST,
+    ``"ADDED"``/``"MODIFIED"``/``"DELETED"`` afterwards (a re-LIST reports as MODIFIED
+    what it holds and as DELETED what vanished; DELETED has body ``{"metadata": {"name":
+    key}}`` when only a re-LIST noticed).
     ``key(body)`` gives an object's key (None: ignored); default ``metadata.name``.
     """
 
@@ -271,20 +282,30 @@ class ObjectStore(ListWatch, Generic[T]):
         what: str,
         endpoint: Callable[[client.ApiClient], Endpoint],
         parse: Callable[[dict[str, Any]], T | None],
-        on_event: Callable[[str | None, str, dict[str, Any], T | None, T | None], None] = lambda *a: None,
+        on_event: EventHandler[T] | None = None,
         key: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> None:
         super().__init__()
         self.what = what
         self._endpoint = endpoint
         self.parse = parse
-        self.on_event = on_event
+        self._handlers: list[EventHandler[T]] = [] if on_event is None else [on_event]
         self.key = key if key is not None else _name
         self.index: dict[str, tuple[T]] = {}
         self._listed: set[str] = set()
 
     def endpoint(self, api_client: client.ApiClient) -> Endpoint:
         return self._endpoint(api_client)
+
+    def subscribe(self, handler: EventHandler[T]) -> None:
+        """Call ``handler(kind, key, body, old, new)`` for every change from now on, after the
+        handlers that subscribed before (as client-go's ``AddEventHandler``: one informer,
+        several consumers, each told the same facts)."""
+        self._handlers.append(handler)
+
+    def _notify(self, kind: str | None, key: str, body: dict[str, Any], old: T | None, new: T | None) -> None:
+        for handler in self._handlers:
+            handler(kind, key, body, old, new)
 
     def get(self, key: str) -> T | None:
         entry = self.index.get(key)
@@ -305,7 +326,7 @@ class ObjectStore(ListWatch, Generic[T]):
         seen, self._listed = self._listed, set()
         for key in [k for k in self.index if k not in seen]:
             old = self.index.pop(key)[0]
-            self.on_event("DELETED", key, {"metadata": {"name": key}}, old, None)
+            self._notify("DELETED", key, {"metadata": {"name": key}}, old, None)
 
     def apply(self, kind: str, obj: dict[str, Any]) -> None:
         key = self.key(obj)
@@ -313,7 +334,7 @@ class ObjectStore(ListWatch, Generic[T]):
             return
         if kind == "DELETED":
             old = self.index.pop(key, None)
-            self.on_event(kind, key, obj, old[0] if old else None, None)
+            self._notify(kind, key, obj, old[0] if old else None, None)
         else:
             self._put(kind, key, obj)
 
@@ -322,7 +343,7 @@ class ObjectStore(ListWatch, Generic[T]):
         old = self.index.pop(key, None) if value is None else self.index.get(key)
         if value is not None:
             self.index[key] = (value,)
-        self.on_event(kind, key, obj, old[0] if old else None, value)
+        self._notify(kind, key, obj, old[0] if old else None, value)
 
 
 def uid_key(obj: dict[str, Any]) -> str | None:
@@ -339,3 +360,39 @@ def _meta_str(obj: dict[str, Any], key: str) -> str | None:
     meta = obj.get("metadata")
     value = meta.get(key) if isinstance(meta, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+PendingPodHandler = Callable[[str | None, PodInfo], None]
+"""``handler(event_type, pod)``: a :class:`PendingPodEvents` subscriber."""
+
+
+class PendingPodEvents:
+    """The pending pods of one schedulerName as kopf's watch reports them
+    (:mod:`ipscheduler.cmd.kopf_handlers`), parsed once and handed to every subscriber in
+    the order they subscribed: kopf takes one handler per resource, this is its fan-out.
+
+    ``event_type`` is kopf's: None for an object of a LIST (its first, or a re-LIST after
+    its watch expired), else ``"ADDED"``/``"MODIFIED"``/``"DELETED"``. Pods of another
+    schedulerName are ignored; a pod that does not parse is logged and ignored.
+    """
+
+    def __init__(self, scheduler_name: str) -> None:
+        self.scheduler_name = scheduler_name
+        self._handlers: list[PendingPodHandler] = []
+
+    def subscribe(self, handler: PendingPodHandler) -> None:
+        """Call ``handler(event_type, pod)`` for every event from now on."""
+        self._handlers.append(handler)
+
+    def on_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """One event of the watch: parse ``body`` and tell every subscriber."""
+        try:
+            pod = PodInfo.from_obj(body)
+        except ValueError as e:
+            log.warning("ignoring malformed pod: %s", e)
+            return
+        if pod.scheduler_name != self.scheduler_name:
+            return
+        log.debug("pod event %s %s node=%s phase=%s", event_type, pod.key, pod.node_name, pod.phase)
+        for handler in self._handlers:
+            handler(event_type, pod)

@@ -4,19 +4,21 @@ As kube-scheduler's ``pkg/scheduler/eventhandlers.go`` (methods of the
 Scheduler in a file of their own; here a base class of
 :class:`ipscheduler.scheduler.scheduler.Scheduler`):
 
-- pending pods of our schedulerName (kopf) → the queue; a pod that ended
-  unbound → ``on_pod_gone`` (the pool controller); a queued pod that vanished
+- pending pods of our schedulerName (kopf, through
+  :class:`~ipscheduler.kube.informer.PendingPodEvents`) → the queue; a queued pod that vanished
   without a DELETED event (kopf re-LISTs after a 410 Gone and reports only what
   it finds) is found by reconciling the queue with a LIST (kopf's re-LIST, a
   re-LIST of our bound-pods informer, each GC sweep's) and a live read by UID,
   and dropped (:meth:`EventHandlers.queue_check`, ``ipscheduler_pending_pods_gone_total``);
-- nodes → ``Cache.add_node`` / ``update_node`` / ``remove_node``; a node
-  added or deleted → ``on_node_set_change``; an add, a delete, or an update of
+- nodes → ``Cache.add_node`` / ``update_node`` / ``remove_node``; an add, a delete, or an update of
   what the plugins read → a cluster event for the queue (a heartbeat that
   changes nothing sends none);
 - bound pods of any scheduler → ``Cache.add_pod`` / ``update_pod`` /
-  ``remove_pod``, and a cluster event; a bound pod seen → ``on_bound_pod``
-  (adoption); one gone → ``on_bound_pod_gone`` (release).
+  ``remove_pod``, and a cluster event.
+
+The handlers subscribe themselves (:meth:`EventHandlers.subscribe`) and call nothing
+outside the scheduler: the pool controller subscribes to the same informers on its own
+(releases, adoption), so the flow goes one way.
 
 Cluster events (:mod:`ipscheduler.framework.events`) go to the queue with the
 object before and after; the queue asks the queueing hints of the plugins that
@@ -44,6 +46,7 @@ from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
 from ipscheduler.kube.events import EventRecorder
+from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -74,8 +77,7 @@ def _pending(pod: PodInfo | None) -> bool:
 
 class EventHandlers:
     """The Scheduler's informer handlers (see the module doc). The attributes below are
-    set by :class:`~ipscheduler.scheduler.scheduler.Scheduler`; the ``on_*`` hooks by
-    :func:`ipscheduler.cmd.wiring.connect`."""
+    set by :class:`~ipscheduler.scheduler.scheduler.Scheduler`."""
 
     name: str
     api: KubeApi
@@ -87,32 +89,32 @@ class EventHandlers:
     _unschedulable_msg: dict[str, str]
     _binding: set[str]
     _list_burst: _ListBurst | None = None
-    on_pod_gone: Callable[[PodInfo, bool], None]
-    """A pending pod of ours ended unbound: ``(pod, confirm)``: see Scheduler."""
-    on_node_set_change: Callable[[], None]
-    """A node was added or deleted."""
-    on_bound_pod_gone: Callable[[PodInfo], None]
-    """A bound pod left its node (its address is released, which sends its own event)."""
-    on_bound_pod: Callable[[PodInfo], None]
-    """A bound pod appeared or changed."""
+
+    # -- subscriptions ------------------------------------------------------
+    def subscribe(
+        self,
+        *,
+        pending_pods: PendingPodEvents,
+        bound_pods: ObjectStore[PodInfo],
+        nodes: ObjectStore[NodeInfo],
+    ) -> None:
+        """Subscribe to the events the scheduler needs: our pending pods
+        (:meth:`on_pod_event`), bound pods (:meth:`on_bound_pod_event`) and their
+        informer's re-LISTs (:meth:`on_informer_relisted`), and nodes
+        (:meth:`on_node_event`)."""
+        pending_pods.subscribe(self.on_pod_event)
+        bound_pods.subscribe(lambda kind, uid, body, old, new: self.on_bound_pod_event(kind, old, new))
+        bound_pods.on_relisted(self.on_informer_relisted)
+        nodes.subscribe(lambda kind, name, body, old, new: self.on_node_event(kind, old, new))
 
     # -- pending pods (kopf) ------------------------------------------------
-    def on_pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+    def on_pod_event(self, event_type: str | None, pod: PodInfo) -> None:
         """Route a watch event of one of our pending pods into the queue.
 
-        Deleted or terminal pods leave the queue and go to ``on_pod_gone``; unbound live pods
-        are (re)queued; bound pods leave the queue. Malformed pods are
-        logged and ignored. ``event_type`` None is an object of a LIST (kopf's first one, or
-        a re-LIST after its watch expired): see :meth:`_listed`.
+        Deleted or terminal pods leave the queue; unbound live pods are (re)queued; bound
+        pods leave the queue. ``event_type`` None is an object of a LIST (kopf's first one,
+        or a re-LIST after its watch expired): see :meth:`_listed`.
         """
-        try:
-            pod = PodInfo.from_obj(body)
-        except ValueError as e:
-            log.warning("ignoring malformed pod: %s", e)
-            return
-        if pod.scheduler_name != self.name:
-            return
-        log.debug("pod event %s %s node=%s phase=%s", event_type, pod.key, pod.node_name, pod.phase)
         self._listed(event_type, pod.uid)
         self._on_pending_pod(event_type, pod)
 
@@ -127,13 +129,11 @@ class EventHandlers:
                 self._binding.discard(pod.uid)
                 return
             self.cache.forget_pod(pod.uid)
-            self.on_pod_gone(pod, True)
             return
         if pod.terminal:
             self.queue.delete(pod.uid)
             self.cache.forget_pod(pod.uid)
             self._unschedulable_msg.pop(pod.uid, None)
-            self.on_pod_gone(pod, False)
             return
         if pod.bound or pod.deleting:
             self.queue.delete(pod.uid)
@@ -258,9 +258,8 @@ class EventHandlers:
 
     def pod_gone(self, pod: PodInfo, found_by: str, why: str = "") -> None:
         """Pending pod ``pod`` no longer exists (a live read found no pod of its UID), although
-        no DELETED event said so: forget it as that event would have (its allocations are
-        released once confirmed), with one log line (``why``: what found it) and
-        ``ipscheduler_pending_pods_gone_total{found_by}``."""
+        no DELETED event said so: forget it as that event would have, with one log line
+        (``why``: what found it) and ``ipscheduler_pending_pods_gone_total{found_by}``."""
         log.info(
             "pod %s (UID %s) no longer exists%s: dropped from the scheduling queue (found by %s)",
             pod.key,
@@ -276,8 +275,8 @@ class EventHandlers:
     def on_bound_pod_event(self, event_type: str | None, old: PodInfo | None, new: PodInfo | None) -> None:
         """A bound-pods informer event: ``old``/``new`` its previous and new state (None:
         not bound and non-terminal). Sends AssignedPodAdd / AssignedPodUpdate /
-        AssignedPodDelete; a pod gone also goes to ``on_bound_pod_gone`` (its address is
-        released, which sends AddressReleased once written)."""
+        AssignedPodDelete. (The pool controller, subscribed to the same informer, releases
+        the address of a pod gone and sends AddressReleased once it is written.)"""
         if new == old:  # a re-LIST's unchanged pod (or nothing at all)
             return
         if new is not None:
@@ -287,33 +286,29 @@ class EventHandlers:
             else:
                 self.cache.update_pod(old, new)
                 event = events.assigned_pod_update_event(old, new)
-            self.on_bound_pod(new)
             if event is not None:
                 self.on_cluster_event(event, old, new)
             return
         assert old is not None
         self.cache.remove_pod(old)
         self._binding.discard(old.uid)
-        self.on_bound_pod_gone(old)
         self.on_cluster_event(events.ASSIGNED_POD_DELETE, old, None)
 
     # -- nodes -------------------------------------------------------------
     def on_node_event(self, event_type: str | None, old: NodeInfo | None, new: NodeInfo | None) -> None:
         """A node informer event (``event_type`` None: an object of the first LIST; ``old``:
-        the informer's previous value, ``new`` None once deleted). The node set changes
-        pools' status; a change of what the filters read (labels, taints, readiness,
+        the informer's previous value, ``new`` None once deleted). A node added or deleted
+        sends NodeAdd/NodeDelete; a change of what the filters read (labels, taints, readiness,
         allocatable...) retries pending pods; a heartbeat that changes none of it does
         nothing."""
         if new is None:
             if old is not None:
                 self.cache.remove_node(old.name)
-                self.on_node_set_change()
                 self.on_cluster_event(events.NODE_DELETE, old, None)
             return
         if old is None or self.cache.node(new.name) is None:
             self.cache.add_node(new)
             if event_type is not None:
-                self.on_node_set_change()
                 self.on_cluster_event(events.NODE_ADD, None, new)
         elif self.cache.update_node(old, new):
             event = events.node_update_event(old, new)

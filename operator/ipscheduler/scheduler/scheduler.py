@@ -15,8 +15,8 @@ binding fails. The informer handlers are in
 
 It knows nothing of NodeIPPools: the UnderlayIP plugin reserves through the
 framework, and what happens to a pool when a pod ends belongs to the pool
-controller (:mod:`ipscheduler.underlayip.controller`), reached through the
-``on_*`` hooks that :func:`ipscheduler.cmd.wiring.connect` sets.
+controller (:mod:`ipscheduler.underlayip.controller`), which subscribes to the
+same informers on its own: the scheduler calls nothing outside itself.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -71,18 +70,10 @@ class Scheduler(EventHandlers):
         bind_concurrency: int = 256,
         health: HealthState | None = None,
         metrics: Metrics | None = None,
-        on_pod_gone: Callable[[PodInfo, bool], None] = lambda pod, confirm: None,
-        on_node_set_change: Callable[[], None] = lambda: None,
-        on_bound_pod_gone: Callable[[PodInfo], None] = lambda pod: None,
-        on_bound_pod: Callable[[PodInfo], None] = lambda pod: None,
         start_after: asyncio.Event | None = None,
     ) -> None:
-        """``name``: our schedulerName. ``on_pod_gone(pod, confirm)`` is told when a pending
-        pod of ours ended: terminal (``confirm`` False), or it left the pending-pod watch
-        without our Binding (``confirm`` True: deleted, or bound by someone else; only a
-        live read can tell). ``on_node_set_change()`` is told when a node was added or
-        deleted; ``on_bound_pod_gone(pod)`` / ``on_bound_pod(pod)`` when a bound pod left
-        its node / appeared or changed (see :mod:`~ipscheduler.scheduler.eventhandlers`).
+        """``name``: our schedulerName. Events reach it once it subscribed to the informers
+        (:meth:`~ipscheduler.scheduler.eventhandlers.EventHandlers.subscribe`).
         Scheduling starts once the cache is ready (nodes and bound pods listed) and
         ``start_after`` is set (the pool controller's ``ready_to_schedule``)."""
         self.name = name
@@ -97,10 +88,6 @@ class Scheduler(EventHandlers):
         self.health = health if health is not None else HealthState()
         self._binding: set[str] = set()  # UIDs whose Binding we POSTed (until kopf sees them leave)
         self.metrics = metrics if metrics is not None else Metrics(name)
-        self.on_pod_gone = on_pod_gone
-        self.on_node_set_change = on_node_set_change
-        self.on_bound_pod_gone = on_bound_pod_gone
-        self.on_bound_pod = on_bound_pod
         self.start_after = start_after
 
     # -- task helpers --------------------------------------------------

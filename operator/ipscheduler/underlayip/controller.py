@@ -19,8 +19,9 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
   edit removes from under a running pod is **restored** at once
   (:meth:`PoolController.on_pool_status`).
 
-It is driven by informer events subscribed in :mod:`ipscheduler.cmd.wiring`
-and tells the scheduling queue when capacity was freed (``on_capacity_freed``).
+It subscribes itself to the informers it needs (:meth:`PoolController.subscribe`:
+pending pods, bound pods, nodes, NodeIPPools) and tells the scheduling queue when
+capacity was freed (``on_capacity_freed``); nothing flows back from the scheduler.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from typing import Any
 
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
 from ipscheduler.framework.interface import ClusterEvent
-from ipscheduler.framework.types import PodInfo
+from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, live_pod
 from ipscheduler.kube.events import EventRecorder
+from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
@@ -84,16 +86,22 @@ class PoolController:
         reserved_ttl: float = 60.0,
         health: HealthState | None = None,
         metrics: Metrics | None = None,
-        on_capacity_freed: Callable[[ClusterEvent], None] = lambda event: None,
+        on_capacity_freed: Callable[[ClusterEvent], object] = lambda event: None,
+        queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]] | None = None,
         wait_for: Sequence[asyncio.Event] = (),
+        ready_to_schedule: asyncio.Event | None = None,
     ) -> None:
         """``scheduler_name``: only pods with this schedulerName are ours. ``gc_interval`` and
         ``reserved_ttl`` in seconds (``--gc-interval``, ``--reserved-ttl``).
         ``on_capacity_freed(event)`` is told when addresses were released
         (``events.ADDRESS_RELEASED``) or pools changed (``events.NODE_IP_POOL_CHANGE``): the
-        scheduling queue's move of the unschedulable pods those events may help. The start-up reconcile waits
-        for ``cache.ready`` and each event of ``wait_for`` (e.g. the bound-pods informer
-        synced)."""
+        scheduling queue's move of the unschedulable pods those events may help. Each GC sweep
+        calls ``queue_check("gc")`` before its LIST of our pods and hands the LIST to what it
+        returns: the scheduling queue drops the pods it shows gone
+        (:meth:`ipscheduler.scheduler.eventhandlers.EventHandlers.queue_check`). The
+        start-up reconcile waits for ``cache.ready`` and each event of ``wait_for`` (e.g.
+        the bound-pods informer synced); ``ready_to_schedule`` (made here when None) is set
+        once scheduling may start."""
         self.scheduler_name = scheduler_name
         self.api = api
         self.cache = cache
@@ -105,13 +113,10 @@ class PoolController:
         self.metrics = metrics if metrics is not None else Metrics(scheduler_name)
         self.on_capacity_freed = on_capacity_freed
         self.wait_for = tuple(wait_for)
-        self.queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]] = _no_queue_check
-        """Each GC sweep calls ``queue_check("gc")`` before its LIST of our pods and hands the
-        LIST to what it returns: the scheduling queue drops the pods it shows gone
-        (:meth:`ipscheduler.scheduler.eventhandlers.EventHandlers.queue_check`)."""
+        self.queue_check = queue_check if queue_check is not None else _no_queue_check
         self.watch_timeout = 90.0
         """Seconds the pool cache may stay behind the API server before /healthz fails."""
-        self.ready_to_schedule = asyncio.Event()
+        self.ready_to_schedule = ready_to_schedule if ready_to_schedule is not None else asyncio.Event()
         """Set once the caches are synced and every bound pod of ours holds its address
         (:meth:`on_bound_pod`), those no pool records included: scheduling may start. The
         start-up reconcile runs beside it."""
@@ -181,7 +186,76 @@ class PoolController:
             if still is not None:
                 self.on_bound_pod(still)
 
-    # -- events (subscribed in cmd/wiring) ------------------------------------------
+    # -- events ----------------------------------------------------------------------
+    def subscribe(
+        self,
+        *,
+        pending_pods: PendingPodEvents,
+        bound_pods: ObjectStore[PodInfo],
+        nodes: ObjectStore[NodeInfo],
+        pools: ObjectStore[PoolView],
+    ) -> None:
+        """Subscribe to the events the controller needs: pending pods of ours that end
+        unbound (:meth:`on_pending_pod`), bound pods seen and gone (holds, adoption,
+        release), nodes added or deleted (every pool's status), and pool changes
+        (:meth:`on_pool_store_event`)."""
+        pending_pods.subscribe(self.on_pending_pod)
+        bound_pods.subscribe(self.on_bound_pod_event)
+        nodes.subscribe(self.on_node_event)
+        pools.subscribe(self.on_pool_store_event)
+
+    def on_pending_pod(self, event_type: str | None, pod: PodInfo) -> None:
+        """An event of kopf's pending-pod watch. A pod that left it (DELETED) without being
+        bound by this scheduler (neither assumed nor bound in the node cache: the binding
+        cycle settles those, by PostBind or by Unreserve) was deleted, or bound by another
+        replica: released once :meth:`confirm_gone` says so. A terminal one is released at
+        once. A pending pod that vanished without any event (the watch re-listed) is the GC
+        sweep's."""
+        if event_type == "DELETED":
+            node_cache = self.cache.node_cache
+            if node_cache.is_assumed(pod.uid) or node_cache.pod(pod.uid) is not None:
+                return
+            self.on_pod_gone(pod, True)
+        elif pod.terminal:
+            self.on_pod_gone(pod, False)
+
+    def on_bound_pod_event(
+        self, kind: str | None, uid: str, body: dict[str, Any], old: PodInfo | None, new: PodInfo | None
+    ) -> None:
+        """A bound-pods informer event: a pod seen (:meth:`on_bound_pod`) or gone
+        (:meth:`on_bound_pod_gone`)."""
+        if new == old:
+            return
+        if new is not None:
+            self.on_bound_pod(new)
+        elif old is not None:
+            self.on_bound_pod_gone(old)
+
+    def on_node_event(
+        self, kind: str | None, name: str, body: dict[str, Any], old: NodeInfo | None, new: NodeInfo | None
+    ) -> None:
+        """A node informer event: a node added or deleted changes its pools' status (every
+        pool is recomputed). The queue hears of it from the scheduler's own node handler
+        (``NodeAdd``/``NodeDelete``), not from here: one fact moves the queue once."""
+        if kind is not None and (old is None) != (new is None):
+            self._mark_pools_dirty()
+
+    def on_pool_store_event(
+        self, kind: str | None, name: str, body: dict[str, Any], old: PoolView | None, new: PoolView | None
+    ) -> None:
+        """A NodeIPPool informer event. The echo of our own write does not recompute the
+        pool's status or retry pending pods (that write already set a complete status, and
+        frees capacity only on release, which retries pending pods itself); a deleting
+        pool is always looked at (it may be ready to finalize). Someone else's status
+        change goes to :meth:`on_pool_status`."""
+        self.cache.invalidate(name)
+        meta = body.get("metadata") or {}
+        echo = kind != "DELETED" and self.writer.is_own_write(name, str(meta.get("resourceVersion", "")))
+        if not echo or meta.get("deletionTimestamp"):
+            self.on_pool_event(name)
+        if not echo and old is not None and new is not None:
+            self.on_pool_status(old, new)
+
     def on_pod_gone(self, pod: PodInfo, confirm: bool) -> None:
         """A pending pod of ours ended: terminal (``confirm`` False: release at once), or it
         left the pending-pod watch without our Binding (``confirm`` True: deleted, or bound
@@ -306,11 +380,11 @@ class PoolController:
         finally:
             self.cache.unclaim(r.uid)
 
-    def on_pool_event(self, name: str | None = None) -> None:
-        """Pool ``name`` (None: any pool or the node set) changed.
+    def on_pool_event(self, name: str) -> None:
+        """Pool ``name`` changed (added, edited, deleted, or its status by someone else).
 
-        Recomputes that pool's status (debounced; every pool's when ``name``
-        is None) and retries pending pods.
+        Recomputes that pool's status (debounced) and retries pending pods
+        (``NodeIPPoolChange``).
         """
         self._mark_pools_dirty(name)
         self.on_capacity_freed(events.NODE_IP_POOL_CHANGE)

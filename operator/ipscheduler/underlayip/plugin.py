@@ -56,8 +56,11 @@ from pydantic import Field, model_validator
 from ipscheduler.framework.interface import (
     BIND_ANNOTATIONS,
     SCHEDULED_NOTE,
+    ActionType,
+    ClusterEvent,
     ClusterEventWithHint,
     CycleState,
+    EventResource,
     Handle,
     Status,
     default_normalize,
@@ -179,11 +182,16 @@ class UnderlayIP:
 
     # -- Score ---------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        """A NodeIPPool added, changed or deleted, its node set changed, or addresses
-        released (:data:`~ipscheduler.underlayip.events.NODE_IP_POOL_CHANGE`,
-        :data:`~ipscheduler.underlayip.events.ADDRESS_RELEASED`): retry the pod. A bound pod
-        deleted does not: its address is free only once released."""
-        return [ClusterEventWithHint(events.NODE_IP_POOL_CHANGE)]
+        """A NodeIPPool added, changed or deleted, or addresses released
+        (:data:`~ipscheduler.underlayip.events.NODE_IP_POOL_CHANGE`,
+        :data:`~ipscheduler.underlayip.events.ADDRESS_RELEASED`), or a node added or deleted
+        (a pool may name a node that did not exist yet; the node set decides which pools'
+        addresses conflict): retry the pod. A bound pod deleted does not: its address is
+        free only once released."""
+        return [
+            ClusterEventWithHint(events.NODE_IP_POOL_CHANGE),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.DELETE)),
+        ]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Free addresses on the node (0 for hostNetwork pods)."""
