@@ -12,26 +12,28 @@ from hypothesis import strategies as st
 
 from ipscheduler.underlayip.addresses import AddressSet
 from ipscheduler.underlayip.allocator import (
-    MAX_REPORTED,
     AdoptConflict,
-    PoolContext,
     PoolFull,
-    PoolView,
     ReservedElsewhere,
     adopt,
-    age,
     available,
-    desired_status,
-    find_conflicts,
     mark_bound,
-    parse_status,
     pick,
-    ready_condition,
-    refresh,
     release,
     reserve,
 )
 from ipscheduler.underlayip.models import NodeIPPoolStatus
+from ipscheduler.underlayip.pool import (
+    MAX_REPORTED,
+    PoolContext,
+    PoolView,
+    age,
+    desired_status,
+    find_conflicts,
+    parse_status,
+    ready_condition,
+    refresh,
+)
 
 SINCE = "2024-01-01T00:00:00Z"
 T0 = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)

@@ -23,7 +23,7 @@ from ipscheduler.kube.client import Conflict
 from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler import eventhandlers
 from ipscheduler.scheduler.scheduler import Scheduler
-from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.writer import PoolWriter
 from tests.unit.fakes import FakePoolApi, pool_cache
 

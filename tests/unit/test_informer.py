@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.kube.client import LIST_PAGE_SIZE
 from ipscheduler.framework.types import PodInfo
+from ipscheduler.kube.client import LIST_PAGE_SIZE
 from ipscheduler.kube.informer import ObjectStore, PendingPodEvents, uid_key
 
 

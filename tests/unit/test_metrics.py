@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ipscheduler.metrics import Metrics
-from ipscheduler.underlayip.allocator import PoolView
+from ipscheduler.underlayip.pool import PoolView
 
 
 def test_exposition_has_kube_scheduler_names_and_pool_gauges() -> None:

@@ -21,8 +21,8 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip import allocator
-from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.controller import PoolController
+from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.repair import Repair
 from ipscheduler.underlayip.writer import PoolWriter
 from tests.unit.fakes import FakePoolApi, pool_cache

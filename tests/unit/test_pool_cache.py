@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework.types import NodeInfo
-from ipscheduler.underlayip.allocator import PoolView, available
+from ipscheduler.underlayip.allocator import available
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.pool import PoolView
 from tests.unit.fakes import pool_cache
 
 NODES = [f"node-{i}" for i in range(4)]

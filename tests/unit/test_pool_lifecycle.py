@@ -8,16 +8,9 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework.types import NodeInfo
-from ipscheduler.underlayip.allocator import (
-    PoolContext,
-    PoolFull,
-    PoolView,
-    pick,
-    ready_condition,
-    refresh,
-    reserve,
-)
+from ipscheduler.underlayip.allocator import PoolFull, pick, reserve
 from ipscheduler.underlayip.models import NodeIPPoolStatus
+from ipscheduler.underlayip.pool import PoolContext, PoolView, ready_condition, refresh
 from tests.unit.fakes import pool_cache
 
 SINCE = "2024-01-01T00:00:00Z"

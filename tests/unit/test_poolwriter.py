@@ -12,9 +12,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.types import NodeInfo
 from ipscheduler.underlayip import allocator
-from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import FINALIZER
+from ipscheduler.underlayip.pool import PoolContext, PoolView
 from ipscheduler.underlayip.writer import CAS_ATTEMPTS, MutateFn, PoolWriter
 from tests.unit.fakes import FakePoolApi, pool_cache
 
@@ -49,7 +49,7 @@ def setup(*bodies: dict[str, Any], defer_delay: float = 1.0) -> tuple[FakePoolAp
 
 
 def reserve(uid: str) -> MutateFn:
-    def mutate(p: PoolView, ctx: allocator.PoolContext) -> Any:
+    def mutate(p: PoolView, ctx: PoolContext) -> Any:
         return allocator.reserve(p, ctx, uid, f"ns/{uid}")[0]
 
     return mutate

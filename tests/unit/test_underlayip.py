@@ -12,7 +12,6 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, Code, CycleState, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeIPPoolStatus
 from ipscheduler.underlayip.plugin import (
     ERR_NO_FREE,
@@ -20,6 +19,7 @@ from ipscheduler.underlayip.plugin import (
     NAME,
     UnderlayIP,
 )
+from ipscheduler.underlayip.pool import PoolContext, PoolView
 from ipscheduler.underlayip.writer import PoolWriter
 from tests.unit.fakes import FakePoolApi, pool_cache
 

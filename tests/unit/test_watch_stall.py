@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ipscheduler.health import HealthState
-from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.controller import PoolController
+from ipscheduler.underlayip.pool import PoolView
 from tests.unit.fakes import pool_cache
 
 TIMEOUT = 90.0

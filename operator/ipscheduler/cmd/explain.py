@@ -24,10 +24,10 @@ from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
-from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import POOLS
 from ipscheduler.underlayip.plugin import Strategy
+from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.writer import PoolWriter
 
 

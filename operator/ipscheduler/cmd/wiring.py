@@ -45,10 +45,10 @@ from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.informer import Endpoint, ObjectStore, PendingPodEvents, uid_key
 from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.scheduler import Scheduler
-from ipscheduler.underlayip.allocator import PoolView
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.models import ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
+from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)

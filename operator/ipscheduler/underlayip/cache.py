@@ -27,7 +27,8 @@ from collections.abc import Iterable, Mapping
 
 from ipscheduler.backend.cache import Cache
 from ipscheduler.underlayip.addresses import AddressSet
-from ipscheduler.underlayip.allocator import PoolContext, PoolView, available, find_conflicts, foreign_holds
+from ipscheduler.underlayip.allocator import available
+from ipscheduler.underlayip.pool import PoolContext, PoolView, find_conflicts, foreign_holds
 
 IndexLike = Mapping[str, Iterable[object]]
 """pool name → values: the NodeIPPool informer's index (name → one-element tuple) or, in
@@ -318,7 +319,7 @@ class PoolCache:
         """Running pod ``uid`` (bound to ``node``, not terminal, ours) carries pool
         ``pool_name`` and the canonical address ``ip`` (None: none, or not an address) in
         its annotations: the address is never handed out, and the pod takes a place in that
-        pool (:func:`~ipscheduler.underlayip.allocator.unrecorded`), whatever the pool status
+        pool (:func:`~ipscheduler.underlayip.pool.unrecorded`), whatever the pool status
         records, until :meth:`unhold` (the bound-pods informer says it is gone)."""
         if self._holds.get(uid) == (pool_name, ip) and self._pod_holders[pool_name].get(uid) == (ip, node):
             return

@@ -11,7 +11,7 @@ Invariants (each violation is one line of output):
 - a pool's ``allocated`` does not exceed its ``capacity``;
 - a bound pod's ``ipscheduler.io/ip`` / ``ipscheduler.io/pool`` annotations
   match its allocation, and its ``ipscheduler.io/network`` (when present) the
-  network facts its pool gives that address (:func:`allocator.network_of`).
+  network facts its pool gives that address (:func:`~ipscheduler.underlayip.pool.network_of`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from kubernetes_asyncio import client
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.allocator import PoolView, network_of
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, POOLS
+from ipscheduler.underlayip.pool import PoolView, network_of
 
 
 def _canon(ip: str) -> str:

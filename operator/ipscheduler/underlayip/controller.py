@@ -44,7 +44,6 @@ from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.allocator import PoolView, pool_ref
 from ipscheduler.underlayip.cache import PoolCache, rv_number
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
@@ -54,6 +53,7 @@ from ipscheduler.underlayip.models import (
     FINALIZER,
     POOLS,
 )
+from ipscheduler.underlayip.pool import READY, PoolView, age, network_of, pool_ref, refresh, utc_now
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -485,10 +485,10 @@ class PoolController:
 
     async def refresh_pool(self, pool: PoolView) -> None:
         """Write the pool's computed status if it differs; Warning event when it turns not Ready."""
-        written = await self.writer.submit(pool.name, allocator.refresh)
+        written = await self.writer.submit(pool.name, refresh)
         if written is None:
             return
-        cond = next((c for c in written.status.conditions if c.type == allocator.READY), None)
+        cond = next((c for c in written.status.conditions if c.type == READY), None)
         if cond is None:
             return
         previous = self._pool_reasons.get(pool.name)
@@ -580,7 +580,7 @@ class PoolController:
         check_queue = self.queue_check("gc")
         pods = await self._list_our_pods()
         check_queue(pods)
-        now = allocator.utc_now()
+        now = utc_now()
         repairs = [r for r in self._plan(pools, pods) if not self._mark_on_its_way(r, now)]
         counts = await self.apply_repairs(repairs, confirm=True)
         if any(counts.values()):
@@ -595,10 +595,10 @@ class PoolController:
         write) is written by the next sweep."""
         if r.action != "mark_bound" or r.allocation is None:
             return False
-        return allocator.age(r.allocation.since, now) < 2 * self.writer.defer_delay
+        return age(r.allocation.since, now) < 2 * self.writer.defer_delay
 
     def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
-        now = allocator.utc_now()
+        now = utc_now()
         self._skew.observe(pools, now)
         return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen)
 
@@ -635,7 +635,7 @@ class PoolController:
             return False
         return any(
             x.action == "release" and x.uid == r.uid
-            for x in repair.plan([pool], pods, allocator.utc_now(), self.reserved_ttl, self._skew.first_seen)
+            for x in repair.plan([pool], pods, utc_now(), self.reserved_ttl, self._skew.first_seen)
         )
 
     async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:
@@ -725,7 +725,7 @@ def _network_mismatch(pool: PoolView, r: repair.Repair) -> str | None:
     if r.network is None or not r.ip:
         return None
     try:
-        want = allocator.network_of(pool, r.ip)
+        want = network_of(pool, r.ip)
     except AddressError:
         return None  # adopt() refused it already
     try:

@@ -24,7 +24,7 @@ Extension points:
   pool (other pools of the node if it turned out full), and put
   ``ipscheduler.io/ip``, ``ipscheduler.io/pool`` and ``ipscheduler.io/network``
   (the address with its subnet's prefix, gateway and routes, as a CNI IPAM
-  result: :func:`ipscheduler.underlayip.allocator.network_of`) into the binding
+  result: :func:`ipscheduler.underlayip.pool.network_of`) into the binding
   annotations.
 - PostBind: mark the allocation Bound (deferred, coalesced write).
 
@@ -69,9 +69,9 @@ from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.underlayip import allocator, events, multus
-from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeIPPoolStatus
+from ipscheduler.underlayip.pool import PoolContext, PoolView, network_of, utc_now
 from ipscheduler.underlayip.writer import MutateFn, PoolWriter
 
 log = logging.getLogger(__name__)
@@ -262,9 +262,7 @@ class UnderlayIP:
         for pool in self._candidates(pod, node):
             held = pool.allocations.get(pod.uid)
             if held is not None:
-                if not allocator.abandoned(
-                    held, owner, allocator.utc_now(), self.reserved_ttl, self.takeover_before
-                ):
+                if not allocator.abandoned(held, owner, utc_now(), self.reserved_ttl, self.takeover_before):
                     return Status.error(str(allocator.ReservedElsewhere(pool.name, held)), plugin=NAME)
             elif self.cache.available(pool) <= 0:
                 continue
@@ -311,7 +309,7 @@ class UnderlayIP:
         """Record the allocation this cycle got, with its network facts (address pools)."""
         state.write(_ALLOC, (pool.name, ip))
         if ip:
-            state.write(_NETWORK, json.dumps(allocator.network_of(pool, ip), separators=(",", ":")))
+            state.write(_NETWORK, json.dumps(network_of(pool, ip), separators=(",", ":")))
 
     async def _bound_pool(self, pod: PodInfo) -> str | None:
         """The pool named by the live pod's ``ipscheduler.io/pool`` if the pod (same UID) is

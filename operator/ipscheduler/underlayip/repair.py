@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.underlayip.allocator import PoolView, age
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, Allocation
+from ipscheduler.underlayip.pool import PoolView, age
 
 Action = Literal["release", "mark_bound", "adopt"]
 
@@ -64,7 +64,7 @@ def plan(
     Reserved allocations of pods still pending are kept for ``reserved_ttl``
     seconds: the cycle that made them is binding the pod.
 
-    Clock skew: ages are measured with :func:`ipscheduler.underlayip.allocator.age`, so a
+    Clock skew: ages are measured with :func:`ipscheduler.underlayip.pool.age`, so a
     ``since`` in the future (stamped by a replica whose clock runs ahead)
     counts as now. ``first_seen`` maps ``(uid, since)`` of such allocations to
     when this process first saw them (:class:`SkewClock` keeps it), and the

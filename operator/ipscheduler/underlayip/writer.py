@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.kube.client import Conflict, KubeApi
-from ipscheduler.underlayip.allocator import PoolContext, PoolView
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import FINALIZER, POOLS, NodeIPPoolStatus
+from ipscheduler.underlayip.pool import PoolContext, PoolView
 
 log = logging.getLogger(__name__)
 
