@@ -69,7 +69,7 @@ type NetConf struct {
 func LoadConfig(stdin []byte, hostname func() (string, error)) (*NetConf, error) {
 	conf := &NetConf{}
 	if err := json.Unmarshal(stdin, conf); err != nil {
-		return nil, newErr(errDecoding, "failed to decode network configuration", "%v", err)
+		return nil, newErr(types.ErrDecodingFailure, MsgDecodeConfig, "%v", err)
 	}
 	if conf.IPAM.Kubeconfig == "" {
 		conf.IPAM.Kubeconfig = DefaultKubeconfig
@@ -78,7 +78,7 @@ func LoadConfig(stdin []byte, hostname func() (string, error)) (*NetConf, error)
 		conf.IPAM.SchedulerName = DefaultSchedulerName
 	}
 	if conf.IPAM.TimeoutSeconds < 0 {
-		return nil, newErr(errInvalidConfig, "invalid network configuration", "ipam.timeoutSeconds must not be negative")
+		return nil, newErr(types.ErrInvalidNetworkConfig, MsgInvalidConfig, "ipam.timeoutSeconds must not be negative")
 	}
 	if conf.IPAM.NodeName == "" {
 		if hostname == nil {
@@ -86,12 +86,12 @@ func LoadConfig(stdin []byte, hostname func() (string, error)) (*NetConf, error)
 		}
 		h, err := hostname()
 		if err != nil {
-			return nil, newErr(errInvalidConfig, "invalid network configuration", "ipam.nodeName is unset and the host name is unknown: %v", err)
+			return nil, newErr(types.ErrInvalidNetworkConfig, MsgInvalidConfig, "ipam.nodeName is unset and the host name is unknown: %v", err)
 		}
 		conf.IPAM.NodeName = strings.ToLower(strings.TrimSpace(h))
 	}
 	if conf.IPAM.NodeName == "" {
-		return nil, newErr(errInvalidConfig, "invalid network configuration", "ipam.nodeName is unset and the host name is empty")
+		return nil, newErr(types.ErrInvalidNetworkConfig, MsgInvalidConfig, "ipam.nodeName is unset and the host name is empty")
 	}
 	return conf, nil
 }
@@ -121,7 +121,7 @@ func (p PodRef) String() string { return p.Namespace + "/" + p.Name }
 func ParseArgs(cniArgs string) (PodRef, error) {
 	args := K8sArgs{}
 	if err := types.LoadArgs(cniArgs, &args); err != nil {
-		return PodRef{}, newErr(errInvalidEnv, "invalid CNI_ARGS", "%v", err)
+		return PodRef{}, newErr(types.ErrInvalidEnvironmentVariables, MsgInvalidArgs, "%v", err)
 	}
 	ref := PodRef{
 		Namespace:        string(args.K8S_POD_NAMESPACE),
@@ -137,7 +137,7 @@ func ParseArgs(cniArgs string) (PodRef, error) {
 		missing = append(missing, "K8S_POD_NAME")
 	}
 	if len(missing) > 0 {
-		return PodRef{}, newErr(errInvalidEnv, "invalid CNI_ARGS", "CNI_ARGS lacks %s (is the runtime a Kubernetes CRI?)", strings.Join(missing, " and "))
+		return PodRef{}, newErr(types.ErrInvalidEnvironmentVariables, MsgInvalidArgs, "CNI_ARGS lacks %s (is the runtime a Kubernetes CRI?)", strings.Join(missing, " and "))
 	}
 	return ref, nil
 }

@@ -8,8 +8,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 )
 
-// Plugin-specific error codes (SPEC: 100+ are the plugin's own). Keep in
-// sync with the table in README.md.
+// Plugin-specific error codes (SPEC: 100+ are the plugin's own).
 const (
 	ErrPodUIDMismatch      uint = 100 // K8S_POD_UID is not the live pod's UID
 	ErrPoolOtherNode       uint = 101 // the pool's spec.nodeName is not this node
@@ -30,13 +29,74 @@ const (
 // available (cannot service ADD)".
 const ErrStatusUnavailable uint = 50
 
-// Well-known codes used here.
+// The msg of each error the plugin prints (the details say which pod, pool
+// and addresses). Every error this package creates takes one of these, with
+// the code errorTable pairs it with.
 const (
-	errTryAgain      = types.ErrTryAgainLater
-	errInvalidConfig = types.ErrInvalidNetworkConfig
-	errInvalidEnv    = types.ErrInvalidEnvironmentVariables
-	errDecoding      = types.ErrDecodingFailure
+	MsgConvertResult      = "cannot convert the result"
+	MsgInvalidArgs        = "invalid CNI_ARGS"
+	MsgReadStdin          = "error reading from stdin"
+	MsgPipe               = "pipe"
+	MsgDecodeConfig       = "failed to decode network configuration"
+	MsgDecodePrevResult   = "failed to decode prevResult"
+	MsgConvertPrevResult  = "failed to convert prevResult"
+	MsgInvalidConfig      = "invalid network configuration"
+	MsgTryAgain           = "try again later"
+	MsgStatusUnavailable  = "plugin not available: kubeconfig unusable"
+	MsgPodUIDMismatch     = "pod UID mismatch"
+	MsgPoolOtherNode      = "pool serves another node"
+	MsgNoAllocation       = "no allocation for this pod (released?)"
+	MsgAllocationMismatch = "annotated address differs from the allocation (forged?)"
+	MsgPoolNotFound       = "pool not found"
+	MsgNotOurs            = "pod has no " + AnnotationPool + " annotation"
+	MsgRuntimeAnnotations = "runtime-supplied annotations differ from the live pod's (forged or stale)"
+	MsgNetworkMismatch    = AnnotationNetwork + " does not match " + AnnotationIP
+	MsgMalformedIP        = "malformed " + AnnotationIP + " annotation"
+	MsgMalformedNetwork   = "malformed " + AnnotationNetwork + " annotation"
+	MsgPodNotFound        = "pod not found (deleted?)"
+	MsgCountOnly          = "count-only pool: no address to hand out"
+	MsgPrevResultMismatch = "prevResult does not carry the allocated address"
+	MsgAPI                = "Kubernetes API request failed"
 )
+
+// errorTable is every (code, msg) pair the plugin prints, in the order of
+// the CNI hand-off contract testdata/cni-contract/errors.json (at the
+// repository root) and of the error table in cni/README.md. Name is the
+// code's constant: this package's, or package types' for the SPEC's
+// well-known codes. contract_test.go checks the contract against this table
+// and that every error the package creates uses one of its pairs;
+// tests/unit/test_cni_contract.py checks cni/README.md's table against the
+// contract.
+var errorTable = []struct {
+	Name string
+	Code uint
+	Msg  string
+}{
+	{"ErrIncompatibleCNIVersion", types.ErrIncompatibleCNIVersion, MsgConvertResult},
+	{"ErrInvalidEnvironmentVariables", types.ErrInvalidEnvironmentVariables, MsgInvalidArgs},
+	{"ErrIOFailure", types.ErrIOFailure, MsgReadStdin},
+	{"ErrIOFailure", types.ErrIOFailure, MsgPipe},
+	{"ErrDecodingFailure", types.ErrDecodingFailure, MsgDecodeConfig},
+	{"ErrDecodingFailure", types.ErrDecodingFailure, MsgDecodePrevResult},
+	{"ErrDecodingFailure", types.ErrDecodingFailure, MsgConvertPrevResult},
+	{"ErrInvalidNetworkConfig", types.ErrInvalidNetworkConfig, MsgInvalidConfig},
+	{"ErrTryAgainLater", types.ErrTryAgainLater, MsgTryAgain},
+	{"ErrStatusUnavailable", ErrStatusUnavailable, MsgStatusUnavailable},
+	{"ErrPodUIDMismatch", ErrPodUIDMismatch, MsgPodUIDMismatch},
+	{"ErrPoolOtherNode", ErrPoolOtherNode, MsgPoolOtherNode},
+	{"ErrNoAllocation", ErrNoAllocation, MsgNoAllocation},
+	{"ErrAllocationMismatch", ErrAllocationMismatch, MsgAllocationMismatch},
+	{"ErrPoolNotFound", ErrPoolNotFound, MsgPoolNotFound},
+	{"ErrNotOurs", ErrNotOurs, MsgNotOurs},
+	{"ErrRuntimeAnnotations", ErrRuntimeAnnotations, MsgRuntimeAnnotations},
+	{"ErrNetworkMismatch", ErrNetworkMismatch, MsgNetworkMismatch},
+	{"ErrMalformedAnnotation", ErrMalformedAnnotation, MsgMalformedIP},
+	{"ErrMalformedAnnotation", ErrMalformedAnnotation, MsgMalformedNetwork},
+	{"ErrPodNotFound", ErrPodNotFound, MsgPodNotFound},
+	{"ErrCountOnly", ErrCountOnly, MsgCountOnly},
+	{"ErrPrevResultMismatch", ErrPrevResultMismatch, MsgPrevResultMismatch},
+	{"ErrAPI", ErrAPI, MsgAPI},
+}
 
 // defaultErrorOutputCNIVersion is used when stdin has no readable cniVersion.
 const defaultErrorOutputCNIVersion = "1.1.0"

@@ -43,11 +43,11 @@ func Default() *Plugin {
 func NewKubeAPI(conf *IPAMConf) (API, error) {
 	kc, err := kubeconfig.Load(conf.Kubeconfig)
 	if err != nil {
-		return nil, newErr(errInvalidConfig, "invalid network configuration", "ipam.kubeconfig %s: %v", conf.Kubeconfig, err)
+		return nil, newErr(types.ErrInvalidNetworkConfig, MsgInvalidConfig, "ipam.kubeconfig %s: %v", conf.Kubeconfig, err)
 	}
 	c, err := kube.NewClient(kc, conf.Timeout())
 	if err != nil {
-		return nil, newErr(errInvalidConfig, "invalid network configuration", "ipam.kubeconfig %s: %v", conf.Kubeconfig, err)
+		return nil, newErr(types.ErrInvalidNetworkConfig, MsgInvalidConfig, "ipam.kubeconfig %s: %v", conf.Kubeconfig, err)
 	}
 	return c, nil
 }
@@ -99,11 +99,11 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	}
 	var prev *types100.Result
 	if err := version.ParsePrevResult(&conf.PluginConf); err != nil {
-		return newErr(errDecoding, "failed to decode prevResult", "%v", err)
+		return newErr(types.ErrDecodingFailure, MsgDecodePrevResult, "%v", err)
 	}
 	if conf.PrevResult != nil {
 		if prev, err = types100.NewResultFromResult(conf.PrevResult); err != nil {
-			return newErr(errDecoding, "failed to convert prevResult", "%v", err)
+			return newErr(types.ErrDecodingFailure, MsgConvertPrevResult, "%v", err)
 		}
 	}
 	v, err := p.verify(conf, args)
@@ -123,7 +123,7 @@ func CheckPrevResult(prev *types100.Result, ip netip.Addr) error {
 			return nil
 		}
 	}
-	return newErr(ErrPrevResultMismatch, "prevResult does not carry the allocated address",
+	return newErr(ErrPrevResultMismatch, MsgPrevResultMismatch,
 		"the pool allocates %s, prevResult has %d other address(es)", ip, len(prev.IPs))
 }
 
@@ -149,7 +149,7 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 		if errors.As(err, &e) {
 			details = e.Details
 		}
-		return types.NewError(ErrStatusUnavailable, "plugin not available: kubeconfig unusable", details)
+		return types.NewError(ErrStatusUnavailable, MsgStatusUnavailable, details)
 	}
 	return nil
 }
@@ -162,13 +162,13 @@ func Main() int {
 	if cmd := os.Getenv("CNI_COMMAND"); cmd != "" && cmd != "VERSION" {
 		var err error
 		if stdinData, err = io.ReadAll(os.Stdin); err != nil {
-			_ = WriteError(os.Stdout, types.NewError(types.ErrIOFailure, "error reading from stdin", err.Error()), nil)
+			_ = WriteError(os.Stdout, types.NewError(types.ErrIOFailure, MsgReadStdin, err.Error()), nil)
 			return 1
 		}
 		// skel reads os.Stdin itself: hand it the same bytes again.
 		r, w, err := os.Pipe()
 		if err != nil {
-			_ = WriteError(os.Stdout, types.NewError(types.ErrIOFailure, "pipe", err.Error()), stdinData)
+			_ = WriteError(os.Stdout, types.NewError(types.ErrIOFailure, MsgPipe, err.Error()), stdinData)
 			return 1
 		}
 		go func() {

@@ -32,7 +32,7 @@ func BuildResult(v *Verified) *types100.Result {
 func RenderResult(w io.Writer, res types.Result, cniVersion string) error {
 	converted, err := res.GetAsVersion(cniVersion)
 	if err != nil {
-		return types.NewError(types.ErrIncompatibleCNIVersion, "cannot convert the result", fmt.Sprintf("to cniVersion %q: %v", cniVersion, err))
+		return types.NewError(types.ErrIncompatibleCNIVersion, MsgConvertResult, fmt.Sprintf("to cniVersion %q: %v", cniVersion, err))
 	}
 	return converted.PrintTo(w)
 }

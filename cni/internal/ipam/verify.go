@@ -92,8 +92,7 @@ func SelectAnnotations(runtime, live map[string]string) (Annotations, Annotation
 		diffs = append(diffs, fmt.Sprintf("%s %q (runtime) vs %q (pod)", AnnotationNetwork, rtAnn.Network, liveAnn.Network))
 	}
 	if len(diffs) > 0 {
-		return Annotations{}, SourceRuntime, newErr(ErrRuntimeAnnotations,
-			"runtime-supplied annotations differ from the live pod's (forged or stale)", "%s", strings.Join(diffs, "; "))
+		return Annotations{}, SourceRuntime, newErr(ErrRuntimeAnnotations, MsgRuntimeAnnotations, "%s", strings.Join(diffs, "; "))
 	}
 	return rtAnn, SourceRuntime, nil
 }
@@ -156,7 +155,7 @@ type networkAnnotation struct {
 // ErrMalformedAnnotation or ErrNetworkMismatch.
 func ParseNetwork(text string, ip netip.Addr) (*Network, error) {
 	malformed := func(format string, args ...any) error {
-		return newErr(ErrMalformedAnnotation, "malformed "+AnnotationNetwork+" annotation", format, args...)
+		return newErr(ErrMalformedAnnotation, MsgMalformedNetwork, format, args...)
 	}
 	var raw networkAnnotation
 	dec := json.NewDecoder(strings.NewReader(text))
@@ -168,7 +167,7 @@ func ParseNetwork(text string, ip netip.Addr) (*Network, error) {
 		return nil, malformed("trailing data after the JSON object")
 	}
 	if len(raw.IPs) != 1 {
-		return nil, newErr(ErrNetworkMismatch, AnnotationNetwork+" does not match "+AnnotationIP,
+		return nil, newErr(ErrNetworkMismatch, MsgNetworkMismatch,
 			"%s must carry exactly one address (%s), it has %d", AnnotationNetwork, ip, len(raw.IPs))
 	}
 	prefix, err := netip.ParsePrefix(strings.TrimSpace(raw.IPs[0].Address))
@@ -179,7 +178,7 @@ func ParseNetwork(text string, ip netip.Addr) (*Network, error) {
 		return nil, malformed("ips[0].address %q: zones and IPv4-mapped IPv6 are not supported", raw.IPs[0].Address)
 	}
 	if prefix.Addr() != ip {
-		return nil, newErr(ErrNetworkMismatch, AnnotationNetwork+" does not match "+AnnotationIP,
+		return nil, newErr(ErrNetworkMismatch, MsgNetworkMismatch,
 			"%s carries %s, %s is %s", AnnotationNetwork, prefix.Addr(), AnnotationIP, ip)
 	}
 	out := &Network{Address: ipNet(prefix), DNS: raw.DNS}
@@ -229,17 +228,17 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 	pod, err := api.GetPod(ctx, ref.Namespace, ref.Name)
 	if err != nil {
 		if kube.IsNotFound(err) {
-			return nil, newErr(ErrPodNotFound, "pod not found (deleted?)", "pod %s does not exist", ref)
+			return nil, newErr(ErrPodNotFound, MsgPodNotFound, "pod %s does not exist", ref)
 		}
 		return nil, apiFailure(err, "reading pod "+ref.String())
 	}
 	uid := pod.Metadata.UID
 	if ref.UID != "" && ref.UID != uid {
-		return nil, newErr(ErrPodUIDMismatch, "pod UID mismatch",
+		return nil, newErr(ErrPodUIDMismatch, MsgPodUIDMismatch,
 			"CNI_ARGS K8S_POD_UID %s, the live pod %s has UID %s (deleted and re-created?)", ref.UID, ref, uid)
 	}
 	if uid == "" {
-		return nil, newErr(ErrAPI, "Kubernetes API request failed", "pod %s has no metadata.uid", ref)
+		return nil, newErr(ErrAPI, MsgAPI, "pod %s has no metadata.uid", ref)
 	}
 
 	ann, source, err := SelectAnnotations(req.RuntimeAnnotations, pod.Metadata.Annotations)
@@ -251,50 +250,50 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 			if pod.Spec.NodeName != "" {
 				// The Binding writes the annotations with nodeName, and a count-only
 				// pool writes none: a bound pod of ours without them has no address.
-				return nil, newErr(ErrCountOnly, "count-only pool: no address to hand out",
+				return nil, newErr(ErrCountOnly, MsgCountOnly,
 					"pod %s is bound to %s without an address (a count-only NodeIPPool, or nodeName set at creation); use another IPAM for it",
 					ref, pod.Spec.NodeName)
 			}
-			return nil, newErr(errTryAgain, "try again later",
+			return nil, newErr(types.ErrTryAgainLater, MsgTryAgain,
 				"pod %s (schedulerName %s) has no %s annotation yet", ref, pod.Spec.SchedulerName, AnnotationPool)
 		}
-		return nil, newErr(ErrNotOurs, "pod has no "+AnnotationPool+" annotation",
+		return nil, newErr(ErrNotOurs, MsgNotOurs,
 			"pod %s (schedulerName %q) was not placed by ipscheduler; use another IPAM for it", ref, pod.Spec.SchedulerName)
 	}
 	var ip netip.Addr
 	if ann.IP != "" {
 		if ip, err = ParseIP(ann.IP); err != nil {
-			return nil, newErr(ErrMalformedAnnotation, "malformed "+AnnotationIP+" annotation", "pod %s: %v", ref, err)
+			return nil, newErr(ErrMalformedAnnotation, MsgMalformedIP, "pod %s: %v", ref, err)
 		}
 	}
 
 	pool, err := api.GetNodeIPPool(ctx, ann.Pool)
 	if err != nil {
 		if kube.IsNotFound(err) {
-			return nil, newErr(ErrPoolNotFound, "pool not found", "NodeIPPool %s (annotated on pod %s) does not exist", ann.Pool, ref)
+			return nil, newErr(ErrPoolNotFound, MsgPoolNotFound, "NodeIPPool %s (annotated on pod %s) does not exist", ann.Pool, ref)
 		}
 		return nil, apiFailure(err, "reading NodeIPPool "+ann.Pool)
 	}
 	if pool.Spec.NodeName != req.NodeName {
-		return nil, newErr(ErrPoolOtherNode, "pool serves another node",
+		return nil, newErr(ErrPoolOtherNode, MsgPoolOtherNode,
 			"NodeIPPool %s serves node %q, this is node %q", ann.Pool, pool.Spec.NodeName, req.NodeName)
 	}
 	alloc, held := pool.Status.Allocations[uid]
 	if !ip.IsValid() {
 		if (held && strings.TrimSpace(alloc.IP) == "") || len(pool.Spec.Addresses) == 0 {
-			return nil, newErr(ErrCountOnly, "count-only pool: no address to hand out",
+			return nil, newErr(ErrCountOnly, MsgCountOnly,
 				"NodeIPPool %s gives pod %s a slot, not an address; use another IPAM for this network", ann.Pool, ref)
 		}
-		return nil, newErr(errTryAgain, "try again later",
+		return nil, newErr(types.ErrTryAgainLater, MsgTryAgain,
 			"pod %s has no %s annotation yet (NodeIPPool %s has addresses)", ref, AnnotationIP, ann.Pool)
 	}
 	if !held {
-		return nil, newErr(ErrNoAllocation, "no allocation for this pod (released?)",
+		return nil, newErr(ErrNoAllocation, MsgNoAllocation,
 			"NodeIPPool %s has no allocation for pod %s UID %s", ann.Pool, ref, uid)
 	}
 	allocIP, err := ParseIP(alloc.IP)
 	if err != nil || allocIP != ip {
-		return nil, newErr(ErrAllocationMismatch, "annotated address differs from the allocation (forged?)",
+		return nil, newErr(ErrAllocationMismatch, MsgAllocationMismatch,
 			"pod %s is annotated %s, NodeIPPool %s allocates %q to UID %s", ref, ip, ann.Pool, alloc.IP, uid)
 	}
 
@@ -309,7 +308,7 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 
 func apiFailure(err error, what string) error {
 	if kube.IsTransient(err) {
-		return newErr(errTryAgain, "try again later", "%s: %v", what, err)
+		return newErr(types.ErrTryAgainLater, MsgTryAgain, "%s: %v", what, err)
 	}
-	return newErr(ErrAPI, "Kubernetes API request failed", "%s: %v", what, err)
+	return newErr(ErrAPI, MsgAPI, "%s: %v", what, err)
 }
