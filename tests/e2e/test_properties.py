@@ -166,6 +166,12 @@ def _ip(version: int, value: int) -> str:
     return str(ipaddress.IPv4Address(value) if version == 4 else ipaddress.IPv6Address(value))
 
 
+def _mapped(version: int, value: int) -> bool:
+    """An IPv4-mapped IPv6 address (``::ffff:a.b.c.d``): not an underlay address (the CNI
+    plugin refuses it), so an entry naming one is "bad"."""
+    return version == 6 and ipaddress.IPv6Address(value).ipv4_mapped is not None
+
+
 _BITS = {4: 32, 6: 128}
 _LOCAL = {4: int(ipaddress.IPv4Address("10.200.0.0")), 6: int(ipaddress.IPv6Address("fd00:200::"))}
 
@@ -185,8 +191,8 @@ def single_ips(draw: st.DrawFn) -> Entry:
     version = draw(versions)
     value = draw(ip_ints(version))
     if version == 6 and value < 2**32 and draw(st.booleans()):
-        return Entry(f"::ffff:{ipaddress.IPv4Address(value)}", "ok")  # IPv4-mapped IPv6
-    return Entry(_ip(version, value), "ok")
+        return Entry(f"::ffff:{ipaddress.IPv4Address(value)}", "bad")  # IPv4-mapped IPv6
+    return Entry(_ip(version, value), "bad" if _mapped(version, value) else "ok")
 
 
 @st.composite
@@ -199,7 +205,8 @@ def cidrs(draw: st.DrawFn, host_bits: bool = True) -> Entry:
     hostmask = (1 << (bits - prefix)) - 1
     if not host_bits or draw(st.booleans()):
         value &= ~hostmask  # a proper network address
-    return Entry(f"{_ip(version, value)}/{prefix}", "ok" if value & hostmask == 0 else "bad")
+    ok = value & hostmask == 0 and not _mapped(version, value)
+    return Entry(f"{_ip(version, value)}/{prefix}", "ok" if ok else "bad")
 
 
 @st.composite
@@ -222,7 +229,7 @@ def ranges(draw: st.DrawFn, broken: bool = True) -> Entry:
         last = draw(ip_ints(v2))
     if not broken and last < first:
         first, last = last, first
-    ok = v1 == v2 and first <= last
+    ok = v1 == v2 and first <= last and not _mapped(v1, first) and not _mapped(v2, last)
     return Entry(f"{_ip(v1, first)}-{_ip(v2, last)}", "ok" if ok else "bad")
 
 

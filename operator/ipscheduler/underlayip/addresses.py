@@ -60,14 +60,20 @@ def _parse_ip(text: str) -> IPAddress | None:
     """Parse one bare IP address (surrounding whitespace allowed); None if it is not one.
 
     IPv6 zone/scope IDs (``fe80::1%eth0``) are rejected: they are not underlay addresses.
+    So are IPv4-mapped IPv6 addresses (``::ffff:10.0.0.1``): the CNI plugin refuses them
+    (Go's ``netip.Addr.Is4In6``, ``cni/internal/ipam``), and Python prints them
+    differently from one version to the next; the IPv4 address is what to write.
     """
     text = text.strip()
     if not text or "%" in text:
         return None
     try:
-        return ipaddress.ip_address(text)
+        parsed = ipaddress.ip_address(text)
     except ValueError:
         return None
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        return None
+    return parsed
 
 
 def _to_ip(version: int, value: int) -> IPAddress:
