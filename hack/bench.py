@@ -63,6 +63,7 @@ sys.path.insert(0, str(ROOT / "hack"))
 
 from kubernetes_asyncio import client, config  # noqa: E402
 
+import binaries  # noqa: E402
 import devcluster  # noqa: E402
 from ipscheduler.kube.informer import RawWatch  # noqa: E402
 
@@ -819,7 +820,7 @@ def main() -> int:
         "pods": shape[2],
         "rate": args.rate,
         "backlog_pods": backlog,
-        "kubernetes": devcluster.K8S_VERSION,
+        "kubernetes": binaries.K8S_VERSION,
         "results": results,
         **extra,
     }

@@ -20,6 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hack"))
 
+import binaries  # noqa: E402
 import devcluster  # noqa: E402
 
 
@@ -120,7 +121,7 @@ def wire_pods(root: Path, kc: Path, pods: list[dict[str, Any]], prefix: str = NE
     ipscheduler-ipam addresses (examples/cni/10-underlay-bridge.conflist, driven by cnitool
     the way a container runtime drives it)."""
     plugin = build_plugin()
-    tools = devcluster.ensure_cni_tools()
+    tools = binaries.ensure_cni_tools()
     conf_dir = root / "cni-net.d"
     conf_dir.mkdir(exist_ok=True)
     for i, pod in enumerate(pods):
@@ -202,7 +203,7 @@ def main() -> int:
     cluster = devcluster.Cluster(root)
     try:
         cluster.up(nodes=3)
-    except devcluster.DevclusterError as e:
+    except binaries.DevclusterError as e:
         print(f"demo: {e}", file=sys.stderr)
         return 2
     kc = cluster.kubeconfig

@@ -14,6 +14,7 @@ from tests.kube import Kubectl, create_namespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hack"))
 
+import binaries  # noqa: E402
 import devcluster  # noqa: E402
 
 
@@ -32,8 +33,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devcluster.Clu
     CI=true it fails them.
     """
     try:
-        devcluster.ensure_binaries()
-    except devcluster.DevclusterError as e:
+        binaries.ensure_binaries()
+    except binaries.DevclusterError as e:
         if os.environ.get("CI") == "true":
             pytest.fail(f"control-plane binaries unavailable in CI: {e}")
         pytest.skip(f"control-plane binaries unavailable: {e}")

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+import binaries
 import devcluster
 from tests.e2e.conftest import CRD, SCHEDULER, SchedulerProcess, assert_check_clean
 from tests.kube import Kubectl, create_namespace, pod_manifest, wait_for
@@ -48,7 +49,7 @@ LEASE = (
 
 @pytest.fixture(scope="module")
 def chaos_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devcluster.Cluster]:
-    devcluster.ensure_binaries()  # the session fixture already skipped/failed if unavailable
+    binaries.ensure_binaries()  # the session fixture already skipped/failed if unavailable
     c = devcluster.Cluster(tmp_path_factory.mktemp("chaos") / "cluster")
     try:
         c.up(nodes=NODES)

@@ -31,7 +31,7 @@ from tests.kube import Kubectl, pod_manifest, wait_for
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hack"))
 
-import devcluster  # noqa: E402
+import binaries  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None,
@@ -68,7 +68,7 @@ def cni(kubectl: Kubectl, crd: None, tmp_path_factory: pytest.TempPathFactory) -
         env={**os.environ, "CGO_ENABLED": "0"},
         check=True,
     )
-    tools = devcluster.ensure_cni_tools()
+    tools = binaries.ensure_cni_tools()
     name = f"cni-test-{secrets.token_hex(3)}"
     kubectl("create", "namespace", name)
     kubectl("create", "serviceaccount", "ipam", "-n", name)

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hack import devcluster
 
+import binaries
+import devcluster
 from tests.e2e.conftest import (
     CRD,
     SCHEDULER,
@@ -54,7 +55,7 @@ def _bound(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:
 def nocache_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devcluster.Cluster]:
     """A cluster of its own whose kube-apiserver serves watches from etcd (no watch cache),
     so a watch resumed from a compacted resourceVersion gets 410 Gone."""
-    devcluster.ensure_binaries()  # the session fixture already skipped/failed if unavailable
+    binaries.ensure_binaries()  # the session fixture already skipped/failed if unavailable
     c = devcluster.Cluster(
         tmp_path_factory.mktemp("nocache") / "cluster", apiserver_args=("--watch-cache=false",)
     )

@@ -1,4 +1,6 @@
-"""Pure parts of hack/devcluster.py (no processes started)."""
+"""Pure parts of hack/devcluster.py, running a cluster (no cluster started).
+
+Building and locating its binaries (hack/binaries.py): test_binaries.py."""
 
 from __future__ import annotations
 
@@ -7,12 +9,6 @@ from pathlib import Path
 import pytest
 
 import devcluster
-
-
-def test_cache_dir_respects_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.delenv("IPSCHEDULER_BIN_DIR", raising=False)
-    assert devcluster.bin_dir() == tmp_path / "ipscheduler" / f"k8s-{devcluster.K8S_VERSION}" / "bin"
 
 
 @pytest.mark.parametrize(
@@ -36,26 +32,6 @@ def test_node_manifest_is_realistic(index: int, zone: str) -> None:
     assert node["metadata"]["annotations"][devcluster.KWOK_ANNOTATION] == "fake"
 
 
-def test_missing_go_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("IPSCHEDULER_BIN_DIR", str(tmp_path / "empty"))
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(devcluster.DevclusterError) as err:
-        devcluster.ensure_binaries()
-    msg = str(err.value)
-    assert "\n" not in msg
-    assert "no Go toolchain" in msg and "kube-apiserver" in msg
-
-
-def test_present_binaries_need_no_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in devcluster.ALL_BINARIES:
-        exe = tmp_path / name
-        exe.write_text("#!/bin/sh\n")
-        exe.chmod(0o755)
-    monkeypatch.setenv("IPSCHEDULER_BIN_DIR", str(tmp_path))
-    monkeypatch.setenv("PATH", "/nonexistent")  # would fail if it tried to build
-    assert devcluster.ensure_binaries() == tmp_path
-
-
 def test_pid_alive_checks_the_command_line() -> None:
     import os
     import sys
@@ -65,27 +41,6 @@ def test_pid_alive_checks_the_command_line() -> None:
     )
     assert not devcluster.pid_alive(os.getpid(), "/bin/not-this-program")
     assert not devcluster.pid_alive(2**22 + 12345, "/bin/sh")
-
-
-def test_a_binary_that_does_not_run_counts_as_missing(tmp_path: Path) -> None:
-    """A truncated or foreign file in the cache is deleted and reported missing (so it is rebuilt)."""
-    import os
-
-    for name in devcluster.ALL_BINARIES:
-        exe = tmp_path / name
-        exe.write_text("#!/bin/sh\nexit 0\n" if name != "etcd" else "#!/bin/sh\nexit 3\n")
-        exe.chmod(0o755)
-    assert devcluster.missing_binaries(tmp_path) == ["etcd"]
-    assert not (tmp_path / "etcd").exists()
-    # A verified binary is remembered by size and mtime and not run again ...
-    kwok = tmp_path / "kwok"
-    st = kwok.stat()
-    kwok.write_text("#!/bin/sh\nexit 9\n")
-    os.utime(kwok, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert devcluster.missing_binaries(tmp_path) == ["etcd"]
-    # ... but a changed one is.
-    kwok.write_text("#!/bin/sh\nexit 9\n")
-    assert devcluster.missing_binaries(tmp_path) == ["etcd", "kwok"]
 
 
 def test_exit_status_names_the_signal(tmp_path: Path) -> None:

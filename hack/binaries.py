@@ -1,0 +1,330 @@
+"""The pinned control-plane binaries and CNI tools: built from source once, then located.
+
+The dev cluster (``hack/devcluster.py``) runs what this module provides:
+
+- kube-apiserver, kube-controller-manager and kube-scheduler of one pinned
+  Kubernetes release, built with Go from ``k8s.io/kubernetes`` (15-25 minutes
+  the first time), plus etcd and kwok, into ``~/.cache/ipscheduler/k8s-<version>/bin``
+  (``$XDG_CACHE_HOME`` respected; ``IPSCHEDULER_BIN_DIR`` overrides the folder):
+  :func:`ensure_binaries`;
+- ``cnitool`` and the reference CNI plugins (bridge, loopback, static,
+  host-local) into ``~/.cache/ipscheduler/cni-<version>-plugins-<version>``:
+  :func:`ensure_cni_tools`.
+
+A cached binary is checked once (``--version``) and remembered by size and
+mtime; one that does not run is deleted and rebuilt. Concurrent builds
+serialize on a file lock. ``python hack/devcluster.py binaries`` runs both and
+prints the two folders.
+
+It also holds what both halves share: :class:`DevclusterError` and :func:`log`.
+Standard library only (plus ``go`` on PATH to build); it never imports the
+operator, nor ``devcluster``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+K8S_VERSION = "v1.34.4"
+"""The one pinned Kubernetes release (kube-apiserver, -controller-manager, -scheduler)."""
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.7.0"
+
+CNI_VERSION = "v1.3.0"
+"""containernetworking/cni: cnitool (drives CNI plugins the way a container runtime does)."""
+CNI_PLUGINS_VERSION = "v1.9.1"
+"""containernetworking/plugins: the reference plugins the CNI tests and the demo run."""
+CNI_PLUGINS = ("main/bridge", "main/loopback", "ipam/static", "ipam/host-local")
+
+K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+ALL_BINARIES = (*K8S_BINARIES, "etcd", "kwok")
+
+
+class DevclusterError(RuntimeError):
+    """A failure with a one-line explanation for the user."""
+
+
+def log(msg: str) -> None:
+    print(f"[devcluster] {msg}", file=sys.stderr, flush=True)
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/ipscheduler/k8s-<version>`` (default ``~/.cache``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ipscheduler" / f"k8s-{K8S_VERSION}"
+
+
+def bin_dir() -> Path:
+    override = os.environ.get("IPSCHEDULER_BIN_DIR")
+    return Path(override) if override else cache_dir() / "bin"
+
+
+def missing_binaries(bindir: Path) -> list[str]:
+    """Binaries absent from ``bindir``, or present but not runnable (see :func:`verify_binaries`)."""
+    absent = [b for b in ALL_BINARIES if not os.access(bindir / b, os.X_OK)]
+    present = [b for b in ALL_BINARIES if b not in absent]
+    return absent + verify_binaries(bindir, present)
+
+
+def _stamp(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def verify_binaries(bindir: Path, names: list[str]) -> list[str]:
+    """Names of binaries that fail ``<binary> --version`` (a truncated or foreign file).
+
+    A binary that passed once is remembered in ``bindir/.verified`` by size and
+    mtime, so later calls cost a stat each. A bad binary is deleted so that the
+    next build replaces it.
+    """
+    record = bindir / ".verified"
+    try:
+        known: dict[str, str] = json.loads(record.read_text())
+    except (OSError, ValueError):
+        known = {}
+    bad, changed = [], False
+    for name in names:
+        path = bindir / name
+        stamp = _stamp(path)
+        if known.get(name) == stamp:
+            continue
+        try:
+            ok = (
+                subprocess.run(
+                    [str(path), "--version"], capture_output=True, timeout=60, check=False
+                ).returncode
+                == 0
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if ok:
+            known[name], changed = stamp, True
+        else:
+            log(f"{path} does not run ('--version' failed); it will be rebuilt")
+            with contextlib.suppress(OSError):
+                path.unlink()
+            bad.append(name)
+    if changed:
+        with contextlib.suppress(OSError):
+            record.write_text(json.dumps(known))
+    return bad
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["CGO_ENABLED"] = "0"
+    env["GOTOOLCHAIN"] = "local"
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=mod").strip()
+    return env
+
+
+def _run_logged(cmd: list[str], cwd: Path, logfile: Path, what: str) -> None:
+    """Run ``cmd``, output to ``logfile``, print a progress line every 30 s."""
+    log(f"{what}: {' '.join(cmd[:4])} ... (log: {logfile})")
+    start = time.monotonic()
+    with open(logfile, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=_go_env(), stdout=out, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                rc = proc.wait(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                lines = len(logfile.read_text(errors="replace").splitlines())
+                log(f"{what}: still building, {time.monotonic() - start:.0f}s, {lines} packages so far")
+    if rc != 0:
+        tail = "".join(logfile.read_text(errors="replace").splitlines(True)[-15:])
+        raise DevclusterError(f"{what} failed (exit {rc}); last lines of {logfile}:\n{tail}")
+    log(f"{what}: done in {time.monotonic() - start:.0f}s")
+
+
+def _write_wrapper(path: Path, module: str, requires: dict[str, str], replaces: dict[str, str]) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    lines = [f"module {module}", "", "go 1.24.0", "", "require ("]
+    lines += [f"\t{m} {v}" for m, v in requires.items()]
+    lines.append(")")
+    if replaces:
+        lines += ["", "replace ("]
+        lines += [f"\t{m} => {m} {v}" for m, v in replaces.items()]
+        lines.append(")")
+    (path / "go.mod").write_text("\n".join(lines) + "\n")
+
+
+def _build_kubernetes(go: str, build: Path, bindir: Path) -> None:
+    out = subprocess.run(
+        [go, "mod", "download", "-json", f"k8s.io/kubernetes@{K8S_VERSION}"],
+        env=_go_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise DevclusterError(f"cannot download k8s.io/kubernetes@{K8S_VERSION}: {out.stderr.strip()}")
+    gomod = Path(json.loads(out.stdout)["GoMod"]).read_text()
+    staging = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", gomod, re.M)
+    if not staging:
+        raise DevclusterError("no staging replaces found in k8s.io/kubernetes go.mod")
+    staging_version = "v0." + K8S_VERSION.split(".", 1)[1]
+    wrapper = build / "kubernetes"
+    _write_wrapper(
+        wrapper,
+        "ipscheduler.local/k8s-build",
+        {"k8s.io/kubernetes": K8S_VERSION},
+        {m: staging_version for m in staging},
+    )
+    major, minor = K8S_VERSION.lstrip("v").split(".")[:2]
+    date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    xs = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        xs += [
+            f"-X {pkg}.gitVersion={K8S_VERSION}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate={date}",
+        ]
+    tmp_out = build / "k8s-out"
+    tmp_out.mkdir(parents=True, exist_ok=True)
+    cmd = [go, "build", "-v", "-trimpath", "-ldflags", "-s -w " + " ".join(xs), "-o", str(tmp_out) + "/"]
+    cmd += [f"k8s.io/kubernetes/cmd/{b}" for b in K8S_BINARIES]
+    _run_logged(cmd, wrapper, build / "kubernetes.log", f"building {', '.join(K8S_BINARIES)} {K8S_VERSION}")
+    for b in K8S_BINARIES:
+        shutil.move(str(tmp_out / b), bindir / b)
+
+
+def _build_etcd(go: str, build: Path, bindir: Path) -> None:
+    wrapper = build / "etcd"
+    _write_wrapper(wrapper, "ipscheduler.local/etcd-build", {"go.etcd.io/etcd/server/v3": ETCD_VERSION}, {})
+    cmd = [
+        go,
+        "build",
+        "-v",
+        "-trimpath",
+        "-ldflags",
+        "-s -w",
+        "-o",
+        str(build / "etcd.bin"),
+        "go.etcd.io/etcd/server/v3",
+    ]
+    _run_logged(cmd, wrapper, build / "etcd.log", f"building etcd {ETCD_VERSION}")
+    shutil.move(str(build / "etcd.bin"), bindir / "etcd")
+
+
+def _build_kwok(go: str, build: Path, bindir: Path) -> None:
+    gobin = build / "kwok-bin"
+    gobin.mkdir(parents=True, exist_ok=True)
+    env_cmd = [
+        go,
+        "install",
+        "-v",
+        "-trimpath",
+        "-ldflags",
+        "-s -w",
+        f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}",
+    ]
+    os.environ["GOBIN"] = str(gobin)
+    try:
+        _run_logged(env_cmd, build, build / "kwok.log", f"installing kwok {KWOK_VERSION}")
+    finally:
+        os.environ.pop("GOBIN", None)
+    shutil.move(str(gobin / "kwok"), bindir / "kwok")
+
+
+def ensure_binaries() -> Path:
+    """Return the folder holding all binaries, building what is missing.
+
+    Raises DevclusterError with a one-line reason (e.g. no Go toolchain).
+    A second call with everything present returns at once.
+    """
+    bindir = bin_dir()
+    if not missing_binaries(bindir):
+        return bindir
+    go = shutil.which("go")
+    if go is None:
+        raise DevclusterError(
+            f"missing {', '.join(missing_binaries(bindir))} in {bindir} and no Go toolchain on PATH "
+            "to build them (install Go >= 1.24)"
+        )
+    with file_lock(cache_dir() / ".build.lock"):
+        missing = missing_binaries(bindir)
+        if not missing:
+            return bindir
+        bindir.mkdir(parents=True, exist_ok=True)
+        build = cache_dir() / "build"
+        build.mkdir(parents=True, exist_ok=True)
+        log(f"building {', '.join(missing)} into {bindir}; the first build takes 15-25 minutes")
+        if "etcd" in missing:
+            _build_etcd(go, build, bindir)
+        if "kwok" in missing:
+            _build_kwok(go, build, bindir)
+        if any(b in missing for b in K8S_BINARIES):
+            _build_kubernetes(go, build, bindir)
+    still = missing_binaries(bindir)
+    if still:
+        raise DevclusterError(f"build finished but {', '.join(still)} missing in {bindir}")
+    return bindir
+
+
+def cni_tools_dir() -> Path:
+    """``$XDG_CACHE_HOME/ipscheduler/cni-<cni version>-plugins-<plugins version>``."""
+    return cache_dir().parent / f"cni-{CNI_VERSION}-plugins-{CNI_PLUGINS_VERSION}"
+
+
+def ensure_cni_tools() -> Path:
+    """Return the folder holding ``cnitool`` and the reference CNI plugins (``bridge``,
+    ``loopback``, ``static``, ``host-local``), installing what is missing with
+    ``go install`` (static binaries, CGO_ENABLED=0; about a minute the first time).
+
+    Raises DevclusterError with a one-line reason (no Go toolchain, a failed install)."""
+    tools = cni_tools_dir()
+    names = ["cnitool", *(p.rsplit("/", 1)[1] for p in CNI_PLUGINS)]
+    if all(os.access(tools / n, os.X_OK) for n in names):
+        return tools
+    go = shutil.which("go")
+    if go is None:
+        raise DevclusterError(f"missing CNI tools in {tools} and no Go toolchain on PATH to install them")
+    with file_lock(cache_dir().parent / ".cni-tools.lock"):
+        if all(os.access(tools / n, os.X_OK) for n in names):
+            return tools
+        staging = tools.with_name(tools.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        pkgs = [f"github.com/containernetworking/cni/cnitool@{CNI_VERSION}"]
+        plugins = "github.com/containernetworking/plugins/plugins"
+        pkgs += [f"{plugins}/{p}@{CNI_PLUGINS_VERSION}" for p in CNI_PLUGINS]
+        env = {**_go_env(), "GOBIN": str(staging), "CGO_ENABLED": "0"}
+        for pkg in pkgs:
+            proc = subprocess.run(
+                [go, "install", "-trimpath", "-ldflags", "-s -w", pkg],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise DevclusterError(f"go install {pkg} failed: {proc.stderr.strip()[-800:]}")
+        shutil.rmtree(tools, ignore_errors=True)
+        staging.rename(tools)
+    log(f"CNI tools ({', '.join(names)}) in {tools}")
+    return tools
