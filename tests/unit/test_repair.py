@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.underlayip.controller import PoolController, gc_pause
+from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, Allocation
 from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.reconciler import gc_pause
 from ipscheduler.underlayip.repair import Repair, SkewClock, plan
 
 NOW = datetime.datetime(2024, 6, 1, 12, 0, 0, tzinfo=datetime.UTC)

@@ -10,9 +10,9 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
   a deleting pool holds nothing (``DeletionBlocked`` event meanwhile);
 - **release**: when a pod of ours ends, after :meth:`PoolController.confirm_gone`
   (the only live-read rule) where the event alone does not prove it;
-- **garbage collection**: a sweep planned from fresh LISTs, never from the caches;
-- **start-up reconcile** and **adoption** of pods created already bound with
-  our annotations;
+- **garbage collection**, the **start-up reconcile** and **adoption** of pods
+  created already bound with our annotations: repairs planned from fresh LISTs,
+  in the base class :class:`~ipscheduler.underlayip.reconciler.Reconciler`;
 - **holds**: every running pod of ours with our annotations holds its address
   whatever the pool status says, from the moment the bound-pods watch shows it
   (:meth:`ipscheduler.underlayip.cache.PoolCache.hold`); an allocation a status
@@ -27,9 +27,7 @@ capacity was freed (``on_capacity_freed``); nothing flows back from the schedule
 from __future__ import annotations
 
 import asyncio
-import datetime
 import functools
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -38,40 +36,27 @@ from ipscheduler.backend.supervisor import Supervisor, TaskSet
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
-from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, live_pod
+from ipscheduler.kube.client import Conflict, KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.cache import PoolCache, rv_number
+from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
-    ANNOTATION_NETWORK,
     ANNOTATION_POOL,
-    ANNOTATION_PREFIX,
     FINALIZER,
     POOLS,
 )
-from ipscheduler.underlayip.pool import READY, PoolView, age, network_of, pool_ref, refresh, utc_now
+from ipscheduler.underlayip.pool import READY, PoolView, pool_ref, refresh
+from ipscheduler.underlayip.reconciler import Reconciler, adoption
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
 
-GC_MAX_DUTY = 0.02
-"""Share of wall time the GC sweeps may take: a sweep of D seconds is followed by a pause
-of at least D / GC_MAX_DUTY. At 10 000 pods a sweep's LIST takes about a second, which at
-the 30 s default would cost the scheduler a tenth of its CPU in a busy cluster."""
 
-
-def gc_pause(interval: float, last_sweep: float) -> float:
-    """Seconds to wait before the next sweep: ``interval`` (``--gc-interval``), or
-    ``last_sweep / GC_MAX_DUTY`` when the last sweep took longer than that allows, capped
-    at ten intervals so a leak still ends within minutes."""
-    return min(10 * interval, max(interval, last_sweep / GC_MAX_DUTY))
-
-
-class PoolController:
+class PoolController(Reconciler):
     """Pool status, finalizer, release, GC, start-up reconcile and adoption (module doc)."""
 
     def __init__(
@@ -176,6 +161,7 @@ class PoolController:
                 log.warning("start-up reconcile failed (%r); retrying in %.0fs", e, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
+        self._mark_pools_dirty()
         self.started.set()
         # The reconcile adopted what its LIST showed; a claim it did not settle (a pod bound
         # after that LIST, a conflict) goes the way of any pod that arrives bound.
@@ -312,7 +298,7 @@ class PoolController:
             self._early.add(pod.uid)
             return
         self._tasks.spawn(
-            self._adopt_claimed(_adoption(pod, pool_name, "pod arrived bound")), f"adopt {pod.key}"
+            self._adopt_claimed(adoption(pod, pool_name, "pod arrived bound")), f"adopt {pod.key}"
         )
 
     def on_pool_status(self, old: PoolView, new: PoolView) -> None:
@@ -333,7 +319,7 @@ class PoolController:
                 continue
             _, ip = self.cache.holds().get(uid, (new.name, None))
             self.cache.claim(uid, new.name, ip)
-            r = _adoption(pod, new.name, "status edited")
+            r = adoption(pod, new.name, "status edited")
             self._tasks.spawn(self._restore(r, new), f"restore {pod.key}")
 
     async def _restore(self, r: repair.Repair, pool: PoolView) -> None:
@@ -411,11 +397,6 @@ class PoolController:
             return
         if gone:
             await self.release(pod.uid)
-
-    async def live_pod(self, uid: str, key: str) -> PodInfo | None:
-        """Pod ``uid`` as the API server has it now (:func:`ipscheduler.kube.client.live_pod`:
-        read by name, matched by UID). None when it is gone. Raises what the read raises."""
-        return await live_pod(self.api, uid, key)
 
     async def confirm_gone(self, uid: str, key: str) -> bool:
         """True when :meth:`live_pod` finds pod ``uid`` gone or terminal (Succeeded/Failed)."""
@@ -496,263 +477,6 @@ class PoolController:
         if cond.status == "False" and cond.reason != previous:
             log.warning("NodeIPPool %s not ready: %s: %s", pool.name, cond.reason, cond.message)
             await self.recorder.record(pool_ref(written), "Warning", cond.reason, cond.message)
-
-    # -- repairs: start-up reconcile and garbage collection ---------------------------
-    async def reconcile(self) -> dict[str, int]:
-        """Repair state left by a crash: the pools as the NodeIPPool informer's first LIST
-        (and any watch event since) left them in the pool cache, and a live LIST of our pods.
-
-        Releases allocations of pods that are gone or terminal, marks Reserved
-        allocations Bound when their pod is bound with them, adopts bound
-        pods of ours that carry the annotations but have no allocation
-        (Warning event on the pod when its address is taken). Returns the
-        number of repairs done per action.
-
-        The pools are not LISTed a second time (issue 21: at 5000 pools that LIST was about
-        0.5 s of a 4 s restart). What the cache holds was read from the API server before
-        the pod LIST starts, which is all the plan needs (see below); a pool that failed to
-        parse is not in it, so one malformed pool cannot stop the start-up.
-        """
-        # Pools strictly before pods: an allocation in this pool snapshot belongs to a pod
-        # that existed before the pod LIST, so a pod missing from it is really gone.
-        pools = list(self.cache.pools().values())
-        pods = await self._list_our_pods()
-        counts = await self.apply_repairs(self._plan(pools, pods), confirm=False)
-        log.info("start-up reconcile: %s", counts)
-        self._mark_pools_dirty()
-        return counts
-
-    def check_watch(self, live_pools: list[dict[str, Any]]) -> None:
-        """Flag the NodeIPPool watch as stalled when the cache stays behind the API server.
-
-        ``live_pools`` is a fresh LIST. A pool whose cached resourceVersion is
-        lower than the live one (compared as numbers) starts a clock holding
-        that live version; the clock stops as soon as the cache reaches it,
-        even if the pool has moved on meanwhile (the watch is making
-        progress). Being ahead of the LIST (our own write landing during it)
-        is not lagging; a pool still cached but gone from the LIST is. A clock
-        older than ``watch_timeout`` marks the watch
-        stalled in the health state (``/healthz`` fails).
-        """
-        now = asyncio.get_running_loop().time()
-        cached = {name: rv_number(p.resource_version) for name, p in self.cache.pools().items()}
-        clocks: dict[str, tuple[float, int]] = {}
-        for body in live_pools:
-            name = body["metadata"]["name"]
-            live_rv = rv_number(str(body["metadata"].get("resourceVersion", "")))
-            have = cached.get(name, -1)
-            started = self._stale_since.get(name)
-            if started is not None and have < started[1]:
-                clocks[name] = started  # still behind the version that started the clock
-            elif have < live_rv:
-                clocks[name] = (now, live_rv)
-        live_names = {b["metadata"]["name"] for b in live_pools}
-        for name in set(cached) - live_names:  # deleted in the API server, still in our cache
-            clocks[name] = self._stale_since.get(name) or (now, -1)
-        self._stale_since = clocks
-        worst = max((now - t for t, _ in clocks.values()), default=0.0)
-        if worst > self.watch_timeout:
-            self.health.stalled["nodeippools"] = f"watch stalled: cache {worst:.0f}s behind the API server"
-        else:
-            self.health.stalled.pop("nodeippools", None)
-
-    async def gc_sweep(self) -> dict[str, int]:
-        """One garbage-collection pass, planned from fresh LISTs, never from the caches.
-
-        The caches may be stale (a watch that died or stalled would hide that a
-        pod is gone), so the pass LISTs the pools, then our pods (in that order:
-        an allocation in the pool LIST belongs to a pod created before the pod
-        LIST, so a pod missing from it is really gone), plans with
-        :func:`repair.plan`, and confirms each release with a live read of the
-        pod by UID. The pool LIST also feeds the watch-stall check and refreshes
-        the cache's view of each pool.
-        """
-        live_pools = await self.api.list_cluster_objects(POOLS)
-        self.check_watch(live_pools)
-        pools: list[PoolView] = []
-        for body in live_pools:
-            try:
-                pool = PoolView.from_obj(body)
-            except ValueError:
-                continue
-            self.cache.store_fresh(pool)
-            pools.append(pool)
-        check_queue = self.queue_check("gc")
-        pods = await self._list_our_pods()
-        check_queue(pods)
-        now = utc_now()
-        repairs = [r for r in self._plan(pools, pods) if not self._mark_on_its_way(r, now)]
-        counts = await self.apply_repairs(repairs, confirm=True)
-        if any(counts.values()):
-            log.info("garbage collection: %s", counts)
-        return counts
-
-    def _mark_on_its_way(self, r: repair.Repair, now: datetime.datetime) -> bool:
-        """A planned ``mark_bound`` that PostBind's deferred mark is still due to write:
-        the allocation is younger than twice the writer's ``defer_delay``
-        (``--bound-mark-delay``). Writing it from the sweep would cost one more pool write
-        per pod bound in the last ``defer_delay`` seconds; a mark that was lost (a failed
-        write) is written by the next sweep."""
-        if r.action != "mark_bound" or r.allocation is None:
-            return False
-        return age(r.allocation.since, now) < 2 * self.writer.defer_delay
-
-    def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
-        now = utc_now()
-        self._skew.observe(pools, now)
-        return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen)
-
-    async def _list_our_pods(self) -> dict[str, PodInfo]:
-        """Our pods (any phase) by UID, from a live LIST (:func:`lean_pods`: the sweep reads
-        only our annotations)."""
-        return await lean_pods(self.api, f"spec.schedulerName={self.scheduler_name}", ANNOTATION_PREFIX)
-
-    async def run_gc(self) -> None:
-        """The garbage-collector task: a :meth:`gc_sweep` every ``gc_interval`` seconds once
-        the start-up reconcile is done, or less often when sweeps are slow
-        (:func:`gc_pause`: a sweep takes at most ``GC_MAX_DUTY`` of the time); a failed
-        sweep is logged and retried next time."""
-        await self.started.wait()
-        loop = asyncio.get_running_loop()
-        pause = self.gc_interval
-        while True:
-            await asyncio.sleep(pause)
-            started = loop.time()
-            try:
-                await self.gc_sweep()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                log.warning("garbage collection failed (%r); retried in the next sweep", e)
-            pause = gc_pause(self.gc_interval, loop.time() - started)
-
-    async def _confirmed(self, r: repair.Repair) -> bool:
-        """Re-check a planned release against :meth:`live_pod` (by UID, never by name)."""
-        live = await self.live_pod(r.uid, r.pod)
-        pods = {live.uid: live} if live is not None else {}
-        pool = self.cache.pool(r.pool)
-        if pool is None or r.uid not in pool.allocations:
-            return False
-        return any(
-            x.action == "release" and x.uid == r.uid
-            for x in repair.plan([pool], pods, utc_now(), self.reserved_ttl, self._skew.first_seen)
-        )
-
-    async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:
-        """Carry out ``repairs`` by CAS; releases are confirmed live first when ``confirm``;
-        Bound marks are deferred (:meth:`PoolWriter.defer`)."""
-        counts = {"released": 0, "marked_bound": 0, "adopted": 0, "adopt_conflicts": 0}
-        released = False
-        for r in repairs:
-            if r.action == "release":
-                if confirm and not await self._confirmed(r):
-                    continue
-                log.info("releasing %s of %s in pool %s: %s", r.ip or "slot", r.pod, r.pool, r.reason)
-                written = await self.writer.submit(
-                    r.pool, functools.partial(allocator.release, uid=r.uid, expect=r.allocation)
-                )
-                if written is not None and r.uid in written.allocations:
-                    log.info(
-                        "kept %s of %s in pool %s: the allocation changed meanwhile", r.ip, r.pod, r.pool
-                    )
-                    continue
-                counts["released"] += 1
-                self.metrics.gc_releases.inc()
-                released = True
-            elif r.action == "mark_bound":
-                # Deferred as PostBind's own mark: it rides along with the pool's next write
-                # (or goes after --bound-mark-delay). After a failover the new leader plans a
-                # mark for every pod the old one bound in its last --bound-mark-delay; written
-                # one after another they held the end of the reconcile for many seconds.
-                self.writer.defer(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))
-                counts["marked_bound"] += 1
-            else:
-                counts.update(await self._adopt(r, counts))
-        if released:
-            self.on_capacity_freed(events.ADDRESS_RELEASED)
-        return counts
-
-    async def _adopt(self, r: repair.Repair, counts: dict[str, int]) -> dict[str, int]:
-        namespace, _, name = r.pod.partition("/")
-        ref = {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": name, "uid": r.uid}
-        pool = self.cache.pool(r.pool)
-        try:
-            if pool is None:
-                raise allocator.AdoptConflict(f"pool {r.pool} named in the pod's annotation does not exist")
-            if r.node and pool.node_name != r.node:
-                raise allocator.AdoptConflict(
-                    f"pool {r.pool} named in the pod's annotation serves {pool.node_name}, not {r.node}"
-                )
-            if r.uid in pool.allocations:
-                # Recorded since the pool LIST this plan read: the pod was reserved and
-                # bound between that LIST and the pod LIST. Nothing to adopt.
-                return counts
-            await self.writer.submit(
-                r.pool, functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip)
-            )
-            counts["adopted"] += 1
-            if mismatch := _network_mismatch(pool, r):
-                log.warning("adopted %s, but %s", r.pod, mismatch)
-                await self.recorder.record(ref, "Warning", "NetworkMismatch", mismatch)
-        except allocator.AdoptConflict as e:
-            counts["adopt_conflicts"] += 1
-            log.warning("cannot adopt %s: %s", r.pod, e)
-            await self.recorder.record(
-                ref, "Warning", "AddressConflict", f"cannot record the pod's address: {e}"
-            )
-            holder_ns, _, holder_name = e.holder_pod.partition("/")
-            if holder_ns and holder_name:
-                holder = {
-                    "kind": "Pod",
-                    "apiVersion": "v1",
-                    "namespace": holder_ns,
-                    "name": holder_name,
-                    "uid": e.holder_uid,
-                }
-                await self.recorder.record(
-                    holder,
-                    "Warning",
-                    "AddressConflict",
-                    f"pod {r.pod} (UID {r.uid}) carries this pod's address {r.ip} of pool {r.pool} "
-                    "in its annotation",
-                )
-        return counts
-
-
-def _network_mismatch(pool: PoolView, r: repair.Repair) -> str | None:
-    """Why the adopted pod's ``ipscheduler.io/network`` differs from what ``pool`` gives its
-    address (None when absent, or equal as JSON): the CNI plugin refuses such a pod."""
-    if r.network is None or not r.ip:
-        return None
-    try:
-        want = network_of(pool, r.ip)
-    except AddressError:
-        return None  # adopt() refused it already
-    try:
-        have = json.loads(r.network)
-    except ValueError:
-        have = None
-    if have == want:
-        return None
-    return (
-        f"annotation {ANNOTATION_NETWORK}={r.network} differs from pool {pool.name}'s network for "
-        f"{r.ip}: {json.dumps(want, separators=(',', ':'))}; the CNI plugin will refuse the pod"
-    )
-
-
-def _adoption(pod: PodInfo, pool_name: str, reason: str) -> repair.Repair:
-    """The repair that records running pod ``pod``'s allocation in ``pool_name`` with the
-    address of its annotation."""
-    return repair.Repair(
-        "adopt",
-        pool_name,
-        pod.uid,
-        pod.key,
-        reason,
-        pod.annotations.get(ANNOTATION_IP) or None,
-        node=pod.node_name,
-        network=pod.annotations.get(ANNOTATION_NETWORK),
-    )
 
 
 def _no_queue_check(found_by: str) -> Callable[[Mapping[str, PodInfo]], None]:

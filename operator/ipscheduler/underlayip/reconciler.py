@@ -1,0 +1,329 @@
+"""The pool controller's repairs: the start-up reconcile, the garbage-collection sweep,
+the watch-stall check and the adoption of pods that no pool records.
+
+Every repair is planned by the pure planner (:func:`ipscheduler.underlayip.repair.plan`)
+from fresh LISTs, never from the caches alone (a watch that died or stalled would hide
+that a pod is gone), and carried out by compare-and-swap through the pool writer; a
+release planned by the sweep is confirmed by a live read of the pod by UID first.
+:class:`Reconciler` is a base class of
+:class:`~ipscheduler.underlayip.controller.PoolController` (as the scheduler's event
+handlers are of the Scheduler), which sets the attributes declared here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import functools
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ipscheduler.framework.interface import ClusterEvent
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.health import HealthState
+from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
+from ipscheduler.kube.events import EventRecorder
+from ipscheduler.metrics import Metrics
+from ipscheduler.underlayip import allocator, events, repair
+from ipscheduler.underlayip.addresses import AddressError
+from ipscheduler.underlayip.cache import PoolCache, rv_number
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_PREFIX, POOLS
+from ipscheduler.underlayip.pool import PoolView, age, network_of, utc_now
+from ipscheduler.underlayip.writer import PoolWriter
+
+log = logging.getLogger(__name__)
+
+GC_MAX_DUTY = 0.02
+"""Share of wall time the GC sweeps may take: a sweep of D seconds is followed by a pause
+of at least D / GC_MAX_DUTY. At 10 000 pods a sweep's LIST takes about a second, which at
+the 30 s default would cost the scheduler a tenth of its CPU in a busy cluster."""
+
+
+def gc_pause(interval: float, last_sweep: float) -> float:
+    """Seconds to wait before the next sweep: ``interval`` (``--gc-interval``), or
+    ``last_sweep / GC_MAX_DUTY`` when the last sweep took longer than that allows, capped
+    at ten intervals so a leak still ends within minutes."""
+    return min(10 * interval, max(interval, last_sweep / GC_MAX_DUTY))
+
+
+class Reconciler:
+    """Start-up reconcile, GC sweep, watch-stall check and adoption (module doc). The
+    attributes below are set by :class:`~ipscheduler.underlayip.controller.PoolController`."""
+
+    scheduler_name: str
+    api: KubeApi
+    cache: PoolCache
+    writer: PoolWriter
+    recorder: EventRecorder
+    health: HealthState
+    metrics: Metrics
+    gc_interval: float
+    reserved_ttl: float
+    watch_timeout: float
+    started: asyncio.Event
+    on_capacity_freed: Callable[[ClusterEvent], object]
+    queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]]
+    _skew: repair.SkewClock
+    _stale_since: dict[str, tuple[float, int]]
+
+    async def live_pod(self, uid: str, key: str) -> PodInfo | None:
+        """Pod ``uid`` as the API server has it now (:func:`ipscheduler.kube.client.live_pod`:
+        read by name, matched by UID). None when it is gone. Raises what the read raises."""
+        return await live_pod(self.api, uid, key)
+
+    async def reconcile(self) -> dict[str, int]:
+        """Repair state left by a crash: the pools as the NodeIPPool informer's first LIST
+        (and any watch event since) left them in the pool cache, and a live LIST of our pods.
+
+        Releases allocations of pods that are gone or terminal, marks Reserved
+        allocations Bound when their pod is bound with them, adopts bound
+        pods of ours that carry the annotations but have no allocation
+        (Warning event on the pod when its address is taken). Returns the
+        number of repairs done per action.
+
+        The pools are not LISTed a second time (issue 21: at 5000 pools that LIST was about
+        0.5 s of a 4 s restart). What the cache holds was read from the API server before
+        the pod LIST starts, which is all the plan needs (see below); a pool that failed to
+        parse is not in it, so one malformed pool cannot stop the start-up.
+        """
+        # Pools strictly before pods: an allocation in this pool snapshot belongs to a pod
+        # that existed before the pod LIST, so a pod missing from it is really gone.
+        pools = list(self.cache.pools().values())
+        pods = await self._list_our_pods()
+        counts = await self.apply_repairs(self._plan(pools, pods), confirm=False)
+        log.info("start-up reconcile: %s", counts)
+        return counts
+
+    def check_watch(self, live_pools: list[dict[str, Any]]) -> None:
+        """Flag the NodeIPPool watch as stalled when the cache stays behind the API server.
+
+        ``live_pools`` is a fresh LIST. A pool whose cached resourceVersion is
+        lower than the live one (compared as numbers) starts a clock holding
+        that live version; the clock stops as soon as the cache reaches it,
+        even if the pool has moved on meanwhile (the watch is making
+        progress). Being ahead of the LIST (our own write landing during it)
+        is not lagging; a pool still cached but gone from the LIST is. A clock
+        older than ``watch_timeout`` marks the watch
+        stalled in the health state (``/healthz`` fails).
+        """
+        now = asyncio.get_running_loop().time()
+        cached = {name: rv_number(p.resource_version) for name, p in self.cache.pools().items()}
+        clocks: dict[str, tuple[float, int]] = {}
+        for body in live_pools:
+            name = body["metadata"]["name"]
+            live_rv = rv_number(str(body["metadata"].get("resourceVersion", "")))
+            have = cached.get(name, -1)
+            started = self._stale_since.get(name)
+            if started is not None and have < started[1]:
+                clocks[name] = started  # still behind the version that started the clock
+            elif have < live_rv:
+                clocks[name] = (now, live_rv)
+        live_names = {b["metadata"]["name"] for b in live_pools}
+        for name in set(cached) - live_names:  # deleted in the API server, still in our cache
+            clocks[name] = self._stale_since.get(name) or (now, -1)
+        self._stale_since = clocks
+        worst = max((now - t for t, _ in clocks.values()), default=0.0)
+        if worst > self.watch_timeout:
+            self.health.stalled["nodeippools"] = f"watch stalled: cache {worst:.0f}s behind the API server"
+        else:
+            self.health.stalled.pop("nodeippools", None)
+
+    async def gc_sweep(self) -> dict[str, int]:
+        """One garbage-collection pass, planned from fresh LISTs, never from the caches.
+
+        The caches may be stale (a watch that died or stalled would hide that a
+        pod is gone), so the pass LISTs the pools, then our pods (in that order:
+        an allocation in the pool LIST belongs to a pod created before the pod
+        LIST, so a pod missing from it is really gone), plans with
+        :func:`repair.plan`, and confirms each release with a live read of the
+        pod by UID. The pool LIST also feeds the watch-stall check and refreshes
+        the cache's view of each pool.
+        """
+        live_pools = await self.api.list_cluster_objects(POOLS)
+        self.check_watch(live_pools)
+        pools: list[PoolView] = []
+        for body in live_pools:
+            try:
+                pool = PoolView.from_obj(body)
+            except ValueError:
+                continue
+            self.cache.store_fresh(pool)
+            pools.append(pool)
+        check_queue = self.queue_check("gc")
+        pods = await self._list_our_pods()
+        check_queue(pods)
+        now = utc_now()
+        repairs = [r for r in self._plan(pools, pods) if not self._mark_on_its_way(r, now)]
+        counts = await self.apply_repairs(repairs, confirm=True)
+        if any(counts.values()):
+            log.info("garbage collection: %s", counts)
+        return counts
+
+    def _mark_on_its_way(self, r: repair.Repair, now: datetime.datetime) -> bool:
+        """A planned ``mark_bound`` that PostBind's deferred mark is still due to write:
+        the allocation is younger than twice the writer's ``defer_delay``
+        (``--bound-mark-delay``). Writing it from the sweep would cost one more pool write
+        per pod bound in the last ``defer_delay`` seconds; a mark that was lost (a failed
+        write) is written by the next sweep."""
+        if r.action != "mark_bound" or r.allocation is None:
+            return False
+        return age(r.allocation.since, now) < 2 * self.writer.defer_delay
+
+    def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
+        now = utc_now()
+        self._skew.observe(pools, now)
+        return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen)
+
+    async def _list_our_pods(self) -> dict[str, PodInfo]:
+        """Our pods (any phase) by UID, from a live LIST (:func:`lean_pods`: the sweep reads
+        only our annotations)."""
+        return await lean_pods(self.api, f"spec.schedulerName={self.scheduler_name}", ANNOTATION_PREFIX)
+
+    async def run_gc(self) -> None:
+        """The garbage-collector task: a :meth:`gc_sweep` every ``gc_interval`` seconds once
+        the start-up reconcile is done, or less often when sweeps are slow
+        (:func:`gc_pause`: a sweep takes at most ``GC_MAX_DUTY`` of the time); a failed
+        sweep is logged and retried next time."""
+        await self.started.wait()
+        loop = asyncio.get_running_loop()
+        pause = self.gc_interval
+        while True:
+            await asyncio.sleep(pause)
+            started = loop.time()
+            try:
+                await self.gc_sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("garbage collection failed (%r); retried in the next sweep", e)
+            pause = gc_pause(self.gc_interval, loop.time() - started)
+
+    async def _confirmed(self, r: repair.Repair) -> bool:
+        """Re-check a planned release against :meth:`live_pod` (by UID, never by name)."""
+        live = await self.live_pod(r.uid, r.pod)
+        pods = {live.uid: live} if live is not None else {}
+        pool = self.cache.pool(r.pool)
+        if pool is None or r.uid not in pool.allocations:
+            return False
+        return any(
+            x.action == "release" and x.uid == r.uid
+            for x in repair.plan([pool], pods, utc_now(), self.reserved_ttl, self._skew.first_seen)
+        )
+
+    async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:
+        """Carry out ``repairs`` by CAS; releases are confirmed live first when ``confirm``;
+        Bound marks are deferred (:meth:`PoolWriter.defer`)."""
+        counts = {"released": 0, "marked_bound": 0, "adopted": 0, "adopt_conflicts": 0}
+        released = False
+        for r in repairs:
+            if r.action == "release":
+                if confirm and not await self._confirmed(r):
+                    continue
+                log.info("releasing %s of %s in pool %s: %s", r.ip or "slot", r.pod, r.pool, r.reason)
+                written = await self.writer.submit(
+                    r.pool, functools.partial(allocator.release, uid=r.uid, expect=r.allocation)
+                )
+                if written is not None and r.uid in written.allocations:
+                    log.info(
+                        "kept %s of %s in pool %s: the allocation changed meanwhile", r.ip, r.pod, r.pool
+                    )
+                    continue
+                counts["released"] += 1
+                self.metrics.gc_releases.inc()
+                released = True
+            elif r.action == "mark_bound":
+                # Deferred as PostBind's own mark: it rides along with the pool's next write
+                # (or goes after --bound-mark-delay). After a failover the new leader plans a
+                # mark for every pod the old one bound in its last --bound-mark-delay; written
+                # one after another they held the end of the reconcile for many seconds.
+                self.writer.defer(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))
+                counts["marked_bound"] += 1
+            else:
+                counts.update(await self._adopt(r, counts))
+        if released:
+            self.on_capacity_freed(events.ADDRESS_RELEASED)
+        return counts
+
+    async def _adopt(self, r: repair.Repair, counts: dict[str, int]) -> dict[str, int]:
+        namespace, _, name = r.pod.partition("/")
+        ref = {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": name, "uid": r.uid}
+        pool = self.cache.pool(r.pool)
+        try:
+            if pool is None:
+                raise allocator.AdoptConflict(f"pool {r.pool} named in the pod's annotation does not exist")
+            if r.node and pool.node_name != r.node:
+                raise allocator.AdoptConflict(
+                    f"pool {r.pool} named in the pod's annotation serves {pool.node_name}, not {r.node}"
+                )
+            if r.uid in pool.allocations:
+                # Recorded since the pool LIST this plan read: the pod was reserved and
+                # bound between that LIST and the pod LIST. Nothing to adopt.
+                return counts
+            await self.writer.submit(
+                r.pool, functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip)
+            )
+            counts["adopted"] += 1
+            if mismatch := _network_mismatch(pool, r):
+                log.warning("adopted %s, but %s", r.pod, mismatch)
+                await self.recorder.record(ref, "Warning", "NetworkMismatch", mismatch)
+        except allocator.AdoptConflict as e:
+            counts["adopt_conflicts"] += 1
+            log.warning("cannot adopt %s: %s", r.pod, e)
+            await self.recorder.record(
+                ref, "Warning", "AddressConflict", f"cannot record the pod's address: {e}"
+            )
+            holder_ns, _, holder_name = e.holder_pod.partition("/")
+            if holder_ns and holder_name:
+                holder = {
+                    "kind": "Pod",
+                    "apiVersion": "v1",
+                    "namespace": holder_ns,
+                    "name": holder_name,
+                    "uid": e.holder_uid,
+                }
+                await self.recorder.record(
+                    holder,
+                    "Warning",
+                    "AddressConflict",
+                    f"pod {r.pod} (UID {r.uid}) carries this pod's address {r.ip} of pool {r.pool} "
+                    "in its annotation",
+                )
+        return counts
+
+
+def _network_mismatch(pool: PoolView, r: repair.Repair) -> str | None:
+    """Why the adopted pod's ``ipscheduler.io/network`` differs from what ``pool`` gives its
+    address (None when absent, or equal as JSON): the CNI plugin refuses such a pod."""
+    if r.network is None or not r.ip:
+        return None
+    try:
+        want = network_of(pool, r.ip)
+    except AddressError:
+        return None  # adopt() refused it already
+    try:
+        have = json.loads(r.network)
+    except ValueError:
+        have = None
+    if have == want:
+        return None
+    return (
+        f"annotation {ANNOTATION_NETWORK}={r.network} differs from pool {pool.name}'s network for "
+        f"{r.ip}: {json.dumps(want, separators=(',', ':'))}; the CNI plugin will refuse the pod"
+    )
+
+
+def adoption(pod: PodInfo, pool_name: str, reason: str) -> repair.Repair:
+    """The repair that records running pod ``pod``'s allocation in ``pool_name`` with the
+    address of its annotation."""
+    return repair.Repair(
+        "adopt",
+        pool_name,
+        pod.uid,
+        pod.key,
+        reason,
+        pod.annotations.get(ANNOTATION_IP) or None,
+        node=pod.node_name,
+        network=pod.annotations.get(ANNOTATION_NETWORK),
+    )
