@@ -95,7 +95,8 @@ def test_incremental_upkeep_matches_a_rebuild(seed: int) -> None:
                 cache.node_cache.add_node(node_index[node][0])  # type: ignore[arg-type]
         fresh = pool_cache(node_index, pool_index)
         for p in cache.pools().values():  # the overlay of our own writes is part of the state
-            if fresh.pool(p.name) is not None and cache._fresh.get(p.name) is p:
+            entry = cache._fresh.get(p.name)
+            if fresh.pool(p.name) is not None and entry is not None and entry[0] is p:
                 fresh.store_fresh(p)
         assert derived(cache) == derived(fresh)
 

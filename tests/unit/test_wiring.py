@@ -9,6 +9,7 @@ from ipscheduler.cmd.options import RunConfig
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
+from ipscheduler.underlayip.pool import PoolView
 
 _NO_API: Any = None  # build() makes no request
 
@@ -70,3 +71,31 @@ async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
 async def test_the_bound_mark_delay_reaches_the_pool_writer() -> None:
     c = wiring.build(RunConfig(bound_mark_delay=7.0), _NO_API, HealthState())
     assert c.writer.defer_delay == 7.0
+
+
+def pool_body(rv: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "pool-a", "uid": "uid-pool-a", "resourceVersion": rv},
+        "spec": {"nodeName": "node-1", "addresses": ["10.0.0.1-10.0.0.4"]},
+        "status": {},
+    }
+
+
+async def test_the_echo_of_our_own_status_write_moves_nothing() -> None:
+    """The pool informer's echo of our own write is recognised (PoolCache.is_own_write):
+    no status recompute, no NodeIPPoolChange; a later version written by someone else is
+    not an echo, nor is a version we only read."""
+    c = wiring.build(RunConfig(), _NO_API, HealthState())
+    moved: list[str] = []
+    c.controller.on_capacity_freed = lambda event: moved.append(event.label)
+    c.pools.apply("ADDED", pool_body("1"))
+    moved.clear()
+    c.pool_cache.store_fresh(PoolView.from_obj(pool_body("2")), own_write=True)
+    c.controller._dirty_pools = set()
+    c.pools.apply("MODIFIED", pool_body("2"))
+    assert moved == [] and c.controller._dirty_pools == set()
+    c.pools.apply("MODIFIED", pool_body("3"))  # someone else's edit
+    assert moved == ["NodeIPPoolChange"] and c.controller._dirty_pools == {"pool-a"}
+    c.pool_cache.store_fresh(PoolView.from_obj(pool_body("4")))  # read by us, not written
+    c.pools.apply("MODIFIED", pool_body("4"))
+    assert moved == ["NodeIPPoolChange", "NodeIPPoolChange"]

@@ -55,7 +55,9 @@ class PoolCache:
         """The node cache this one reads the node set from."""
         self._node_set_seen = -1
         self._pools: IndexLike = {}
-        self._fresh: dict[str, PoolView] = {}
+        self._fresh: dict[str, tuple[PoolView, bool]] = {}
+        """Pool name → (a view newer than the watch, whether our own status write made it):
+        the one record of our own writes (:meth:`store_fresh`, :meth:`is_own_write`)."""
         # Pool snapshot, kept current from the dirty names.
         self._dirty: set[str] | None = None  # None: rebuild everything
         self._snap: dict[str, PoolView] = {}
@@ -90,7 +92,8 @@ class PoolCache:
         for p in self._pools.get(name) or ():
             if isinstance(p, PoolView):
                 indexed = p
-        fresh = self._fresh.get(name)
+        entry = self._fresh.get(name)
+        fresh = entry[0] if entry is not None else None
         if indexed is None:
             self._fresh.pop(name, None)
             return None
@@ -123,16 +126,30 @@ class PoolCache:
         self._refresh()
         return self._by_node.get(node_name, [])
 
-    def store_fresh(self, pool: PoolView) -> None:
-        """Remember a pool object returned by our own write (newer than the watch)."""
-        self._fresh[pool.name] = pool
+    def store_fresh(self, pool: PoolView, *, own_write: bool = False) -> None:
+        """Remember a pool object newer than the watch: returned by our own status write
+        (``own_write``), or read by us (a re-read after a conflict, the GC sweep's LIST)."""
+        self._fresh[pool.name] = (pool, own_write)
         self.invalidate(pool.name)
 
     def fresh(self, name: str, resource_version: str) -> PoolView | None:
         """Our own parsed copy of pool ``name`` at exactly ``resource_version`` (the watch's
         echo of our write), so the index need not parse the same object again."""
-        pool = self._fresh.get(name) or self._snap.get(name)
+        entry = self._fresh.get(name)
+        pool = entry[0] if entry is not None else self._snap.get(name)
         return pool if pool is not None and pool.resource_version == resource_version else None
+
+    def is_own_write(self, name: str, resource_version: str) -> bool:
+        """Is this version of pool ``name`` the one our last status write produced (its
+        watch echo)? Asked by the pool informer's handler before anything reads the pool
+        again (the entry goes once the index has caught up with it)."""
+        entry = self._fresh.get(name)
+        return (
+            bool(resource_version)
+            and entry is not None
+            and entry[1]
+            and entry[0].resource_version == resource_version
+        )
 
     def forget(self, name: str) -> None:
         self._fresh.pop(name, None)

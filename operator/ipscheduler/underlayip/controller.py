@@ -236,7 +236,7 @@ class PoolController(Reconciler):
         change goes to :meth:`on_pool_status`."""
         self.cache.invalidate(name)
         meta = body.get("metadata") or {}
-        echo = kind != "DELETED" and self.writer.is_own_write(name, str(meta.get("resourceVersion", "")))
+        echo = kind != "DELETED" and self.cache.is_own_write(name, str(meta.get("resourceVersion", "")))
         if not echo or meta.get("deletionTimestamp"):
             self.on_pool_event(name)
         if not echo and old is not None and new is not None:

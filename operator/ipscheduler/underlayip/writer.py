@@ -80,7 +80,6 @@ class PoolWriter:
         self.conflicts = 0
         self.writes = 0
         """Successful PUTs (for tests and the benchmark)."""
-        self._written: dict[str, str] = {}  # pool → resourceVersion of our last write
         self.on_conflict: Callable[[], None] = lambda: None
         self.on_write: Callable[[int], None] = lambda mutations: None
 
@@ -102,10 +101,6 @@ class PoolWriter:
         if name not in self._flushers and name not in self._timers:
             loop = asyncio.get_running_loop()
             self._timers[name] = loop.call_later(self.defer_delay, self._kick, name)
-
-    def is_own_write(self, name: str, resource_version: str) -> bool:
-        """Is this version of pool ``name`` the one our last write produced (its watch echo)?"""
-        return bool(resource_version) and self._written.get(name) == resource_version
 
     def pending(self, name: str) -> int:
         """Mutations queued for pool ``name`` and not yet taken into a write."""
@@ -209,10 +204,9 @@ class PoolWriter:
                 # resourceVersion: no need to parse the whole object back.
                 meta = body.get("metadata") or {}
                 written = dataclasses.replace(view, resource_version=str(meta.get("resourceVersion", "")))
-                self.cache.store_fresh(written)
+                self.cache.store_fresh(written, own_write=True)
                 self.writes += 1
                 self.on_write(len(batch))
-                self._written[name] = written.resource_version
                 _settle(name, batch, written, errors)
                 return
             raise RuntimeError(f"NodeIPPool {name}: gave up after {CAS_ATTEMPTS} conflicting writes")
