@@ -1,149 +1,22 @@
-"""E2E fixtures: the CRD, the scheduler as a real process, NodeIPPools."""
+"""E2E fixtures: the CRD, the scheduler as a real process, NodeIPPools (the helpers they use:
+helpers.py)."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.kube import Kubectl, create_namespace, wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
-CRD = ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
-SCHEDULER = "ip-scheduler"
-
-
-def token_kubeconfig(kubectl: Kubectl, service_account: str, namespace: str, path: Path) -> Path:
-    """A kubeconfig at ``path`` for a token of ``namespace/service_account`` (same cluster)."""
-    token = kubectl("create", "token", service_account, "-n", namespace, "--duration=2h").strip()
-    admin = yaml.safe_load(kubectl.kubeconfig.read_text())
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": service_account, "user": {"token": token}}],
-        "contexts": [
-            {"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": service_account}}
-        ],
-        "current-context": "sa",
-    }
-    path.write_text(json.dumps(cfg))
-    return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def ipscheduler_check(kubeconfig: Path) -> subprocess.CompletedProcess[str]:
-    """``ipscheduler check`` as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "ipscheduler", "check", "--kubeconfig", str(kubeconfig)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def assert_check_clean(kubectl: Kubectl, timeout: float = 30) -> None:
-    """``ipscheduler check`` exits 0 (waiting up to ``timeout`` for the cluster to go quiet)."""
-    last: list[subprocess.CompletedProcess[str]] = []
-
-    def clean() -> bool:
-        last[:] = [ipscheduler_check(kubectl.kubeconfig)]
-        return last[0].returncode == 0
-
-    try:
-        wait_for("ipscheduler check clean", clean, timeout=timeout, interval=1)
-    except AssertionError:
-        raise AssertionError(f"ipscheduler check: {last[0].stdout}{last[0].stderr}") from None
+from tests.e2e.helpers import CRD, Pools, SchedulerProcess
+from tests.kube import Kubectl, create_namespace
 
 
 @pytest.fixture(scope="session")
 def crd(kubectl: Kubectl) -> None:
     kubectl("apply", "-f", str(CRD))
     kubectl("wait", "--for=condition=Established", "crd/nodeippools.ipscheduler.io", "--timeout=60s")
-
-
-class SchedulerProcess:
-    """``python -m ipscheduler run`` against the dev cluster, logs in a file."""
-
-    def __init__(self, kubeconfig: Path, log_path: Path, *extra: str) -> None:
-        self.kubeconfig = kubeconfig
-        self.log_path = log_path
-        self.extra = extra
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.health_port = free_port()
-
-    def probe(self, path: str) -> tuple[int, str]:
-        """GET http://127.0.0.1:<port><path> → (status, body); (0, error) if unreachable."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}{path}", timeout=3) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-        except OSError as e:
-            return 0, str(e)
-
-    def start(self, wait: str = "start-up reconcile") -> SchedulerProcess:
-        """Start the process; unless ``wait`` is empty, wait for that text in its log."""
-        cmd = [sys.executable, "-m", "ipscheduler", "run", "--kubeconfig", str(self.kubeconfig)]
-        cmd += ["--health-addr", f"127.0.0.1:{self.health_port}", *self.extra]
-        start = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-            )
-        if wait:
-            wait_for(f"scheduler log: {wait}", lambda: self.logged(wait, start), timeout=60)
-        return self
-
-    def metric(self, name: str, labels: str = "") -> float:
-        """The sum of the samples of ``name`` on ``/metrics`` whose labels contain ``labels``
-        (e.g. ``found_by="relist"``); 0.0 when there are none."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        pattern = rf"^{re.escape(name)}(\{{[^}}]*{re.escape(labels)}[^}}]*\}})? (\S+)$"
-        return sum(float(m.group(2)) for m in re.finditer(pattern, text, re.MULTILINE))
-
-    def logged(self, text: str, offset: int = 0) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"scheduler exited ({self.proc.returncode}):\n{self.log_tail()}")
-        with open(self.log_path, "rb") as f:
-            f.seek(offset)
-            return text.encode() in f.read()
-
-    def log_tail(self, n: int = 40) -> str:
-        return "".join(self.log_path.read_text(errors="replace").splitlines(True)[-n:])
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def stop(self) -> None:
-        self.kill(signal.SIGTERM)
 
 
 @pytest.fixture
@@ -172,43 +45,6 @@ def scheduler(
     p.stop()
 
 
-class Pools:
-    """Creates NodeIPPools for a test and deletes them afterwards."""
-
-    def __init__(self, kubectl: Kubectl) -> None:
-        self.kubectl = kubectl
-        self.names: list[str] = []
-
-    def create(self, name: str, node: str, addresses: list[str] | None = None, **spec: Any) -> None:
-        body = {
-            "apiVersion": "ipscheduler.io/v1alpha1",
-            "kind": "NodeIPPool",
-            "metadata": {"name": name},
-            "spec": {"nodeName": node, **({"addresses": addresses} if addresses else {}), **spec},
-        }
-        self.kubectl.apply(body)
-        if name not in self.names:
-            self.names.append(name)
-
-    def get(self, name: str) -> dict[str, Any]:
-        return dict(self.kubectl.json("get", "nodeippool", name))
-
-    def cleanup(self) -> None:
-        """Delete the pools; if no scheduler finishes them (none running), drop the finalizers."""
-        if not self.names:
-            return
-        self.kubectl.run(
-            "delete", "nodeippool", *self.names, "--ignore-not-found", "--wait=false", check=False
-        )
-        for name in self.names:
-            gone = self.kubectl.run(
-                "wait", "--for=delete", f"nodeippool/{name}", "--timeout=20s", check=False
-            )
-            if gone.returncode != 0:
-                unblock = '{"metadata":{"finalizers":null}}'
-                self.kubectl.run("patch", "nodeippool", name, "--type=merge", "-p", unblock, check=False)
-
-
 @pytest.fixture
 def pools(kubectl: Kubectl, crd: None) -> Iterator[Pools]:
     p = Pools(kubectl)
@@ -222,56 +58,3 @@ def ns(kubectl: Kubectl, pools: Pools, request: pytest.FixtureRequest) -> Iterat
     name = create_namespace(kubectl, request.node.name)
     yield name
     kubectl.run("delete", "namespace", name, "--wait=true", "--timeout=90s", check=False)
-
-
-def pods_of(kubectl: Kubectl, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
-    args = ["get", "pods", "-n", namespace]
-    if selector:
-        args += ["-l", selector]
-    return list(kubectl.json(*args)["items"])
-
-
-def events_for(
-    kubectl: Kubectl, namespace: str, name: str, reason: str | None = None
-) -> list[dict[str, Any]]:
-    items = kubectl.json("get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")[
-        "items"
-    ]
-    return [e for e in items if reason is None or e.get("reason") == reason]
-
-
-def deployment(name: str, replicas: int, **pod_spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "schedulerName": SCHEDULER,
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
-                    **pod_spec,
-                },
-            },
-        },
-    }
-
-
-def nodeippools_table(kubectl: Kubectl) -> dict[str, dict[str, str]]:
-    """``kubectl get nodeippools`` parsed: NAME → {column: value}."""
-    out = kubectl("get", "nodeippools")
-    lines = out.splitlines()
-    header = lines[0].split()
-    return {row.split()[0]: dict(zip(header, row.split(), strict=False)) for row in lines[1:]}
-
-
-def dump(obj: Any) -> str:
-    return json.dumps(obj, indent=1)[:3000]
-
-
-def settle(seconds: float = 1.0) -> None:
-    time.sleep(seconds)

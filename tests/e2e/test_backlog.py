@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import (
+from tests.e2e.helpers import (
     Pools,
     SchedulerProcess,
     assert_check_clean,

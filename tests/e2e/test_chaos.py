@@ -27,7 +27,7 @@ import pytest
 
 import binaries
 import devcluster
-from tests.e2e.conftest import CRD, SCHEDULER, SchedulerProcess, assert_check_clean
+from tests.e2e.helpers import CRD, SCHEDULER, SchedulerProcess, assert_check_clean
 from tests.kube import Kubectl, create_namespace, pod_manifest, wait_for
 
 pytestmark = pytest.mark.slow

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import SCHEDULER, Pools, SchedulerProcess, token_kubeconfig
+from tests.e2e.helpers import SCHEDULER, Pools, SchedulerProcess, token_kubeconfig
 from tests.kube import Kubectl, pod_manifest, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,8 @@ import pytest
 import yaml
 from kubernetes_asyncio import client, config
 
-from tests.e2e.conftest import (
+from tests.builders import bound_pods
+from tests.e2e.helpers import (
     SCHEDULER,
     Pools,
     SchedulerProcess,
@@ -50,10 +51,6 @@ def _pinned(name: str, node: str, **spec: Any) -> dict[str, Any]:
         terminationGracePeriodSeconds=0,
         **spec,
     )
-
-
-def _bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [p for p in pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
 
 
 def _pod(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:
@@ -94,7 +91,7 @@ def test_after_an_api_server_restart_everything_takes_effect(
     sched = scheduler_factory(*FAST)
     for i in range(3):
         kubectl.create(_pinned(f"before-{i}", "node-1"), ns)
-    wait_for("3 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 3)
+    wait_for("3 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 3)
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(kubectl, ns)}
     wait_for("3 allocations", lambda: len(_allocations(pools, first)) == 3)
 
@@ -198,7 +195,7 @@ def test_two_active_replicas_one_failing_every_bind_leave_each_pod_its_own_alloc
     failing.start()
     try:
         kubectl.apply(deployment("twins", 30), ns)
-        wait_for("30 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 30, timeout=120)
+        wait_for("30 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 30, timeout=120)
         log = failing.log_path.read_text()
         assert "forbidden" in log.lower(), "replica B never tried to bind: the test proves nothing"
         allocs: dict[str, Any] = {}
@@ -210,7 +207,7 @@ def test_two_active_replicas_one_failing_every_bind_leave_each_pod_its_own_alloc
             return len(allocs) == 30 and all(a["phase"] == "Bound" for a in allocs.values())
 
         wait_for("30 allocations, all Bound", all_marked_bound, timeout=30)
-        for p in _bound(pods_of(kubectl, ns)):
+        for p in bound_pods(pods_of(kubectl, ns)):
             mine = allocs.get(p["metadata"]["uid"])
             assert mine is not None, f"{p['metadata']['name']} is bound without an allocation"
             assert mine["ip"] == p["metadata"]["annotations"]["ipscheduler.io/ip"]
@@ -257,7 +254,7 @@ def test_a_pool_deleted_milliseconds_after_its_creation_never_vanishes_under_a_p
         asyncio.run(_blink(kubectl.kubeconfig, ns, k, "node-3", delay=k * 0.01))
         time.sleep(0.2)
     time.sleep(3)
-    won = _bound(pods_of(kubectl, ns))
+    won = bound_pods(pods_of(kubectl, ns))
     for p in won:
         pool = p["metadata"]["annotations"]["ipscheduler.io/pool"]
         got = kubectl.run("get", "nodeippool", pool, "-o", "json", check=False)
@@ -335,8 +332,8 @@ def test_connections_cut_mid_write_settle_every_reservation(
         fp.refuse(True)
         time.sleep(2)
         fp.refuse(False)
-        wait_for("30 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 30, timeout=150, interval=1)
-        ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in _bound(pods_of(kubectl, ns))]
+        wait_for("30 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 30, timeout=150, interval=1)
+        ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in bound_pods(pods_of(kubectl, ns))]
         assert len(set(ips)) == 30
         assert_check_clean(kubectl, timeout=60)
         assert sched.proc is not None and sched.proc.poll() is None

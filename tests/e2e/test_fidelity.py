@@ -29,7 +29,7 @@ from ipscheduler.cmd.explain import caches_from, evaluate
 from ipscheduler.cmd.profiles import build_profile
 from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR
 from ipscheduler.framework.types import PodInfo
-from tests.e2e.conftest import SCHEDULER, SchedulerProcess
+from tests.e2e.helpers import SCHEDULER, SchedulerProcess
 from tests.kube import Kubectl, create_namespace, wait_for
 
 SEED = 5

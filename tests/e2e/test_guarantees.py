@@ -22,7 +22,7 @@ import pytest
 
 import binaries
 import devcluster
-from tests.e2e.conftest import (
+from tests.e2e.helpers import (
     CRD,
     SCHEDULER,
     Pools,

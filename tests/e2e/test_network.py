@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import SCHEDULER, Pools, SchedulerProcess, assert_check_clean
+from tests.e2e.helpers import SCHEDULER, Pools, SchedulerProcess, assert_check_clean
 from tests.kube import Kubectl, pod_manifest, wait_for
 
 

@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from ipscheduler.underlayip.addresses import AddressError, AddressSet
-from tests.e2e.conftest import (
+from tests.builders import bound_pods
+from tests.e2e.helpers import (
     SCHEDULER,
     Pools,
     SchedulerProcess,
@@ -460,10 +461,6 @@ def ip_order(ip: str | None) -> tuple[int, int]:
     return addr.version, int(addr)
 
 
-def _bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [p for p in pods if p["spec"].get("nodeName")]
-
-
 @settings(max_examples=8, **SETTINGS)
 @given(pool=small_pools(), n=st.integers(1, 8))
 def test_handed_out_addresses_are_inside_the_spec(
@@ -493,7 +490,7 @@ def test_handed_out_addresses_are_inside_the_spec(
 
         def settled() -> dict[str, list[dict[str, Any]]] | None:
             pods = [p for p in pods_of(kubectl, ns) if p["metadata"]["name"] in names]
-            bound = _bound(pods)
+            bound = bound_pods(pods, terminating=True)
             if len(pods) != n or len(bound) != want:
                 return None
             waiting = [p["metadata"]["name"] for p in pods if not p["spec"].get("nodeName")]
@@ -518,7 +515,7 @@ def test_handed_out_addresses_are_inside_the_spec(
         assert len(set(ips)) == len(ips), f"addresses handed out twice: {ips}"
         # Reserve takes the lowest free address, so a fresh pool hands out its first `want` addresses.
         assert sorted(ips, key=ip_order) == sorted(aset.iter_addresses(want), key=ip_order), spec
-        assert len(_bound(pods_of(kubectl, ns))) == want
+        assert len(bound_pods(pods_of(kubectl, ns), terminating=True)) == want
         status = kubectl.json("get", "nodeippool", name)["status"]
         assert {a.get("ip") for a in status["allocations"].values()} == set(ips)
         assert_check_clean(kubectl)
@@ -615,7 +612,11 @@ def test_unbound_pods_with_foreign_annotations_get_the_schedulers_annotations(
 
         def all_bound() -> list[dict[str, Any]] | None:
             pods = [p for p in pods_of(kubectl, ns) if p["metadata"]["name"] in names]
-            return pods if len(pods) == len(names) and len(_bound(pods)) == len(names) else None
+            return (
+                pods
+                if len(pods) == len(names) and len(bound_pods(pods, terminating=True)) == len(names)
+                else None
+            )
 
         pods = {p["metadata"]["name"]: p for p in wait_for("annotated pods bound", all_bound, timeout=30)}
         ips = []
@@ -787,7 +788,13 @@ def test_prebound_pods_with_foreign_annotations_are_never_double_allocated(
     bound = wait_for(
         "new pods bound",
         lambda: (
-            (b := [p for p in _bound(pods_of(kubectl, ns)) if p["metadata"]["name"] in new])
+            (
+                b := [
+                    p
+                    for p in bound_pods(pods_of(kubectl, ns), terminating=True)
+                    if p["metadata"]["name"] in new
+                ]
+            )
             and len(b) == 3
             and b
         ),

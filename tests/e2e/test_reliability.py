@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import (
+from tests.builders import bound_pods
+from tests.e2e.helpers import (
     ROOT,
     SCHEDULER,
     Pools,
@@ -28,10 +29,6 @@ from tests.kube import Kubectl, pod_manifest, wait_for
 
 Factory = Callable[..., SchedulerProcess]
 FAST_GC = ("--gc-interval", "2", "--reserved-ttl", "5")
-
-
-def _bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [p for p in pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
 
 
 def _ready(pools: Pools, name: str) -> dict[str, Any] | None:
@@ -104,10 +101,10 @@ def test_shrinking_keeps_allocations_and_hands_out_nothing_new(
     pools.create("shrink", "node-3", ["10.5.0.1-10.5.0.6"])
     for i in range(4):
         kubectl.create(_pinned(f"s{i}", "node-3"), ns)
-    wait_for("4 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 4)
+    wait_for("4 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 4)
     before = {
         p["metadata"]["uid"]: p["metadata"]["annotations"]["ipscheduler.io/ip"]
-        for p in _bound(pods_of(kubectl, ns))
+        for p in bound_pods(pods_of(kubectl, ns))
     }
     pools.create("shrink", "node-3", ["10.5.0.1-10.5.0.2"])  # re-apply with fewer addresses
     cond = wait_for(
@@ -122,7 +119,7 @@ def test_shrinking_keeps_allocations_and_hands_out_nothing_new(
     report = ipscheduler_check(kubectl.kubeconfig)
     assert report.returncode == 1 and "pool shrink: allocated 4 > capacity 2" in report.stdout
     # Free three: the late pod may now only get an address that is still in the spec.
-    gone = [p["metadata"]["name"] for p in _bound(pods_of(kubectl, ns))][:3]
+    gone = [p["metadata"]["name"] for p in bound_pods(pods_of(kubectl, ns))][:3]
     kubectl("delete", "pod", "-n", ns, *gone, "--wait=true")
     late = wait_for(
         "late bound",
@@ -140,7 +137,7 @@ def test_deleted_node_gives_its_addresses_back(
         pools.create("doomed", node, ["10.6.0.1-10.6.0.3"])
         for i in range(2):
             kubectl.create(_pinned(f"d{i}", node, terminationGracePeriodSeconds=0), ns)
-        wait_for("2 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 2)
+        wait_for("2 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 2)
         assert pools.get("doomed")["status"]["allocated"] == 2
     finally:
         kubectl("delete", "node", node)
@@ -166,9 +163,9 @@ def test_two_schedulers_without_leader_election_never_double_allocate(
     scheduler_factory("--no-leader-elect")
     scheduler_factory("--no-leader-elect")
     kubectl.apply(deployment("race", 20), ns)
-    wait_for("15 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 15, timeout=90)
+    wait_for("15 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 15, timeout=90)
     time.sleep(3)  # let both schedulers retry the 5 pending pods a few times
-    bound = _bound(pods_of(kubectl, ns))
+    bound = bound_pods(pods_of(kubectl, ns))
     ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in bound]
     assert len(bound) == 15 and len(set(ips)) == 15
     assert_check_clean(kubectl)
@@ -205,14 +202,17 @@ def test_api_server_outage_is_survived(
 ) -> None:
     pools.create("outage", "node-2", ["10.9.0.1-10.9.0.8"])
     kubectl.apply(deployment("ride", 3, nodeSelector={"kubernetes.io/hostname": "node-2"}), ns)
-    wait_for("3 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 3)
+    wait_for("3 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 3)
     cluster.stop_component("kube-apiserver")
     time.sleep(10)
     cluster.start_component("kube-apiserver")
     assert scheduler.proc is not None and scheduler.proc.poll() is None, "scheduler died during the outage"
     kubectl("scale", "deployment", "ride", "-n", ns, "--replicas=6")
     wait_for(
-        "6 bound after the outage", lambda: len(_bound(pods_of(kubectl, ns))) == 6, timeout=120, interval=1
+        "6 bound after the outage",
+        lambda: len(bound_pods(pods_of(kubectl, ns))) == 6,
+        timeout=120,
+        interval=1,
     )
     assert_check_clean(kubectl, timeout=60)
 

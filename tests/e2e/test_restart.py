@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.e2e.conftest import Pools, SchedulerProcess, assert_check_clean, deployment, pods_of
+from tests.builders import bound_pods
+from tests.e2e.helpers import Pools, SchedulerProcess, assert_check_clean, deployment, pods_of
 from tests.kube import Kubectl, wait_for
-
-
-def _bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [p for p in pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
 
 
 def test_sigkill_delete_and_create_while_down_then_restart(
@@ -20,10 +17,10 @@ def test_sigkill_delete_and_create_while_down_then_restart(
         pools.create(f"r-node-{i}", f"node-{i}", [f"10.1.{i}.0/29"])  # 6 usable each → 18
     sched = scheduler_factory()
     kubectl.apply(deployment("app", 15), ns)
-    wait_for("15 bound", lambda: len(_bound(pods_of(kubectl, ns))) == 15, timeout=90)
+    wait_for("15 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 15, timeout=90)
 
     sched.kill()  # SIGKILL: no clean-up of any kind
-    before = _bound(pods_of(kubectl, ns))
+    before = bound_pods(pods_of(kubectl, ns))
     victims = [p["metadata"]["name"] for p in before[:2]]
     kubectl("delete", "pod", "-n", ns, *victims, "--wait=true", "--timeout=60s")
     kubectl("scale", "deployment", "app", "-n", ns, "--replicas=20")
@@ -34,7 +31,7 @@ def test_sigkill_delete_and_create_while_down_then_restart(
     scheduler_factory()  # restart: reconcile releases the 2 leaks, then schedules the 7 pending pods
 
     def settled() -> list[dict[str, Any]] | None:
-        bound = _bound(pods_of(kubectl, ns))
+        bound = bound_pods(pods_of(kubectl, ns))
         return bound if len(bound) == 18 else None
 
     bound = wait_for("18 bound (all addresses in use)", settled, timeout=90)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import (
+from tests.e2e.helpers import (
     SCHEDULER,
     Pools,
     SchedulerProcess,

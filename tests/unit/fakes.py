@@ -1,16 +1,28 @@
-"""In-memory stand-ins for pure-logic unit tests (the API behaviour itself is tested e2e)."""
+"""In-memory stand-ins for the unit tests (the API behaviour itself is tested e2e): the API
+server's side of pool and pod requests, a recorder that records nothing, a pool cache, and
+the scheduler over them."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.backend.cache import Cache
-from ipscheduler.framework.types import NodeInfo
+from ipscheduler.backend.queue import SchedulingQueue
+from ipscheduler.cmd.profiles import build_profile
+from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import Conflict
+from ipscheduler.metrics import Metrics
+from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.cache import IndexLike, PoolCache
+from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.writer import PoolWriter
+from tests.builders import SCHEDULER, pending_pod_body, pool_body
 
 
 class FakePoolApi:
@@ -80,3 +92,103 @@ def pool_cache(nodes: IndexLike | None = None, pools: IndexLike | None = None) -
     cache = PoolCache(node_cache)
     cache.attach(pools if pools is not None else {})
     return cache
+
+
+class PodApi(FakePoolApi):
+    """Pools, and pods by namespace/name as the API server has them now: GET, LIST and
+    Binding (404 for a pod that is not there, 409 for another UID, as kube-apiserver)."""
+
+    def __init__(self, bodies: list[dict[str, Any]]) -> None:
+        super().__init__(bodies)
+        self.reads: list[str] = []
+        self.lists = 0
+        self.bindings: list[str] = []
+        self.bind_error: Exception | None = None
+
+    def put_pod(self, body: dict[str, Any]) -> None:
+        self.pods[(body["metadata"]["namespace"], body["metadata"]["name"])] = copy.deepcopy(body)
+
+    def delete_pod(self, name: str) -> None:
+        del self.pods[("ns", name)]
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads.append(name)
+        return await super().get_pod(namespace, name)
+
+    async def pod_pages(self, field_selector: str) -> AsyncIterator[list[dict[str, Any]]]:
+        self.lists += 1
+        yield [copy.deepcopy(b) for b in self.pods.values() if not b["spec"].get("nodeName")]
+
+    async def bind(self, pod: PodInfo, node: str, annotations: dict[str, str]) -> None:
+        self.bindings.append(pod.name)
+        if self.bind_error is not None:
+            raise self.bind_error
+        live = self.pods.get((pod.namespace, pod.name))
+        if live is None:
+            raise Conflict(f"{pod.key}: Not Found")
+        if live["metadata"]["uid"] != pod.uid:
+            raise Conflict(f"{pod.key}: Conflict")
+        live["spec"]["nodeName"] = node
+        live["metadata"].setdefault("annotations", {}).update(annotations)
+
+    async def set_unschedulable(self, pod: PodInfo, message: str) -> None:
+        pass
+
+
+class NullRecorder:
+    """An EventRecorder that records nothing."""
+
+    def emit(self, *args: Any) -> None:
+        pass
+
+    def forget(self, uid: str) -> None:
+        pass
+
+
+class SchedulerEnv:
+    """The scheduler with the default profile over a real pool cache and writer, one node
+    (``node-1``) and its pool ``p``; only the API server is in memory (:class:`PodApi`)."""
+
+    def __init__(self) -> None:
+        pool = pool_body("p", "node-1", addresses=["10.0.0.1-10.0.0.4"], rv="10", allocations={})
+        self.cache = pool_cache(
+            {"node-1": [NodeInfo(name="node-1", ready=True, allocatable={"pods": Decimal(110)})]},
+            {"p": [PoolView.from_obj(pool)]},
+        )
+        self.api = PodApi([pool])
+        self.writer = PoolWriter(self.api, self.cache)  # type: ignore[arg-type]
+        profile = build_profile(self.cache, self.api, self.writer)  # type: ignore[arg-type]
+        self.metrics = Metrics()
+        self.sched = Scheduler(
+            name=SCHEDULER,
+            api=self.api,  # type: ignore[arg-type]
+            cache=self.cache.node_cache,
+            profile=profile,
+            queue=SchedulingQueue(profile.queue_sort),
+            recorder=NullRecorder(),  # type: ignore[arg-type]
+            metrics=self.metrics,
+        )
+
+    def create(self, uid: str, name: str | None = None, **spec: Any) -> dict[str, Any]:
+        """A pending pod created: in the API server, and its ADDED event through kopf."""
+        body = pending_pod_body(uid, name, **spec)
+        self.api.put_pod(body)
+        self.sched.on_pod_event("ADDED", PodInfo.from_obj(body))
+        return body
+
+    def gone_count(self, found_by: str) -> float:
+        return self.metrics.pods_gone.labels(found_by)._value.get()
+
+    def allocations(self) -> dict[str, Any]:
+        return dict(self.api.bodies["p"]["status"].get("allocations") or {})
+
+    async def settle(self) -> None:
+        for _ in range(10):
+            await asyncio.gather(*self.sched._tasks, return_exceptions=True)
+            await asyncio.sleep(0)
+
+    async def schedule_next(self) -> None:
+        qp = self.sched.queue.pop_nowait()
+        assert qp is not None
+        await self.sched.schedule_one(qp)
+        await self.settle()

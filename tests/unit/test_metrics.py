@@ -1,16 +1,14 @@
-"""Metrics exposition: kube-scheduler-style names, scrape-time gauges."""
+"""ipscheduler.metrics: the exposition, kube-scheduler-style names, scrape-time gauges."""
 
 from __future__ import annotations
 
 from ipscheduler.metrics import Metrics
-from ipscheduler.underlayip.pool import PoolView
+from tests import builders
 
 
 def test_exposition_has_kube_scheduler_names_and_pool_gauges() -> None:
     m = Metrics("ip-scheduler")
-    pool = PoolView.from_obj(
-        {"metadata": {"name": "p1"}, "spec": {"nodeName": "n1", "addresses": ["10.0.0.1-10.0.0.4"]}}
-    )
+    pool = builders.pool("p1", "n1", addresses=["10.0.0.1-10.0.0.4"])
     m.scrape_from(lambda: {"active": 2, "backoff": 1}, lambda: {"p1": pool}, lambda p: (4, 1, 3))
     m.observe_attempt("scheduled", 0.004)
     m.observe_attempt("unschedulable", 0.002)

@@ -1,0 +1,150 @@
+"""cmd/explain: ``explain --config`` builds its framework as ``run`` does, from the same file
+(and the command line hands it the file)."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipscheduler.cmd import cli
+from ipscheduler.cmd import explain as explain_module
+from ipscheduler.cmd.explain import evaluate, explain_profile, render
+from ipscheduler.cmd.profiles import FILTER_PLUGINS, SCORE_WEIGHTS, load_config
+from ipscheduler.framework.config import SchedulerConfiguration
+from ipscheduler.framework.types import NodeInfo, PodInfo
+from tests.builders import config_file
+from tests.unit.fakes import pool_cache
+
+# A hostNetwork pod needs no address, so UnderlayIP passes every node without pools.
+POD = PodInfo(uid="u1", namespace="ns", name="p", host_network=True, scheduler_name="custom")
+NODES = {
+    "cordoned": NodeInfo(name="cordoned", ready=True, unschedulable=True, allocatable={"pods": Decimal(10)}),
+    "open": NodeInfo(name="open", ready=True, allocatable={"pods": Decimal(10)}),
+}
+
+CUSTOM = """
+profiles:
+  - schedulerName: custom
+    plugins:
+      filter: {disabled: [{name: NodeUnschedulable}]}
+      score:
+        enabled: [{name: UnderlayIP, weight: 7}]
+        disabled: [{name: NodeResourcesBalancedAllocation}]
+    pluginConfig:
+      - {name: UnderlayIP, args: {strategy: binpack}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "filters", "weights", "strategy"),
+    [
+        (None, "ip-scheduler", list(FILTER_PLUGINS), SCORE_WEIGHTS, "spread"),
+        ("", "ip-scheduler", list(FILTER_PLUGINS), SCORE_WEIGHTS, "spread"),
+        (
+            CUSTOM,
+            "custom",
+            [n for n in FILTER_PLUGINS if n != "NodeUnschedulable"],
+            {
+                **{k: v for k, v in SCORE_WEIGHTS.items() if k != "NodeResourcesBalancedAllocation"},
+                "UnderlayIP": 7,
+            },
+            "binpack",
+        ),
+    ],
+    ids=["no-config", "empty-file", "custom-file"],
+)
+def test_explain_profile_is_the_configured_one(
+    tmp_path: Path, text: str | None, name: str, filters: list[str], weights: dict[str, int], strategy: str
+) -> None:
+    config = None if text is None else load_config(config_file(tmp_path, text))
+    fw = explain_profile(pool_cache(), None, None, config)  # type: ignore[arg-type]
+    assert fw.scheduler_name == name
+    assert [p.name for p in fw.filter] == filters
+    assert {p.name: w for p, w in fw.score} == weights
+    assert getattr(fw.filter[-1], "strategy", None) == strategy
+
+
+@pytest.mark.parametrize(
+    ("text", "feasible", "rejected"),
+    [
+        ("", ["open"], {"cordoned": "NodeUnschedulable"}),
+        (CUSTOM, ["cordoned", "open"], {}),
+    ],
+    ids=["defaults", "file-disables-the-filter"],
+)
+def test_explain_verdicts_follow_the_file(
+    tmp_path: Path, text: str, feasible: list[str], rejected: dict[str, str]
+) -> None:
+    fw = explain_profile(pool_cache(), None, None, load_config(config_file(tmp_path, text)))  # type: ignore[arg-type]
+    verdicts, summary = evaluate(fw, POD, NODES)
+    assert sorted(v.node for v in verdicts if v.feasible) == feasible
+    assert {v.node: v.plugin for v in verdicts if not v.feasible} == rejected
+    assert summary == ""
+    text_out = render(POD, verdicts, summary, {p.name: w for p, w in fw.score})
+    assert bool(re.search(r"UnderlayIP \d+x7", text_out)) == (text == CUSTOM)
+
+
+def test_explain_profile_refuses_what_run_refuses(tmp_path: Path) -> None:
+    path = config_file(tmp_path, "profiles: [{plugins: {filter: {disabled: [{name: UnderlayIP}]}}}]")
+    config = load_config(path)
+    with pytest.raises(ValueError, match="the UnderlayIP filter cannot be disabled"):
+        explain_profile(pool_cache(), None, None, config)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    calls: list[tuple[Any, ...]] = []
+
+    async def fake_explain(*args: Any) -> tuple[int, str]:
+        calls.append(args)
+        return 0, "explained\n"
+
+    monkeypatch.setattr(explain_module, "explain", fake_explain)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("text", "flags", "name", "filter_disabled"),
+    [
+        (None, [], "ip-scheduler", []),
+        (None, ["--scheduler-name", "other"], "other", []),
+        (CUSTOM, ["--scheduler-name", "other"], "custom", ["NodeUnschedulable"]),
+    ],
+    ids=["defaults", "flag-name", "file-wins"],
+)
+def test_cli_explain_passes_the_config(
+    tmp_path: Path,
+    captured: list[tuple[Any, ...]],
+    capsys: pytest.CaptureFixture[str],
+    text: str | None,
+    flags: list[str],
+    name: str,
+    filter_disabled: list[str],
+) -> None:
+    argv = ["explain", "ns/p", *flags]
+    if text is not None:
+        argv += ["--config", str(config_file(tmp_path, text))]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out == "explained\n"
+    (_, target, _, strategy, config) = captured[0]
+    assert (target, strategy) == ("ns/p", "spread")
+    assert isinstance(config, SchedulerConfiguration)
+    assert config.profile.scheduler_name == name
+    assert [r.name for r in config.profile.plugins.filter.disabled] == filter_disabled
+
+
+def test_cli_explain_invalid_config_exits_2_naming_the_field(
+    tmp_path: Path, captured: list[tuple[Any, ...]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config_file(tmp_path, "profiles: [{plugins: {score: {enabled: [{name: Nope}]}}}]")
+    assert cli.main(["explain", "ns/p", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"ipscheduler: invalid --config: .*profiles\.0: .*unknown score plugin 'Nope'", err)
+    assert captured == []

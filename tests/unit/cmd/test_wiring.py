@@ -1,0 +1,90 @@
+"""cmd/wiring.build: one object per role, and every subscription of the module doc in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ipscheduler.cmd import wiring
+from ipscheduler.cmd.options import RunConfig
+from ipscheduler.framework.interface import ClusterEvent
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.health import HealthState
+from ipscheduler.underlayip.pool import PoolView
+from tests.builders import pod_body, pool_body
+
+_NO_API: Any = None  # build() makes no request
+
+
+def body(uid: str = "u1") -> dict[str, Any]:
+    return pod_body(uid=uid, name="p", node="node-1", scheduler="ip-scheduler", phase="Running")
+
+
+async def test_scheduler_controller_and_informers_share_one_cache() -> None:
+    health = HealthState()
+    c = wiring.build(RunConfig(), _NO_API, health)
+    assert c.controller.wait_for == (c.cache.ready,)
+    assert c.scheduler.start_after is c.controller.ready_to_schedule
+    assert c.scheduler.health is health and c.controller.health is health
+    assert c.scheduler.cache is c.cache is c.pool_cache.node_cache
+    assert c.controller.cache is c.pool_cache
+    assert c.controller.writer is c.writer
+
+
+async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
+    """Each informer tells both of its subscribers; each fact moves the queue once."""
+    c = wiring.build(RunConfig(), _NO_API, HealthState())
+    moved: list[str] = []
+
+    def move(event: ClusterEvent, old: object = None, new: object = None) -> int:
+        moved.append(event.label)
+        return 0
+
+    c.queue.move_all_to_active_or_backoff = move  # type: ignore[method-assign]
+    c.controller.on_capacity_freed = move
+    running = body()
+    running["metadata"]["annotations"] = {"ipscheduler.io/pool": "pool-a", "ipscheduler.io/ip": "10.0.0.1"}
+    c.bound_pods.apply("ADDED", running)
+    assert c.cache.pods_on("node-1") == (PodInfo.from_obj(running).lean("ipscheduler.io/"),)
+    assert c.pool_cache.holds() == {"u1": ("pool-a", "10.0.0.1")}, "the controller holds its address"
+    c.bound_pods.apply("DELETED", running)  # a bound pod left its node; it holds no allocation
+    assert c.cache.pods_on("node-1") == () and c.pool_cache.holds() == {}
+    c.nodes.synced.set()
+    c.controller._dirty_pools = set()
+    c.nodes.apply("ADDED", {"metadata": {"name": "node-9"}, "status": {}})
+    assert c.cache.node("node-9") is not None, "the scheduler's cache has it"
+    assert c.controller._dirty_pools is None, "the controller recomputes every pool's status"
+    c.pools.apply("ADDED", {"metadata": {"name": "pool-a"}, "spec": {"nodeName": "node-9", "count": 2}})
+    pending = body("u2")
+    pending["spec"]["nodeName"] = ""
+    c.pending_pods.on_event("ADDED", pending)
+    assert "u2" in c.queue
+    assert moved == ["AssignedPodAdd", "AssignedPodDelete", "NodeAdd", "NodeIPPoolChange"]
+
+
+async def test_the_bound_mark_delay_reaches_the_pool_writer() -> None:
+    c = wiring.build(RunConfig(bound_mark_delay=7.0), _NO_API, HealthState())
+    assert c.writer.defer_delay == 7.0
+
+
+def pool_a(rv: str) -> dict[str, Any]:
+    return pool_body(node="node-1", addresses=["10.0.0.1-10.0.0.4"], rv=rv, status={})
+
+
+async def test_the_echo_of_our_own_status_write_moves_nothing() -> None:
+    """The pool informer's echo of our own write is recognised (PoolCache.is_own_write):
+    no status recompute, no NodeIPPoolChange; a later version written by someone else is
+    not an echo, nor is a version we only read."""
+    c = wiring.build(RunConfig(), _NO_API, HealthState())
+    moved: list[str] = []
+    c.controller.on_capacity_freed = lambda event: moved.append(event.label)
+    c.pools.apply("ADDED", pool_a("1"))
+    moved.clear()
+    c.pool_cache.store_fresh(PoolView.from_obj(pool_a("2")), own_write=True)
+    c.controller._dirty_pools = set()
+    c.pools.apply("MODIFIED", pool_a("2"))
+    assert moved == [] and c.controller._dirty_pools == set()
+    c.pools.apply("MODIFIED", pool_a("3"))  # someone else's edit
+    assert moved == ["NodeIPPoolChange"] and c.controller._dirty_pools == {"pool-a"}
+    c.pool_cache.store_fresh(PoolView.from_obj(pool_a("4")))  # read by us, not written
+    c.pools.apply("MODIFIED", pool_a("4"))
+    assert moved == ["NodeIPPoolChange", "NodeIPPoolChange"]

@@ -1,0 +1,964 @@
+"""framework/runtime: Diagnosis messages, the extension-point runners, and new_framework filling
+every extension point from a registry and the configuration."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pydantic import Field
+
+from ipscheduler.cmd.profiles import (
+    default_plugins,
+    plugin_registry,
+    with_underlay_ip,
+)
+from ipscheduler.framework import events
+from ipscheduler.framework.config import (
+    EXTENSION_POINTS,
+    REGISTRY_CONTEXT,
+    Plugins,
+    ProfileConfig,
+    SchedulerConfiguration,
+)
+from ipscheduler.framework.interface import (
+    WILDCARD_EVENT,
+    Binder,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    QueuedPodInfo,
+    Status,
+    default_normalize,
+)
+from ipscheduler.framework.registry import PluginArgs, Registry, with_plugin
+from ipscheduler.framework.runtime import (
+    Diagnosis,
+    Framework,
+    PluginHandle,
+    new_framework,
+    num_feasible_nodes_to_find,
+)
+from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.plugins.queuesort import PrioritySort
+from tests.unit.fakes import pool_cache
+
+TAINT = "node(s) had untolerated taint {a: b}"
+NO_IP = "node(s) had no free underlay IPs"
+POD = PodInfo(uid="uid-1", namespace="ns", name="pod")
+
+
+def nodes(*names: str) -> dict[str, NodeInfo]:
+    return {n: NodeInfo(name=n, ready=True) for n in names}
+
+
+# --------------------------------------------------------------------------- Diagnosis.message
+
+MESSAGE_CASES = [
+    # (num_all_nodes, node name → status, pre_filter, expected message)
+    (
+        3,
+        {
+            "n1": Status.unschedulable(TAINT),
+            "n2": Status.unschedulable(NO_IP),
+            "n3": Status.unschedulable(NO_IP),
+        },
+        None,
+        "0/3 nodes are available: 1 node(s) had untolerated taint {a: b}, "
+        "2 node(s) had no free underlay IPs.",
+    ),
+    (0, {}, None, "no nodes available to schedule pods"),
+    (0, {}, Status.unschedulable("pod has unbound PVC"), "no nodes available to schedule pods"),
+    (
+        12,
+        {
+            **{f"a{i}": Status.unschedulable("node(s) y") for i in range(10)},
+            "b1": Status.unschedulable("node(s) x"),
+            "b2": Status.unschedulable("node(s) x"),
+        },
+        None,
+        "0/12 nodes are available: 10 node(s) y, 2 node(s) x.",
+    ),
+    (
+        2,
+        {"n1": Status.unschedulable("node(s) b", "node(s) a"), "n2": Status.unschedulable("node(s) a")},
+        None,
+        "0/2 nodes are available: 1 node(s) b, 2 node(s) a.",
+    ),
+    (
+        3,
+        {"n1": Status.unschedulable(NO_IP)},
+        Status.unschedulable("pod has unbound PVC"),
+        "0/3 nodes are available: 3 pod has unbound PVC.",
+    ),
+    (
+        4,
+        {
+            "n1": Status.unschedulable(NO_IP),
+            "n2": Status.unresolvable("node(s) didn't match Pod's node affinity"),
+        },
+        None,
+        "0/4 nodes are available: 1 node(s) didn't match Pod's node affinity, "
+        "1 node(s) had no free underlay IPs.",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("num", "statuses", "pre_filter", "expected"),
+    MESSAGE_CASES,
+    ids=[
+        "kube-scheduler-example",
+        "zero-nodes",
+        "zero-nodes-with-prefilter",
+        "sorted-as-strings-10-before-2",
+        "several-reasons-per-node",
+        "prefilter-counts-for-every-node",
+        "fewer-statuses-than-nodes",
+    ],
+)
+def test_diagnosis_message(
+    num: int, statuses: dict[str, Status], pre_filter: Status | None, expected: str
+) -> None:
+    d = Diagnosis(node_to_status=statuses, pre_filter=pre_filter, num_all_nodes=num)
+    assert d.message() == expected
+
+
+def test_histogram() -> None:
+    d = Diagnosis(
+        node_to_status={"n1": Status.unschedulable(TAINT), "n2": Status.unschedulable(NO_IP, TAINT)},
+        num_all_nodes=2,
+    )
+    assert d.histogram() == {TAINT: 2, NO_IP: 1}
+    d.pre_filter = Status.unschedulable("x")
+    assert d.histogram() == {"x": 2}
+
+
+# --------------------------------------------------------------------------- fake plugins
+
+
+@dataclass
+class FakePreFilter:
+    name: str
+    result: Status = field(default_factory=Status.success)
+    calls: list[str] = field(default_factory=list)
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
+        self.calls.append(",".join(sorted(nodes)))
+        return self.result
+
+
+@dataclass
+class FakeFilter:
+    """Rejects the nodes in ``reject`` with ``reason``; records (plugin, node) calls in ``log``."""
+
+    name: str
+    reject: set[str]
+    reason: str
+    log: list[tuple[str, str]]
+    set_plugin: bool = False
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        self.log.append((self.name, node.name))
+        if node.name in self.reject:
+            return Status.unschedulable(self.reason, plugin="SelfNamed" if self.set_plugin else "")
+        return Status.success()
+
+
+@dataclass
+class FakeScore:
+    name: str
+    raw: dict[str, int]
+    reverse: bool = False
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        return self.raw[node.name]
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        default_normalize(scores, reverse=self.reverse)
+
+
+@dataclass
+class FakeReserve:
+    name: str
+    log: list[str]
+    result: Status = field(default_factory=Status.success)
+    boom: bool = False
+
+    async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        self.log.append(f"reserve {self.name}")
+        if self.boom:
+            raise RuntimeError("kaput")
+        return self.result
+
+    async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
+        self.log.append(f"unreserve {self.name}")
+
+
+@dataclass
+class FakeBind:
+    name: str
+    log: list[str]
+    result: Status
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        self.log.append(self.name)
+        return self.result
+
+
+def profile(**kw: object) -> Framework:
+    return Framework(scheduler_name="ipscheduler", queue_sort=PrioritySort(), **kw)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- find_feasible
+
+
+def test_find_feasible_stops_at_first_failing_filter_per_node() -> None:
+    log: list[tuple[str, str]] = []
+    f1 = FakeFilter("F1", {"n1"}, TAINT, log)
+    f2 = FakeFilter("F2", {"n1", "n2"}, NO_IP, log)
+    f3 = FakeFilter("F3", {"n3"}, "node(s) z", log, set_plugin=True)
+    p = profile(filter=[f1, f2, f3])
+    feasible, diag = p.find_feasible(CycleState(), POD, nodes("n1", "n2", "n3", "n4"))
+    assert [n.name for n in feasible] == ["n4"]
+    assert log == [
+        ("F1", "n1"),
+        ("F1", "n2"),
+        ("F2", "n2"),
+        ("F1", "n3"),
+        ("F2", "n3"),
+        ("F3", "n3"),
+        ("F1", "n4"),
+        ("F2", "n4"),
+        ("F3", "n4"),
+    ]
+    assert diag.node_to_status == {
+        "n1": Status(Code.UNSCHEDULABLE, (TAINT,), "F1"),
+        "n2": Status(Code.UNSCHEDULABLE, (NO_IP,), "F2"),
+        "n3": Status(Code.UNSCHEDULABLE, ("node(s) z",), "SelfNamed"),
+    }
+    assert diag.pre_filter is None
+    assert diag.num_all_nodes == 4
+    assert diag.message() == (
+        "0/4 nodes are available: 1 node(s) had no free underlay IPs, "
+        "1 node(s) had untolerated taint {a: b}, 1 node(s) z."
+    )
+
+
+def test_find_feasible_all_pass() -> None:
+    log: list[tuple[str, str]] = []
+    p = profile(filter=[FakeFilter("F1", set(), TAINT, log)])
+    feasible, diag = p.find_feasible(CycleState(), POD, nodes("n1", "n2"))
+    assert [n.name for n in feasible] == ["n1", "n2"]
+    assert diag.node_to_status == {}
+
+
+@pytest.mark.parametrize(
+    "rejection",
+    [Status.unschedulable("pod has unbound PVC"), Status.error("pod has unbound PVC")],
+    ids=["unschedulable", "error"],
+)
+def test_pre_filter_rejection_fails_every_node(rejection: Status) -> None:
+    log: list[tuple[str, str]] = []
+    pf1 = FakePreFilter("P1")
+    pf2 = FakePreFilter("P2", rejection)
+    pf3 = FakePreFilter("P3")
+    p = profile(pre_filter=[pf1, pf2, pf3], filter=[FakeFilter("F1", set(), TAINT, log)])
+    feasible, diag = p.find_feasible(CycleState(), POD, nodes("n1", "n2", "n3"))
+    assert feasible == []
+    assert log == []  # no Filter ran
+    assert pf1.calls == ["n1,n2,n3"]
+    assert pf3.calls == []
+    assert diag.pre_filter == Status(rejection.code, rejection.reasons, "P2")  # named after its plugin
+    assert diag.unschedulable_plugins == {"P2"}
+    assert diag.histogram() == {"pod has unbound PVC": 3}
+    assert diag.message() == "0/3 nodes are available: 3 pod has unbound PVC."
+
+
+def test_pre_filter_skip_leaves_out_that_plugins_filter_only() -> None:
+    """Upstream SkipFilterPlugins: a PreFilter Skip means its Filter is not called."""
+    log: list[tuple[str, str]] = []
+    skipping = FakeFilter("F1", {"n1", "n2"}, TAINT, log)
+    other = FakeFilter("F2", {"n2"}, NO_IP, log)
+    p = profile(
+        pre_filter=[FakePreFilter("F1", Status.skip()), FakePreFilter("P2")],
+        filter=[skipping, other],
+    )
+    state = CycleState()
+    feasible, diag = p.find_feasible(state, POD, nodes("n1", "n2"))
+    assert [n.name for n in feasible] == ["n1"]
+    assert log == [("F2", "n1"), ("F2", "n2")]
+    assert diag.pre_filter is None
+    assert p.run_filters(state, POD, nodes("n1")["n1"]).is_success()  # explain sees the same
+
+
+@dataclass
+class FakePreScore(FakeScore):
+    pre: Status = field(default_factory=Status.success)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: object) -> Status:
+        return self.pre
+
+
+def test_pre_score_skip_leaves_the_plugin_out_of_the_totals() -> None:
+    skipped = FakePreScore("S1", {"n1": 0, "n2": 9}, pre=Status.skip())
+    kept = FakePreScore("S2", {"n1": 5, "n2": 1})
+    p = profile(pre_score=[skipped, kept], score=[(skipped, 3), (kept, 1)])
+    feasible = list(nodes("n1", "n2").values())
+    per_plugin = p.run_scores(CycleState(), POD, feasible)
+    assert per_plugin == {"S2": {"n1": 100, "n2": 20}}
+    assert p.total_scores(per_plugin, feasible) == {"n1": 100, "n2": 20}
+
+
+def test_find_feasible_no_nodes() -> None:
+    feasible, diag = profile().find_feasible(CycleState(), POD, {})
+    assert feasible == []
+    assert diag.message() == "no nodes available to schedule pods"
+
+
+# --------------------------------------------------------------------------- percentageOfNodesToScore
+
+
+@pytest.mark.parametrize(
+    ("percentage", "all_nodes", "want"),
+    [
+        (None, 0, 0),
+        (None, 99, 99),  # below 100 nodes: every node
+        (10, 99, 99),
+        (None, 100, 100),  # 50 - 0 = 50 % of 100 = 50, raised to the minimum of 100
+        (None, 1000, 420),  # 50 - 8 = 42 %
+        (None, 5000, 500),  # 50 - 40 = 10 %
+        (None, 6000, 300),  # 50 - 48 = 2 % → floor 5 %
+        (0, 1000, 420),  # 0 is adaptive too
+        (100, 5000, 5000),
+        (1, 5000, 100),  # never below 100
+        (30, 1000, 300),
+    ],
+    ids=[
+        "no-nodes",
+        "99-nodes",
+        "99-nodes-10pct",
+        "100-nodes",
+        "1000-adaptive",
+        "5000-adaptive",
+        "6000-adaptive-floor",
+        "zero-is-adaptive",
+        "100pct",
+        "1pct-min-100",
+        "30pct",
+    ],
+)
+def test_num_feasible_nodes_to_find_as_upstream(percentage: int | None, all_nodes: int, want: int) -> None:
+    """Figures from upstream's ``numFeasibleNodesToFind`` (pkg/scheduler/schedule_one.go)."""
+    assert num_feasible_nodes_to_find(percentage, all_nodes) == want
+
+
+def many(n: int) -> dict[str, NodeInfo]:
+    return nodes(*(f"n{i:04d}" for i in range(n)))
+
+
+def test_a_cycle_stops_once_enough_nodes_fit_and_the_next_one_goes_on_from_there() -> None:
+    log: list[tuple[str, str]] = []
+    p = profile(filter=[FakeFilter("F", {"n0001"}, TAINT, log)], percentage_of_nodes_to_score=10)
+    all_nodes = many(1000)
+    feasible, diag = p.find_feasible(CycleState(), POD, all_nodes)
+    assert len(feasible) == 100 and len(log) == 101  # n0001 rejected on the way
+    assert feasible[0].name == "n0000" and feasible[-1].name == "n0100"
+    assert diag.node_to_status == {"n0001": Status(Code.UNSCHEDULABLE, (TAINT,), "F")}
+    feasible, _ = p.find_feasible(CycleState(), POD, all_nodes)
+    assert feasible[0].name == "n0101"  # the rotating start index
+    p.next_start_node_index = 950
+    feasible, _ = p.find_feasible(CycleState(), POD, all_nodes)
+    assert feasible[0].name == "n0950" and feasible[-1].name == "n0050"  # wraps around (n0001 fails)
+    assert p.next_start_node_index == 51
+
+
+def test_the_only_feasible_node_beyond_the_first_slice_is_found() -> None:
+    log: list[tuple[str, str]] = []
+    all_nodes = many(1000)
+    reject = set(all_nodes) - {"n0999"}
+    p = profile(filter=[FakeFilter("F", reject, NO_IP, log)])
+    feasible, diag = p.find_feasible(CycleState(), POD, all_nodes)
+    assert [n.name for n in feasible] == ["n0999"] and len(log) == 1000
+    reject.add("n0999")
+    feasible, diag = p.find_feasible(CycleState(), POD, all_nodes)
+    assert feasible == [] and len(diag.node_to_status) == 1000  # the message counts every node
+    assert diag.message() == "0/1000 nodes are available: 1000 node(s) had no free underlay IPs."
+
+
+def test_find_all_filters_every_node_and_leaves_the_start_index() -> None:
+    log: list[tuple[str, str]] = []
+    p = profile(filter=[FakeFilter("F", set(), TAINT, log)], percentage_of_nodes_to_score=10)
+    p.next_start_node_index = 7
+    feasible, _ = p.find_feasible(CycleState(), POD, many(1000), find_all=True)
+    assert len(feasible) == 1000 and feasible[0].name == "n0000"
+    assert p.next_start_node_index == 7
+
+
+# --------------------------------------------------------------------------- scores
+
+SCORE_CASES = [
+    # (raw per plugin, weights, reverse per plugin, expected normalized, expected totals)
+    (
+        {"A": {"n1": 10, "n2": 5, "n3": 0}},
+        {"A": 1},
+        {"A": False},
+        {"A": {"n1": 100, "n2": 50, "n3": 0}},
+        {"n1": 100, "n2": 50, "n3": 0},
+    ),
+    (
+        {"A": {"n1": 10, "n2": 5, "n3": 0}},
+        {"A": 1},
+        {"A": True},
+        {"A": {"n1": 0, "n2": 50, "n3": 100}},
+        {"n1": 0, "n2": 50, "n3": 100},
+    ),
+    (
+        {"A": {"n1": 4, "n2": 2, "n3": 1}, "B": {"n1": 0, "n2": 3, "n3": 3}},
+        {"A": 1, "B": 2},
+        {"A": False, "B": False},
+        {"A": {"n1": 100, "n2": 50, "n3": 25}, "B": {"n1": 0, "n2": 100, "n3": 100}},
+        {"n1": 100, "n2": 250, "n3": 225},
+    ),
+    (
+        {"A": {"n1": 0, "n2": 0}},
+        {"A": 3},
+        {"A": False},
+        {"A": {"n1": 0, "n2": 0}},
+        {"n1": 0, "n2": 0},
+    ),
+    (
+        {"A": {"n1": 3, "n2": 1}},
+        {"A": 0},
+        {"A": False},
+        {"A": {"n1": 100, "n2": 33}},
+        {"n1": 0, "n2": 0},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "weights", "reverse", "normalized", "totals"),
+    SCORE_CASES,
+    ids=["one-plugin", "reversed", "two-plugins-weighted", "all-zero", "weight-zero"],
+)
+def test_run_scores_and_total_scores(
+    raw: dict[str, dict[str, int]],
+    weights: dict[str, int],
+    reverse: dict[str, bool],
+    normalized: dict[str, dict[str, int]],
+    totals: dict[str, int],
+) -> None:
+    plugins = [(FakeScore(name, scores, reverse[name]), weights[name]) for name, scores in raw.items()]
+    p = profile(score=plugins)
+    node_list = list(nodes(*next(iter(raw.values()))).values())
+    per_plugin = p.run_scores(CycleState(), POD, node_list)
+    assert per_plugin == normalized
+    assert p.total_scores(per_plugin, node_list) == totals
+
+
+def test_run_scores_rejects_out_of_range() -> None:
+    class Bad:
+        name = "Bad"
+
+        def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+            return 500
+
+        def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+            pass
+
+    p = profile(score=[(Bad(), 1)])
+    with pytest.raises(ValueError, match="Bad"):
+        p.run_scores(CycleState(), POD, list(nodes("n1").values()))
+
+
+# --------------------------------------------------------------------------- reserve
+
+
+async def test_run_reserve_failure_unreserves_all_in_reverse_order() -> None:
+    log: list[str] = []
+    failure = Status.unschedulable(NO_IP, plugin="B")
+    plugins = [FakeReserve("A", log), FakeReserve("B", log, failure), FakeReserve("C", log)]
+    p = profile(reserve=plugins)
+    st = await p.run_reserve(CycleState(), POD, NodeInfo(name="n1"))
+    assert st == failure
+    assert log == ["reserve A", "reserve B", "unreserve C", "unreserve B", "unreserve A"]
+
+
+async def test_run_reserve_exception_becomes_error_and_unreserves() -> None:
+    log: list[str] = []
+    plugins = [FakeReserve("A", log), FakeReserve("B", log, boom=True)]
+    p = profile(reserve=plugins)
+    st = await p.run_reserve(CycleState(), POD, NodeInfo(name="n1"))
+    assert st.code is Code.ERROR
+    assert st.plugin == "B"
+    assert "kaput" in st.message
+    assert log == ["reserve A", "reserve B", "unreserve B", "unreserve A"]
+
+
+async def test_run_reserve_success_does_not_unreserve() -> None:
+    log: list[str] = []
+    p = profile(reserve=[FakeReserve("A", log), FakeReserve("B", log)])
+    st = await p.run_reserve(CycleState(), POD, NodeInfo(name="n1"))
+    assert st.is_success()
+    assert log == ["reserve A", "reserve B"]
+
+
+# --------------------------------------------------------------------------- bind
+
+BIND_CASES = [
+    # (binder results in order, expected calls, expected code)
+    ([Status.skip(), Status.success(), Status.success()], ["B0", "B1"], Code.SUCCESS),
+    ([Status.success(), Status.skip()], ["B0"], Code.SUCCESS),
+    ([Status.skip(), Status.error("boom")], ["B0", "B1"], Code.ERROR),
+    ([Status.skip(), Status.skip()], ["B0", "B1"], Code.ERROR),
+    ([], [], Code.ERROR),
+]
+
+
+@pytest.mark.parametrize(
+    ("results", "calls", "code"),
+    BIND_CASES,
+    ids=["skip-then-bind", "first-binds", "skip-then-error", "all-skip", "no-binders"],
+)
+async def test_run_bind_skips_plugins_that_skip(results: list[Status], calls: list[str], code: Code) -> None:
+    log: list[str] = []
+    p = profile(bind=[FakeBind(f"B{i}", log, r) for i, r in enumerate(results)])
+    st = await p.run_bind(CycleState(), POD, NodeInfo(name="n1"))
+    assert log == calls
+    assert st.code is code
+
+
+# --------------------------------------------------------------------------- new_framework
+# Every extension point filled from a registry and the configuration.
+
+HANDLE = PluginHandle(binder=None)  # type: ignore[arg-type]
+
+
+class AllArgs(PluginArgs):
+    level: int = Field(default=0, ge=0)
+
+
+@dataclass
+class Everything:
+    """A plugin at every extension point; records the calls."""
+
+    name: str
+    args: AllArgs | None = None
+    calls: list[str] = field(default_factory=list)
+    pre_score_status: Status = field(default_factory=Status.success)
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return False
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
+        self.calls.append("preFilter")
+        return Status.success()
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        self.calls.append("filter")
+        return Status.success()
+
+    async def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> Status:
+        self.calls.append("postFilter")
+        return Status.unschedulable(f"{self.name} found no victims")
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        self.calls.append("preScore")
+        return self.pre_score_status
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        self.calls.append("score")
+        return 1
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        pass
+
+    async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.success()
+
+    async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
+        pass
+
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.success()
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.success()
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.success()
+
+    async def post_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
+        pass
+
+
+@dataclass
+class FilterOnly:
+    name: str
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.success()
+
+
+def fake_registry(made: dict[str, Everything] | None = None) -> Registry:
+    """Everything A, B, C (A with args), Sort and Bind; FilterOnly F."""
+    made = {} if made is None else made
+
+    def everything(name: str) -> Any:
+        def new(args: AllArgs | None, handle: Any) -> Everything:
+            made[name] = Everything(name, args)
+            return made[name]
+
+        return new
+
+    r = Registry()
+    r.register("A", everything("A"), AllArgs)
+    for name in ("B", "C", "Sort", "Bind"):
+        r.register(name, everything(name))
+    r.register("F", lambda args, handle: FilterOnly("F"))
+    return r
+
+
+MINIMAL = Plugins.model_validate(
+    {"queueSort": {"enabled": [{"name": "Sort"}]}, "bind": {"enabled": [{"name": "Bind"}]}}
+)
+
+
+def profile_config(raw: dict[str, Any], registry: Registry | None = None) -> ProfileConfig:
+    context = {REGISTRY_CONTEXT: registry} if registry is not None else None
+    return ProfileConfig.model_validate(raw, context=context)
+
+
+def build(plugins: dict[str, Any], plugin_config: list[Any] | None = None, **kw: Any) -> Framework:
+    raw = {"plugins": plugins, "pluginConfig": plugin_config or []}
+    return new_framework(
+        kw.get("registry") or fake_registry(), profile_config(raw), HANDLE, kw.get("defaults", MINIMAL)
+    )
+
+
+def names(plugins: Sequence[Any]) -> list[str]:
+    return [p.name for p in plugins]
+
+
+# --------------------------------------------------------------------------- filling every point
+
+
+FIELDS = {
+    "queueSort": "queue_sort",
+    "preFilter": "pre_filter",
+    "filter": "filter",
+    "postFilter": "post_filter",
+    "preScore": "pre_score",
+    "score": "score",
+    "reserve": "reserve",
+    "permit": "permit",
+    "preBind": "pre_bind",
+    "bind": "bind",
+    "postBind": "post_bind",
+}
+
+
+@pytest.mark.parametrize("point", EXTENSION_POINTS, ids=list(EXTENSION_POINTS))
+def test_every_extension_point_is_filled_from_the_configuration(point: str) -> None:
+    made: dict[str, Everything] = {}
+    enabled = [{"name": "A"}] if point == "queueSort" else [{"name": "A"}, {"name": "B"}]
+    plugins = {point: {"enabled": enabled, "disabled": [{"name": "*"}]}}
+    fw = build(plugins, registry=fake_registry(made))
+    got = getattr(fw, FIELDS[point])
+    if point == "queueSort":
+        assert got is made["A"]
+        return
+    listed = [p for p, _ in got] if point == "score" else list(got)
+    assert names(listed) == ["A", "B"]
+    assert listed[0] is made["A"]  # one instance per plugin, shared by its points
+
+
+def test_one_instance_per_plugin_across_points() -> None:
+    made: dict[str, Everything] = {}
+    fw = build(
+        {"filter": {"enabled": [{"name": "A"}]}, "reserve": {"enabled": [{"name": "A"}]}},
+        registry=fake_registry(made),
+    )
+    shared: list[object] = [fw.filter[0], fw.reserve[0], fw.pre_filter[0]]
+    assert all(p is made["A"] for p in shared)
+
+
+# --------------------------------------------------------------------------- merging with defaults
+
+
+DEFAULTS = Plugins.model_validate(
+    {
+        **MINIMAL.model_dump(by_alias=True),
+        "filter": {"enabled": [{"name": "A"}, {"name": "B"}, {"name": "F"}]},
+        "score": {"enabled": [{"name": "A", "weight": 3}, {"name": "B", "weight": 2}]},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("plugins", "filters", "pre_filters", "scores", "pre_scores"),
+    [
+        ({}, ["A", "B", "F"], ["A", "B"], [("A", 3), ("B", 2)], ["A", "B"]),
+        (
+            {"filter": {"disabled": [{"name": "A"}]}, "score": {"disabled": [{"name": "A"}]}},
+            ["B", "F"],
+            ["B"],
+            [("B", 2)],
+            ["B"],
+        ),
+        ({"filter": {"disabled": [{"name": "A"}]}}, ["B", "F"], ["B", "A"], [("A", 3), ("B", 2)], ["A", "B"]),
+        (
+            {"score": {"enabled": [{"name": "B", "weight": 9}, {"name": "C"}]}},
+            ["A", "B", "F"],
+            ["A", "B", "C"],
+            [("A", 3), ("B", 9), ("C", 1)],
+            ["A", "B", "C"],
+        ),
+        (
+            {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "B"}, {"name": "A", "weight": 0}]}},
+            ["A", "B", "F"],
+            ["A", "B"],
+            [("B", 2)],
+            ["B"],
+        ),
+        (
+            {"filter": {"disabled": [{"name": "A"}], "enabled": [{"name": "A"}]}},
+            ["B", "F", "A"],
+            ["B", "A"],
+            [("A", 3), ("B", 2)],
+            ["A", "B"],
+        ),
+        (
+            {"preFilter": {"disabled": [{"name": "A"}]}, "preScore": {"disabled": [{"name": "*"}]}},
+            ["A", "B", "F"],
+            ["B"],
+            [("A", 3), ("B", 2)],
+            [],
+        ),
+        (
+            {"preFilter": {"enabled": [{"name": "C"}]}},
+            ["A", "B", "F"],
+            ["A", "B", "C"],
+            [("A", 3), ("B", 2)],
+            ["A", "B"],
+        ),
+    ],
+    ids=[
+        "defaults",
+        "disable-both",
+        "disabled-filter-keeps-score-companion",
+        "reweight-and-add",
+        "disable-all-scores",
+        "re-enable-moves-last",
+        "disable-companions",
+        "add-pre-filter",
+    ],
+)
+def test_profile_merges_over_defaults(
+    plugins: dict[str, Any],
+    filters: list[str],
+    pre_filters: list[str],
+    scores: list[tuple[str, int]],
+    pre_scores: list[str],
+) -> None:
+    """Upstream mergePluginSet per point; PreFilter/PreScore follow their Filter/Score plugins."""
+    fw = build(plugins, defaults=DEFAULTS)
+    assert names(fw.filter) == filters
+    assert names(fw.pre_filter) == pre_filters
+    assert [(p.name, w) for p, w in fw.score] == scores
+    assert names(fw.pre_score) == pre_scores
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    ("plugins", "plugin_config", "defaults", "message"),
+    [
+        (
+            {"filter": {"enabled": [{"name": "Nope"}]}},
+            [],
+            MINIMAL,
+            "unknown filter plugin 'Nope'; known: A, B, Bind, C, F, Sort",
+        ),
+        ({"postBind": {"enabled": [{"name": "Nope"}]}}, [], MINIMAL, "unknown postBind plugin 'Nope'"),
+        ({"score": {"enabled": [{"name": "F"}]}}, [], MINIMAL, "plugin 'F' does not implement score"),
+        ({"preFilter": {"enabled": [{"name": "F"}]}}, [], MINIMAL, "plugin 'F' does not implement preFilter"),
+        ({"bind": {"enabled": [{"name": "F"}]}}, [], MINIMAL, "plugin 'F' does not implement bind"),
+        (
+            {},
+            [],
+            Plugins.model_validate(
+                {**MINIMAL.model_dump(by_alias=True), "filter": {"enabled": [{"name": "A"}, {"name": "A"}]}}
+            ),
+            "plugin 'A' is listed twice in filter",
+        ),
+        (
+            {"queueSort": {"enabled": [{"name": "A"}]}},
+            [],
+            MINIMAL,
+            "queueSort needs exactly one plugin, got 2",
+        ),
+        (
+            {"queueSort": {"disabled": [{"name": "*"}]}},
+            [],
+            MINIMAL,
+            "queueSort needs exactly one plugin, got 0",
+        ),
+        ({"bind": {"disabled": [{"name": "Bind"}]}}, [], MINIMAL, "at least one bind plugin is needed"),
+        (
+            {},
+            [{"name": "A", "args": {"level": -1}}],
+            MINIMAL,
+            "A args.level: Input should be greater than or equal to 0",
+        ),
+        ({}, [{"name": "B", "args": {"level": 1}}], MINIMAL, "plugin 'B' takes no args"),
+        ({}, [{"name": "Nope"}], MINIMAL, "unknown plugin 'Nope'; known: A, B, Bind, C, F, Sort"),
+    ],
+    ids=[
+        "unknown-filter",
+        "unknown-post-bind",
+        "not-a-score-plugin",
+        "not-a-pre-filter-plugin",
+        "not-a-binder",
+        "duplicate",
+        "two-queue-sorts",
+        "no-queue-sort",
+        "no-binder",
+        "bad-args",
+        "args-for-argless",
+        "unknown-plugin-config",
+    ],
+)
+def test_new_framework_refuses(
+    plugins: dict[str, Any], plugin_config: list[Any], defaults: Plugins, message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build(plugins, plugin_config, defaults=defaults)
+
+
+def test_plugin_config_args_reach_the_factory() -> None:
+    made: dict[str, Everything] = {}
+    build(
+        {"filter": {"enabled": [{"name": "A"}]}},
+        [{"name": "A", "args": {"level": 4}}],
+        registry=fake_registry(made),
+    )
+    assert made["A"].args == AllArgs(level=4)
+
+
+# --------------------------------------------------------------------------- out-of-tree
+
+
+def test_out_of_tree_plugin_merged_and_enabled() -> None:
+    """As ``app.WithPlugin``: an out-of-tree plugin joins the in-tree registry and the profile."""
+    registry = plugin_registry(with_underlay_ip(pool_cache(), None, None))  # type: ignore[arg-type]
+    registry.merge(with_plugin("Extra", lambda args, handle: Everything("Extra", args), AllArgs))
+    raw = {
+        "plugins": {"filter": {"enabled": [{"name": "Extra"}]}},
+        "pluginConfig": [{"name": "Extra", "args": {"level": 2}}],
+    }
+    fw = new_framework(registry, profile_config(raw, registry), HANDLE, default_plugins())
+    extra = fw.filter[-1]
+    assert isinstance(extra, Everything) and extra.name == "Extra" and extra.args == AllArgs(level=2)
+    assert extra in fw.pre_filter
+
+
+# --------------------------------------------------------------------------- PreScore, PostFilter at run time
+
+
+@pytest.mark.parametrize(
+    ("pre_scores", "skip", "scored"),
+    [
+        ({"enabled": []}, Status.skip(), ["B"]),
+        ({"enabled": []}, Status.success(), ["A", "B"]),
+        ({"disabled": [{"name": "A"}]}, Status.skip(), ["A", "B"]),
+    ],
+    ids=["skip-leaves-out-score", "success-keeps-score", "not-at-pre-score-not-called"],
+)
+def test_pre_score_called_through_the_protocol(
+    pre_scores: dict[str, Any], skip: Status, scored: list[str]
+) -> None:
+    made: dict[str, Everything] = {}
+    fw = build(
+        {"score": {"enabled": [{"name": "A"}, {"name": "B"}]}, "preScore": pre_scores},
+        registry=fake_registry(made),
+    )
+    made["A"].pre_score_status = skip
+    node_list = [NodeInfo(name="n1"), NodeInfo(name="n2")]
+    per_plugin = fw.run_scores(CycleState(), POD, node_list)
+    assert list(per_plugin) == scored
+    assert ("preScore" in made["A"].calls) == ("A" in names(fw.pre_score))
+    assert made["B"].calls[:1] == ["preScore"]
+
+
+async def test_post_filter_runs_in_order_and_merges_rejections() -> None:
+    made: dict[str, Everything] = {}
+    fw = build({"postFilter": {"enabled": [{"name": "A"}, {"name": "B"}]}}, registry=fake_registry(made))
+    st = await fw.run_post_filter(CycleState(), POD, Diagnosis(num_all_nodes=1))
+    assert st.code is Code.UNSCHEDULABLE
+    assert st.reasons == ("A found no victims", "B found no victims")
+    assert made["A"].calls == made["B"].calls == ["postFilter"]
+
+
+class _Binder:
+    async def bind(self, pod: PodInfo, node: str, annotations: dict[str, str]) -> None:
+        pass
+
+
+def test_handle_binder_reaches_default_binder() -> None:
+    binder: Binder = _Binder()
+    fw = new_framework(
+        plugin_registry(with_underlay_ip(pool_cache(), None, None)),  # type: ignore[arg-type]
+        SchedulerConfiguration().profile,
+        PluginHandle(binder=binder),
+        default_plugins(),
+    )
+    assert getattr(fw.bind[0], "binder", None) is binder
+
+
+# --------------------------------------------------------------------------- queueing hints
+
+
+class Rejecting:
+    def __init__(self, name: str, registrations: list[ClusterEventWithHint] | None = None) -> None:
+        self.name = name
+        self._registrations = registrations
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.unschedulable("no", plugin=self.name)
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Any) -> Status:
+        return Status.success()
+
+
+class Registering(Rejecting):
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return list(self._registrations or [])
+
+
+def test_framework_collects_registrations_once_per_plugin() -> None:
+    reg = ClusterEventWithHint(events.NODE_ADD)
+    with_ext, without = Registering("With", [reg]), Rejecting("Without")
+    fw = Framework(
+        scheduler_name="s", queue_sort=PrioritySort(), pre_filter=[with_ext], filter=[with_ext, without]
+    )
+    assert fw.queueing_hints() == [("With", reg), ("Without", ClusterEventWithHint(WILDCARD_EVENT))]
+
+
+def test_diagnosis_names_every_rejecting_filter() -> None:
+    a, b = Rejecting("A"), Rejecting("B")
+    pod = PodInfo(uid="uid-p", namespace="ns", name="p")
+    fw = Framework(scheduler_name="s", queue_sort=PrioritySort(), filter=[a])
+    _, diagnosis = fw.find_feasible(CycleState(), pod, {"n1": NodeInfo(name="n1")})
+    assert diagnosis.unschedulable_plugins == {"A"}
+    fw = Framework(scheduler_name="s", queue_sort=PrioritySort(), filter=[b, a])
+    _, diagnosis = fw.find_feasible(CycleState(), pod, {"n1": NodeInfo(name="n1")})
+    assert diagnosis.unschedulable_plugins == {"B"}  # the first failing filter of each node
+
+
+# --------------------------------------------------------------------------- plugin hints

@@ -1,0 +1,68 @@
+"""plugins/registry.new_in_tree_registry: every in-tree plugin under its name, with its args."""
+
+from __future__ import annotations
+
+from ipscheduler.framework.interface import Handle
+from ipscheduler.framework.runtime import PluginHandle
+from ipscheduler.plugins import interpodaffinity, noderesources
+from ipscheduler.plugins.registry import new_in_tree_registry
+
+HANDLE: Handle = PluginHandle(binder=None)  # type: ignore[arg-type]
+
+
+def test_in_tree_registry_has_no_underlay_ip() -> None:
+    assert "UnderlayIP" not in new_in_tree_registry()
+
+
+IN_TREE = [
+    "DefaultBinder",
+    "InterPodAffinity",
+    "NodeAffinity",
+    "NodeName",
+    "NodePorts",
+    "NodeReady",
+    "NodeResourcesBalancedAllocation",
+    "NodeResourcesFit",
+    "NodeResourcesLeastAllocated",
+    "NodeUnschedulable",
+    "PodTopologySpread",
+    "PrioritySort",
+    "TaintToleration",
+]
+
+
+def test_in_tree_registry_makes_every_plugin_under_its_name() -> None:
+    r = new_in_tree_registry()
+    assert r.names() == IN_TREE
+    for name in r:
+        assert r.new_plugin(name, None, HANDLE).name == name
+
+
+def test_in_tree_args_reach_the_plugin() -> None:
+    r = new_in_tree_registry()
+    ipa = r.new_plugin("InterPodAffinity", {"hardPodAffinityWeight": 7}, HANDLE)
+    assert isinstance(ipa, interpodaffinity.InterPodAffinity) and ipa.hard_pod_affinity_weight == 7
+    least = r.new_plugin("NodeResourcesLeastAllocated", {"resources": [{"name": "memory"}]}, HANDLE)
+    assert isinstance(least, noderesources.NodeResourcesLeastAllocated)
+    assert least.resources == {"memory": 1}
+    default = r.new_plugin("NodeResourcesBalancedAllocation", None, HANDLE)
+    assert isinstance(default, noderesources.NodeResourcesBalancedAllocation)
+    assert default.resources == dict(noderesources.DEFAULT_RESOURCES)
+
+
+def test_every_in_tree_filter_plugin_registers_events() -> None:
+    """A plugin without registrations would fall back to the wildcard: every event."""
+    registry = new_in_tree_registry()
+    for name in (
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "InterPodAffinity",
+        "PodTopologySpread",
+        "NodeReady",
+    ):
+        plugin = registry.new_plugin(name, None, None)  # type: ignore[arg-type]
+        assert plugin.events_to_register(), name  # type: ignore[attr-defined]

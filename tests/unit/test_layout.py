@@ -1,0 +1,152 @@
+"""The tests mirror the package (ARCHITECTURE.md, "Tests"): the unit tests of
+``operator/ipscheduler/<floor>/<module>.py`` are ``tests/unit/<floor>/test_<module>.py``, those
+of hack/ are in ``tests/hack/``, and no test module imports another test module or a conftest
+(what tests share is in ``tests/builders.py``, ``tests/unit/fakes.py`` and the like)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests"
+UNIT = TESTS / "unit"
+PACKAGE = ROOT / "operator" / "ipscheduler"
+HACK = ROOT / "hack"
+
+# Unit tests at tests/unit/ that test no one module, each a rule over the whole tree.
+WHOLE_TREE = {
+    "test_floors.py",  # the generic floors name nothing of the underlayip wing
+    "test_layout.py",  # this file
+    "test_packaging.py",  # Dockerfiles, deploy/ manifests, the CNI installer
+    "test_cni_contract.py",  # testdata/cni-contract, shared with the CNI plugin's Go tests
+}
+# Modules in a floor's test folder that are not tests: helpers its tests share.
+HELPERS = {
+    "plugins/cycle.py",  # one plugin through the extension points of a cycle
+}
+
+
+def python_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def floors() -> list[str]:
+    return sorted(p.name for p in UNIT.iterdir() if p.is_dir() and p.name != "__pycache__")
+
+
+@pytest.mark.parametrize("floor", floors())
+def test_each_unit_test_folder_is_a_floor_of_the_package(floor: str) -> None:
+    assert (PACKAGE / floor / "__init__.py").is_file(), f"tests/unit/{floor}/: no ipscheduler.{floor}"
+
+
+@pytest.mark.parametrize("floor", floors())
+def test_each_unit_test_module_is_named_after_the_module_it_tests(floor: str) -> None:
+    wrong = []
+    for path in python_files(UNIT / floor):
+        rel = path.relative_to(UNIT).as_posix()
+        if path.name == "__init__.py" or rel in HELPERS:
+            continue
+        module = path.name.removeprefix("test_")
+        if not path.name.startswith("test_") or not (PACKAGE / floor / module).is_file():
+            wrong.append(rel)
+    assert wrong == [], f"not test_<module>.py of a module of ipscheduler.{floor}: {wrong}"
+
+
+def test_the_unit_tests_at_the_top_test_top_level_modules_or_the_whole_tree() -> None:
+    wrong = [
+        p.name
+        for p in UNIT.glob("test_*.py")
+        if p.name not in WHOLE_TREE and not (PACKAGE / p.name.removeprefix("test_")).is_file()
+    ]
+    assert wrong == []
+
+
+def test_the_tests_of_hack_are_apart_and_named_after_what_they_test() -> None:
+    """``tests/hack/test_<x>.py`` tests ``hack/<x>.py`` (or ``tests/<x>.py``, a test tool);
+    no unit test of the package imports hack/."""
+    wrong = [
+        p.name
+        for p in (TESTS / "hack").glob("test_*.py")
+        if not any((folder / p.name.removeprefix("test_")).is_file() for folder in (HACK, TESTS))
+    ]
+    assert wrong == []
+    hack_modules = {p.stem for p in HACK.glob("*.py")}
+    importing = [
+        p.relative_to(TESTS).as_posix()
+        for p in python_files(UNIT)
+        if {name.split(".")[0] for name in imported_modules(p)} & hack_modules
+    ]
+    assert importing == []
+
+
+def test_every_test_folder_is_a_package() -> None:
+    """Tests are imported as packages (``tests.unit.fakes``); test modules of the same name
+    in two floors (``test_cache.py``) need it."""
+    folders = {p.parent for p in python_files(TESTS)}
+    assert sorted(f.relative_to(ROOT).as_posix() for f in folders if not (f / "__init__.py").is_file()) == []
+
+
+def imported_modules(path: Path, source: str | None = None) -> list[str]:
+    """The dotted names the module at ``path`` (its text, or ``source``) imports, relative
+    imports resolved (``from a import b`` counts as ``a`` and ``a.b``: b may be a module)."""
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    out: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source, str(path))):
+        if isinstance(node, ast.Import):
+            out.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join((*base, *(node.module.split(".") if node.module else ())))
+            out.append(module)
+            out.extend(f"{module}.{alias.name}" for alias in node.names)
+    return out
+
+
+def is_test_module(dotted: str) -> bool:
+    """A test module or conftest of ours (``tests.…``; a library's ``test_utils`` is not)."""
+    parts = dotted.split(".")
+    return parts[0] == "tests" and any(p.startswith("test_") or p == "conftest" for p in parts)
+
+
+@pytest.mark.parametrize(
+    ("source", "imports_a_test"),
+    [
+        ("from tests.unit.test_queue import pod", True),
+        ("from tests.unit import test_queue", True),
+        ("import tests.unit.backend.test_queue", True),
+        ("from .test_queue import pod", True),
+        ("from . import conftest", True),
+        ("from tests.e2e.conftest import Pools", True),
+        ("from tests.builders import pod\nfrom tests.unit.fakes import pool_cache", False),
+        ("from tests.e2e.helpers import Pools\nimport pytest", False),
+        ("from aiohttp import test_utils", False),
+    ],
+    ids=[
+        "from-a-test-module",
+        "a-test-module-from-its-package",
+        "import-a-test-module",
+        "relative",
+        "a-conftest-relative",
+        "a-conftest",
+        "builders-and-fakes",
+        "e2e-helpers",
+        "a-librarys-test-utils",
+    ],
+)
+def test_the_import_rule_would_catch_what_it_forbids(source: str, imports_a_test: bool) -> None:
+    names = [n for n in imported_modules(UNIT / "backend" / "test_example.py", source) if is_test_module(n)]
+    assert bool(names) is imports_a_test, names
+
+
+def test_no_test_module_imports_another_test_module_or_a_conftest() -> None:
+    """Nor does a helper module: what tests share lives outside test modules, so a test
+    module runs the same whether or not another one is collected."""
+    offenders = {
+        path.relative_to(TESTS).as_posix(): names
+        for path in python_files(TESTS)
+        if (names := [n for n in imported_modules(path) if is_test_module(n)])
+    }
+    assert offenders == {}

@@ -1,0 +1,776 @@
+"""underlayip/allocator: the moves over one NodeIPPool view (pick, reserve, mark_bound, release,
+adopt), pure functions, no server; and what they do to a pool that is deleted, shrunk or grown."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from typing import Any
+
+import pytest
+
+from ipscheduler.framework.types import NodeInfo
+from ipscheduler.underlayip.addresses import AddressSet
+from ipscheduler.underlayip.allocator import (
+    AdoptConflict,
+    PoolFull,
+    ReservedElsewhere,
+    adopt,
+    available,
+    mark_bound,
+    pick,
+    release,
+    reserve,
+)
+from ipscheduler.underlayip.models import NodeIPPoolStatus
+from ipscheduler.underlayip.pool import PoolContext, PoolView, ready_condition, refresh
+from tests.builders import NOW, SINCE, address_set, ago, alloc, bound_allocs, with_status
+from tests.builders import pool as view
+from tests.builders import pool_body as body
+from tests.unit.fakes import pool_cache
+
+T0 = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+CTX = PoolContext()
+
+
+def ips(status: NodeIPPoolStatus) -> dict[str, str | None]:
+    return {uid: a.ip for uid, a in status.allocations.items()}
+
+
+# --------------------------------------------------------------------------- pick
+
+PICK_CASES = [
+    # (body kwargs, blocked entries, uid, expected)
+    ({"addresses": ["10.0.0.1-10.0.0.4"]}, (), "new", (True, "10.0.0.1")),
+    (
+        {"addresses": ["10.0.0.1-10.0.0.4"], "allocations": {"a": alloc("10.0.0.1"), "b": alloc("10.0.0.2")}},
+        (),
+        "new",
+        (True, "10.0.0.3"),
+    ),
+    (
+        {"addresses": ["10.0.0.1-10.0.0.4"], "allocations": {"a": alloc("10.0.0.1"), "b": alloc("10.0.0.3")}},
+        (),
+        "new",
+        (True, "10.0.0.2"),
+    ),
+    ({"addresses": ["10.0.0.1-10.0.0.4"], "exclude": ["10.0.0.1"]}, (), "new", (True, "10.0.0.2")),
+    ({"addresses": ["10.0.0.1-10.0.0.4"]}, ("10.0.0.1-10.0.0.2",), "new", (True, "10.0.0.3")),
+    ({"addresses": ["10.0.0.9", "10.0.0.3", "10.0.0.5"]}, (), "new", (True, "10.0.0.3")),
+    ({"addresses": ["fd00::1", "10.0.0.200"]}, (), "new", (True, "10.0.0.200")),
+    (
+        {"addresses": ["fd00::1-fd00::3"], "allocations": {"a": alloc("FD00:0::1")}},
+        (),
+        "new",
+        (True, "fd00::2"),
+    ),
+    (
+        {"addresses": ["10.0.0.1-10.0.0.4"], "allocations": {"a": alloc("10.0.0.3")}},
+        (),
+        "a",
+        (True, "10.0.0.3"),
+    ),
+    (
+        {"addresses": ["10.0.0.1-10.0.0.2"], "allocations": {"a": alloc("10.0.0.1"), "b": alloc("10.0.0.2")}},
+        (),
+        "b",
+        (True, "10.0.0.2"),
+    ),
+    (
+        {"addresses": ["10.0.0.1"], "deleting": True, "allocations": {"a": alloc("10.0.0.1")}},
+        (),
+        "a",
+        (True, "10.0.0.1"),
+    ),
+    (
+        {"addresses": ["10.0.0.1-10.0.0.4"], "allocations": {"a": alloc("10.0.0.4")}},
+        ("10.0.0.0/24",),
+        "a",
+        (True, "10.0.0.4"),
+    ),
+    (
+        {"addresses": ["10.0.0.1-10.0.0.2"], "allocations": {"a": alloc("10.0.0.1"), "b": alloc("10.0.0.2")}},
+        (),
+        "new",
+        (False, None),
+    ),
+    ({"addresses": ["10.0.0.1-10.0.0.4"], "deleting": True}, (), "new", (False, None)),
+    ({"addresses": ["10.0.0.1-10.0.0.4"]}, ("10.0.0.1-10.0.0.4",), "new", (False, None)),
+    (
+        {"addresses": ["10.0.0.1-10.0.0.4"], "capacity": 1, "allocations": {"a": alloc("10.0.0.1")}},
+        (),
+        "new",
+        (False, None),
+    ),
+    ({"capacity": 2, "allocations": {"a": alloc(None)}}, (), "new", (True, None)),
+    ({"capacity": 1, "allocations": {"a": alloc(None)}}, (), "new", (False, None)),
+    ({"capacity": 1, "allocations": {"a": alloc(None)}}, (), "a", (True, None)),
+]
+
+
+@pytest.mark.parametrize(
+    ("kw", "blocked_entries", "uid", "expected"),
+    PICK_CASES,
+    ids=[
+        "empty-pool-lowest",
+        "skips-taken",
+        "fills-gap-first",
+        "skips-excluded",
+        "skips-blocked",
+        "lowest-regardless-of-entry-order",
+        "ipv4-before-ipv6",
+        "non-canonical-taken-still-taken",
+        "holder-keeps-its-ip",
+        "holder-keeps-ip-in-full-pool",
+        "holder-keeps-ip-in-deleting-pool",
+        "holder-keeps-blocked-ip",
+        "full",
+        "deleting",
+        "all-blocked",
+        "capacity-cap-reached",
+        "count-only-slot",
+        "count-only-full",
+        "count-only-holder",
+    ],
+)
+def test_pick(
+    kw: dict[str, Any], blocked_entries: tuple[str, ...], uid: str, expected: tuple[bool, str | None]
+) -> None:
+    ctx = PoolContext(blocked=address_set(*blocked_entries) if blocked_entries else None)
+    assert pick(view(**kw), ctx, uid) == expected
+
+
+# --------------------------------------------------------------------------- reserve
+
+
+def test_reserve_writes_a_reserved_allocation_and_is_pure() -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.1", phase="Bound")})
+    new, ip = reserve(p, CTX, "b", "ns/b", now=NOW)
+    assert ip == "10.0.0.2"
+    assert new is not None
+    assert ips(new) == {"a": "10.0.0.1", "b": "10.0.0.2"}
+    got = new.allocations["b"]
+    assert (got.pod, got.phase, got.since) == ("ns/b", "Reserved", NOW)
+    assert new.allocations["a"].phase == "Bound"
+    assert (new.capacity, new.allocated, new.free) == (4, 2, 2)
+    assert set(p.allocations) == {"a"}  # the input view is not mutated
+
+
+def test_reserve_already_holding_writes_nothing() -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.3")})
+    assert reserve(p, CTX, "a", "ns/a") == (None, "10.0.0.3")
+
+
+RESERVE_FULL_CASES = [
+    ({"addresses": ["10.0.0.1"], "allocations": {"a": alloc("10.0.0.1")}}, ()),
+    ({"addresses": ["10.0.0.1-10.0.0.4"], "capacity": 1, "allocations": {"a": alloc("10.0.0.4")}}, ()),
+    ({"addresses": ["10.0.0.300"]}, ()),
+    ({"node": None, "addresses": ["10.0.0.1"]}, ()),
+    ({"addresses": ["10.0.0.1-10.0.0.4"], "deleting": True}, ()),
+    ({"addresses": ["10.0.0.1-10.0.0.4"]}, ("10.0.0.1-10.0.0.4",)),
+    ({"addresses": ["10.0.0.0/30"], "exclude": ["10.0.0.0/30"]}, ()),
+    ({"capacity": 1, "allocations": {"a": alloc(None)}}, ()),
+    ({}, ()),
+]
+
+
+@pytest.mark.parametrize(
+    ("kw", "blocked_entries"),
+    RESERVE_FULL_CASES,
+    ids=[
+        "all-taken",
+        "capacity-reached",
+        "invalid-address",
+        "invalid-missing-node",
+        "deleting",
+        "all-blocked",
+        "all-excluded",
+        "count-only-full",
+        "count-only-no-capacity",
+    ],
+)
+def test_reserve_raises_pool_full(kw: dict[str, Any], blocked_entries: tuple[str, ...]) -> None:
+    ctx = PoolContext(blocked=address_set(*blocked_entries) if blocked_entries else None)
+    p = view(name="the-pool", **kw)
+    with pytest.raises(PoolFull, match="the-pool"):
+        reserve(p, ctx, "new", "ns/new")
+
+
+def test_reserve_count_only_gives_no_ip_and_respects_capacity() -> None:
+    b = body(capacity=2)
+    p = PoolView.from_obj(b)
+    for uid in ("a", "b"):
+        new, ip = reserve(p, CTX, uid, f"ns/{uid}", now=NOW)
+        assert ip is None
+        assert new is not None
+        assert new.allocations[uid].ip is None
+        p = with_status(b, new)
+    assert (p.status.capacity, p.status.allocated, p.status.free) == (2, 2, 0)
+    with pytest.raises(PoolFull):
+        reserve(p, CTX, "c", "ns/c")
+    assert reserve(p, CTX, "a", "ns/a") == (None, None)
+
+
+def test_reserve_never_double_allocates() -> None:
+    """Reserve 50 pods one by one on a /26 (62 usable) with excludes: all distinct, in the pool."""
+    exclude = ["10.20.30.1", "10.20.30.10-10.20.30.12", "10.20.30.40/30"]
+    b = body(addresses=["10.20.30.0/26"], exclude=exclude)
+    p = PoolView.from_obj(b)
+    excluded = AddressSet.from_entries(exclude)
+    network = ipaddress.ip_network("10.20.30.0/26")
+    usable = 62 - 1 - 3 - 4
+    assert p.capacity() == usable
+    got: list[str] = []
+    for i in range(50):
+        uid = f"uid-{i}"
+        new, ip = reserve(p, CTX, uid, f"ns/pod-{i}", now=NOW)
+        assert new is not None
+        assert ip is not None
+        got.append(ip)
+        p = with_status(b, new)
+        assert p.allocations[uid].ip == ip
+        assert (p.status.allocated, p.status.free) == (i + 1, usable - i - 1)
+    assert len(set(got)) == 50
+    assert got == sorted(got, key=ipaddress.ip_address)  # lowest first
+    for ip in got:
+        addr = ipaddress.ip_address(ip)
+        assert addr in network
+        assert addr not in (network.network_address, network.broadcast_address)
+        assert ip not in excluded
+        assert p.addresses is not None
+        assert ip in p.addresses
+    # Re-reserving is idempotent, the rest fills up, then the pool is full.
+    assert reserve(p, CTX, "uid-7", "ns/pod-7") == (None, got[7])
+    for i in range(50, usable):
+        new, ip = reserve(p, CTX, f"uid-{i}", f"ns/pod-{i}")
+        assert new is not None
+        assert ip is not None
+        got.append(ip)
+        p = with_status(b, new)
+    assert len(set(got)) == usable
+    with pytest.raises(PoolFull):
+        reserve(p, CTX, "one-too-many", "ns/x")
+    # Releasing one frees exactly that address, which is handed out next.
+    freed = got[20]
+    rel = release(p, CTX, "uid-20")
+    assert rel is not None
+    p = with_status(b, rel)
+    assert reserve(p, CTX, "late", "ns/late")[1] == freed
+
+
+# --------------------------------------------------------------------------- mark_bound / release
+
+
+def test_mark_bound() -> None:
+    p = view(
+        addresses=["10.0.0.1-10.0.0.4"],
+        allocations={"a": alloc("10.0.0.1", pod="ns/a"), "b": alloc("10.0.0.2", phase="Bound")},
+    )
+    new = mark_bound(p, CTX, "a")
+    assert new is not None
+    assert new.allocations["a"].phase == "Bound"
+    assert new.allocations["a"].ip == "10.0.0.1"
+    assert new.allocations["a"].pod == "ns/a"
+    assert new.allocations["a"].since == T0
+    assert new.allocations["b"].phase == "Bound"
+    assert new.allocated == 2
+    assert p.allocations["a"].phase == "Reserved"  # pure
+    assert mark_bound(p, CTX, "b") is None  # already Bound
+    assert mark_bound(p, CTX, "nobody") is None
+
+
+def test_release() -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.1"), "b": alloc("10.0.0.2")})
+    new = release(p, CTX, "a")
+    assert new is not None
+    assert ips(new) == {"b": "10.0.0.2"}
+    assert (new.capacity, new.allocated, new.free) == (4, 1, 3)
+    assert release(p, CTX, "nobody") is None
+    assert set(p.allocations) == {"a", "b"}
+
+
+def test_release_from_invalid_pool_still_works() -> None:
+    p = view(addresses=["10.0.0.300"], allocations={"a": alloc("10.0.0.1")})
+    new = release(p, CTX, "a")
+    assert new is not None
+    assert new.allocations == {}
+
+
+# --------------------------------------------------------------------------- adopt
+
+ADOPT_OK = [
+    # (body kwargs, uid, ip)
+    ({"addresses": ["10.0.0.1-10.0.0.4"]}, "x", "10.0.0.3"),
+    ({"addresses": ["10.0.0.1-10.0.0.4"], "allocations": {"a": alloc("10.0.0.1")}}, "x", "10.0.0.2"),
+    ({"addresses": ["10.0.0.1"], "allocations": {"a": alloc("10.0.0.1")}, "capacity": 1}, "x", None),
+    ({"capacity": 3}, "x", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("kw", "uid", "ip"),
+    ADOPT_OK,
+    ids=["free-ip", "next-to-another", "no-ip-over-capacity", "count-only"],
+)
+def test_adopt_ok(kw: dict[str, Any], uid: str, ip: str | None) -> None:
+    p = view(**kw)
+    new = adopt(p, CTX, uid, "ns/x", ip, now=NOW)
+    assert new is not None
+    got = new.allocations[uid]
+    assert (got.ip, got.pod, got.phase, got.since) == (ip, "ns/x", "Bound", NOW)
+    assert new.allocated == len(p.allocations) + 1
+    for other, a in p.allocations.items():
+        assert new.allocations[other] == a
+
+
+def test_adopt_already_recorded_returns_none() -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.1")})
+    assert adopt(p, CTX, "a", "ns/a", "10.0.0.1") is None
+    assert adopt(p, CTX, "a", "ns/a", "10.0.0.4") is None
+
+
+ADOPT_CONFLICTS = [
+    # (body kwargs, ip, message fragment)
+    (
+        {"addresses": ["10.0.0.1-10.0.0.4"], "allocations": {"a": alloc("10.0.0.2")}},
+        "10.0.0.2",
+        r"held by pod ns/p \(UID a\)",
+    ),
+    ({"addresses": ["10.0.0.1-10.0.0.4"]}, "10.0.0.9", "not in pool"),
+    ({"addresses": ["10.0.0.1-10.0.0.4"], "exclude": ["10.0.0.3"]}, "10.0.0.3", "not in pool"),
+    ({"addresses": ["10.0.0.0/30"]}, "10.0.0.0", "not in pool"),
+    ({"addresses": ["10.0.0.1-10.0.0.4"]}, "not-an-ip", "is not an IP"),
+    ({"capacity": 3}, "10.0.0.1", "not in pool"),
+    ({"addresses": ["10.0.0.300"]}, "10.0.0.1", "not in pool"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kw", "ip", "fragment"),
+    ADOPT_CONFLICTS,
+    ids=[
+        "held-by-another",
+        "outside",
+        "excluded",
+        "network-address",
+        "garbage",
+        "count-only-with-ip",
+        "invalid-spec",
+    ],
+)
+def test_adopt_conflict(kw: dict[str, Any], ip: str, fragment: str) -> None:
+    with pytest.raises(AdoptConflict, match=fragment):
+        adopt(view(**kw), CTX, "x", "ns/x", ip)
+
+
+@pytest.mark.parametrize("ip", ["FD00::1", "fd00:0::1", " fd00::1"], ids=["uppercase", "zeros", "whitespace"])
+def test_adopt_non_canonical_spelling_of_held_ip_conflicts(ip: str) -> None:
+    p = view(addresses=["fd00::1-fd00::4"], allocations={"a": alloc("fd00::1", phase="Bound")})
+    with pytest.raises(AdoptConflict):
+        adopt(p, CTX, "x", "ns/x", ip)
+
+
+# --------------------------------------------------------------------------- ownership of reservations
+
+
+def owned(ip: str, by: str | None, phase: str = "Reserved", since: str = SINCE) -> dict[str, Any]:
+    out = alloc(ip, pod="ns/a", phase=phase, since=since)
+    if by is not None:
+        out["reservedBy"] = by
+    return out
+
+
+OWNERSHIP = [
+    # (existing allocation of pod "a", expected: "write"/"none" + ip, or the exception)
+    (None, ("write", "10.0.0.1")),
+    (owned("10.0.0.3", "me/1"), ("none", "10.0.0.3")),
+    (owned("10.0.0.3", "other/7", since=ago(5)), ReservedElsewhere),
+    (owned("10.0.0.3", None, since=ago(5)), ReservedElsewhere),
+    (owned("10.0.0.3", "other/7", since=ago(60)), ReservedElsewhere),
+    (owned("10.0.0.3", "other/7", since=ago(61)), ("write", "10.0.0.3")),
+    (owned("10.0.0.3", "other/7", since=ago(-3600)), ReservedElsewhere),
+    (owned("10.0.0.3", "other/7", phase="Bound", since=ago(3600)), ReservedElsewhere),
+]
+
+
+@pytest.mark.parametrize(
+    ("existing", "expected"),
+    OWNERSHIP,
+    ids=[
+        "new",
+        "own-write-landed-already",
+        "another-cycle-in-flight",
+        "unowned-young",
+        "another-cycle-exactly-ttl",
+        "abandoned-taken-over",
+        "since-in-the-future-counts-as-now",
+        "bound-never-taken",
+    ],
+)
+def test_reserve_on_behalf_of_a_cycle(existing: dict[str, Any] | None, expected: Any) -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": existing} if existing else {})
+    if expected is ReservedElsewhere:
+        with pytest.raises(ReservedElsewhere, match="allocation of the pod made by"):
+            reserve(p, CTX, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
+        return
+    new, ip = reserve(p, CTX, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
+    kind, want_ip = expected
+    assert ip == want_ip
+    if kind == "none":
+        assert new is None
+    else:
+        assert new is not None
+        got = new.allocations["a"]
+        assert (got.ip, got.reserved_by, got.since, got.phase) == (want_ip, "me/1", NOW, "Reserved")
+
+
+LEASE_TAKEN = NOW - datetime.timedelta(seconds=10)
+"""This replica took the scheduler's Lease 10 s before NOW."""
+
+TAKEOVER_AT_LEASE = [
+    # (existing allocation of pod "a", takeover_before, taken over?)
+    (owned("10.0.0.3", "old-leader/7", since=ago(30)), LEASE_TAKEN, True),
+    (owned("10.0.0.3", "old-leader/7", since=ago(5)), LEASE_TAKEN, False),
+    (owned("10.0.0.3", "me/2", since=ago(30)), LEASE_TAKEN, False),
+    (owned("10.0.0.3", "old-leader/7", phase="Bound", since=ago(30)), LEASE_TAKEN, False),
+    (owned("10.0.0.3", None, since=ago(30)), LEASE_TAKEN, False),
+    (owned("10.0.0.3", "old-leader/7", since=ago(30)), None, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("existing", "takeover_before", "taken"),
+    TAKEOVER_AT_LEASE,
+    ids=[
+        "previous-leaders-reservation-taken-at-once",
+        "other-replica-after-our-lease-waits-for-ttl",
+        "own-replicas-other-cycle-waits-for-ttl",
+        "bound-never-taken",
+        "unowned-waits-for-ttl",
+        "no-leader-election-waits-for-ttl",
+    ],
+)
+def test_reserve_takes_over_the_previous_leaders_reservations(
+    existing: dict[str, Any], takeover_before: datetime.datetime | None, taken: bool
+) -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": existing})
+    kwargs: dict[str, Any] = {"now": NOW, "owner": "me/1", "takeover_after": 60}
+    if not taken:
+        with pytest.raises(ReservedElsewhere):
+            reserve(p, CTX, "a", "ns/a", takeover_before=takeover_before, **kwargs)
+        return
+    new, ip = reserve(p, CTX, "a", "ns/a", takeover_before=takeover_before, **kwargs)
+    assert new is not None and ip == "10.0.0.3"
+    got = new.allocations["a"]
+    assert (got.ip, got.reserved_by, got.since, got.phase) == ("10.0.0.3", "me/1", NOW, "Reserved")
+
+
+RELEASES = [
+    ({}, True),
+    ({"owner": "me/1"}, True),
+    ({"owner": "other/2"}, False),
+    ({"expect": "same"}, True),
+    ({"expect": "changed"}, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("kw", "released"),
+    RELEASES,
+    ids=["unconditional", "own-cycle", "another-cycle-kept", "as-planned", "changed-since-planned-kept"],
+)
+def test_conditional_release(kw: dict[str, Any], released: bool) -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": owned("10.0.0.1", "me/1")})
+    if "expect" in kw:
+        a = p.allocations["a"]
+        kw["expect"] = a if kw["expect"] == "same" else a.model_copy(update={"reserved_by": "other/2"})
+    new = release(p, CTX, "a", **kw)
+    assert (new is not None) is released
+    if new is not None:
+        assert new.allocations == {}
+
+
+def test_addresses_running_pods_carry_are_never_picked() -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.3"], allocations={"x": alloc("10.0.0.2")})
+    ctx = PoolContext(pod_held={"10.0.0.1": {"pre-bound-uid"}})
+    _, ip = reserve(p, ctx, "a", "ns/a", now=NOW)
+    assert ip == "10.0.0.3"
+    full = PoolContext(pod_held={"10.0.0.1": {"u1"}, "10.0.0.3": {"u3"}})
+    with pytest.raises(PoolFull):
+        reserve(p, full, "a", "ns/a", now=NOW)
+
+
+CAPPED = {"addresses": ["10.0.0.1-10.0.0.5"], "capacity": 2}
+
+
+@pytest.mark.parametrize(
+    ("spec", "allocations", "holders", "expected"),
+    [
+        pytest.param(
+            CAPPED, {"x": alloc("10.0.0.1")}, {"x": ("10.0.0.1", "node-a")}, 1, id="recorded-counts-once"
+        ),
+        pytest.param(
+            CAPPED,
+            {"x": alloc("10.0.0.1")},
+            {"x": ("10.0.0.1", "node-a"), "edited-out": ("10.0.0.2", "node-a")},
+            0,
+            id="unrecorded-holder-takes-a-place",
+        ),
+        pytest.param(CAPPED, {}, {"y": ("10.0.0.2", "node-b")}, 2, id="pod-on-another-node-takes-none"),
+        pytest.param(CAPPED, {}, {"y": ("10.0.9.9", "node-a")}, 2, id="address-outside-the-pool-takes-none"),
+        pytest.param(CAPPED, {}, {"y": (None, "node-a")}, 2, id="no-address-takes-none"),
+        pytest.param({"capacity": 3}, {}, {"y": (None, "node-a")}, 3, id="count-only-pool-no-annotations"),
+        pytest.param(
+            {"addresses": ["10.0.0.1-10.0.0.5"], "capacity": 1},
+            {"x": alloc("10.0.0.1")},
+            {"y": ("10.0.0.2", "node-a")},
+            0,
+            id="over-full-is-zero-not-negative",
+        ),
+    ],
+)
+def test_running_pods_no_allocation_records_take_their_place(
+    spec: dict[str, Any],
+    allocations: dict[str, Any],
+    holders: dict[str, tuple[str | None, str]],
+    expected: int,
+) -> None:
+    """A running pod whose allocation a status edit removed still takes a place in the pool
+    its annotation names (spec.capacity is never exceeded); one whose annotation could not
+    be adopted there takes none."""
+    p = view(allocations=allocations, **spec)
+    ctx = PoolContext(pod_holders=holders)
+    assert available(p, ctx) == expected
+    if expected == 0:
+        with pytest.raises(PoolFull):
+            reserve(p, ctx, "new", "ns/new", now=NOW)
+    else:
+        reserve(p, ctx, "new", "ns/new", now=NOW)
+
+
+def test_adopt_conflict_names_the_holder() -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"h": alloc("10.0.0.2", pod="ns/holder")})
+    with pytest.raises(AdoptConflict) as info:
+        adopt(p, CTX, "new", "ns/new", "10.0.0.2")
+    assert (info.value.holder_uid, info.value.holder_pod) == ("h", "ns/holder")
+
+
+def test_a_gateway_is_never_handed_out() -> None:
+    b = body(addresses=["10.0.1.0/29"])
+    b["spec"]["subnets"] = [{"cidr": "10.0.1.0/29", "gateway": "10.0.1.1"}]
+    p = PoolView.from_obj(b)
+    assert p.spec_error is None and p.subnets[0].gateway == "10.0.1.1"
+    got = []
+    for i in range(5):
+        new, ip = reserve(p, CTX, f"u{i}", f"ns/u{i}", now=NOW)
+        assert new is not None
+        p = with_status(b, new)
+        got.append(ip)
+    assert got == ["10.0.1.2", "10.0.1.3", "10.0.1.4", "10.0.1.5", "10.0.1.6"]
+    with pytest.raises(PoolFull):
+        reserve(p, CTX, "one-more", "ns/x", now=NOW)
+
+
+# --------------------------------------------------------------------------- deleting pools
+
+DELETING_POOLS = [
+    {"addresses": ["10.0.0.0/28"], "allocations": {"u1": alloc("10.0.0.1", phase="Bound")}},
+    {"capacity": 5, "allocations": {"u1": alloc(None, phase="Bound")}},
+    {"addresses": ["10.0.0.0/28"], "allocations": {"u1": alloc("10.0.0.1", phase="Reserved")}},
+]
+DELETING_IDS = ["addresses", "count-only", "reserved-holder"]
+
+
+@pytest.mark.parametrize("kw", DELETING_POOLS, ids=DELETING_IDS)
+def test_pick_and_reserve_refuse_deleting_pool(kw: dict[str, Any]) -> None:
+    p = view(deleting=True, **kw)
+    assert pick(p, CTX, "new") == (False, None)
+    with pytest.raises(PoolFull):
+        reserve(p, CTX, "new", "ns/new", NOW)
+    # the same pool, not deleting, has room: the refusal is due to the deletion only
+    live = view(**kw)
+    assert pick(live, CTX, "new")[0] is True
+
+
+@pytest.mark.parametrize("kw", DELETING_POOLS, ids=DELETING_IDS)
+def test_existing_holder_keeps_its_allocation_in_deleting_pool(kw: dict[str, Any]) -> None:
+    p = view(deleting=True, **kw)
+    ip = p.allocations["u1"].ip
+    assert pick(p, CTX, "u1") == (True, ip)
+    assert reserve(p, CTX, "u1", "ns/p", NOW) == (None, ip)
+
+
+# --------------------------------------------------------------------------- shrinking the spec
+
+SHRINK = [
+    ({"addresses": ["10.0.0.1-10.0.0.2"]}, 2),
+    ({"addresses": ["10.0.0.1"]}, 1),
+    ({"addresses": ["10.0.0.1-10.0.0.4"], "capacity": 2}, 2),
+    ({"addresses": ["10.0.0.1-10.0.0.4"], "exclude": ["10.0.0.3-10.0.0.4"]}, 2),
+    ({"addresses": ["10.0.0.1-10.0.0.4"], "exclude": ["10.0.0.1-10.0.0.4"]}, 0),
+    ({"addresses": ["10.0.9.0/30"]}, 2),  # /30: two usable hosts, none of them allocated
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "capacity"),
+    SHRINK,
+    ids=[
+        "range-to-two",
+        "range-to-one",
+        "capacity-cap",
+        "exclude-two",
+        "exclude-all",
+        "moved-to-other-block",
+    ],
+)
+def test_shrink_below_allocated_keeps_allocations(spec: dict[str, Any], capacity: int) -> None:
+    b = body(addresses=["10.0.0.1-10.0.0.4"], allocations=bound_allocs(4))
+    before = PoolView.from_obj(b)
+    assert before.free() == 0
+    b["spec"].pop("addresses")
+    b["spec"].update(spec)
+    b["metadata"]["generation"] = 2
+    p = PoolView.from_obj(b)
+    assert p.spec_error is None
+    new = refresh(p, CTX, NOW)
+    assert new is not None
+    assert new.allocations == before.allocations
+    assert (new.capacity, new.allocated, new.free) == (capacity, 4, 0)
+    cond = next(c for c in new.conditions if c.type == "Ready")
+    assert (cond.status, cond.reason) == ("False", "OverCommitted")
+    assert cond.message == f"4 allocated but capacity is {capacity}"
+    after = with_status(b, new)
+    assert pick(after, CTX, "new") == (False, None)
+    with pytest.raises(PoolFull):
+        reserve(after, CTX, "new", "ns/new", NOW)
+    # the holders keep their addresses
+    for uid, a in before.allocations.items():
+        assert pick(after, CTX, uid) == (True, a.ip)
+
+
+def test_shrink_count_only_keeps_allocations() -> None:
+    b = body(capacity=4, allocations={f"u{i}": alloc(None, pod=f"ns/p{i}", phase="Bound") for i in range(3)})
+    b["spec"]["capacity"] = 1
+    p = PoolView.from_obj(b)
+    new = refresh(p, CTX, NOW)
+    assert new is not None
+    assert set(new.allocations) == {"u0", "u1", "u2"}
+    assert (new.capacity, new.allocated, new.free) == (1, 3, 0)
+    assert ready_condition(p, CTX)[1] == "OverCommitted"
+    assert pick(p, CTX, "new") == (False, None)
+
+
+def _fill(b: dict[str, Any], ctx: PoolContext = CTX) -> list[str]:
+    """Reserve for new pods until the pool is full; returns the handed-out addresses."""
+    got: list[str] = []
+    p = PoolView.from_obj(b)
+    for i in range(100):
+        try:
+            status, ip = reserve(p, ctx, f"new{i}", f"ns/new{i}", NOW)
+        except PoolFull:
+            return got
+        assert status is not None
+        assert ip is not None
+        got.append(ip)
+        p = with_status(b, status)
+    raise AssertionError("pool never filled up")
+
+
+# (initial allocations, shrunk spec, grown spec, expected addresses handed out after growing)
+REGROW = [
+    (
+        {"u1": alloc("10.0.0.1", phase="Bound"), "u3": alloc("10.0.0.3", pod="ns/q", phase="Bound")},
+        {"addresses": ["10.0.0.1-10.0.0.2"]},
+        {"addresses": ["10.0.0.1-10.0.0.4"]},
+        ["10.0.0.2", "10.0.0.4"],
+    ),
+    (
+        {"u3": alloc("10.0.0.3", phase="Bound")},
+        {"addresses": ["10.0.0.1-10.0.0.2"]},
+        {"addresses": ["10.0.0.1-10.0.0.4"]},
+        ["10.0.0.1", "10.0.0.2", "10.0.0.4"],
+    ),
+    (
+        {"u3": alloc("10.0.0.3", phase="Bound")},
+        {"addresses": ["10.0.0.1-10.0.0.4"], "exclude": ["10.0.0.3"]},
+        {"addresses": ["10.0.0.1-10.0.0.4"]},
+        ["10.0.0.1", "10.0.0.2", "10.0.0.4"],
+    ),
+    (
+        {"u1": alloc("fd00:0::1", phase="Bound"), "u2": alloc("FD00::2", pod="ns/q", phase="Bound")},
+        {"addresses": ["fd00::3"]},
+        {"addresses": ["fd00::1-fd00::4"]},
+        ["fd00::3", "fd00::4"],
+    ),
+    (
+        {"u1": alloc("10.0.0.9", phase="Bound")},
+        {"addresses": ["10.0.0.1-10.0.0.2"]},
+        {"addresses": ["10.0.0.1-10.0.0.2", "10.0.0.9"]},
+        ["10.0.0.1", "10.0.0.2"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("initial", "shrunk", "grown", "expected"),
+    REGROW,
+    ids=[
+        "middle-address-removed",
+        "only-holder-removed",
+        "excluded-then-included",
+        "ipv6-other-spellings",
+        "outside-address-added-back",
+    ],
+)
+def test_removed_address_stays_held_and_is_never_handed_out(
+    initial: dict[str, Any], shrunk: dict[str, Any], grown: dict[str, Any], expected: list[str]
+) -> None:
+    b = body(addresses=["10.0.0.1-10.0.0.4"], allocations=initial)
+    held = {uid: a.ip for uid, a in PoolView.from_obj(b).allocations.items()}
+    b["spec"].pop("addresses")
+    b["spec"].update(shrunk)
+    p = PoolView.from_obj(b)
+    new = refresh(p, CTX, NOW)
+    assert new is not None
+    assert {uid: a.ip for uid, a in new.allocations.items()} == held
+    p = with_status(b, new)
+    possible, ip = pick(p, CTX, "new")
+    assert possible is (ip is not None)
+    assert ip is None or p.holder_of(ip) is None
+    b["spec"] = {"nodeName": "node-a", **grown}
+    grown_view = PoolView.from_obj(b)
+    assert {uid: a.ip for uid, a in grown_view.allocations.items()} == held
+    got = _fill(b)
+    assert got == expected
+    final = PoolView.from_obj(b)
+    for uid, ip in held.items():
+        assert final.allocations[uid].ip == ip
+    assert len({final.holder_of(ip) for ip in got}) == len(got)
+
+
+def test_pick_never_returns_a_held_address_in_other_spelling() -> None:
+    p = view(
+        addresses=["fd00::1-fd00::3"],
+        allocations={"u1": alloc("FD00:0:0::1", phase="Bound"), "u2": alloc("fd00::0:2", phase="Bound")},
+    )
+    assert pick(p, CTX, "new") == (True, "fd00::3")
+
+
+def test_address_held_in_another_pool_is_never_handed_out() -> None:
+    a = body(
+        "pool-a",
+        node="node-a",
+        addresses=["10.0.0.1-10.0.0.4"],
+        allocations={"u5": alloc("10.0.0.5", phase="Bound")},
+    )
+    b = body("pool-b", node="node-b", addresses=["10.0.0.5-10.0.0.6"])
+    cache = pool_cache(
+        {"node-a": [NodeInfo("node-a", ready=True)], "node-b": [NodeInfo("node-b", ready=True)]},
+        {"pool-a": [PoolView.from_obj(a)], "pool-b": [PoolView.from_obj(b)]},
+    )
+    pool_b = cache.pool("pool-b")
+    assert pool_b is not None
+    possible, ip = pick(pool_b, cache.context(pool_b), "new")
+    assert ip != "10.0.0.5"
+    assert (possible, ip) == (True, "10.0.0.6")

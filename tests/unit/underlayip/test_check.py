@@ -1,0 +1,346 @@
+"""Unit tests for ipscheduler.underlayip.check.find_violations (raw NodeIPPool and Pod bodies, no server)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from ipscheduler.underlayip.check import find_violations
+from ipscheduler.underlayip.models import ANNOTATION_NETWORK
+from tests import builders
+from tests.builders import container, ours, pod_body
+from tests.builders import pool_body as pool
+
+alloc = functools.partial(builders.alloc, phase="Bound")
+"""A wire-form allocation, Bound unless told."""
+
+
+def pod(
+    uid: str,
+    name: str,
+    node: str | None = "node-a",
+    phase: str = "Running",
+    pool_name: str | None = None,
+    ip: str | None = None,
+    deleting: bool = False,
+    host_network: bool = False,
+) -> dict[str, Any]:
+    """A pod body of our scheduler, annotated with ``pool_name`` and ``ip`` when given."""
+    extra = {"hostNetwork": True} if host_network else {}
+    return pod_body(
+        container(name="c"),
+        uid=uid,
+        name=name,
+        node=node,
+        phase=phase,
+        scheduler="ipscheduler",
+        annotations=ours(pool_name, ip),
+        deleting=deleting,
+        **extra,
+    )
+
+
+V4 = ["10.0.0.0/28"]
+V6 = ["fd00::/120"]
+
+
+def test_clean_state_has_no_violations() -> None:
+    pools = [
+        pool(
+            addresses=V4,
+            allocations={
+                "u1": alloc("10.0.0.1", "ns/a"),
+                "u2": alloc("10.0.0.2", "ns/b", phase="Reserved"),
+            },
+            status={"capacity": 14, "allocated": 2, "free": 12},
+        ),
+        pool("pool-6", addresses=V6, allocations={"u3": alloc("fd00::1", "ns/c")}),
+        pool("pool-c", capacity=2, allocations={"u4": alloc(None, "ns/d")}),
+        pool("pool-b", node="node-b", addresses=["10.0.1.0/28"]),
+    ]
+    pods = [
+        pod("u1", "a", pool_name="pool-a", ip="10.0.0.1"),
+        pod("u2", "b", node=None, phase="Pending"),
+        pod("u3", "c", pool_name="pool-6", ip="fd00:0::1"),  # other spelling of the same address
+        pod("u4", "d", pool_name="pool-c"),
+        pod("u5", "e", host_network=True),
+        pod("u6", "f", phase="Succeeded", pool_name="pool-a", ip="10.0.0.9"),
+        pod("u7", "g", phase="Failed"),
+        pod("u8", "h", deleting=True, pool_name="pool-a", ip="10.0.0.3"),
+        pod("u9", "i", node=None, phase="Pending"),
+    ]
+    assert find_violations(pools, pods) == []
+
+
+def test_empty_inputs() -> None:
+    assert find_violations([], []) == []
+
+
+# (pools, pods, expected violation lines, exactly)
+CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a"), "u2": alloc("10.0.0.1", "ns/b")})],
+        [
+            pod("u1", "a", pool_name="pool-a", ip="10.0.0.1"),
+            pod("u2", "b", pool_name="pool-a", ip="10.0.0.1"),
+        ],
+        [
+            "address 10.0.0.1 held twice: ns/a (pool pool-a) and ns/b (pool pool-a)",
+            "address 10.0.0.1 used by 2 running pods: ns/a (u1) on node-a, ns/b (u2) on node-a",
+        ],
+    ),
+    (
+        [
+            pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")}),
+            pool("pool-b", addresses=V4, allocations={"u2": alloc("10.0.0.1", "ns/b")}),
+        ],
+        [
+            pod("u1", "a", pool_name="pool-a", ip="10.0.0.1"),
+            pod("u2", "b", pool_name="pool-b", ip="10.0.0.1"),
+        ],
+        [
+            "address 10.0.0.1 held twice: ns/a (pool pool-a) and ns/b (pool pool-b)",
+            "address 10.0.0.1 used by 2 running pods: ns/a (u1) on node-a, ns/b (u2) on node-a",
+        ],
+    ),
+    (
+        [
+            pool("pool-a", addresses=V6, allocations={"u1": alloc("fd00::1", "ns/a")}),
+            pool("pool-b", addresses=V6, allocations={"u2": alloc("fd00:0::1", "ns/b")}),
+        ],
+        [
+            pod("u1", "a", pool_name="pool-a", ip="fd00::1"),
+            pod("u2", "b", pool_name="pool-b", ip="fd00:0::1"),
+        ],
+        [
+            "address fd00::1 held twice: ns/a (pool pool-a) and ns/b (pool pool-b)",
+            "address fd00::1 used by 2 running pods: ns/a (u1) on node-a, ns/b (u2) on node-a",
+        ],
+    ),
+    (
+        [
+            pool(
+                addresses=V6,
+                allocations={"u1": alloc("FD00:0:0::0001", "ns/a"), "u2": alloc("fd00::1", "ns/b")},
+            )
+        ],
+        [pod("u1", "a", pool_name="pool-a", ip="fd00::1"), pod("u2", "b", pool_name="pool-a", ip="fd00::1")],
+        [
+            "address fd00::1 held twice: ns/a (pool pool-a) and ns/b (pool pool-a)",
+            "address fd00::1 used by 2 running pods: ns/a (u1) on node-a, ns/b (u2) on node-a",
+        ],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [],
+        ["pool pool-a: ns/a (u1): allocation of a pod that no longer exists"],
+    ),
+    (
+        [pool(capacity=3, allocations={"u1": alloc(None, "ns/a", phase="Reserved")})],
+        [pod("u1-other", "a", pool_name="pool-a")],
+        [
+            "pool pool-a: ns/a (u1): allocation of a pod that no longer exists",
+            "pod ns/a (u1-other) is bound to node-a but holds no allocation",
+        ],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", phase="Succeeded", pool_name="pool-a", ip="10.0.0.1")],
+        ["pool pool-a: ns/a (u1): allocation of a Succeeded pod"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", phase="Failed", pool_name="pool-a", ip="10.0.0.1")],
+        ["pool pool-a: ns/a (u1): allocation of a Failed pod"],
+    ),
+    (
+        [pool(addresses=V4)],
+        [pod("u1", "a", pool_name="pool-a", ip="10.0.0.1")],
+        ["pod ns/a (u1) is bound to node-a but holds no allocation"],
+    ),
+    (
+        [pool(addresses=V4)],
+        [pod("u1", "a")],
+        ["pod ns/a (u1) is bound to node-a but holds no allocation"],
+    ),
+    (
+        [pool(addresses=V4)],
+        [pod("u1", "a", phase="Pending", pool_name="pool-a", ip="10.0.0.1")],
+        ["pod ns/a (u1) is bound to node-a but holds no allocation"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", node="node-b", pool_name="pool-a", ip="10.0.0.1")],
+        ["pool pool-a: ns/a (u1): pod runs on node-b but the pool serves node-a"],
+    ),
+    (
+        [pool(addresses=V4, status={"capacity": 2, "allocated": 3})],
+        [],
+        ["pool pool-a: allocated 3 > capacity 2"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", pool_name="pool-a", ip="10.0.0.2")],
+        ["pool pool-a: ns/a (u1): annotations ip=10.0.0.2 pool=pool-a differ from allocation ip=10.0.0.1"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", pool_name="pool-b", ip="10.0.0.1")],
+        ["pool pool-a: ns/a (u1): annotations ip=10.0.0.1 pool=pool-b differ from allocation ip=10.0.0.1"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a")],
+        ["pool pool-a: ns/a (u1): annotations ip=None pool=None differ from allocation ip=10.0.0.1"],
+    ),
+    (
+        [pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})],
+        [pod("u1", "a", pool_name="pool-a")],
+        ["pool pool-a: ns/a (u1): annotations ip=None pool=pool-a differ from allocation ip=10.0.0.1"],
+    ),
+    (
+        [pool(capacity=2, allocations={"u1": alloc(None, "ns/a")})],
+        [pod("u1", "a", pool_name="pool-a", ip="10.0.0.1")],
+        ["pool pool-a: ns/a (u1): annotations ip=10.0.0.1 pool=pool-a differ from allocation ip=None"],
+    ),
+    ([pool(capacity=2, allocations={"u1": alloc(None, "ns/a")})], [pod("u1", "a")], []),
+    ([pool(capacity=2, allocations={"u1": alloc(None, "ns/a")})], [pod("u1", "a", pool_name="pool-a")], []),
+    (
+        [pool(capacity=2, allocations={"u1": alloc(None, "ns/a")})],
+        [pod("u1", "a", pool_name="pool-b")],
+        ["pool pool-a: ns/a (u1): annotations ip=None pool=pool-b differ from allocation ip=None"],
+    ),
+    (
+        # Issue 22: a status edit removed t2's allocation and pb1 got its address.
+        [pool(addresses=V4, allocations={"u2": alloc("10.0.0.2", "ns/pb1")})],
+        [
+            pod("u1", "t2", pool_name="pool-a", ip="10.0.0.2"),
+            pod("u2", "pb1", node="node-a", pool_name="pool-a", ip="10.0.0.2"),
+        ],
+        [
+            "address 10.0.0.2 used by 2 running pods: ns/pb1 (u2) on node-a, ns/t2 (u1) on node-a",
+            "pod ns/t2 (u1) is bound to node-a but holds no allocation",
+        ],
+    ),
+    (
+        [pool(addresses=V4), pool("pool-b", node="node-b", addresses=V6)],
+        [
+            pod("u1", "a", pool_name="pool-a", ip="fd00::7"),
+            pod("u2", "b", node="node-b", pool_name="pool-b", ip="FD00:0::7"),
+            pod("u3", "c", node=None, phase="Pending", ip="fd00::7"),
+            pod("u4", "d", phase="Succeeded", ip="fd00::7"),
+        ],
+        [
+            "address fd00::7 used by 2 running pods: ns/a (u1) on node-a, ns/b (u2) on node-b",
+            "pod ns/a (u1) is bound to node-a but holds no allocation",
+            "pod ns/b (u2) is bound to node-b but holds no allocation",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pools", "pods", "expected"),
+    CASES,
+    ids=[
+        "same-address-twice-one-pool",
+        "same-address-across-pools",
+        "same-v6-address-different-spelling-across-pools",
+        "same-v6-address-uppercase-spelling-one-pool",
+        "allocation-of-missing-pod",
+        "allocation-of-missing-uid-same-name",
+        "allocation-of-succeeded-pod",
+        "allocation-of-failed-pod",
+        "bound-pod-with-annotations-no-allocation",
+        "bound-pod-without-annotations-no-allocation",
+        "bound-pending-phase-no-allocation",
+        "allocation-on-pool-of-other-node",
+        "allocated-over-capacity",
+        "annotation-ip-differs",
+        "annotation-pool-differs",
+        "annotations-missing",
+        "annotation-ip-missing",
+        "annotation-ip-on-count-only-allocation",
+        "count-only-slot-without-annotations",
+        "count-only-slot-with-the-pool-annotation-of-older-releases",
+        "count-only-slot-annotated-with-another-pool",
+        "two-running-pods-share-an-address-one-unrecorded",
+        "shared-across-nodes-any-spelling-pending-and-finished-do-not-count",
+    ],
+)
+def test_violations(pools: list[dict[str, Any]], pods: list[dict[str, Any]], expected: list[str]) -> None:
+    assert find_violations(pools, pods) == expected
+
+
+def test_annotation_ip_in_other_spelling_is_not_a_violation() -> None:
+    pools = [pool(addresses=V6, allocations={"u1": alloc("fd00::a", "ns/a")})]
+    pods = [pod("u1", "a", pool_name="pool-a", ip="FD00:0:0:0:0:0:0:A")]
+    assert find_violations(pools, pods) == []
+
+
+def test_status_counts_at_capacity_are_fine() -> None:
+    assert find_violations([pool(addresses=V4, status={"capacity": 3, "allocated": 3})], []) == []
+
+
+def test_several_violations_are_all_reported() -> None:
+    pools = [
+        pool(
+            addresses=V4,
+            allocations={
+                "gone": alloc("10.0.0.1", "ns/gone"),
+                "done": alloc("10.0.0.1", "ns/done"),
+                "elsewhere": alloc("10.0.0.3", "ns/elsewhere"),
+            },
+            status={"capacity": 1, "allocated": 3},
+        )
+    ]
+    pods = [
+        pod("done", "done", phase="Succeeded"),
+        pod("elsewhere", "elsewhere", node="node-b", pool_name="pool-a", ip="10.0.0.3"),
+        pod("naked", "naked", node="node-b"),
+        pod("host", "host", node="node-b", host_network=True),
+    ]
+    out = find_violations(pools, pods)
+    assert sorted(out) == sorted(
+        [
+            "pool pool-a: allocated 3 > capacity 1",
+            "pool pool-a: ns/gone (gone): allocation of a pod that no longer exists",
+            "address 10.0.0.1 held twice: ns/gone (pool pool-a) and ns/done (pool pool-a)",
+            "pool pool-a: ns/done (done): allocation of a Succeeded pod",
+            "pool pool-a: ns/elsewhere (elsewhere): pod runs on node-b but the pool serves node-a",
+            "pod ns/naked (naked) is bound to node-b but holds no allocation",
+        ]
+    )
+
+
+def test_malformed_bodies_are_skipped() -> None:
+    pools = [{"metadata": {}}, pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")})]
+    pods = [{"metadata": {"name": "no-uid"}}, pod("u1", "a", pool_name="pool-a", ip="10.0.0.1")]
+    assert find_violations(pools, pods) == []
+
+
+@pytest.mark.parametrize(
+    ("network", "violation"),
+    [
+        (None, None),
+        ('{"ips":[{"address":"10.0.1.2/24","gateway":"10.0.1.1"}]}', None),
+        ('{"ips": [{"gateway": "10.0.1.1", "address": "10.0.1.2/24"}]}', None),
+        ('{"ips":[{"address":"10.0.1.2/16","gateway":"10.0.1.1"}]}', "differs from the pool's network"),
+        ('{"ips":[{"address":"10.0.1.9/24","gateway":"10.0.1.1"}]}', "differs from the pool's network"),
+        ("not json", "differs from the pool's network"),
+    ],
+    ids=["absent", "as-written", "same-json-other-spelling", "wrong-prefix", "other-address", "garbage"],
+)
+def test_network_annotation_must_match_the_pools_subnet(network: str | None, violation: str | None) -> None:
+    p = pool(addresses=["10.0.1.2-10.0.1.9"], allocations={"u1": alloc("10.0.1.2", "ns/a")})
+    p["spec"]["subnets"] = [{"cidr": "10.0.1.0/24", "gateway": "10.0.1.1"}]
+    body = pod("u1", "a", pool_name="pool-a", ip="10.0.1.2")
+    if network is not None:
+        body["metadata"]["annotations"][ANNOTATION_NETWORK] = network
+    problems = find_violations([p], [body])
+    if violation is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and violation in problems[0]

@@ -1,0 +1,453 @@
+"""underlayip/controller: the pending-pod and bound-pod events to their subscribers (the pool
+controller and the scheduler): when an address is released, adopted or restored.
+
+kopf watches only pending pods (``spec.nodeName=``). A pod that gets bound
+leaves that watch as a DELETED event carrying its previous, unbound state,
+exactly like a pod that was deleted; releasing on that event alone would
+hand out the address of a running pod again (seen in the e2e suite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from ipscheduler.backend.queue import SchedulingQueue
+from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.plugins.queuesort import PrioritySort
+from ipscheduler.scheduler.scheduler import Scheduler
+from ipscheduler.underlayip import allocator
+from ipscheduler.underlayip.controller import PoolController
+from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.repair import Repair
+from ipscheduler.underlayip.writer import PoolWriter
+from tests.builders import alloc, ours, pool_body
+from tests.builders import pending_pod_body as pod_body
+from tests.unit.fakes import FakePoolApi, pool_cache
+
+
+class Api(FakePoolApi):
+    """Pools plus the one pod read release_if_gone makes, and the LIST of our pods (``pods``,
+    answered once ``listing`` is set)."""
+
+    def __init__(self, pools: list[dict[str, Any]], live: dict[str, Any] | None) -> None:
+        super().__init__(pools)
+        self.live = live
+        self.reads = 0
+        self.pods: list[dict[str, Any]] = []
+        self.listing = asyncio.Event()
+        self.listing.set()
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads += 1
+        return self.live
+
+    async def pod_pages(self, field_selector: str) -> AsyncIterator[list[dict[str, Any]]]:
+        await self.listing.wait()
+        yield self.pods
+
+
+class Recorder:
+    def forget(self, uid: str) -> None:
+        pass
+
+
+def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
+    pool = pool_body(
+        "p",
+        "node-1",
+        addresses=["10.0.0.1-10.0.0.4"],
+        rv="10",
+        allocations={"u1": alloc("10.0.0.1", pod="ns/pod-u1")},
+    )
+    cache = pool_cache({"node-1": [NodeInfo(name="node-1", ready=True)]}, {"p": [PoolView.from_obj(pool)]})
+    api = Api([pool], live)
+    sched = Scheduler(
+        name="ip-scheduler",
+        api=api,  # type: ignore[arg-type]
+        cache=cache.node_cache,
+        profile=None,  # type: ignore[arg-type]
+        queue=SchedulingQueue(PrioritySort()),
+        recorder=Recorder(),  # type: ignore[arg-type]
+    )
+    ctrl = PoolController(
+        scheduler_name="ip-scheduler",
+        api=api,  # type: ignore[arg-type]
+        cache=cache,
+        writer=PoolWriter(api, cache),  # type: ignore[arg-type]
+        recorder=Recorder(),  # type: ignore[arg-type]
+    )
+    return sched, ctrl, api
+
+
+def bound_event(
+    sched: Scheduler, ctrl: PoolController, kind: str, old: PodInfo | None, new: PodInfo | None
+) -> None:
+    """The bound-pods informer's event, to its two subscribers in cmd/wiring's order."""
+    either = new or old
+    assert either is not None
+    sched.on_bound_pod_event(kind, old, new)
+    ctrl.on_bound_pod_event(kind, either.uid, {}, old, new)
+
+
+def bound(sched: Scheduler, ctrl: PoolController, pod: PodInfo) -> None:
+    """The bound-pods informer reports ``pod`` as new."""
+    bound_event(sched, ctrl, "ADDED", None, pod)
+
+
+def pending(sched: Scheduler, ctrl: PoolController, kind: str, body: dict[str, Any]) -> None:
+    """kopf's pending-pod watch reports ``body``, to its two subscribers in cmd/wiring's order
+    (:class:`~ipscheduler.kube.informer.PendingPodEvents`)."""
+    pod = PodInfo.from_obj(body)
+    sched.on_pod_event(kind, pod)
+    ctrl.on_pending_pod(kind, pod)
+
+
+async def settle(ctrl: PoolController) -> None:
+    for _ in range(5):
+        await asyncio.gather(*ctrl._tasks)
+        await asyncio.sleep(0)
+
+
+def held(api: Api) -> bool:
+    return "u1" in api.bodies["p"]["status"]["allocations"]
+
+
+@pytest.mark.parametrize(
+    ("live", "released"),
+    [
+        (None, True),
+        (pod_body(node="node-1", phase="Running"), False),
+        (pod_body(uid="someone-else"), True),
+        (pod_body(node="node-1", phase="Succeeded"), True),
+    ],
+    ids=["deleted", "bound-by-another-replica", "name-reused-by-new-pod", "finished"],
+)
+async def test_leaving_the_pending_watch_releases_only_what_a_live_read_confirms_gone(
+    live: dict[str, Any] | None, released: bool
+) -> None:
+    sched, ctrl, api = setup(live)
+    pending(sched, ctrl, "DELETED", pod_body())
+    await settle(ctrl)
+    assert api.reads == 1
+    assert held(api) is not released
+
+
+async def test_a_pod_we_bound_leaves_the_watch_without_any_read_or_release() -> None:
+    sched, ctrl, api = setup(None)
+    sched._binding.add("u1")  # our Binding POST went out, for the pod assumed on its node
+    sched.cache.assume_pod(PodInfo.from_obj(pod_body(node="node-1")))
+    pending(sched, ctrl, "DELETED", pod_body())
+    await settle(ctrl)
+    assert api.reads == 0 and held(api)
+    assert "u1" not in sched._binding
+
+
+async def test_a_terminal_pending_pod_is_released_at_once() -> None:
+    sched, ctrl, api = setup(None)
+    pending(sched, ctrl, "MODIFIED", pod_body(phase="Failed"))
+    await settle(ctrl)
+    assert api.reads == 0 and not held(api)
+
+
+async def test_bound_pod_gone_from_its_node_is_released() -> None:
+    sched, ctrl, api = setup(None)
+    bound_event(sched, ctrl, "DELETED", PodInfo.from_obj(pod_body(node="node-1", phase="Running")), None)
+    await settle(ctrl)
+    assert not held(api)
+
+
+async def test_bound_pod_gone_is_no_longer_assumed_on_its_node() -> None:
+    """Bound and deleted before any snapshot saw the pods-by-node watch have it: a phantom
+    pod left in the assumed set would count against the node's resources and affinity."""
+    sched, ctrl, _ = setup(None)
+    gone = PodInfo.from_obj(pod_body(node="node-1", phase="Running"))
+    sched.cache.assume_pod(gone)
+    assert sched.cache.snapshot()["node-1"].pods == (gone,)
+    bound_event(sched, ctrl, "DELETED", gone, None)
+    await settle(ctrl)
+    assert sched.cache.snapshot()["node-1"].pods == ()
+
+
+# --------------------------------------------------------------------------- pods created already bound
+
+
+class Events:
+    """Records events instead of posting them."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+
+    def forget(self, uid: str) -> None:
+        pass
+
+    async def record(self, obj: dict[str, str], event_type: str, reason: str, message: str) -> None:
+        self.seen.append((obj["name"], reason, message))
+
+
+def prebound_body(uid: str, ip: str, pool: str = "p") -> dict[str, Any]:
+    """A pod created already bound, with our annotations."""
+    body = pod_body(uid=uid, node="node-1", phase="Running")
+    body["metadata"]["annotations"] = ours(pool, ip)
+    return body
+
+
+def prebound(uid: str, ip: str, pool: str = "p") -> PodInfo:
+    return PodInfo.from_obj(prebound_body(uid, ip, pool))
+
+
+async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
+    ctrl.recorder = Events()  # type: ignore[assignment]
+    bound(sched, ctrl, prebound("u9", "10.0.0.2"))
+    # Before the adoption is written, its address is taken for every reservation.
+    pool = ctrl.cache.pool("p")
+    assert pool is not None and ctrl.cache.context(pool).pod_held == {"10.0.0.2": {"u9"}}
+    await settle(ctrl)
+    got = api.bodies["p"]["status"]["allocations"]["u9"]
+    assert (got["ip"], got["phase"], got["pod"]) == ("10.0.0.2", "Bound", "ns/pod-u9")
+    assert ctrl.cache.claimed() == {}
+    writes = len(api.puts)
+    again = dataclasses.replace(prebound("u9", "10.0.0.2"), resource_version="2")
+    bound_event(sched, ctrl, "MODIFIED", prebound("u9", "10.0.0.2"), again)  # recorded now: nothing to do
+    await settle(ctrl)
+    assert len(api.puts) == writes
+
+
+async def test_a_pod_created_bound_with_a_held_address_gets_address_conflict_on_both_pods() -> None:
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
+    events = Events()
+    ctrl.recorder = events  # type: ignore[assignment]
+    bound(sched, ctrl, prebound("u9", "10.0.0.1"))  # held by u1
+    await settle(ctrl)
+    assert "u9" not in api.bodies["p"]["status"]["allocations"]
+    assert [(name, reason) for name, reason, _ in events.seen] == [
+        ("pod-u9", "AddressConflict"),
+        ("pod-u1", "AddressConflict"),
+    ]
+    assert "already held by pod ns/pod-u1" in events.seen[0][2]
+    assert "pod ns/pod-u9" in events.seen[1][2]
+    assert ctrl.cache.claimed() == {}
+
+
+@pytest.mark.parametrize(
+    ("network", "events"),
+    [
+        (None, []),
+        ('{"ips":[{"address":"10.0.0.2/32"}]}', []),
+        ('{ "ips": [ {"address": "10.0.0.2/32"} ] }', []),
+        ('{"ips":[{"address":"10.0.0.2/24","gateway":"10.0.0.1"}]}', ["NetworkMismatch"]),
+        ("not json", ["NetworkMismatch"]),
+    ],
+    ids=["absent", "as-the-pool-gives-it", "same-json-other-spelling", "other-prefix", "garbage"],
+)
+async def test_an_adopted_pods_network_annotation_is_compared_with_the_pool(
+    network: str | None, events: list[str]
+) -> None:
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
+    seen = Events()
+    ctrl.recorder = seen  # type: ignore[assignment]
+    pod = prebound("u9", "10.0.0.2")
+    if network is not None:
+        pod = dataclasses.replace(pod, annotations={**pod.annotations, "ipscheduler.io/network": network})
+    bound(sched, ctrl, pod)
+    await settle(ctrl)
+    assert api.bodies["p"]["status"]["allocations"]["u9"]["ip"] == "10.0.0.2"  # adopted either way
+    assert [reason for _, reason, _ in seen.seen] == events
+    if events:
+        assert '10.0.0.2: {"ips":[{"address":"10.0.0.2/32"}]}' in seen.seen[0][2]
+
+
+async def test_pods_seen_before_the_caches_are_ready_are_left_to_the_claim_pass() -> None:
+    sched, ctrl, api = setup(None)
+    bound(sched, ctrl, prebound("u9", "10.0.0.2"))
+    await settle(ctrl)
+    assert ctrl.cache.claimed() == {} and "u9" not in api.bodies["p"]["status"]["allocations"]
+
+
+async def test_scheduling_starts_before_the_reconcile_with_unrecorded_addresses_claimed() -> None:
+    """Scheduling may start once the caches are synced; the address of a bound pod no pool
+    records (to be adopted by the reconcile) is taken from that moment on, and the claim
+    ends once the reconcile has adopted it."""
+    sched, ctrl, api = setup(None)
+    pod = prebound("u9", "10.0.0.2")
+    api.pods = [pod_body("u1"), prebound_body("u9", "10.0.0.2")]
+    api.listing.clear()
+    ctrl.recorder = Events()  # type: ignore[assignment]
+    bound(sched, ctrl, pod)  # in the bound-pods informer's first LIST
+    start = asyncio.create_task(ctrl._start())
+    await asyncio.wait_for(ctrl.ready_to_schedule.wait(), 5)
+    assert not ctrl.started.is_set()  # the reconcile's pod LIST is held back
+    pool = ctrl.cache.pool("p")
+    assert pool is not None and ctrl.cache.context(pool).pod_held == {"10.0.0.2": {"u9"}}
+    bound(sched, ctrl, prebound("u8", "10.0.0.3"))  # arrives bound meanwhile: claimed too, not adopted yet
+    assert set(ctrl.cache.claimed()) == {"u8", "u9"} and not api.puts
+    api.listing.set()
+    await asyncio.wait_for(start, 5)
+    await settle(ctrl)
+    allocations = api.bodies["p"]["status"]["allocations"]
+    assert (allocations["u9"]["ip"], allocations["u8"]["ip"]) == ("10.0.0.2", "10.0.0.3")
+    assert ctrl.cache.claimed() == {}
+
+
+@pytest.mark.parametrize(
+    ("uid", "adopted", "puts"),
+    [
+        pytest.param("u1", 0, 0, id="recorded-since-the-pool-list"),
+        pytest.param("u2", 1, 1, id="really-missing"),
+    ],
+)
+async def test_adoption_skips_a_pod_the_pool_recorded_since_the_sweeps_list(
+    uid: str, adopted: int, puts: int
+) -> None:
+    """The sweep LISTs pools, then pods: a pod reserved and bound in between is in the pod
+    LIST but not the pool LIST. Its allocation is in the pool by now: nothing to adopt."""
+    _, ctrl, api = setup(None)
+    r = Repair("adopt", "p", uid, f"ns/pod-{uid}", "bound, no allocation", "10.0.0.2", node="node-1")
+    counts = await ctrl.apply_repairs([r], confirm=True)
+    assert (counts["adopted"], len(api.puts)) == (adopted, puts)
+
+
+async def test_repairs_defer_bound_marks_to_the_pools_next_write() -> None:
+    """A planned Bound mark costs no write of its own (after a failover there is one for every
+    pod the old leader bound in its last --bound-mark-delay): it waits for the pool's next
+    write, as PostBind's mark does."""
+    _, ctrl, api = setup(None)
+    r = Repair("mark_bound", "p", "u1", "ns/pod-u1", "pod is bound with this address", "10.0.0.1")
+    counts = await ctrl.apply_repairs([r], confirm=False)
+    assert counts["marked_bound"] == 1 and not api.puts and ctrl.writer.pending("p") == 1
+    await ctrl.writer.flush()
+    assert api.bodies["p"]["status"]["allocations"]["u1"]["phase"] == "Bound" and len(api.puts) == 1
+
+
+# --------------------------------------------------------------------------- running pods hold their address
+
+
+def edit_status(ctrl: PoolController, api: Api, allocations: dict[str, Any]) -> tuple[PoolView, PoolView]:
+    """A user's status PUT: the API server's pool and the informer's index both change.
+    Returns the pool before and after (the informer event's old and new)."""
+    old = ctrl.cache.pool("p")
+    assert old is not None
+    body = api.bodies["p"]
+    body["status"]["allocations"] = allocations
+    body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
+    view = PoolView.from_obj(body)
+    ctrl.cache.attach({"p": [view]})
+    return old, view
+
+
+def next_address(ctrl: PoolController) -> str | None:
+    """The address a new pod would get in pool ``p`` now."""
+    pool = ctrl.cache.pool("p")
+    assert pool is not None
+    _, ip = allocator.reserve(pool, ctrl.cache.context(pool), "new", "ns/new")
+    return ip
+
+
+async def test_a_status_edit_that_drops_a_running_pods_allocation_never_frees_its_address() -> None:
+    sched, ctrl, api = setup(prebound_body("u1", "10.0.0.1"))
+    ctrl.started.set()
+    events = Events()
+    ctrl.recorder = events  # type: ignore[assignment]
+    bound(sched, ctrl, prebound("u1", "10.0.0.1"))  # the running pod of the pool's allocation
+    old, new = edit_status(ctrl, api, {})
+    assert next_address(ctrl) == "10.0.0.2", "the running pod's address is never handed out"
+    ctrl.on_pool_status(old, new)  # the informer's event for the edit
+    await settle(ctrl)
+    got = api.bodies["p"]["status"]["allocations"]["u1"]
+    assert (got["ip"], got["phase"]) == ("10.0.0.1", "Bound")
+    assert [(name, reason) for name, reason, _ in events.seen] == [
+        ("pod-u1", "AllocationRestored"),
+        ("p", "AllocationRestored"),
+    ]
+    assert "status of NodeIPPool p was edited" in events.seen[0][2]
+    assert ctrl.metrics.allocations_restored._value.get() == 1
+
+
+async def test_an_edit_giving_a_running_pods_address_to_another_uid_never_makes_a_third_holder() -> None:
+    sched, ctrl, api = setup(prebound_body("u1", "10.0.0.1"))
+    ctrl.started.set()
+    events = Events()
+    ctrl.recorder = events  # type: ignore[assignment]
+    bound(sched, ctrl, prebound("u1", "10.0.0.1"))
+    intruder = alloc("10.0.0.1", pod="ns/intruder", phase="Bound")
+    old, new = edit_status(ctrl, api, {"u7": intruder})
+    ctrl.on_pool_status(old, new)
+    await settle(ctrl)
+    assert set(api.bodies["p"]["status"]["allocations"]) == {"u7"}
+    assert sorted((name, reason) for name, reason, _ in events.seen) == [
+        ("intruder", "AddressConflict"),
+        ("pod-u1", "AddressConflict"),
+    ]
+    assert next_address(ctrl) == "10.0.0.2"
+    ctrl.on_pool_status(new, new)  # the pool's next change: t2's allocation was not dropped again
+    await settle(ctrl)
+    assert len(events.seen) == 2
+
+
+@pytest.mark.parametrize(
+    "live",
+    [None, pod_body("u1", node="node-1", phase="Succeeded"), pod_body("someone-else", node="node-1")],
+    ids=["deleted", "finished", "name-reused"],
+)
+async def test_an_allocation_released_for_a_pod_that_is_gone_is_not_restored(
+    live: dict[str, Any] | None,
+) -> None:
+    """Another replica released it once a live read showed the pod gone; our bound-pods
+    watch has not said so yet. The restore reads the pod first."""
+    sched, ctrl, api = setup(live)
+    ctrl.started.set()
+    events = Events()
+    ctrl.recorder = events  # type: ignore[assignment]
+    bound(sched, ctrl, prebound("u1", "10.0.0.1"))
+    old, new = edit_status(ctrl, api, {})
+    ctrl.on_pool_status(old, new)
+    await settle(ctrl)
+    assert api.bodies["p"]["status"]["allocations"] == {} and events.seen == [] and api.reads == 1
+
+
+async def test_a_running_pods_hold_ends_when_it_is_gone() -> None:
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
+    pod = prebound("u1", "10.0.0.1")
+    bound(sched, ctrl, pod)
+    edit_status(ctrl, api, {})
+    assert next_address(ctrl) == "10.0.0.2"
+    bound_event(sched, ctrl, "DELETED", pod, None)
+    assert next_address(ctrl) == "10.0.0.1"
+    assert ctrl.cache.holds() == {}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "held", "holders"),
+    [
+        ({"ipscheduler.io/pool": "p", "ipscheduler.io/ip": "2001:DB8:0::1"}, {"2001:db8::1": {"u9"}}, {"u9"}),
+        ({"ipscheduler.io/pool": "p", "ipscheduler.io/ip": "not-an-ip"}, {}, {"u9"}),
+        ({"ipscheduler.io/ip": "10.0.0.3"}, {}, set()),
+        ({"ipscheduler.io/pool": "", "ipscheduler.io/ip": ""}, {}, set()),
+    ],
+    ids=[
+        "address-canonical",
+        "garbage-address-holds-a-place-only",
+        "no-pool-annotation",
+        "count-only-blanks",
+    ],
+)
+async def test_which_running_pods_hold_an_address(
+    annotations: dict[str, str], held: dict[str, set[str]], holders: set[str]
+) -> None:
+    sched, ctrl, _ = setup(None)
+    body = pod_body(uid="u9", node="node-1", phase="Running")
+    body["metadata"]["annotations"] = annotations
+    bound(sched, ctrl, PodInfo.from_obj(body))
+    pool = ctrl.cache.pool("p")
+    assert pool is not None and ctrl.cache.context(pool).pod_held == held
+    assert ctrl.cache.holders_of("p") == holders
+    assert ctrl.cache.context(pool).pod_holders.keys() == holders

@@ -1,0 +1,424 @@
+"""Unit tests for ipscheduler.underlayip.repair.plan (pure planning over pools and pods, no server)."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+from typing import Any
+
+import pytest
+
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL
+from ipscheduler.underlayip.repair import Repair, SkewClock, plan
+from tests import builders
+from tests.builders import NOW, ago, pool
+
+TTL = 60.0
+
+OLD = ago(3600)
+YOUNG = ago(5)
+
+
+alloc = functools.partial(builders.alloc, since=OLD)
+"""A wire-form allocation, Reserved an hour ago unless told."""
+
+
+def pod(
+    uid: str,
+    name: str = "p",
+    namespace: str = "ns",
+    node: str | None = None,
+    phase: str = "Running",
+    annotations: dict[str, str] | None = None,
+    deleting: bool = False,
+) -> PodInfo:
+    """A pod of our scheduler, as the informers parse it."""
+    return builders.pod(
+        uid=uid,
+        name=name,
+        namespace=namespace,
+        node=node,
+        phase=phase,
+        scheduler="ipscheduler",
+        annotations=annotations or None,
+        deleting=deleting,
+    )
+
+
+def ours(pool_name: str = "pool-a", ip: str | None = "10.0.0.1") -> dict[str, str]:
+    return builders.ours(pool_name, ip)
+
+
+def summary(repairs: list[Repair]) -> list[tuple[str, str, str, str, str | None]]:
+    return [(r.action, r.pool, r.uid, r.pod, r.ip) for r in repairs]
+
+
+ADDRS = ["10.0.0.0/28"]
+
+# --------------------------------------------------------------------------- one allocation, one pod
+
+# (allocation, pod or None, expected actions [(action, uid)], reason substring or None)
+SINGLE = [
+    (alloc("10.0.0.1", phase="Bound"), None, [("release", "u1")], "no longer exists"),
+    (alloc("10.0.0.1", phase="Reserved"), None, [("release", "u1")], "no longer exists"),
+    (
+        alloc("10.0.0.1", phase="Bound"),
+        pod("u1", node="node-a", phase="Succeeded"),
+        [("release", "u1")],
+        "Succeeded",
+    ),
+    (
+        alloc("10.0.0.1", phase="Bound"),
+        pod("u1", node="node-a", phase="Failed"),
+        [("release", "u1")],
+        "Failed",
+    ),
+    (alloc("10.0.0.1", phase="Reserved"), pod("u1", phase="Failed"), [("release", "u1")], "Failed"),
+    (
+        alloc("10.0.0.1", phase="Reserved", since=OLD),
+        pod("u1", phase="Pending"),
+        [("release", "u1")],
+        "Reserved for more than 60s but pod is still not bound",
+    ),
+    (alloc("10.0.0.1", phase="Reserved", since=YOUNG), pod("u1", phase="Pending"), [], None),
+    (alloc("10.0.0.1", phase="Reserved", since=ago(-3600)), pod("u1", phase="Pending"), [], None),
+    (alloc("10.0.0.1", phase="Reserved", since=ago(-3600)), pod("u1", node="node-b"), [], None),
+    (
+        alloc("10.0.0.1", phase="Reserved", since=YOUNG),
+        pod("u1", node="node-a", annotations=ours()),
+        [("mark_bound", "u1")],
+        "bound",
+    ),
+    (
+        alloc("10.0.0.1", phase="Reserved", since=OLD),
+        pod("u1", node="node-a", annotations=ours()),
+        [("mark_bound", "u1")],
+        "bound",
+    ),
+    (
+        alloc("10.0.0.1", phase="Reserved", since=OLD),
+        pod("u1", node="node-b", annotations=ours("pool-b")),
+        [("release", "u1")],
+        "bound to node-b",
+    ),
+    (alloc("10.0.0.1", phase="Reserved", since=YOUNG), pod("u1", node="node-b"), [], None),
+    (alloc("10.0.0.1", phase="Reserved", since=ago(TTL)), pod("u1", node="node-b"), [], None),
+    (
+        alloc("10.0.0.1", phase="Reserved", since=ago(TTL + 1)),
+        pod("u1", node="node-b"),
+        [("release", "u1")],
+        "Reserved for more than 60s",
+    ),
+    (
+        alloc("10.0.0.1", phase="Reserved", since=OLD),
+        pod("u1", node="node-a"),
+        [("release", "u1")],
+        "bound to node-a",
+    ),
+    (
+        alloc("10.0.0.1", phase="Reserved", since=OLD),
+        pod("u1", node="node-a", annotations=ours("pool-other")),
+        [("release", "u1")],
+        "bound to node-a",
+    ),
+    (
+        alloc("10.0.0.1", phase="Reserved", since=YOUNG),
+        pod("u1", node="node-a", annotations=ours("pool-other")),
+        [],
+        None,
+    ),
+    (alloc("10.0.0.1", phase="Bound", since=OLD), pod("u1", node="node-a", annotations=ours()), [], None),
+    (alloc("10.0.0.1", phase="Bound", since=OLD), pod("u1", node="node-b"), [], None),
+    (
+        alloc("10.0.0.1", phase="Bound", since=OLD),
+        pod("u1", phase="Pending"),
+        [("release", "u1")],
+        "Bound allocation of a pod that is not bound",
+    ),
+    (alloc("10.0.0.1", phase="Bound", since=YOUNG), pod("u1", phase="Pending"), [], None),
+    (
+        alloc("10.0.0.1", phase="Bound", since=OLD),
+        pod("u1", node="node-a", annotations=ours(), deleting=True),
+        [],
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("allocation", "the_pod", "expected", "reason"),
+    SINGLE,
+    ids=[
+        "bound-pod-missing",
+        "reserved-pod-missing",
+        "bound-pod-succeeded",
+        "bound-pod-failed",
+        "reserved-pod-failed-unbound",
+        "reserved-pending-abandoned-released",
+        "reserved-pending-young-kept",
+        "reserved-pending-since-in-future-kept",
+        "reserved-elsewhere-since-in-future-kept",
+        "reserved-bound-here-young-mark-bound",
+        "reserved-bound-here-old-mark-bound",
+        "reserved-bound-elsewhere-old-release",
+        "reserved-bound-elsewhere-young-kept",
+        "reserved-bound-elsewhere-exactly-ttl-kept",
+        "reserved-bound-elsewhere-just-over-ttl-release",
+        "reserved-bound-here-no-annotation-old-release",
+        "reserved-bound-here-other-pool-annotation-old-release",
+        "reserved-bound-here-other-pool-annotation-young-kept",
+        "bound-live-here-untouched",
+        "bound-live-elsewhere-untouched",
+        "bound-but-pod-unbound-released",
+        "bound-but-pod-unbound-young-kept",
+        "bound-deleting-pod-untouched",
+    ],
+)
+def test_plan_single_allocation(
+    allocation: dict[str, Any],
+    the_pod: PodInfo | None,
+    expected: list[tuple[str, str]],
+    reason: str | None,
+) -> None:
+    p = pool(addresses=ADDRS, allocations={"u1": allocation})
+    pods = {} if the_pod is None else {the_pod.uid: the_pod}
+    out = plan([p], pods, NOW, TTL)
+    assert [(r.action, r.uid) for r in out] == expected
+    for r in out:
+        assert r.pool == "pool-a"
+        assert r.pod == "ns/p"
+        assert r.ip == "10.0.0.1"
+    if reason is not None:
+        assert reason in out[0].reason
+
+
+def test_plan_reserved_ttl_parameter_is_used() -> None:
+    p = pool(addresses=ADDRS, allocations={"u1": alloc("10.0.0.1", since=ago(30))})
+    pods = {"u1": pod("u1", node="node-b")}
+    assert plan([p], pods, NOW, reserved_ttl=60.0) == []
+    assert [r.action for r in plan([p], pods, NOW, reserved_ttl=10.0)] == ["release"]
+
+
+def test_plan_count_only_release_has_no_ip() -> None:
+    p = pool(capacity=3, allocations={"u1": alloc(None, phase="Bound")})
+    assert summary(plan([p], {}, NOW, TTL)) == [("release", "pool-a", "u1", "ns/p", None)]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "node", "expected"),
+    [
+        ({}, "node-a", [("mark_bound", "u1")]),
+        ({ANNOTATION_POOL: ""}, "node-a", [("mark_bound", "u1")]),
+        ({ANNOTATION_POOL: "pool-a"}, "node-a", [("mark_bound", "u1")]),
+        ({ANNOTATION_POOL: "pool-b"}, "node-a", [("release", "u1")]),
+        ({}, "node-b", [("release", "u1")]),
+    ],
+    ids=[
+        "no-annotation-mark-bound",
+        "blanked-annotation-mark-bound",
+        "pool-annotation-of-older-releases-mark-bound",
+        "annotated-with-another-pool-release",
+        "bound-to-another-node-release",
+    ],
+)
+def test_plan_count_only_slot_is_bound_without_annotations(
+    annotations: dict[str, str], node: str, expected: list[tuple[str, str]]
+) -> None:
+    """A count-only slot's Binding writes no annotation: a pod bound to the pool's node
+    without ``ipscheduler.io/pool`` is bound with the slot (marked Bound, never released)."""
+    p = pool(capacity=3, allocations={"u1": alloc(None, phase="Reserved", since=OLD)})
+    pods = {"u1": pod("u1", node=node, annotations=annotations)}
+    assert [(r.action, r.uid) for r in plan([p], pods, NOW, TTL)] == expected
+
+
+def test_plan_clean_state_is_empty() -> None:
+    pools = [
+        pool(
+            addresses=ADDRS,
+            allocations={
+                "u1": alloc("10.0.0.1", pod="ns/a", phase="Bound"),
+                "u2": alloc("10.0.0.2", pod="ns/b", phase="Reserved", since=YOUNG),
+            },
+        ),
+        pool("pool-c", capacity=2, allocations={"u3": alloc(None, pod="ns/c", phase="Bound")}),
+    ]
+    pods = {
+        "u1": pod("u1", name="a", node="node-a", annotations=ours("pool-a", "10.0.0.1")),
+        "u2": pod("u2", name="b", phase="Pending"),
+        "u3": pod("u3", name="c", node="node-a", annotations=ours("pool-c", None)),
+        "u4": pod("u4", name="d", phase="Pending"),
+    }
+    assert plan(pools, pods, NOW, TTL) == []
+
+
+# --------------------------------------------------------------------------- adopt
+
+ADOPT = [
+    (pod("u9", name="x", node="node-a", annotations=ours("pool-a", "10.0.0.5")), [("pool-a", "10.0.0.5")]),
+    (pod("u9", name="x", node="node-a", annotations=ours("pool-c", None)), [("pool-c", None)]),
+    (
+        pod("u9", name="x", node="node-a", phase="Pending", annotations=ours("pool-a", "10.0.0.5")),
+        [("pool-a", "10.0.0.5")],
+    ),
+    (pod("u9", name="x", node="node-a", phase="Succeeded", annotations=ours("pool-a", "10.0.0.5")), []),
+    (pod("u9", name="x", node="node-a", phase="Failed", annotations=ours("pool-a", "10.0.0.5")), []),
+    (pod("u9", name="x", node="node-a", annotations=ours("pool-a", "10.0.0.5"), deleting=True), []),
+    (pod("u9", name="x", phase="Pending", annotations=ours("pool-a", "10.0.0.5")), []),
+    (pod("u9", name="x", node="node-a", annotations={ANNOTATION_IP: "10.0.0.5"}), []),
+    (pod("u9", name="x", node="node-a", annotations={ANNOTATION_POOL: ""}), []),
+    (pod("u9", name="x", node="node-a"), []),
+]
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "expected"),
+    ADOPT,
+    ids=[
+        "bound-live-with-ip",
+        "bound-live-count-only-no-ip",
+        "bound-but-phase-pending",
+        "succeeded",
+        "failed",
+        "deleting",
+        "unbound",
+        "ip-annotation-only",
+        "empty-pool-annotation",
+        "no-annotations",
+    ],
+)
+def test_plan_adopt(the_pod: PodInfo, expected: list[tuple[str, str | None]]) -> None:
+    pools = [
+        pool(addresses=ADDRS, allocations={"u1": alloc("10.0.0.1", pod="ns/a", phase="Bound")}),
+        pool("pool-c", capacity=2),
+    ]
+    pods = {
+        "u1": pod("u1", name="a", node="node-a", annotations=ours("pool-a", "10.0.0.1")),
+        the_pod.uid: the_pod,
+    }
+    out = plan(pools, pods, NOW, TTL)
+    assert [(r.action, r.pool, r.uid, r.pod, r.ip) for r in out] == [
+        ("adopt", pool_name, "u9", "ns/x", ip) for pool_name, ip in expected
+    ]
+    for r in out:
+        assert "no allocation" in r.reason
+
+
+def test_plan_no_adopt_when_allocation_is_in_another_pool() -> None:
+    """Held anywhere counts: an allocation in pool-b means no adopt into the annotated pool-a."""
+    pools = [
+        pool(addresses=ADDRS),
+        pool(
+            "pool-b",
+            addresses=["10.0.1.0/28"],
+            allocations={"u9": alloc("10.0.1.1", pod="ns/x", phase="Bound")},
+        ),
+    ]
+    pods = {"u9": pod("u9", name="x", node="node-a", annotations=ours("pool-a", "10.0.0.5"))}
+    assert plan(pools, pods, NOW, TTL) == []
+
+
+def test_plan_no_adopt_for_pod_whose_allocation_is_released() -> None:
+    """A terminal pod gets its allocation released and is never adopted back."""
+    pools = [pool(addresses=ADDRS, allocations={"u1": alloc("10.0.0.1", phase="Bound")})]
+    pods = {"u1": pod("u1", node="node-a", phase="Succeeded", annotations=ours())}
+    assert [r.action for r in plan(pools, pods, NOW, TTL)] == ["release"]
+
+
+def test_plan_accepts_any_iterable_of_pools() -> None:
+    pools = [pool(addresses=ADDRS, allocations={"u1": alloc("10.0.0.1", phase="Bound")})]
+    pods = {"u2": pod("u2", name="x", node="node-a", annotations=ours("pool-a", "10.0.0.2"))}
+    out = plan(iter(pools), pods, NOW, TTL)
+    assert [(r.action, r.uid) for r in out] == [("release", "u1"), ("adopt", "u2")]
+
+
+# --------------------------------------------------------------------------- key by UID, never by name
+
+
+def _name_reuse_cases() -> list[tuple[dict[str, Any], dict[str, PodInfo], list[tuple[str, str]]]]:
+    old_bound = alloc("10.0.0.1", pod="ns/web", phase="Bound")
+    return [
+        # new pod pending with its own reservation: only the old UID goes
+        (
+            {"u-old": old_bound, "u-new": alloc("10.0.0.2", pod="ns/web", since=YOUNG)},
+            {"u-new": pod("u-new", name="web", phase="Pending")},
+            [("release", "u-old")],
+        ),
+        # new pod bound here with its reservation: old released, new marked bound
+        (
+            {"u-old": old_bound, "u-new": alloc("10.0.0.2", pod="ns/web", since=YOUNG)},
+            {"u-new": pod("u-new", name="web", node="node-a", annotations=ours("pool-a", "10.0.0.2"))},
+            [("release", "u-old"), ("mark_bound", "u-new")],
+        ),
+        # new pod already Bound: old released, new untouched
+        (
+            {"u-old": old_bound, "u-new": alloc("10.0.0.2", pod="ns/web", phase="Bound")},
+            {"u-new": pod("u-new", name="web", node="node-a", annotations=ours("pool-a", "10.0.0.2"))},
+            [("release", "u-old")],
+        ),
+        # old pod still visible as Succeeded under the same name
+        (
+            {"u-old": old_bound, "u-new": alloc("10.0.0.2", pod="ns/web", phase="Bound")},
+            {
+                "u-old": pod("u-old", name="web", node="node-a", phase="Succeeded", annotations=ours()),
+                "u-new": pod("u-new", name="web", node="node-a", annotations=ours("pool-a", "10.0.0.2")),
+            },
+            [("release", "u-old")],
+        ),
+        # new pod bound with the old pod's address but its allocation lost: release old, then adopt new
+        (
+            {"u-old": old_bound},
+            {"u-new": pod("u-new", name="web", node="node-a", annotations=ours("pool-a", "10.0.0.1"))},
+            [("release", "u-old"), ("adopt", "u-new")],
+        ),
+        # new pod on another node (Reserved, young) keeps its reservation
+        (
+            {"u-old": old_bound, "u-new": alloc("10.0.0.2", pod="ns/web", since=YOUNG)},
+            {"u-new": pod("u-new", name="web", node="node-b")},
+            [("release", "u-old")],
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("allocations", "pods", "expected"),
+    _name_reuse_cases(),
+    ids=[
+        "new-pending-reserved",
+        "new-bound-reserved",
+        "new-bound-bound",
+        "old-succeeded-still-listed",
+        "new-adopted-after-old-release",
+        "new-reserved-young-elsewhere",
+    ],
+)
+def test_plan_name_reuse_keys_by_uid(
+    allocations: dict[str, Any], pods: dict[str, PodInfo], expected: list[tuple[str, str]]
+) -> None:
+    out = plan([pool(addresses=ADDRS, allocations=allocations)], pods, NOW, TTL)
+    assert [(r.action, r.uid) for r in out] == expected
+    assert not [r for r in out if r.action == "release" and r.uid == "u-new"]
+    released = [r for r in out if r.action == "release"]
+    assert [(r.uid, r.ip) for r in released] == [("u-old", "10.0.0.1")]
+
+
+def test_plan_naive_since_does_not_crash() -> None:
+    p = pool(addresses=ADDRS, allocations={"u1": alloc("10.0.0.1", since="2024-01-01T00:00:00")})
+    out = plan([p], {"u1": pod("u1", node="node-b")}, NOW, TTL)
+    assert [(r.action, r.uid) for r in out] == [("release", "u1")]
+
+
+def test_a_since_in_the_future_ages_from_when_it_was_first_seen() -> None:
+    """A replica whose clock runs an hour ahead stamped the reservation: it must not be kept
+    for an hour plus the TTL, but for the TTL from when this process first saw it."""
+    p = pool(addresses=ADDRS, allocations={"u1": alloc("10.0.0.1", since=ago(-3600))})
+    pods = {"u1": pod("u1", phase="Pending")}
+    clock = SkewClock()
+    clock.observe([p], NOW)
+    assert plan([p], pods, NOW, TTL, clock.first_seen) == []
+    later = NOW + datetime.timedelta(seconds=TTL + 1)
+    clock.observe([p], later)
+    assert [(r.action, r.uid) for r in plan([p], pods, later, TTL, clock.first_seen)] == [("release", "u1")]
+    assert plan([p], pods, later, TTL) == [], "without the clock it would wait for the skew too"
+    clock.observe([pool(addresses=ADDRS)], later)
+    assert clock.first_seen == {}, "forgotten once released"
