@@ -235,6 +235,28 @@ class Snapshot(dict[str, NodeInfo]):
 
 
 @dataclass(frozen=True)
+class OwnerRef:
+    """A pod's controller (the ``ownerReferences`` entry with ``controller: true``):
+    ``kind`` (e.g. ``StatefulSet``), ``name`` and ``uid``."""
+
+    kind: str
+    name: str
+    uid: str
+
+    @classmethod
+    def controller_of(cls, meta: Mapping[str, Any]) -> OwnerRef | None:
+        """The controller reference of an object's ``metadata``; None when it has none or
+        it lacks a kind, name or UID (as ``metav1.GetControllerOf``,
+        ``staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/controller_ref.go``)."""
+        for raw in _list(meta.get("ownerReferences")):
+            ref = _dict(raw)
+            if ref.get("controller") is True:
+                kind, name, uid = _str(ref.get("kind")), _str(ref.get("name")), _str(ref.get("uid"))
+                return cls(sys.intern(kind), name, uid) if kind and name and uid else None
+        return None
+
+
+@dataclass(frozen=True)
 class PodInfo:
     """What the scheduler needs to know about a pod.
 
@@ -265,6 +287,10 @@ class PodInfo:
     topology_spread: tuple[Mapping[str, Any], ...] = ()
     nonzero_requests: Mapping[str, Decimal] | None = None
     """cpu/memory with kube-scheduler's scoring defaults (100m / 200Mi per container lacking one)."""
+    owner: OwnerRef | None = None
+    """The pod's controller (e.g. its StatefulSet), kept in the lean form too."""
+    generate_name: str = ""
+    """``metadata.generateName``: set when the API server made up the pod's name."""
 
     @property
     def key(self) -> str:
@@ -360,6 +386,8 @@ class PodInfo:
             host_ports=host_ports(spec),
             topology_spread=tuple(_dict(c) for c in _list(spec.get("topologySpreadConstraints"))),
             nonzero_requests=nonzero_requests_from_spec(spec),
+            owner=OwnerRef.controller_of(meta),
+            generate_name=_str(meta.get("generateName")),
         )
 
 

@@ -12,10 +12,12 @@ should have, is in :mod:`ipscheduler.underlayip.pool`.
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.models import Allocation, NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView, age, desired_status, unrecorded, utc_now
+from ipscheduler.underlayip.retention import NEVER, STATEFULSET, Retention
 
 
 def pick(pool: PoolView, ctx: PoolContext, uid: str) -> tuple[bool, str | None]:
@@ -94,6 +96,33 @@ def abandoned(
     return theirs != owner.rpartition("/")[0] and since < takeover_before
 
 
+def retained_for(pool: PoolView, identity: str, owner_uid: str = "") -> tuple[str, Allocation] | None:
+    """The Retained allocation of ``pool`` kept for pod identity ``identity``
+    (``namespace/name``) and, for policy StatefulSet, the StatefulSet of UID ``owner_uid``:
+    ``(the UID of the pod that ended, the allocation)``, None when there is none. A
+    StatefulSet recreated under the same name (another UID) does not match; an allocation
+    kept with policy Never matches any pod of that name."""
+    for uid, a in pool.allocations.items():
+        if (
+            a.phase == "Retained"
+            and a.identity == identity
+            and (a.release_policy == NEVER or (a.owner_uid or "") == owner_uid)
+        ):
+            return uid, a
+    return None
+
+
+def _kept(retention: Retention | None) -> dict[str, Any]:
+    """The allocation fields that record ``retention`` (None or policy Pod: none)."""
+    if retention is None or not retention.sticky:
+        return {"release_policy": None, "identity": None, "owner_uid": None}
+    return {
+        "release_policy": retention.policy,
+        "identity": retention.identity,
+        "owner_uid": retention.owner_uid or None,
+    }
+
+
 def reserve(
     pool: PoolView,
     ctx: PoolContext,
@@ -103,6 +132,7 @@ def reserve(
     owner: str | None = None,
     takeover_after: float | None = None,
     takeover_before: datetime.datetime | None = None,
+    retention: Retention | None = None,
 ) -> tuple[NodeIPPoolStatus | None, str | None]:
     """Reserve an address for pod ``uid`` (``namespace/name``) on behalf of the scheduling
     cycle ``owner`` (``<replica identity>/<cycle token>``, stored as ``reservedBy``).
@@ -117,12 +147,24 @@ def reserve(
     - otherwise (another cycle's reservation in flight, or Bound): raises
       :class:`ReservedElsewhere`: it is never adopted as this cycle's own.
 
+    ``retention`` (the pod's release policy, :func:`ipscheduler.underlayip.retention.retention_of`)
+    is recorded on a new allocation. A Retained allocation of the pod's identity
+    (:func:`retained_for`) is taken back instead of a new address: keyed by ``uid`` from
+    now on, phase Reserved, the same address.
+
     ``owner`` None keeps the pre-ownership behaviour (any held allocation is
     returned as is); only tests use it. Raises :class:`PoolFull` when there is
     nothing to give.
     """
     now = now or utc_now()
     existing = pool.allocations.get(uid)
+    if existing is not None and existing.phase == "Retained":
+        return _reclaim(pool, ctx, uid, uid, existing, pod_key, now, owner, retention), existing.ip
+    if retention is not None and retention.identity and existing is None:
+        found = retained_for(pool, retention.identity, retention.owner_uid)
+        if found is not None:
+            old_uid, kept = found
+            return _reclaim(pool, ctx, old_uid, uid, kept, pod_key, now, owner, retention), kept.ip
     if existing is not None:
         if owner is None or existing.reserved_by == owner:
             return None, existing.ip
@@ -135,8 +177,53 @@ def reserve(
     if not possible:
         raise PoolFull(pool.name)
     allocs = dict(pool.allocations)
-    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase="Reserved", since=now, reserved_by=owner)
+    allocs[uid] = Allocation(
+        ip=ip, pod=pod_key, phase="Reserved", since=now, reserved_by=owner, **_kept(retention)
+    )
     return desired_status(pool, ctx, allocs, now), ip
+
+
+def _reclaim(
+    pool: PoolView,
+    ctx: PoolContext,
+    old_uid: str,
+    uid: str,
+    kept: Allocation,
+    pod_key: str,
+    now: datetime.datetime,
+    owner: str | None,
+    retention: Retention | None,
+) -> NodeIPPoolStatus:
+    """Give Retained allocation ``kept`` (under ``old_uid``) to pod ``uid``: Reserved by
+    cycle ``owner``, same address, the new pod's policy recorded."""
+    allocs = {k: v for k, v in pool.allocations.items() if k != old_uid}
+    allocs[uid] = kept.model_copy(
+        update={
+            "pod": pod_key,
+            "phase": "Reserved",
+            "since": now,
+            "reserved_by": owner,
+            "retained_since": None,
+            **(_kept(retention) if retention is not None else {}),
+        }
+    )
+    return desired_status(pool, ctx, allocs, now)
+
+
+def retain(
+    pool: PoolView, ctx: PoolContext, uid: str, now: datetime.datetime | None = None
+) -> NodeIPPoolStatus | None:
+    """Pod ``uid`` ended: keep its allocation for its identity (phase Retained) when its
+    policy says so (StatefulSet or Never, with an identity), else remove it (as
+    :func:`release`). None when it holds nothing here or is Retained already."""
+    a = pool.allocations.get(uid)
+    if a is None or a.phase == "Retained":
+        return None
+    if a.release_policy in (STATEFULSET, NEVER) and a.identity:
+        allocs = dict(pool.allocations)
+        allocs[uid] = a.model_copy(update={"phase": "Retained", "retained_since": now or utc_now()})
+        return desired_status(pool, ctx, allocs, now)
+    return release(pool, ctx, uid)
 
 
 def mark_bound(pool: PoolView, ctx: PoolContext, uid: str) -> NodeIPPoolStatus | None:

@@ -33,6 +33,12 @@ ANNOTATION_POOL = "ipscheduler.io/pool"
 ANNOTATION_NETWORK = "ipscheduler.io/network"
 """JSON in the shape of a CNI IPAM result without interfaces: the address with its prefix
 length, gateway and routes (read by the node's CNI IPAM plugin, cni/)."""
+ANNOTATION_RELEASE_POLICY = "ipscheduler.io/release-policy"
+"""Set by the user (normally in the pod template): ``Pod``, ``StatefulSet`` or ``Never``
+(:mod:`ipscheduler.underlayip.retention`)."""
+ANNOTATION_RETAIN_TIMEOUT = "ipscheduler.io/retain-timeout"
+"""Set by the user: how long a pod waits for the node of its retained address (a Go
+duration, default ``5m``; ``0`` waits forever)."""
 
 MAX_ENTRIES = 256
 
@@ -151,7 +157,8 @@ class NodeIPPoolSpec(_Model):
     )
 
 
-Phase = Literal["Reserved", "Bound"]
+Phase = Literal["Reserved", "Bound", "Retained"]
+ReleasePolicy = Literal["Pod", "StatefulSet", "Never"]
 
 
 class Allocation(_Model):
@@ -159,7 +166,10 @@ class Allocation(_Model):
 
     ip: str | None = Field(default=None, description="The address (absent in count-only pools).")
     pod: str = Field(description="namespace/name of the pod.")
-    phase: Phase = Field(description="Reserved before the bind, Bound after.")
+    phase: Phase = Field(
+        description="Reserved before the bind, Bound after; Retained once its pod ended and the "
+        "address waits for the next pod of the same identity (release policy StatefulSet or Never)."
+    )
     since: datetime.datetime = Field(description="When the allocation was made (RFC 3339).")
     reserved_by: str | None = Field(
         default=None,
@@ -167,6 +177,30 @@ class Allocation(_Model):
         max_length=300,
         description="The scheduling cycle that reserved it: <replica identity>/<cycle token>. "
         "Only that cycle may release it before it is Bound; absent on adopted allocations.",
+    )
+    release_policy: ReleasePolicy | None = Field(
+        default=None,
+        alias="releasePolicy",
+        description="When the address goes: with the pod (Pod, the default, also when absent), "
+        "with its StatefulSet's identity (StatefulSet), or only by an operator (Never).",
+    )
+    identity: str | None = Field(
+        default=None,
+        max_length=320,
+        description="namespace/name of the pod identity that keeps the address (policies "
+        "StatefulSet and Never): the next pod of that name gets it back.",
+    )
+    owner_uid: str | None = Field(
+        default=None,
+        alias="ownerUID",
+        max_length=64,
+        description="UID of the StatefulSet that owns the identity (policy StatefulSet): a "
+        "StatefulSet recreated under the same name does not inherit the address.",
+    )
+    retained_since: datetime.datetime | None = Field(
+        default=None,
+        alias="retainedSince",
+        description="When the pod ended and the allocation became Retained (RFC 3339).",
     )
 
 
@@ -185,7 +219,10 @@ class NodeIPPoolStatus(_Model):
     """Observed state; allocations (by pod UID) are the source of truth for who holds what."""
 
     capacity: int = Field(default=0, description="Usable addresses (or slots), after the capacity cap.")
-    allocated: int = Field(default=0, description="Number of allocations.")
+    allocated: int = Field(default=0, description="Number of allocations (Retained ones included).")
+    retained: int = Field(
+        default=0, description="Allocations kept for a pod identity whose pod has ended (phase Retained)."
+    )
     free: int = Field(default=0, description="capacity - allocated, never below 0.")
     allocations: dict[str, Allocation] = Field(default_factory=dict, description="Pod UID to allocation.")
     conditions: list[Condition] = Field(default_factory=list)
@@ -307,6 +344,7 @@ def crd_manifest() -> dict[str, Any]:
                         {"name": "Capacity", "type": "integer", "jsonPath": ".status.capacity"},
                         {"name": "Allocated", "type": "integer", "jsonPath": ".status.allocated"},
                         {"name": "Free", "type": "integer", "jsonPath": ".status.free"},
+                        {"name": "Retained", "type": "integer", "jsonPath": ".status.retained"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                         {
                             "name": "Ready",

@@ -345,6 +345,7 @@ def desired_status(
     return NodeIPPoolStatus(
         capacity=capacity,
         allocated=len(allocs),
+        retained=sum(1 for a in allocs.values() if a.phase == "Retained"),
         free=max(0, capacity - len(allocs)),
         allocations=allocs,
         conditions=[cond, *others],

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.framework.types import NodeInfo, PodInfo, Snapshot, Taint, Toleration
+from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo, Snapshot, Taint, Toleration
 from tests.builders import affinity_term, container, label_selector, node, pod_affinity, workload_pod
 
 CM = {"cpu": "1", "memory": "1Gi"}
@@ -355,3 +355,39 @@ def test_the_snapshot_lists_only_nodes_with_pods_that_have_affinity_terms() -> N
     assert list(snap.have_pods_with_affinity) == ["n3"]
     snap.drop("n3")
     assert not snap.have_pods_with_affinity and sorted(snap) == ["n1", "n2"]
+
+
+@pytest.mark.parametrize(
+    ("refs", "owner"),
+    [
+        (
+            [{"kind": "StatefulSet", "name": "web", "uid": "u-s", "controller": True}],
+            OwnerRef("StatefulSet", "web", "u-s"),
+        ),
+        (
+            [
+                {"kind": "ConfigMap", "name": "cm", "uid": "u-c"},
+                {"kind": "ReplicaSet", "name": "rs", "uid": "u-r", "controller": True},
+            ],
+            OwnerRef("ReplicaSet", "rs", "u-r"),
+        ),
+        ([{"kind": "StatefulSet", "name": "web", "uid": "u-s"}], None),
+        ([{"kind": "StatefulSet", "name": "web", "controller": True}], None),
+        ("garbage", None),
+        (None, None),
+    ],
+    ids=["controller", "controller-among-others", "not-a-controller", "no-uid", "not-a-list", "none"],
+)
+def test_the_pods_controller_reference(refs: Any, owner: OwnerRef | None) -> None:
+    body = {
+        "metadata": {
+            "uid": "u",
+            "namespace": "ns",
+            "name": "p",
+            "ownerReferences": refs,
+            "generateName": "p-",
+        }
+    }
+    pod = PodInfo.from_obj(body)
+    assert pod.owner == owner and pod.generate_name == "p-"
+    assert pod.lean().owner == owner, "the lean form keeps it"

@@ -21,9 +21,12 @@ from ipscheduler.underlayip.allocator import (
     pick,
     release,
     reserve,
+    retain,
+    retained_for,
 )
 from ipscheduler.underlayip.models import NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView, ready_condition, refresh
+from ipscheduler.underlayip.retention import Retention
 from tests.builders import NOW, SINCE, address_set, ago, alloc, bound_allocs, with_status
 from tests.builders import pool as view
 from tests.builders import pool_body as body
@@ -774,3 +777,88 @@ def test_address_held_in_another_pool_is_never_handed_out() -> None:
     possible, ip = pick(pool_b, cache.context(pool_b), "new")
     assert ip != "10.0.0.5"
     assert (possible, ip) == (True, "10.0.0.6")
+
+
+# --------------------------------------------------------------------------- retained addresses
+
+STS_KEEP = Retention("StatefulSet", "ns/web-0", "uid-sts", 0)
+
+
+def _retained_pool(**allocations: Any) -> PoolView:
+    return view(addresses=["10.0.0.1-10.0.0.3"], allocations=allocations)
+
+
+def test_reserve_records_the_pods_release_policy() -> None:
+    status, ip = reserve(_retained_pool(), CTX, "u1", "ns/web-0", now=T0, owner="r/1", retention=STS_KEEP)
+    assert status is not None and ip == "10.0.0.1"
+    a = status.allocations["u1"]
+    assert (a.release_policy, a.identity, a.owner_uid) == ("StatefulSet", "ns/web-0", "uid-sts")
+    assert status.to_wire()["allocations"]["u1"]["releasePolicy"] == "StatefulSet"
+    plain, _ = reserve(_retained_pool(), CTX, "u2", "ns/p", now=T0, owner="r/1", retention=Retention("Pod"))
+    assert plain is not None and "releasePolicy" not in plain.to_wire()["allocations"]["u2"]
+
+
+def _reserved_sticky(retention: Retention = STS_KEEP, uid: str = "u1") -> PoolView:
+    body_ = body(addresses=["10.0.0.1-10.0.0.3"], allocations={})
+    status, _ = reserve(
+        PoolView.from_obj(body_), CTX, uid, retention.identity, now=T0, owner="r/1", retention=retention
+    )
+    assert status is not None
+    return with_status(body_, status)
+
+
+def test_a_sticky_pods_end_retains_its_address_which_stays_taken() -> None:
+    pool = _reserved_sticky()
+    later = T0 + datetime.timedelta(minutes=1)
+    status = retain(pool, CTX, "u1", now=later)
+    assert status is not None
+    a = status.allocations["u1"]
+    assert (a.phase, a.ip, a.retained_since) == ("Retained", "10.0.0.1", later)
+    assert (status.allocated, status.retained, status.free) == (1, 1, 2)
+    kept = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
+    assert retain(kept, CTX, "u1") is None, "Retained already"
+    other, ip = reserve(kept, CTX, "u9", "ns/other", now=later, owner="r/2")
+    assert other is not None and ip == "10.0.0.2", "a retained address is taken for everyone else"
+
+
+def test_a_plain_pods_end_releases_its_address() -> None:
+    pool = _reserved_sticky(Retention("Pod"))
+    status = retain(pool, CTX, "u1")
+    assert status is not None and status.allocations == {} and status.retained == 0
+
+
+@pytest.mark.parametrize(
+    ("retention", "ip", "reclaimed"),
+    [
+        (Retention("StatefulSet", "ns/web-0", "uid-sts", 0), "10.0.0.1", True),
+        (Retention("StatefulSet", "ns/web-0", "uid-sts-recreated", 0), "10.0.0.2", False),
+        (Retention("StatefulSet", "ns/web-1", "uid-sts", 1), "10.0.0.2", False),
+        (Retention("Pod"), "10.0.0.2", False),
+    ],
+    ids=["same-identity-same-statefulset", "statefulset-recreated", "another-ordinal", "plain-pod"],
+)
+def test_the_next_pod_of_the_identity_gets_the_retained_address_back(
+    retention: Retention, ip: str, reclaimed: bool
+) -> None:
+    body_ = body(addresses=["10.0.0.1-10.0.0.3"], allocations={})
+    status = retain(_reserved_sticky(), CTX, "u1", now=T0)
+    assert status is not None
+    kept = with_status(body_, status)
+    new, got = reserve(kept, CTX, "u2", "ns/web-0", now=T0, owner="r/2", retention=retention)
+    assert new is not None and got == ip
+    assert ("u1" in new.allocations) is not reclaimed
+    a = new.allocations["u2"]
+    assert (a.phase, a.reserved_by, a.retained_since) == ("Reserved", "r/2", None)
+    assert new.retained == (0 if reclaimed else 1)
+
+
+def test_an_address_kept_with_policy_never_goes_to_any_pod_of_that_name() -> None:
+    never = Retention("Never", "ns/db")
+    status = retain(_reserved_sticky(never), CTX, "u1", now=T0)
+    assert status is not None
+    kept = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
+    assert retained_for(kept, "ns/db") == ("u1", status.allocations["u1"])
+    assert retained_for(kept, "ns/db", "uid-whatever") is not None
+    assert retained_for(kept, "ns/other") is None
+    new, got = reserve(kept, CTX, "u2", "ns/db", now=T0, owner="r/2", retention=Retention("Never", "ns/db"))
+    assert new is not None and got == "10.0.0.1" and list(new.allocations) == ["u2"]

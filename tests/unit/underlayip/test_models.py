@@ -71,6 +71,7 @@ PRINTER_COLUMNS = [
     ("Capacity", "integer", ".status.capacity"),
     ("Allocated", "integer", ".status.allocated"),
     ("Free", "integer", ".status.free"),
+    ("Retained", "integer", ".status.retained"),
     ("Age", "date", ".metadata.creationTimestamp"),
 ]
 

@@ -1,0 +1,137 @@
+"""Release policies: when a pod's address goes, and which pod gets it back (pure, no I/O).
+
+A pod's policy comes from its annotation ``ipscheduler.io/release-policy``, else from its
+owner (as Kube-OVN and Galaxy decide it; ../shared/NOTES.md §8):
+
+- ``Pod``: the address goes when the pod ends. The default for pods not owned by a
+  StatefulSet.
+- ``StatefulSet``: the default for StatefulSet pods. The address belongs to the identity
+  namespace/pod-name (a StatefulSet pod's name is ``<statefulset>-<ordinal>``, kept across
+  re-creations) of the StatefulSet with that UID: when the pod ends the allocation stays
+  (phase ``Retained``) and the next pod of that identity and owner gets it back, and with
+  it the node of its pool.
+- ``Never``: kept for the identity namespace/pod-name whatever its owner, even after its
+  workload is gone; a pod of the same name gets it back; only an operator releases it.
+  A pod whose name was generated (``generateName``, not a StatefulSet's) has no stable
+  identity: the policy is refused and the pod treated as ``Pod``.
+
+``ipscheduler.io/retain-timeout`` (a Go duration, default ``5m``; ``0`` waits forever) is
+how long a pod waits for the node of its retained address before it is placed anew.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ipscheduler.framework.duration import parse_duration
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.underlayip.models import ANNOTATION_RELEASE_POLICY, ANNOTATION_RETAIN_TIMEOUT, ReleasePolicy
+
+POD: ReleasePolicy = "Pod"
+STATEFULSET: ReleasePolicy = "StatefulSet"
+NEVER: ReleasePolicy = "Never"
+POLICIES: tuple[ReleasePolicy, ...] = (POD, STATEFULSET, NEVER)
+
+DEFAULT_RETAIN_TIMEOUT = 300.0
+"""Seconds a pod waits for the node of its retained address (``5m``)."""
+
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+"""The ordinal label the StatefulSet controller puts on its pods (Kubernetes 1.28+)."""
+
+_ORDINAL = re.compile(r"^(.*)-(\d+)$")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What happens to a pod's address when the pod ends.
+
+    ``policy``: the policy in force. ``identity``: ``namespace/name`` that keeps the address
+    ("" for ``Pod``). ``owner_uid``: the StatefulSet's UID (policy ``StatefulSet``, else "").
+    ``ordinal``: the pod's StatefulSet ordinal (None when not a StatefulSet pod).
+    ``timeout``: seconds to wait for the retained address's node (None: for ever).
+    ``problem``: why an annotation was not honoured as written ("" when all was), for a
+    Warning event on the pod.
+    """
+
+    policy: ReleasePolicy
+    identity: str = ""
+    owner_uid: str = ""
+    ordinal: int | None = None
+    timeout: float | None = DEFAULT_RETAIN_TIMEOUT
+    problem: str = ""
+
+    @property
+    def sticky(self) -> bool:
+        """Whether the address outlives the pod."""
+        return self.policy != POD
+
+
+def statefulset_ordinal(pod: PodInfo) -> int | None:
+    """The ordinal of a pod its StatefulSet controller made: the ``apps.kubernetes.io/pod-index``
+    label, else the ``-<n>`` suffix of a name ``<statefulset>-<n>``
+    (``pkg/controller/statefulset/stateful_set_utils.go``, ``getParentNameAndOrdinal``);
+    None for a pod not owned by a StatefulSet or whose name does not follow the rule."""
+    owner = pod.owner
+    if owner is None or owner.kind != "StatefulSet":
+        return None
+    m = _ORDINAL.match(pod.name)
+    if m is None or m.group(1) != owner.name:
+        return None
+    index = pod.labels.get(POD_INDEX_LABEL)
+    if index is not None and index != m.group(2):
+        return None  # a label that disagrees with the name: not the controller's pod
+    return int(m.group(2))
+
+
+def retention_of(pod: PodInfo) -> Retention:
+    """The release policy of ``pod`` and what it keeps (see the module doc). Never raises: an
+    annotation that cannot be honoured falls back to the default (``problem`` says why)."""
+    problems: list[str] = []
+    timeout: float | None = DEFAULT_RETAIN_TIMEOUT
+    raw_timeout = pod.annotations.get(ANNOTATION_RETAIN_TIMEOUT)
+    if raw_timeout is not None:
+        try:
+            seconds = parse_duration(raw_timeout)
+            timeout = None if seconds == 0 else seconds
+        except ValueError as e:
+            problems.append(f"{ANNOTATION_RETAIN_TIMEOUT}: {e}; using 5m")
+    ordinal = statefulset_ordinal(pod)
+    default: ReleasePolicy = STATEFULSET if ordinal is not None else POD
+    raw = pod.annotations.get(ANNOTATION_RELEASE_POLICY)
+    policy: ReleasePolicy = default
+    if raw is not None:
+        wanted = raw.strip()
+        if wanted == POD:
+            policy = POD
+        elif wanted == STATEFULSET:
+            if ordinal is None:
+                problems.append(
+                    f"{ANNOTATION_RELEASE_POLICY}=StatefulSet: the pod is not a StatefulSet's "
+                    "(no controller StatefulSet, or a name without its ordinal); using Pod"
+                )
+            policy = default
+        elif wanted == NEVER:
+            if pod.generate_name and ordinal is None:
+                problems.append(
+                    f"{ANNOTATION_RELEASE_POLICY}=Never needs a stable pod name, and this one was "
+                    f"generated from {pod.generate_name!r}; using {default}"
+                )
+            else:
+                policy = NEVER
+        else:
+            problems.append(
+                f"{ANNOTATION_RELEASE_POLICY}={raw!r} is not one of Pod, StatefulSet, Never; using {default}"
+            )
+    problem = "; ".join(problems)
+    if policy == POD:
+        return Retention(POD, ordinal=ordinal, timeout=timeout, problem=problem)
+    owner_uid = pod.owner.uid if policy == STATEFULSET and pod.owner is not None else ""
+    return Retention(policy, pod.key, owner_uid, ordinal, timeout, problem)
+
+
+def wants_ordinal(ordinal: int, replicas: int, start: int = 0) -> bool:
+    """Whether a StatefulSet with ``replicas`` and ``spec.ordinals.start`` ``start`` still
+    wants ``ordinal`` (Kube-OVN's ``isStatefulSetPodToDel``: an ordinal at or past
+    ``start + replicas``, or below ``start``, is scaled away)."""
+    return start <= ordinal < start + replicas
