@@ -256,6 +256,7 @@ def pool_body(
     exclude: list[str] | None = None,
     capacity: int | None = None,
     subnets: list[dict[str, Any]] | None = None,
+    namespaces: list[str] | None = None,
     allocations: Mapping[str, Any] | None = None,
     status: Mapping[str, Any] | None = None,
     rv: str = "1",
@@ -273,7 +274,8 @@ def pool_body(
         deletionTimestamp=SINCE if deleting else None,
         finalizers=finalizers,
     )
-    spec = _given(nodeName=node, addresses=addresses, exclude=exclude, capacity=capacity, subnets=subnets)
+    spec = _given(nodeName=node, addresses=addresses, exclude=exclude, capacity=capacity)
+    spec.update(_given(subnets=subnets, namespaces=namespaces))
     status_given = allocations is not None or status is not None
     st = {**(status or {}), **_given(allocations=_copy(allocations))} if status_given else None
     return _given(

@@ -212,6 +212,50 @@ def test_count_only_pool(scheduler: SchedulerProcess, kubectl: Kubectl, pools: P
     assert "1 node(s) had no free underlay IPs" in ev[0]["message"]
 
 
+def _with_pools(name: str, pools_annotation: str | None = None, **spec: Any) -> dict[str, Any]:
+    body = pod_manifest(name, scheduler=SCHEDULER, **spec)
+    if pools_annotation is not None:
+        body["metadata"]["annotations"] = {"ipscheduler.io/pools": pools_annotation}
+    return body
+
+
+def test_pods_use_only_the_pools_they_name_and_their_namespace_may_use(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """``ipscheduler.io/pools`` restricts a pod to those pools in that order of preference;
+    ``spec.namespaces`` reserves a pool; a pool name that does not exist is a clear reason."""
+    pools.create("general", "node-1", ["10.33.1.10-10.33.1.19"])
+    pools.create("preferred", "node-2", ["10.33.2.10-10.33.2.11"])
+    pools.create("elsewhere", "node-3", ["10.33.3.10-10.33.3.19"], namespaces=["someone-else"])
+    for i in range(3):  # preferred first; once full, general
+        kubectl.create(_with_pools(f"picky-{i}", "preferred, general"), ns)
+        wait_for(f"picky-{i} bound", lambda i=i: _pod(kubectl, ns, f"picky-{i}")["spec"].get("nodeName"))
+    placed = [
+        (_pod(kubectl, ns, f"picky-{i}")["spec"]["nodeName"], _ip(_pod(kubectl, ns, f"picky-{i}")))
+        for i in range(3)
+    ]
+    assert placed == [("node-2", "10.33.2.10"), ("node-2", "10.33.2.11"), ("node-1", "10.33.1.10")]
+    kubectl.create(_with_pools("reserved-node", nodeSelector={"kubernetes.io/hostname": "node-3"}), ns)
+    ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "reserved-node", "FailedScheduling"))
+    assert ev[0]["message"] == (
+        "0/3 nodes are available: 1 node(s) had no NodeIPPool the pod may use, "
+        "2 node(s) didn't match Pod's node affinity/selector."
+    )
+    kubectl("delete", "pod", "-n", ns, "reserved-node", "--wait=true")
+    kubectl.create(_with_pools("typo", "genral"), ns)
+    ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "typo", "FailedScheduling"))
+    assert ev[0]["message"] == (
+        "0/3 nodes are available: NodeIPPool(s) genral named by ipscheduler.io/pools do not exist."
+    )
+    pools.create("genral", "node-3", ["10.33.4.10-10.33.4.11"])  # the pool appears: the pod is retried
+    wait_for("typo bound", lambda: _pod(kubectl, ns, "typo")["spec"].get("nodeName") == "node-3")
+    assert _ip(_pod(kubectl, ns, "typo")) == "10.33.4.10"
+
+
+def _pod(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:
+    return dict(kubectl.json("get", "pod", name, "-n", ns))
+
+
 def test_invalid_pools_are_flagged_and_overlaps_handed_to_nobody(
     scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
 ) -> None:

@@ -88,10 +88,14 @@ class Diagnosis:
         """kube-scheduler's FitError text (``pkg/scheduler/framework/types.go``).
 
         ``0/N nodes are available: <count> <reason>, ....`` with the
-        "<count> <reason>" strings sorted as strings, as upstream does.
+        "<count> <reason>" strings sorted as strings, as upstream does; when a PreFilter
+        rejected the pod, ``0/N nodes are available: <its message>.`` (upstream adds its
+        message once, not once per node).
         """
         if self.num_all_nodes == 0:
             return "no nodes available to schedule pods"
+        if self.pre_filter is not None:
+            return f"0/{self.num_all_nodes} nodes are available: {', '.join(self.pre_filter.reasons)}."
         parts = sorted(f"{n} {reason}" for reason, n in self.histogram().items())
         return f"0/{self.num_all_nodes} nodes are available: {', '.join(parts)}."
 

@@ -62,6 +62,7 @@ class PoolCache:
         self._dirty: set[str] | None = None  # None: rebuild everything
         self._snap: dict[str, PoolView] = {}
         self._by_node: dict[str, list[PoolView]] = {}
+        self._namespaced: dict[str, PoolView] = {}  # pools with spec.namespaces, by name
         self._holders: dict[str, set[str]] = {}  # pod UID → pool names holding an allocation for it
         self._foreign: dict[str, dict[str, str]] = {}  # pool → its addresses held outside its spec
         self._held_by: dict[str, str] = {}  # merged _foreign: canonical address → pool name
@@ -208,6 +209,7 @@ class PoolCache:
 
     def _rebuild(self) -> None:
         self._snap, self._by_node, self._holders, self._foreign = {}, {}, {}, {}
+        self._namespaced = {}
         for name in list(self._pools.keys()):
             p = self.pool(name)
             if p is not None:
@@ -223,6 +225,8 @@ class PoolCache:
         self._recompute_contexts()
 
     def _link(self, pool: PoolView) -> None:
+        if pool.namespaces is not None:
+            self._namespaced[pool.name] = pool
         others = [p for p in self._by_node.get(pool.node_name, []) if p.name != pool.name]
         self._by_node[pool.node_name] = sorted([*others, pool], key=lambda p: p.name)
         for uid in pool.allocations:
@@ -231,6 +235,7 @@ class PoolCache:
     def _unlink(self, pool: PoolView | None) -> None:
         if pool is None:
             return
+        self._namespaced.pop(pool.name, None)
         rest = [p for p in self._by_node.get(pool.node_name, []) if p.name != pool.name]
         if rest:
             self._by_node[pool.node_name] = rest
@@ -315,6 +320,13 @@ class PoolCache:
         nodes without pools are absent. Shared: do not modify."""
         self._refresh()
         return self._node_free
+
+    def namespaced_pools(self) -> Mapping[str, PoolView]:
+        """The pools reserved for some namespaces (``spec.namespaces`` set), by name (usually
+        few: PreFilter deducts those a pod may not use from :meth:`node_free`). Shared: do
+        not modify."""
+        self._refresh()
+        return self._namespaced
 
     def available(self, pool: PoolView) -> int:
         """Pods ``pool`` can take now, assumed reservations deducted (memoized for the

@@ -33,6 +33,9 @@ ANNOTATION_POOL = "ipscheduler.io/pool"
 ANNOTATION_NETWORK = "ipscheduler.io/network"
 """JSON in the shape of a CNI IPAM result without interfaces: the address with its prefix
 length, gateway and routes (read by the node's CNI IPAM plugin, cni/)."""
+ANNOTATION_POOLS = "ipscheduler.io/pools"
+"""Set by the user: the NodeIPPools the pod may use, comma-separated, in order of preference
+(:mod:`ipscheduler.underlayip.selection`)."""
 ANNOTATION_RELEASE_POLICY = "ipscheduler.io/release-policy"
 """Set by the user (normally in the pod template): ``Pod``, ``StatefulSet`` or ``Never``
 (:mod:`ipscheduler.underlayip.retention`)."""
@@ -54,6 +57,14 @@ AddressEntry = Annotated[
         pattern=r"^[0-9A-Fa-f:.]+(/[0-9]{1,3}|-[0-9A-Fa-f:.]+)?$",
         description="An IP (10.0.0.5, fd00::5), a CIDR (10.0.1.0/28) or a first-last range "
         "(10.0.0.10-10.0.0.19). IPv4 CIDRs with prefix <= 30 exclude their network and broadcast address.",
+    ),
+]
+
+
+NamespaceName = Annotated[
+    str,
+    Field(
+        min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="A namespace."
     ),
 ]
 
@@ -147,6 +158,11 @@ class NodeIPPoolSpec(_Model):
         ge=0,
         le=1_000_000,
         description="Caps the number of concurrent pods using this pool.",
+    )
+    namespaces: list[NamespaceName] | None = Field(
+        default=None,
+        max_length=MAX_ENTRIES,
+        description="Reserves the pool for pods of these namespaces (absent: pods of any namespace).",
     )
     subnets: list[Subnet] = Field(
         default_factory=list,

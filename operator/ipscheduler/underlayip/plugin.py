@@ -70,8 +70,15 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.underlayip import allocator, events, multus
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeIPPoolStatus
+from ipscheduler.underlayip.models import (
+    ANNOTATION_IP,
+    ANNOTATION_NETWORK,
+    ANNOTATION_POOL,
+    ANNOTATION_POOLS,
+    NodeIPPoolStatus,
+)
 from ipscheduler.underlayip.pool import PoolContext, PoolView, network_of, utc_now
+from ipscheduler.underlayip.selection import ANY, PoolChoice, may_use, pool_choice
 from ipscheduler.underlayip.writer import MutateFn, PoolWriter
 
 log = logging.getLogger(__name__)
@@ -79,12 +86,15 @@ log = logging.getLogger(__name__)
 NAME = "UnderlayIP"
 ERR_NO_POOL = "node(s) had no NodeIPPool"
 ERR_NO_FREE = "node(s) had no free underlay IPs"
+ERR_NO_USABLE_POOL = "node(s) had no NodeIPPool the pod may use"
 _FREE = f"{NAME}/free"
 _ALLOC = f"{NAME}/allocation"
 _PENDING = f"{NAME}/pending"
 _OWNER = f"{NAME}/owner"
 _MINE = f"{NAME}/written"
 _NETWORK = f"{NAME}/network"
+_CHOICE = f"{NAME}/choice"
+_RANK = f"{NAME}/rank"
 
 Strategy = Literal["spread", "binpack"]
 
@@ -153,11 +163,41 @@ class UnderlayIP:
 
     # -- PreFilter -----------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
-        """Compute free addresses per node into the cycle state (skip for hostNetwork)."""
+        """Compute the pods each node's pools can take into the cycle state, counting only
+        the pools the pod may use (:mod:`ipscheduler.underlayip.selection`: its
+        ``ipscheduler.io/pools`` and the pools' ``spec.namespaces``); skip for hostNetwork.
+        A malformed ``ipscheduler.io/pools``, or one naming a pool that does not exist,
+        leaves the pod unschedulable with that reason."""
         if pod.host_network:
             return Status.success()
-        free = dict(self.cache.node_free())
+        choice = pool_choice(pod)
+        if choice.problem:
+            return Status.unschedulable(choice.problem, plugin=NAME)
+        state.write(_CHOICE, choice)
+        pools = self.cache.pools()
+        if choice.names:
+            unknown = [n for n in choice.names if n not in pools]
+            if unknown:
+                return Status.unschedulable(
+                    f"NodeIPPool(s) {', '.join(unknown)} named by {ANNOTATION_POOLS} do not exist",
+                    plugin=NAME,
+                )
+            free: dict[str, int] = {}
+            ranks: dict[str, int] = {}
+            for rank, name in enumerate(choice.names):
+                pool = pools[name]
+                if pool.serves(pod.namespace):
+                    free[pool.node_name] = free.get(pool.node_name, 0) + self.cache.available(pool)
+                    ranks.setdefault(pool.node_name, rank)
+            state.write(_RANK, ranks)
+        else:
+            free = dict(self.cache.node_free())
+            for pool in self.cache.namespaced_pools().values():
+                if not pool.serves(pod.namespace) and pool.node_name in free:
+                    free[pool.node_name] -= self.cache.available(pool)
         for pool in self.cache.pools_holding(pod.uid):
+            if not may_use(pod, choice, pool):
+                continue
             # The address the pod already holds there counts as free for it.
             free[pool.node_name] = (
                 free.get(pool.node_name, 0)
@@ -170,14 +210,19 @@ class UnderlayIP:
 
     # -- Filter --------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Unschedulable when the node has no pool, or no free address in any."""
+        """Unschedulable when the node has no pool, none the pod may use, or no free
+        address in any it may use."""
         if pod.host_network:
             return Status.success()
         free = state.read(_FREE).get(node.name)
         if free is not None and free > 0:  # only nodes with pools have a count
             return Status.success()
-        if not self.cache.pools_for_node(node.name):
+        pools = self.cache.pools_for_node(node.name)
+        if not pools:
             return Status.unschedulable(ERR_NO_POOL, plugin=NAME)
+        choice: PoolChoice = state.get(_CHOICE) or ANY
+        if not any(may_use(pod, choice, p) for p in pools):
+            return Status.unschedulable(ERR_NO_USABLE_POOL, plugin=NAME)
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
 
     # -- Score ---------------------------------------------------------
@@ -200,20 +245,33 @@ class UnderlayIP:
         return int(state.read(_FREE).get(node.name, 0))
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
-        """spread: most free → 100; binpack: fewest free → 100."""
+        """spread: most free → 100; binpack: fewest free → 100. A pod naming several pools
+        (``ipscheduler.io/pools``) prefers the nodes of an earlier one whatever their free
+        counts: of ``n`` pools, the ``r``-th (from 0) gives ``((n-1-r)*100 + free score) / n``."""
         default_normalize(scores, reverse=self.strategy == "binpack")
+        choice: PoolChoice | None = state.get(_CHOICE)
+        if choice is None or len(choice.names) < 2:
+            return
+        n = len(choice.names)
+        ranks: dict[str, int] = state.get(_RANK) or {}
+        for node, score in scores.items():
+            scores[node] = ((n - 1 - ranks.get(node, n - 1)) * 100 + score) // n
 
     # -- Reserve / Unreserve ---------------------------------------------
     def _candidates(self, pod: PodInfo, node: NodeInfo, skip: str = "") -> list[PoolView]:
-        """The node's pools to reserve in: one holding the pod's allocation first, then by
-        most available (assumed reservations deducted), then by name."""
+        """The node's pools the pod may use to reserve in: one holding the pod's allocation
+        first, then in the pod's order of preference (``ipscheduler.io/pools``), then by most
+        available (assumed reservations deducted), then by name."""
+        choice = pool_choice(pod)
         pools = [
-            p for p in self.cache.pools_for_node(node.name) if p.node_name == node.name and p.name != skip
+            p
+            for p in self.cache.pools_for_node(node.name)
+            if p.node_name == node.name and p.name != skip and may_use(pod, choice, p)
         ]
         held = [p for p in pools if pod.uid in p.allocations]
         rest = sorted(
             (p for p in pools if pod.uid not in p.allocations),
-            key=lambda p: (-self.cache.available(p), p.name),
+            key=lambda p: (choice.rank(p.name), -self.cache.available(p), p.name),
         )
         return held + rest
 

@@ -80,6 +80,8 @@ class PoolView:
     finalizers: tuple[str, ...] = ()
     subnets: tuple[SubnetInfo, ...] = ()
     """Validated ``spec.subnets`` (empty: addresses are host routes)."""
+    namespaces: frozenset[str] | None = None
+    """``spec.namespaces``: the only namespaces whose pods may use the pool (None: any)."""
 
     @classmethod
     def from_obj(cls, body: Mapping[str, Any]) -> PoolView:
@@ -101,9 +103,11 @@ class PoolView:
         cap: int | None = None
         spec_error: str | None = None
         subnets: tuple[SubnetInfo, ...] = ()
+        namespaces: frozenset[str] | None = None
         try:
             spec = NodeIPPoolSpec.model_validate(raw_spec)
             cap = spec.capacity
+            namespaces = frozenset(spec.namespaces) if spec.namespaces is not None else None
             subnets = parse_subnets(spec.subnets, spec.addresses)
             if spec.addresses:
                 # A gateway is never handed out as a pod address.
@@ -131,7 +135,12 @@ class PoolView:
             status=parse_status(body.get("status")),
             finalizers=tuple(f for f in (meta.get("finalizers") or []) if isinstance(f, str)),
             subnets=subnets,
+            namespaces=namespaces,
         )
+
+    def serves(self, namespace: str) -> bool:
+        """Whether pods of ``namespace`` may use the pool (``spec.namespaces``)."""
+        return self.namespaces is None or namespace in self.namespaces
 
     @property
     def allocations(self) -> dict[str, Allocation]:

@@ -92,7 +92,7 @@ MESSAGE_CASES = [
         3,
         {"n1": Status.unschedulable(NO_IP)},
         Status.unschedulable("pod has unbound PVC"),
-        "0/3 nodes are available: 3 pod has unbound PVC.",
+        "0/3 nodes are available: pod has unbound PVC.",
     ),
     (
         4,
@@ -275,7 +275,7 @@ def test_pre_filter_rejection_fails_every_node(rejection: Status) -> None:
     assert diag.pre_filter == Status(rejection.code, rejection.reasons, "P2")  # named after its plugin
     assert diag.unschedulable_plugins == {"P2"}
     assert diag.histogram() == {"pod has unbound PVC": 3}
-    assert diag.message() == "0/3 nodes are available: 3 pod has unbound PVC."
+    assert diag.message() == "0/3 nodes are available: pod has unbound PVC."
 
 
 def test_pre_filter_skip_leaves_out_that_plugins_filter_only() -> None:

@@ -694,3 +694,110 @@ async def test_pre_bind_without_reservation_adds_nothing() -> None:
     state = CycleState()
     assert (await env.plugin.pre_bind(state, POD, env.node("node-a"))).is_success()
     assert BIND_ANNOTATIONS not in state
+
+
+# --------------------------------------------------------------------------- choosing pools
+
+
+def chooser(namespace: str = "ns", pools: str | None = None, uid: str = "uid-me") -> PodInfo:
+    annotations = {"ipscheduler.io/pools": pools} if pools is not None else {}
+    return PodInfo(uid=uid, namespace=namespace, name="me", annotations=annotations)
+
+
+CHOICE_POOLS = [
+    pool("a", "node-a", addresses=["10.0.1.1-10.0.1.4"]),
+    pool("b", "node-b", addresses=["10.0.2.1-10.0.2.2"]),
+    pool("team", "node-c", addresses=["10.0.3.1-10.0.3.8"], namespaces=["team-x"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("pod", "feasible", "reasons"),
+    [
+        (chooser(), {"node-a", "node-b"}, {"node-c": "node(s) had no NodeIPPool the pod may use"}),
+        (chooser("team-x"), {"node-a", "node-b", "node-c"}, {}),
+        (
+            chooser(pools="b"),
+            {"node-b"},
+            {
+                "node-a": "node(s) had no NodeIPPool the pod may use",
+                "node-c": "node(s) had no NodeIPPool the pod may use",
+            },
+        ),
+        (
+            chooser("team-x", pools="team, a"),
+            {"node-a", "node-c"},
+            {"node-b": "node(s) had no NodeIPPool the pod may use"},
+        ),
+        (chooser(pools="team"), set(), {n: "node(s) had no NodeIPPool the pod may use" for n in NODES}),
+    ],
+    ids=[
+        "namespace-reserved-pool-left-out",
+        "its-namespace-may",
+        "named-pool",
+        "named-pools-in-its-namespace",
+        "named-pool-of-another-namespace",
+    ],
+)
+def test_a_pod_uses_only_the_pools_it_may(pod: PodInfo, feasible: set[str], reasons: dict[str, str]) -> None:
+    env = Env(CHOICE_POOLS)
+    state = env.pre_filter(pod)
+    got = {n: env.plugin.filter(state, pod, env.node(n)) for n in NODES}
+    assert {n for n, st in got.items() if st.is_success()} == feasible
+    assert {n: st.reasons[0] for n, st in got.items() if not st.is_success()} == reasons
+    assert all(st.plugin == NAME for st in got.values() if not st.is_success())
+
+
+@pytest.mark.parametrize(
+    ("annotation", "message"),
+    [
+        ("a, nope, gone", "NodeIPPool(s) nope, gone named by ipscheduler.io/pools do not exist"),
+        (
+            "a,,b",
+            "annotation ipscheduler.io/pools='a,,b': '' is not a NodeIPPool name "
+            "(a comma-separated list of pool names)",
+        ),
+        (
+            "A_b",
+            "annotation ipscheduler.io/pools='A_b': 'A_b' is not a NodeIPPool name "
+            "(a comma-separated list of pool names)",
+        ),
+    ],
+    ids=["unknown-pools", "empty-entry", "not-a-name"],
+)
+def test_a_bad_pool_list_is_a_clear_reason_not_a_silent_no_fit(annotation: str, message: str) -> None:
+    env = Env(CHOICE_POOLS)
+    st = env.plugin.pre_filter(CycleState(), chooser(pools=annotation), env.cache.node_cache.nodes())
+    assert (st.code, st.reasons, st.plugin) == (Code.UNSCHEDULABLE, (message,), NAME)
+
+
+def test_the_score_prefers_the_pools_in_the_pods_order_whatever_they_have_free() -> None:
+    env = Env(CHOICE_POOLS)
+    pod = chooser(pools="b,a")  # b has 2 free, a has 4
+    state = env.pre_filter(pod)
+    scores = {n: env.plugin.score(state, pod, env.node(n)) for n in ("node-a", "node-b")}
+    env.plugin.normalize_score(state, pod, scores)
+    assert scores["node-b"] > scores["node-a"]
+    plain = chooser()
+    state = env.pre_filter(plain)
+    scores = {n: env.plugin.score(state, plain, env.node(n)) for n in ("node-a", "node-b")}
+    env.plugin.normalize_score(state, plain, scores)
+    assert scores["node-a"] > scores["node-b"], "without a list: most free first (spread)"
+
+
+async def test_reserve_takes_the_preferred_pool_on_a_node_with_several() -> None:
+    env = Env(
+        [
+            pool("big", "node-a", addresses=["10.0.1.1-10.0.1.9"]),
+            pool("small", "node-a", addresses=["10.0.2.1-10.0.2.2"]),
+            pool("team", "node-a", addresses=["10.0.3.1-10.0.3.20"], namespaces=["team-x"]),
+        ]
+    )
+    pod = chooser(pools="small,big")
+    state = env.pre_filter(pod)
+    assert (await env.reserve(state, pod, env.node("node-a"))).is_success()
+    assert allocated_ip(state) == "10.0.2.1"
+    other = chooser(uid="uid-2")
+    state = env.pre_filter(other)
+    assert (await env.reserve(state, other, env.node("node-a"))).is_success()
+    assert allocated_ip(state) == "10.0.1.1", "most free among the pools it may use (not team's)"

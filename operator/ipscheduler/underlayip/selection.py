@@ -1,0 +1,63 @@
+"""Which NodeIPPools a pod may use (pure, no I/O).
+
+- The pod annotation ``ipscheduler.io/pools: a,b`` restricts the pod to those pools, in
+  that order of preference (the UnderlayIP score prefers nodes of ``a`` over those of
+  ``b``, Reserve takes ``a`` before ``b`` on a node with both).
+- NodeIPPool ``spec.namespaces`` reserves a pool for pods of those namespaces.
+
+A pod may use a pool when both allow it (:func:`may_use`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.underlayip.models import ANNOTATION_POOLS
+from ipscheduler.underlayip.pool import PoolView
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class PoolChoice:
+    """A pod's ``ipscheduler.io/pools``: ``names`` in order of preference (empty: any pool),
+    and ``problem``, why the annotation is malformed ("" when it is not; a malformed one
+    leaves the pod unschedulable, never free to use any pool)."""
+
+    names: tuple[str, ...] = ()
+    problem: str = ""
+
+    def rank(self, pool: str) -> int:
+        """``pool``'s place in the pod's preference (0 first; 0 for every pool when the pod
+        names none)."""
+        return self.names.index(pool) if pool in self.names else 0
+
+
+ANY = PoolChoice()
+
+
+def pool_choice(pod: PodInfo) -> PoolChoice:
+    """The pools ``pod`` names (see the module doc). Entries are trimmed; an empty entry or
+    a name that cannot be a NodeIPPool's (a DNS subdomain) makes the annotation malformed;
+    a name given twice counts once, at its first place."""
+    raw = pod.annotations.get(ANNOTATION_POOLS)
+    if raw is None:
+        return ANY
+    names: list[str] = []
+    for entry in raw.split(","):
+        name = entry.strip()
+        if not name or len(name) > 253 or not _NAME.match(name):
+            return PoolChoice(
+                problem=f"annotation {ANNOTATION_POOLS}={raw!r}: {name!r} is not a NodeIPPool name "
+                "(a comma-separated list of pool names)"
+            )
+        if name not in names:
+            names.append(name)
+    return PoolChoice(tuple(names))
+
+
+def may_use(pod: PodInfo, choice: PoolChoice, pool: PoolView) -> bool:
+    """Whether ``pod`` (whose annotation gave ``choice``) may use ``pool``."""
+    return (not choice.names or pool.name in choice.names) and pool.serves(pod.namespace)

@@ -1,0 +1,64 @@
+"""underlayip/selection: the pools a pod names and the namespaces a pool serves."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipscheduler.underlayip.selection import ANY, PoolChoice, may_use, pool_choice
+from tests.builders import pod_info, pool
+
+
+@pytest.mark.parametrize(
+    ("annotation", "names"),
+    [
+        (None, ()),
+        ("a", ("a",)),
+        (" b , a ", ("b", "a")),
+        ("a,b,a", ("a", "b")),
+        ("pool-1.zone-a", ("pool-1.zone-a",)),
+    ],
+    ids=["none", "one", "trimmed-in-order", "repeated-once", "dotted-name"],
+)
+def test_the_pools_a_pod_names(annotation: str | None, names: tuple[str, ...]) -> None:
+    annotations = {"ipscheduler.io/pools": annotation} if annotation is not None else {}
+    choice = pool_choice(pod_info(annotations=annotations))
+    assert choice == PoolChoice(names)
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    ["", "a,", "a, ,b", "Big", "a b", "-a"],
+    ids=["empty", "trailing-comma", "blank", "upper-case", "space-inside", "leading-dash"],
+)
+def test_a_malformed_list_is_a_problem_never_any_pool(annotation: str) -> None:
+    choice = pool_choice(pod_info(annotations={"ipscheduler.io/pools": annotation}))
+    assert choice.problem and not choice.names and choice != ANY
+
+
+@pytest.mark.parametrize(
+    ("names", "namespaces", "pod_ns", "allowed"),
+    [
+        ((), None, "ns", True),
+        (("pool-a",), None, "ns", True),
+        (("other",), None, "ns", False),
+        ((), ["team"], "ns", False),
+        ((), ["team"], "team", True),
+        (("pool-a",), ["team"], "ns", False),
+    ],
+    ids=[
+        "anything",
+        "named",
+        "not-named",
+        "reserved-for-another-namespace",
+        "reserved-for-its-namespace",
+        "named-but-reserved",
+    ],
+)
+def test_may_use(names: tuple[str, ...], namespaces: list[str] | None, pod_ns: str, allowed: bool) -> None:
+    assert may_use(pod_info(namespace=pod_ns), PoolChoice(names), pool(namespaces=namespaces)) is allowed
+
+
+def test_rank_follows_the_pods_order() -> None:
+    choice = PoolChoice(("b", "a"))
+    assert (choice.rank("b"), choice.rank("a")) == (0, 1)
+    assert ANY.rank("a") == 0
