@@ -223,7 +223,8 @@ def test_pods_use_only_the_pools_they_name_and_their_namespace_may_use(
     scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
 ) -> None:
     """``ipscheduler.io/pools`` restricts a pod to those pools in that order of preference;
-    ``spec.namespaces`` reserves a pool; a pool name that does not exist is a clear reason."""
+    ``spec.namespaces`` reserves a pool; a pool name that does not exist is a clear reason;
+    a namespace's ``ipscheduler.io/default-pools`` applies to its pods that name none."""
     pools.create("general", "node-1", ["10.33.1.10-10.33.1.19"])
     pools.create("preferred", "node-2", ["10.33.2.10-10.33.2.11"])
     pools.create("elsewhere", "node-3", ["10.33.3.10-10.33.3.19"], namespaces=["someone-else"])
@@ -250,6 +251,15 @@ def test_pods_use_only_the_pools_they_name_and_their_namespace_may_use(
     pools.create("genral", "node-3", ["10.33.4.10-10.33.4.11"])  # the pool appears: the pod is retried
     wait_for("typo bound", lambda: _pod(kubectl, ns, "typo")["spec"].get("nodeName") == "node-3")
     assert _ip(_pod(kubectl, ns, "typo")) == "10.33.4.10"
+    # The namespace's default pools apply to its pods that name none.
+    kubectl("annotate", "namespace", ns, "ipscheduler.io/default-pools=general")
+    for i in range(2):
+        kubectl.create(_with_pools(f"defaulted-{i}"), ns)
+        wait_for(
+            f"defaulted-{i} bound", lambda i=i: _pod(kubectl, ns, f"defaulted-{i}")["spec"].get("nodeName")
+        )
+    placed = [(_pod(kubectl, ns, f"defaulted-{i}")["spec"]["nodeName"]) for i in range(2)]
+    assert placed == ["node-1", "node-1"], "general only, although genral on node-3 has room"
 
 
 def _pod(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from kubernetes_asyncio import client
 
 from ipscheduler.backend.cache import Cache
 from ipscheduler.cmd.profiles import build_profile
-from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR, bound_pod_parse
+from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR, bound_pod_parse, namespace_informer
 from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
@@ -164,6 +164,9 @@ async def explain(
             await api.list_cluster_objects(POOLS),
             leave_out=pod.uid,  # explain a bound pod as if it were pending again
         )
+        default_pools = namespace_informer().parse(await api.get_namespace(namespace) or {})
+        if default_pools is not None:
+            cache.attach_namespaces({namespace: (default_pools,)})
         try:
             profile = explain_profile(cache, api, PoolWriter(api, cache), config, scheduler_name, strategy)
         except ValueError as e:

@@ -13,7 +13,9 @@ goes one way, from the informers to their subscribers:
   pool controller (holds, adoption, release);
 - nodes → the scheduler (cache, queue) and the pool controller (every pool's status
   when a node is added or deleted);
-- NodeIPPools → the pool controller (pool cache, status, queue).
+- NodeIPPools → the pool controller (pool cache, status, queue);
+- namespaces (only their ``ipscheduler.io/default-pools``) → the pool cache (read by
+  UnderlayIP) and the pool controller (pending pods retried when one changes).
 
 The pool controller talks to the queue only through what it is given here: the
 queue's move of unschedulable pods (``on_capacity_freed``) and the scheduler's check
@@ -47,7 +49,7 @@ from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
-from ipscheduler.underlayip.models import ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
+from ipscheduler.underlayip.models import ANNOTATION_DEFAULT_POOLS, ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.writer import PoolWriter
 
@@ -73,6 +75,7 @@ class Components:
     bound_pods: ObjectStore[PodInfo]
     nodes: ObjectStore[NodeInfo]
     pools: ObjectStore[PoolView]
+    namespaces: ObjectStore[str]
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start(self) -> None:
@@ -84,6 +87,7 @@ class Components:
             ("pods-by-node", self.bound_pods),
             ("nodes", self.nodes),
             ("nodeippools", self.pools),
+            ("namespaces", self.namespaces),
         ):
             self.supervisor.start(f"{name}-watch", functools.partial(informer.run, self.api.client))
             self.health.checks[f"{name}-watch"] = functools.partial(informer.health, timeout)
@@ -163,8 +167,12 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     bound_pods = bound_pod_informer()
     nodes = node_informer()
     pools = pool_informer(pool_cache)
+    namespaces = namespace_informer()
+    pool_cache.attach_namespaces(namespaces.index)
     scheduler.subscribe(pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes)
-    controller.subscribe(pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes, pools=pools)
+    controller.subscribe(
+        pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes, pools=pools, namespaces=namespaces
+    )
     writer.on_conflict = metrics.cas_conflicts.inc
 
     def count_write(mutations: int) -> None:
@@ -190,7 +198,23 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         bound_pods=bound_pods,
         nodes=nodes,
         pools=pools,
+        namespaces=namespaces,
     )
+
+
+def namespace_informer() -> ObjectStore[str]:
+    """Namespace name → its ``ipscheduler.io/default-pools`` annotation, for the namespaces
+    that carry one (the others are left out of the index)."""
+
+    def parse(body: dict[str, Any]) -> str | None:
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        value = annotations.get(ANNOTATION_DEFAULT_POOLS) if isinstance(annotations, dict) else None
+        return value if isinstance(value, str) else None
+
+    def endpoint(api_client: client.ApiClient) -> Endpoint:
+        return client.CoreV1Api(api_client).list_namespace, (), {}
+
+    return ObjectStore("namespace", endpoint, parse)
 
 
 def node_informer() -> ObjectStore[NodeInfo]:
@@ -264,6 +288,7 @@ async def _ready_when_synced(c: Components) -> None:
     cache (and so the pool controller) once the NodeIPPool informer does too."""
     await c.nodes.synced.wait()
     await c.bound_pods.synced.wait()
+    await c.namespaces.synced.wait()
     c.cache.ready.set()
     await c.pools.synced.wait()
     c.pool_cache.attach(c.pools.index)

@@ -272,6 +272,15 @@ class KubeApi:
                 return None
             raise
 
+    async def get_namespace(self, name: str) -> dict[str, Any] | None:
+        """Namespace ``name`` (None when it does not exist). Raises ApiException."""
+        try:
+            return dict(await self.read_json(self.core.read_namespace(name, _preload_content=False)))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
     async def bind(self, pod: PodInfo, node: str, annotations: dict[str, str]) -> None:
         """POST a Binding of ``pod`` (by UID) to ``node`` carrying ``annotations``.
 

@@ -63,6 +63,7 @@ class PoolCache:
         self._snap: dict[str, PoolView] = {}
         self._by_node: dict[str, list[PoolView]] = {}
         self._namespaced: dict[str, PoolView] = {}  # pools with spec.namespaces, by name
+        self._namespace_pools: Mapping[str, tuple[str]] = {}
         self._holders: dict[str, set[str]] = {}  # pod UID → pool names holding an allocation for it
         self._foreign: dict[str, dict[str, str]] = {}  # pool → its addresses held outside its spec
         self._held_by: dict[str, str] = {}  # merged _foreign: canonical address → pool name
@@ -85,6 +86,17 @@ class PoolCache:
         self._pools = pools
         self.invalidate()
         self.ready.set()
+
+    def attach_namespaces(self, defaults: Mapping[str, tuple[str]]) -> None:
+        """Use this index from now on: namespace name → (its ``ipscheduler.io/default-pools``
+        annotation,), for the namespaces that carry one (the namespace informer's)."""
+        self._namespace_pools = defaults
+
+    def default_pools(self, namespace: str) -> str | None:
+        """The ``ipscheduler.io/default-pools`` annotation of ``namespace`` (None: it has none,
+        or namespaces are not watched)."""
+        entry = self._namespace_pools.get(namespace)
+        return entry[0] if entry else None
 
     # -- pools ---------------------------------------------------------
     def pool(self, name: str) -> PoolView | None:

@@ -180,15 +180,26 @@ class PoolController(Reconciler):
         bound_pods: ObjectStore[PodInfo],
         nodes: ObjectStore[NodeInfo],
         pools: ObjectStore[PoolView],
+        namespaces: ObjectStore[str] | None = None,
     ) -> None:
         """Subscribe to the events the controller needs: pending pods of ours that end
         unbound (:meth:`on_pending_pod`), bound pods seen and gone (holds, adoption,
-        release), nodes added or deleted (every pool's status), and pool changes
-        (:meth:`on_pool_store_event`)."""
+        release), nodes added or deleted (every pool's status), pool changes
+        (:meth:`on_pool_store_event`) and namespaces' default pools (pending pods retried)."""
         pending_pods.subscribe(self.on_pending_pod)
         bound_pods.subscribe(self.on_bound_pod_event)
         nodes.subscribe(self.on_node_event)
         pools.subscribe(self.on_pool_store_event)
+        if namespaces is not None:
+            namespaces.subscribe(self.on_namespace_event)
+
+    def on_namespace_event(
+        self, kind: str | None, name: str, body: dict[str, Any], old: str | None, new: str | None
+    ) -> None:
+        """A namespace's ``ipscheduler.io/default-pools`` changed (the informer keeps only
+        namespaces that carry one): its pending pods may fit elsewhere now."""
+        if kind is not None and old != new:
+            self.on_capacity_freed(events.DEFAULT_POOLS_CHANGE)
 
     def on_pending_pod(self, event_type: str | None, pod: PodInfo) -> None:
         """An event of kopf's pending-pod watch. A pod that left it (DELETED) without being

@@ -21,3 +21,9 @@ node set changed its pools' status."""
 
 ADDRESS_RELEASED = ClusterEvent(NODE_IP_POOL, ActionType.UPDATE_OTHER, "AddressReleased")
 """Addresses of a pool were released (a pod ended)."""
+
+NAMESPACE = EventResource("Namespace")
+"""Namespaces (their ``ipscheduler.io/default-pools`` annotation)."""
+
+DEFAULT_POOLS_CHANGE = ClusterEvent(NAMESPACE, ActionType.ALL, "NamespaceDefaultPoolsChange")
+"""A namespace's ``ipscheduler.io/default-pools`` annotation was set, changed or removed."""

@@ -36,6 +36,9 @@ length, gateway and routes (read by the node's CNI IPAM plugin, cni/)."""
 ANNOTATION_POOLS = "ipscheduler.io/pools"
 """Set by the user: the NodeIPPools the pod may use, comma-separated, in order of preference
 (:mod:`ipscheduler.underlayip.selection`)."""
+ANNOTATION_DEFAULT_POOLS = "ipscheduler.io/default-pools"
+"""Set by the user on a namespace: the pools its pods use when they name none (the same
+form as ``ipscheduler.io/pools``)."""
 ANNOTATION_RELEASE_POLICY = "ipscheduler.io/release-policy"
 """Set by the user (normally in the pod template): ``Pod``, ``StatefulSet`` or ``Never``
 (:mod:`ipscheduler.underlayip.retention`)."""

@@ -170,7 +170,7 @@ class UnderlayIP:
         leaves the pod unschedulable with that reason."""
         if pod.host_network:
             return Status.success()
-        choice = pool_choice(pod)
+        choice = pool_choice(pod, self.cache.default_pools(pod.namespace))
         if choice.problem:
             return Status.unschedulable(choice.problem, plugin=NAME)
         state.write(_CHOICE, choice)
@@ -231,11 +231,13 @@ class UnderlayIP:
         (:data:`~ipscheduler.underlayip.events.NODE_IP_POOL_CHANGE`,
         :data:`~ipscheduler.underlayip.events.ADDRESS_RELEASED`), or a node added or deleted
         (a pool may name a node that did not exist yet; the node set decides which pools'
-        addresses conflict): retry the pod. A bound pod deleted does not: its address is
-        free only once released."""
+        addresses conflict), or a namespace's default pools changed
+        (:data:`~ipscheduler.underlayip.events.DEFAULT_POOLS_CHANGE`): retry the pod. A bound
+        pod deleted does not: its address is free only once released."""
         return [
             ClusterEventWithHint(events.NODE_IP_POOL_CHANGE),
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.DELETE)),
+            ClusterEventWithHint(events.DEFAULT_POOLS_CHANGE),
         ]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
@@ -262,7 +264,7 @@ class UnderlayIP:
         """The node's pools the pod may use to reserve in: one holding the pod's allocation
         first, then in the pod's order of preference (``ipscheduler.io/pools``), then by most
         available (assumed reservations deducted), then by name."""
-        choice = pool_choice(pod)
+        choice = pool_choice(pod, self.cache.default_pools(pod.namespace))
         pools = [
             p
             for p in self.cache.pools_for_node(node.name)

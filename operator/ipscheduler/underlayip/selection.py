@@ -3,6 +3,8 @@
 - The pod annotation ``ipscheduler.io/pools: a,b`` restricts the pod to those pools, in
   that order of preference (the UnderlayIP score prefers nodes of ``a`` over those of
   ``b``, Reserve takes ``a`` before ``b`` on a node with both).
+- A namespace annotation ``ipscheduler.io/default-pools`` (same form) applies to the pods
+  of that namespace that name none.
 - NodeIPPool ``spec.namespaces`` reserves a pool for pods of those namespaces.
 
 A pod may use a pool when both allow it (:func:`may_use`).
@@ -14,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.underlayip.models import ANNOTATION_POOLS
+from ipscheduler.underlayip.models import ANNOTATION_DEFAULT_POOLS, ANNOTATION_POOLS
 from ipscheduler.underlayip.pool import PoolView
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -23,11 +25,13 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 @dataclass(frozen=True)
 class PoolChoice:
     """A pod's ``ipscheduler.io/pools``: ``names`` in order of preference (empty: any pool),
-    and ``problem``, why the annotation is malformed ("" when it is not; a malformed one
-    leaves the pod unschedulable, never free to use any pool)."""
+    ``problem``, why the annotation is malformed ("" when it is not; a malformed one
+    leaves the pod unschedulable, never free to use any pool), and ``source``."""
 
     names: tuple[str, ...] = ()
     problem: str = ""
+    source: str = ANNOTATION_POOLS
+    """Where the names come from, for messages: the pod's annotation, or its namespace's."""
 
     def rank(self, pool: str) -> int:
         """``pool``'s place in the pod's preference (0 first; 0 for every pool when the pod
@@ -38,24 +42,30 @@ class PoolChoice:
 ANY = PoolChoice()
 
 
-def pool_choice(pod: PodInfo) -> PoolChoice:
-    """The pools ``pod`` names (see the module doc). Entries are trimmed; an empty entry or
-    a name that cannot be a NodeIPPool's (a DNS subdomain) makes the annotation malformed;
-    a name given twice counts once, at its first place."""
+def pool_choice(pod: PodInfo, namespace_default: str | None = None) -> PoolChoice:
+    """The pools ``pod`` names, else those its namespace's ``ipscheduler.io/default-pools``
+    (``namespace_default``) names (see the module doc). Entries are trimmed; an empty entry
+    or a name that cannot be a NodeIPPool's (a DNS subdomain) makes the annotation
+    malformed; a name given twice counts once, at its first place."""
     raw = pod.annotations.get(ANNOTATION_POOLS)
+    source = ANNOTATION_POOLS
     if raw is None:
-        return ANY
+        if namespace_default is None:
+            return ANY
+        raw, source = namespace_default, f"namespace {pod.namespace} annotation {ANNOTATION_DEFAULT_POOLS}"
     names: list[str] = []
     for entry in raw.split(","):
         name = entry.strip()
         if not name or len(name) > 253 or not _NAME.match(name):
             return PoolChoice(
-                problem=f"annotation {ANNOTATION_POOLS}={raw!r}: {name!r} is not a NodeIPPool name "
-                "(a comma-separated list of pool names)"
+                problem=f"{'' if source != ANNOTATION_POOLS else 'annotation '}{source}={raw!r}: "
+                f"{name!r} is not a NodeIPPool name "
+                "(a comma-separated list of pool names)",
+                source=source,
             )
         if name not in names:
             names.append(name)
-    return PoolChoice(tuple(names))
+    return PoolChoice(tuple(names), source=source)
 
 
 def may_use(pod: PodInfo, choice: PoolChoice, pool: PoolView) -> bool:

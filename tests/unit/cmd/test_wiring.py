@@ -88,3 +88,20 @@ async def test_the_echo_of_our_own_status_write_moves_nothing() -> None:
     c.pool_cache.store_fresh(PoolView.from_obj(pool_a("4")))  # read by us, not written
     c.pools.apply("MODIFIED", pool_a("4"))
     assert moved == ["NodeIPPoolChange", "NodeIPPoolChange"]
+
+
+async def test_a_namespaces_default_pools_reach_the_pool_cache_and_retry_pending_pods() -> None:
+    c = wiring.build(RunConfig(), _NO_API, HealthState())
+    moved: list[str] = []
+    c.controller.on_capacity_freed = lambda event: moved.append(event.label)
+    team = {"metadata": {"name": "team", "annotations": {"ipscheduler.io/default-pools": "fast"}}}
+    plain = {"metadata": {"name": "plain"}}
+    c.namespaces.replace_all([team, plain])
+    c.namespaces.synced.set()
+    assert (c.pool_cache.default_pools("team"), c.pool_cache.default_pools("plain")) == ("fast", None)
+    assert moved == [], "the first LIST moves nothing"
+    team["metadata"]["annotations"]["ipscheduler.io/default-pools"] = "fast, slow"
+    c.namespaces.apply("MODIFIED", team)
+    c.namespaces.apply("MODIFIED", {"metadata": {"name": "plain", "labels": {"x": "y"}}})  # not ours
+    assert c.pool_cache.default_pools("team") == "fast, slow"
+    assert moved == ["NamespaceDefaultPoolsChange"]

@@ -62,3 +62,27 @@ def test_rank_follows_the_pods_order() -> None:
     choice = PoolChoice(("b", "a"))
     assert (choice.rank("b"), choice.rank("a")) == (0, 1)
     assert ANY.rank("a") == 0
+
+
+@pytest.mark.parametrize(
+    ("pod_annotation", "namespace_default", "expected"),
+    [
+        (None, "a, b", PoolChoice(("a", "b"), source="namespace ns annotation ipscheduler.io/default-pools")),
+        ("c", "a, b", PoolChoice(("c",))),
+        (None, None, ANY),
+    ],
+    ids=["namespace-default", "the-pods-own-list-wins", "neither"],
+)
+def test_a_namespaces_default_pools_apply_to_pods_that_name_none(
+    pod_annotation: str | None, namespace_default: str | None, expected: PoolChoice
+) -> None:
+    annotations = {"ipscheduler.io/pools": pod_annotation} if pod_annotation is not None else {}
+    assert pool_choice(pod_info(annotations=annotations), namespace_default) == expected
+
+
+def test_a_malformed_namespace_default_names_the_namespace() -> None:
+    choice = pool_choice(pod_info(), "a,,b")
+    assert choice.problem == (
+        "namespace ns annotation ipscheduler.io/default-pools='a,,b': '' is not a NodeIPPool name "
+        "(a comma-separated list of pool names)"
+    )
