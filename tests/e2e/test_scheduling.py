@@ -351,6 +351,7 @@ def test_explain_shows_per_node_filters_for_a_pending_pod(
     assert "rejected" in rows["node-1"] and "node(s) had no free underlay IPs" in rows["node-1"]
     assert "UnderlayIP" in rows["node-2"] and "node(s) had no NodeIPPool" in rows["node-2"]
     assert "Unschedulable: 0/3 nodes are available" in pending.stdout
+    assert pending.stdout.splitlines()[1] == "Pools: any pool of the node"
     bound = explain("first")
     assert bound.returncode == 0 and "Would be scheduled to node-1" in bound.stdout
     assert explain("nope").returncode == 2

@@ -28,6 +28,7 @@ from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import POOLS
 from ipscheduler.underlayip.plugin import Strategy
 from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.selection import pool_choice
 from ipscheduler.underlayip.writer import PoolWriter
 
 
@@ -73,12 +74,28 @@ def evaluate(
     return verdicts, ("" if feasible else diagnosis.message())
 
 
-def render(pod: PodInfo, verdicts: list[NodeVerdict], summary: str, weights: Mapping[str, int]) -> str:
-    """Human-readable table, kubectl style."""
+def pools_line(pod: PodInfo, cache: PoolCache) -> str:
+    """Which NodeIPPools ``pod`` may use, and why (:mod:`ipscheduler.underlayip.selection`)."""
+    choice = pool_choice(pod, cache.default_pools(pod.namespace))
+    if choice.problem:
+        return f"Pools: none ({choice.problem})"
+    reserved = sorted(p.name for p in cache.namespaced_pools().values() if not p.serves(pod.namespace))
+    but = f"; not {', '.join(reserved)} (reserved for other namespaces)" if reserved else ""
+    if not choice.names:
+        return f"Pools: any pool of the node{but}"
+    return f"Pools: {', '.join(choice.names)} (in this order, from {choice.source}){but}"
+
+
+def render(
+    pod: PodInfo, verdicts: list[NodeVerdict], summary: str, weights: Mapping[str, int], pools: str = ""
+) -> str:
+    """Human-readable table, kubectl style; ``pools``: :func:`pools_line`, printed under the
+    pod's line when given."""
     where = f"bound to {pod.node_name}" if pod.node_name else "Pending"
     lines = [
         f"Pod {pod.key} ({where}; priority {pod.priority}; QoS {pod.qos_class}; "
         f"scheduler {pod.scheduler_name})",
+        *([pools] if pools else []),
         "",
     ]
     rows = [("NODE", "RESULT", "FILTER / SCORE", "DETAIL")]
@@ -174,6 +191,6 @@ async def explain(
         nodes = cache.node_cache.snapshot()
         verdicts, summary = evaluate(profile, dataclasses.replace(pod, node_name=""), nodes)
         weights = {p.name: w for p, w in profile.score}
-        return (0 if not summary else 1), render(pod, verdicts, summary, weights)
+        return (0 if not summary else 1), render(pod, verdicts, summary, weights, pools_line(pod, cache))
     finally:
         await api.close()

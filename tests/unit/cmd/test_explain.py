@@ -12,11 +12,11 @@ import pytest
 
 from ipscheduler.cmd import cli
 from ipscheduler.cmd import explain as explain_module
-from ipscheduler.cmd.explain import evaluate, explain_profile, render
+from ipscheduler.cmd.explain import evaluate, explain_profile, pools_line, render
 from ipscheduler.cmd.profiles import FILTER_PLUGINS, SCORE_WEIGHTS, load_config
 from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from tests.builders import config_file
+from tests.builders import config_file, pod_info, pool
 from tests.unit.fakes import pool_cache
 
 # A hostNetwork pod needs no address, so UnderlayIP passes every node without pools.
@@ -148,3 +148,39 @@ def test_cli_explain_invalid_config_exits_2_naming_the_field(
     err = capsys.readouterr().err
     assert re.search(r"ipscheduler: invalid --config: .*profiles\.0: .*unknown score plugin 'Nope'", err)
     assert captured == []
+
+
+@pytest.mark.parametrize(
+    ("annotations", "namespace_default", "line"),
+    [
+        ({}, None, "Pools: any pool of the node; not team (reserved for other namespaces)"),
+        (
+            {"ipscheduler.io/pools": "b, a"},
+            None,
+            "Pools: b, a (in this order, from ipscheduler.io/pools); "
+            "not team (reserved for other namespaces)",
+        ),
+        (
+            {},
+            "a",
+            "Pools: a (in this order, from namespace ns annotation ipscheduler.io/default-pools); "
+            "not team (reserved for other namespaces)",
+        ),
+        (
+            {"ipscheduler.io/pools": "a,,b"},
+            None,
+            "Pools: none (annotation ipscheduler.io/pools='a,,b': '' is not a NodeIPPool name "
+            "(a comma-separated list of pool names))",
+        ),
+    ],
+    ids=["any", "named", "namespace-default", "malformed"],
+)
+def test_explain_says_which_pools_the_pod_may_use(
+    annotations: dict[str, str], namespace_default: str | None, line: str
+) -> None:
+    cache = pool_cache({}, {"team": [pool("team", namespaces=["team-x"])], "a": [pool("a")]})
+    if namespace_default is not None:
+        cache.attach_namespaces({"ns": (namespace_default,)})
+    pod = pod_info("p", annotations=annotations)
+    assert pools_line(pod, cache) == line
+    assert render(pod, [], "no nodes", {}, line).splitlines()[1] == line
