@@ -1,4 +1,4 @@
-"""Command line: ``ipscheduler run | crd | explain | check | --version``."""
+"""Command line: ``ipscheduler run | crd | explain | check | ip | --version``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import sys
 from ipscheduler import __version__
 from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
 from ipscheduler.underlayip.multus import MultusError, parse_network_name
+
+KUBECONFIG_HELP = "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +94,25 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--scheduler-name", default="ip-scheduler")
     ex.add_argument("--ip-strategy", choices=("spread", "binpack"), default="spread")
     ex.add_argument("--config", help="IPSchedulerConfiguration YAML (profile plugins, weights, pluginConfig)")
+    ip = sub.add_parser("ip", help="show, list and release allocated addresses")
+    ip_sub = ip.add_subparsers(dest="ip_command", required=True)
+    for name, text in (
+        ("show", "who holds ADDRESS: pool, node, pod and UID, phase, policy, since"),
+        ("list", "every allocation, a table (or -o json)"),
+        ("release", "release ADDRESS if no live pod holds it (Retained, or its pod is gone or ended)"),
+    ):
+        cmd = ip_sub.add_parser(name, help=text)
+        if name != "list":
+            cmd.add_argument("address", help="an IPv4 or IPv6 address")
+        cmd.add_argument(
+            "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
+        )
+        cmd.add_argument("--scheduler-name", default="ip-scheduler")
+    ip_list = ip_sub.choices["list"]
+    ip_list.add_argument("--pool", help="only this NodeIPPool")
+    ip_list.add_argument("--node", help="only pools of this node")
+    ip_list.add_argument("--phase", choices=("Reserved", "Bound", "Retained"), help="only this phase")
+    ip_list.add_argument("-o", "--output", choices=("table", "json"), default="table")
     check = sub.add_parser("check", help="print every allocation invariant violation; exit 1 if any")
     check.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
@@ -131,6 +152,25 @@ def main(argv: list[str] | None = None) -> int:
             explain(args.kubeconfig, args.pod, args.scheduler_name, args.ip_strategy, explained)
         )
         sys.stdout.write(text)
+        return status
+    if args.command == "ip":
+        from ipscheduler.underlayip import addresstool
+
+        if args.ip_command == "list":
+            status, text = asyncio.run(
+                addresstool.ip_list(
+                    args.kubeconfig, args.scheduler_name, args.pool, args.node, args.phase, args.output
+                )
+            )
+        elif args.ip_command == "show":
+            status, text = asyncio.run(
+                addresstool.ip_show(args.kubeconfig, args.scheduler_name, args.address)
+            )
+        else:
+            status, text = asyncio.run(
+                addresstool.ip_release(args.kubeconfig, args.scheduler_name, args.address)
+            )
+        (sys.stdout if status == 0 else sys.stderr).write(text)
         return status
     if args.command == "check":
         from ipscheduler.underlayip.check import live_violations
