@@ -210,6 +210,28 @@ def _reclaim(
     return desired_status(pool, ctx, allocs, now)
 
 
+def unreserve(
+    pool: PoolView,
+    ctx: PoolContext,
+    uid: str,
+    owner: str,
+    keep: bool = False,
+    now: datetime.datetime | None = None,
+) -> NodeIPPoolStatus | None:
+    """Undo cycle ``owner``'s reservation for pod ``uid`` (Unreserve). Only an allocation
+    whose ``reservedBy`` is that cycle's is touched. ``keep``: the cycle had taken back a
+    Retained address (the pod's identity keeps it): it becomes Retained again, under
+    ``uid``, instead of going back to the pool. None when there is nothing to undo."""
+    a = pool.allocations.get(uid)
+    if a is None or a.reserved_by != owner:
+        return None
+    if keep and a.identity and a.release_policy in (STATEFULSET, NEVER):
+        allocs = dict(pool.allocations)
+        allocs[uid] = a.model_copy(update={"phase": "Retained", "retained_since": now or utc_now()})
+        return desired_status(pool, ctx, allocs, now)
+    return release(pool, ctx, uid, owner=owner)
+
+
 def retain(
     pool: PoolView, ctx: PoolContext, uid: str, now: datetime.datetime | None = None
 ) -> NodeIPPoolStatus | None:

@@ -135,3 +135,54 @@ def wants_ordinal(ordinal: int, replicas: int, start: int = 0) -> bool:
     wants ``ordinal`` (Kube-OVN's ``isStatefulSetPodToDel``: an ordinal at or past
     ``start + replicas``, or below ``start``, is scaled away)."""
     return start <= ordinal < start + replicas
+
+
+@dataclass(frozen=True)
+class StatefulSetFacts:
+    """What the release rules read of a StatefulSet: its ``uid``, ``spec.replicas`` and
+    ``spec.ordinals.start`` (0 when unset)."""
+
+    uid: str
+    replicas: int
+    start: int = 0
+
+
+def statefulset_of(identity: str) -> tuple[str, str, int] | None:
+    """``(namespace, statefulset name, ordinal)`` of a StatefulSet pod identity
+    ``namespace/<set>-<ordinal>``; None when it does not have that form."""
+    namespace, _, name = identity.partition("/")
+    m = _ORDINAL.match(name)
+    if not namespace or m is None:
+        return None
+    return namespace, m.group(1), int(m.group(2))
+
+
+def retained_release_reason(
+    policy: ReleasePolicy | None, identity: str, owner_uid: str, facts: StatefulSetFacts | None
+) -> str | None:
+    """Why a Retained allocation (its ``policy``, ``identity`` and ``owner_uid``) goes now,
+    or None to keep it. ``facts``: the StatefulSet named by the identity as the API server
+    has it now (None: it does not exist). Kube-OVN's rules (``isStatefulSetPodToDel``):
+
+    - ``Never``: kept (only an operator releases it, ``ipscheduler ip release``);
+    - ``StatefulSet``: released when its StatefulSet is gone, was recreated (another UID),
+      or no longer wants the ordinal (``ordinal >= spec.ordinals.start + replicas``);
+    - anything else (no policy, or an identity that names no StatefulSet ordinal): a
+      Retained allocation that nothing will claim, released.
+    """
+    if policy == NEVER:
+        return None
+    parsed = statefulset_of(identity) if policy == STATEFULSET else None
+    if parsed is None:
+        return "Retained without a release policy that keeps it"
+    namespace, name, ordinal = parsed
+    if facts is None:
+        return f"its StatefulSet {namespace}/{name} no longer exists"
+    if facts.uid != owner_uid:
+        return f"its StatefulSet {namespace}/{name} was recreated (UID {facts.uid}, was {owner_uid})"
+    if not wants_ordinal(ordinal, facts.replicas, facts.start):
+        return (
+            f"StatefulSet {namespace}/{name} no longer wants ordinal {ordinal} "
+            f"(replicas {facts.replicas}, ordinals from {facts.start})"
+        )
+    return None

@@ -23,6 +23,7 @@ from ipscheduler.underlayip.allocator import (
     reserve,
     retain,
     retained_for,
+    unreserve,
 )
 from ipscheduler.underlayip.models import NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView, ready_condition, refresh
@@ -862,3 +863,20 @@ def test_an_address_kept_with_policy_never_goes_to_any_pod_of_that_name() -> Non
     assert retained_for(kept, "ns/other") is None
     new, got = reserve(kept, CTX, "u2", "ns/db", now=T0, owner="r/2", retention=Retention("Never", "ns/db"))
     assert new is not None and got == "10.0.0.1" and list(new.allocations) == ["u2"]
+
+
+@pytest.mark.parametrize(
+    ("keep", "phase"),
+    [(True, "Retained"), (False, None)],
+    ids=["a-taken-back-address-is-retained-again", "a-fresh-one-goes-back-to-the-pool"],
+)
+def test_unreserve_of_a_sticky_reservation(keep: bool, phase: str | None) -> None:
+    pool = _reserved_sticky()
+    assert unreserve(pool, CTX, "u1", owner="r/other", keep=keep) is None, "never another cycle's"
+    status = unreserve(pool, CTX, "u1", owner="r/1", keep=keep, now=T0)
+    assert status is not None
+    got = status.allocations.get("u1")
+    assert (got.phase if got else None) == phase
+    plain = _reserved_sticky(Retention("Pod"))
+    released = unreserve(plain, CTX, "u1", owner="r/1", keep=True)
+    assert released is not None and released.allocations == {}, "a Pod-policy reservation always goes"

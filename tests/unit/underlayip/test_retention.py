@@ -11,7 +11,10 @@ from ipscheduler.framework.types import OwnerRef
 from ipscheduler.underlayip.retention import (
     DEFAULT_RETAIN_TIMEOUT,
     Retention,
+    StatefulSetFacts,
+    retained_release_reason,
     retention_of,
+    statefulset_of,
     statefulset_ordinal,
     wants_ordinal,
 )
@@ -162,3 +165,61 @@ def test_which_ordinals_a_statefulset_still_wants(
     ordinal: int, replicas: int, start: int, wanted: bool
 ) -> None:
     assert wants_ordinal(ordinal, replicas, start) is wanted
+
+
+@pytest.mark.parametrize(
+    ("identity", "parsed"),
+    [("ns/web-2", ("ns", "web", 2)), ("ns/my-db-10", ("ns", "my-db", 10)), ("ns/web", None), ("web-1", None)],
+    ids=["simple", "dashed-name", "no-ordinal", "no-namespace"],
+)
+def test_the_statefulset_of_an_identity(identity: str, parsed: tuple[str, str, int] | None) -> None:
+    assert statefulset_of(identity) == parsed
+
+
+LIVE = StatefulSetFacts("uid-sts", replicas=3)
+
+
+@pytest.mark.parametrize(
+    ("policy", "identity", "facts", "reason"),
+    [
+        ("StatefulSet", "ns/web-1", LIVE, None),
+        ("StatefulSet", "ns/web-1", None, "its StatefulSet ns/web no longer exists"),
+        (
+            "StatefulSet",
+            "ns/web-1",
+            StatefulSetFacts("uid-new", 3),
+            "its StatefulSet ns/web was recreated (UID uid-new, was uid-sts)",
+        ),
+        (
+            "StatefulSet",
+            "ns/web-2",
+            StatefulSetFacts("uid-sts", 2),
+            "StatefulSet ns/web no longer wants ordinal 2 (replicas 2, ordinals from 0)",
+        ),
+        ("StatefulSet", "ns/web-2", StatefulSetFacts("uid-sts", 2, start=1), None),
+        (
+            "StatefulSet",
+            "ns/web-0",
+            StatefulSetFacts("uid-sts", 2, start=1),
+            "StatefulSet ns/web no longer wants ordinal 0 (replicas 2, ordinals from 1)",
+        ),
+        ("Never", "ns/db", None, None),
+        (None, "ns/web-1", LIVE, "Retained without a release policy that keeps it"),
+        ("StatefulSet", "ns/web", LIVE, "Retained without a release policy that keeps it"),
+    ],
+    ids=[
+        "wanted",
+        "statefulset-deleted",
+        "statefulset-recreated",
+        "scaled-down",
+        "ordinals-start-keeps-it",
+        "below-ordinals-start",
+        "never",
+        "no-policy",
+        "identity-without-ordinal",
+    ],
+)
+def test_when_a_retained_address_goes(
+    policy: Any, identity: str, facts: StatefulSetFacts | None, reason: str | None
+) -> None:
+    assert retained_release_reason(policy, identity, "uid-sts", facts) == reason
