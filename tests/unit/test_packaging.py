@@ -45,6 +45,7 @@ EXPECTED_CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("events.k8s.io", "events"): {"create", "patch"},
     ("", "nodes"): {"get", "list", "watch"},
     ("", "namespaces"): {"list", "watch"},
+    ("apps", "statefulsets"): {"get"},
     ("ipscheduler.io", "nodeippools"): {"get", "list", "watch", "patch", "update"},
     ("ipscheduler.io", "nodeippools/status"): {"get", "patch", "update"},
 }

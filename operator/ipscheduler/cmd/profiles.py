@@ -19,14 +19,16 @@ framework with :func:`build_profile`, so both honour ``--config``.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ipscheduler.framework.config import Plugins, SchedulerConfiguration, load
-from ipscheduler.framework.interface import Handle
+from ipscheduler.framework.interface import ClusterEvent, Handle
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
 from ipscheduler.kube.client import KubeApi
+from ipscheduler.kube.events import EventRecorder
 from ipscheduler.plugins import defaultbinder, queuesort
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip import plugin as underlay
@@ -103,11 +105,13 @@ def with_underlay_ip(
     reserved_ttl: float = 60.0,
     multus_network: str | None = None,
     takeover_before: datetime.datetime | None = None,
+    recorder: EventRecorder | None = None,
+    requeue: Callable[[ClusterEvent], object] | None = None,
 ) -> Registry:
     """UnderlayIP's out-of-tree registration (upstream ``app.WithPlugin(Name, New)``).
 
     Its factory closes over ``cache``, ``writer``, ``api`` (Unreserve's live read),
-    ``identity``, ``reserved_ttl`` and ``takeover_before`` (see
+    ``identity``, ``reserved_ttl``, ``takeover_before``, ``recorder`` and ``requeue`` (see
     :class:`~ipscheduler.underlayip.plugin.UnderlayIP`); ``strategy`` (``--ip-strategy``) and
     ``multus_network`` (``--multus-network``) apply unless the profile's pluginConfig
     sets UnderlayIP's ``strategy`` / ``multusNetwork``.
@@ -123,6 +127,8 @@ def with_underlay_ip(
             identity=identity,
             reserved_ttl=reserved_ttl,
             takeover_before=takeover_before,
+            recorder=recorder,
+            requeue=requeue,
         )
 
     return _underlay_ip(new)
@@ -179,6 +185,8 @@ def build_profile(
     reserved_ttl: float = 60.0,
     multus_network: str | None = None,
     takeover_before: datetime.datetime | None = None,
+    recorder: EventRecorder | None = None,
+    requeue: Callable[[ClusterEvent], object] | None = None,
 ) -> Framework:
     """The profile described by ``config`` (None: all defaults), UnderlayIP wired to ``cache``,
     ``writer`` and ``api`` (see :func:`with_underlay_ip` for the rest); binds through ``api``.
@@ -187,7 +195,16 @@ def build_profile(
     """
     registry = plugin_registry(
         with_underlay_ip(
-            cache, api, writer, strategy, identity, reserved_ttl, multus_network, takeover_before
+            cache,
+            api,
+            writer,
+            strategy,
+            identity,
+            reserved_ttl,
+            multus_network,
+            takeover_before,
+            recorder,
+            requeue,
         )
     )
     return new_profile(registry, config or SchedulerConfiguration.defaults(), PluginHandle(binder=api))

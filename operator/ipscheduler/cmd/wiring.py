@@ -40,6 +40,7 @@ from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.cmd.profiles import build_profile
+from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi
@@ -118,6 +119,11 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     cache = Cache()
     pool_cache = PoolCache(cache)
     writer = PoolWriter(api, pool_cache, defer_delay=cfg.bound_mark_delay)
+    recorder = EventRecorder(api)
+
+    def requeue(event: ClusterEvent) -> None:  # the queue is made from the profile, below
+        queue.move_all_to_active_or_backoff(event)
+
     profile = build_profile(
         pool_cache,
         api,
@@ -130,10 +136,11 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         # build() runs once this replica holds the Lease (cmd/runner: the operator starts
         # under it): reservations another replica made before now are the last leader's.
         takeover_before=datetime.datetime.now(datetime.UTC) if cfg.leader_elect else None,
+        recorder=recorder,
+        requeue=requeue,
     )
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
     metrics = Metrics(cfg.scheduler_name)
-    recorder = EventRecorder(api)
     ready_to_schedule = asyncio.Event()
     scheduler = Scheduler(
         name=cfg.scheduler_name,

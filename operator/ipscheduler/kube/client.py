@@ -272,6 +272,20 @@ class KubeApi:
                 return None
             raise
 
+    async def get_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """StatefulSet ``namespace/name`` (None when it does not exist). Raises ApiException."""
+        apps = client.AppsV1Api(self.client)
+        try:
+            return dict(
+                await self.read_json(
+                    apps.read_namespaced_stateful_set(name, namespace, _preload_content=False)
+                )
+            )
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
         """Namespace ``name`` (None when it does not exist). Raises ApiException."""
         try:

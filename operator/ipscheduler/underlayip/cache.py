@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from ipscheduler.backend.cache import Cache
 from ipscheduler.underlayip.addresses import AddressSet
 from ipscheduler.underlayip.allocator import available
+from ipscheduler.underlayip.models import Allocation
 from ipscheduler.underlayip.pool import PoolContext, PoolView, find_conflicts, foreign_holds
 
 IndexLike = Mapping[str, Iterable[object]]
@@ -63,6 +64,7 @@ class PoolCache:
         self._snap: dict[str, PoolView] = {}
         self._by_node: dict[str, list[PoolView]] = {}
         self._namespaced: dict[str, PoolView] = {}  # pools with spec.namespaces, by name
+        self._identities: dict[str, set[str]] = {}  # pod identity → pools with an allocation for it
         self._namespace_pools: Mapping[str, tuple[str]] = {}
         self._holders: dict[str, set[str]] = {}  # pod UID → pool names holding an allocation for it
         self._foreign: dict[str, dict[str, str]] = {}  # pool → its addresses held outside its spec
@@ -168,6 +170,18 @@ class PoolCache:
         self._fresh.pop(name, None)
         self.invalidate(name)
 
+    def kept_for(self, identity: str) -> list[tuple[PoolView, str, Allocation]]:
+        """The allocations recorded for pod identity ``identity`` (``namespace/name``: the
+        release policies StatefulSet and Never), in any phase: ``(pool, pod UID,
+        allocation)``, sorted by pool name."""
+        self._refresh()
+        return [
+            (pool, uid, a)
+            for pool in (self._snap[n] for n in sorted(self._identities.get(identity, ())))
+            for uid, a in pool.allocations.items()
+            if a.identity == identity
+        ]
+
     def pools_holding(self, uid: str) -> list[PoolView]:
         """Pools holding an allocation for pod ``uid`` (normally zero or one), sorted by name."""
         self._refresh()
@@ -221,7 +235,7 @@ class PoolCache:
 
     def _rebuild(self) -> None:
         self._snap, self._by_node, self._holders, self._foreign = {}, {}, {}, {}
-        self._namespaced = {}
+        self._namespaced, self._identities = {}, {}
         for name in list(self._pools.keys()):
             p = self.pool(name)
             if p is not None:
@@ -241,8 +255,10 @@ class PoolCache:
             self._namespaced[pool.name] = pool
         others = [p for p in self._by_node.get(pool.node_name, []) if p.name != pool.name]
         self._by_node[pool.node_name] = sorted([*others, pool], key=lambda p: p.name)
-        for uid in pool.allocations:
+        for uid, a in pool.allocations.items():
             self._holders.setdefault(uid, set()).add(pool.name)
+            if a.identity:
+                self._identities.setdefault(a.identity, set()).add(pool.name)
 
     def _unlink(self, pool: PoolView | None) -> None:
         if pool is None:
@@ -253,12 +269,17 @@ class PoolCache:
             self._by_node[pool.node_name] = rest
         else:
             self._by_node.pop(pool.node_name, None)
-        for uid in pool.allocations:
+        for uid, a in pool.allocations.items():
             names = self._holders.get(uid)
             if names is not None:
                 names.discard(pool.name)
                 if not names:
                     del self._holders[uid]
+            kept = self._identities.get(a.identity) if a.identity else None
+            if kept is not None:
+                kept.discard(pool.name)
+                if not kept:
+                    del self._identities[a.identity or ""]
         old = self._avail.pop(pool.name, 0)
         if old:
             self._node_free[pool.node_name] = self._node_free.get(pool.node_name, 0) - old

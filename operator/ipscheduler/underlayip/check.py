@@ -5,7 +5,8 @@ Invariants (each violation is one line of output):
 - no address is held by two allocations (across all pools);
 - no address is carried by two running pods (their ``ipscheduler.io/ip``
   annotations, whatever the pools record);
-- every allocation's pod exists and is not terminal;
+- every allocation's pod exists and is not terminal, except a Retained one (kept for the
+  pod's identity after it ended), whose pod must not run;
 - every bound, live, non-hostNetwork pod of ours has an allocation;
 - an allocation's pool serves the node its (bound) pod runs on;
 - a pool's ``allocated`` does not exceed its ``capacity``;
@@ -75,6 +76,10 @@ def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
                     problems.append(f"address {ip} held twice: {holders[ip]} and {a.pod} (pool {pool.name})")
                 holders[ip] = f"{a.pod} (pool {pool.name})"
             pod = by_uid.get(uid)
+            if a.phase == "Retained":
+                if pod is not None and pod.bound and not pod.terminal:
+                    problems.append(f"{where}: Retained, but its pod runs on {pod.node_name}")
+                continue  # kept for the pod's identity after the pod ended
             if pod is None:
                 problems.append(f"{where}: allocation of a pod that no longer exists")
                 continue

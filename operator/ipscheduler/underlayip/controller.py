@@ -49,7 +49,7 @@ from ipscheduler.underlayip.models import (
     FINALIZER,
     POOLS,
 )
-from ipscheduler.underlayip.pool import READY, PoolView, pool_ref, refresh
+from ipscheduler.underlayip.pool import READY, PoolView, pool_ref, refresh, utc_now
 from ipscheduler.underlayip.reconciler import Reconciler, adoption
 from ipscheduler.underlayip.writer import PoolWriter
 
@@ -415,9 +415,12 @@ class PoolController(Reconciler):
         return live is None or live.terminal
 
     async def release(self, uid: str) -> None:
-        """Remove ``uid``'s allocations from every pool holding one (CAS)."""
+        """Pod ``uid`` ended: remove its allocations from every pool holding one (CAS), or
+        keep them for its identity (phase Retained) where its release policy says so
+        (:func:`~ipscheduler.underlayip.allocator.retain`)."""
+        now = utc_now()
         for pool in self.cache.pools_holding(uid):
-            await self.writer.submit(pool.name, functools.partial(allocator.release, uid=uid))
+            await self.writer.submit(pool.name, functools.partial(allocator.retain, uid=uid, now=now))
         self.on_capacity_freed(events.ADDRESS_RELEASED)
 
     def pool_counts(self, pool: PoolView) -> tuple[int, int, int]:

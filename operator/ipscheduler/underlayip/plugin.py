@@ -47,7 +47,7 @@ import logging
 import secrets
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -68,6 +68,7 @@ from ipscheduler.framework.interface import (
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
+from ipscheduler.kube.events import EventRecorder, pod_ref
 from ipscheduler.underlayip import allocator, events, multus
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import (
@@ -77,7 +78,8 @@ from ipscheduler.underlayip.models import (
     ANNOTATION_POOLS,
     NodeIPPoolStatus,
 )
-from ipscheduler.underlayip.pool import PoolContext, PoolView, network_of, utc_now
+from ipscheduler.underlayip.pool import PoolContext, PoolView, age, network_of, utc_now
+from ipscheduler.underlayip.retention import NEVER, Retention, retention_of
 from ipscheduler.underlayip.selection import ANY, PoolChoice, may_use, pool_choice
 from ipscheduler.underlayip.writer import MutateFn, PoolWriter
 
@@ -87,6 +89,8 @@ NAME = "UnderlayIP"
 ERR_NO_POOL = "node(s) had no NodeIPPool"
 ERR_NO_FREE = "node(s) had no free underlay IPs"
 ERR_NO_USABLE_POOL = "node(s) had no NodeIPPool the pod may use"
+ERR_RETAINED = "node(s) didn't hold the pod's retained address"
+ERR_RETAINING = "the pod's retained address is still recorded for its previous pod"
 _FREE = f"{NAME}/free"
 _ALLOC = f"{NAME}/allocation"
 _PENDING = f"{NAME}/pending"
@@ -94,6 +98,10 @@ _OWNER = f"{NAME}/owner"
 _MINE = f"{NAME}/written"
 _NETWORK = f"{NAME}/network"
 _CHOICE = f"{NAME}/choice"
+_RETENTION = f"{NAME}/retention"
+_KEPT = f"{NAME}/kept"
+_REHOME = f"{NAME}/rehome"
+_TAKEN_BACK = f"{NAME}/taken-back"
 _RANK = f"{NAME}/rank"
 
 Strategy = Literal["spread", "binpack"]
@@ -140,6 +148,8 @@ class UnderlayIP:
         reserved_ttl: float = 60.0,
         multus_network: str | None = None,
         takeover_before: datetime.datetime | None = None,
+        recorder: EventRecorder | None = None,
+        requeue: Callable[[ClusterEvent], object] | None = None,
     ) -> None:
         """``api`` is used by Unreserve for a live read of the pod (None: release without it).
         ``identity``: this replica's, recorded in every reservation (default: host name and a
@@ -160,6 +170,13 @@ class UnderlayIP:
         self.reserved_ttl = reserved_ttl
         self.multus_network = multus_network
         self.takeover_before = takeover_before
+        self.recorder = recorder
+        """Posts the pod's ``AddressRehomed`` event (None: logged only)."""
+        self.requeue = requeue
+        """Moves the pods this plugin rejected when a cluster event may help them: told
+        :data:`~ipscheduler.underlayip.events.RETAIN_TIMEOUT` when a pod held to the node of
+        its retained address reaches its retain-timeout (None: they wait for another event)."""
+        self._timeouts: dict[str, asyncio.TimerHandle] = {}
 
     # -- PreFilter -----------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
@@ -174,6 +191,11 @@ class UnderlayIP:
         if choice.problem:
             return Status.unschedulable(choice.problem, plugin=NAME)
         state.write(_CHOICE, choice)
+        retention = retention_of(pod)
+        state.write(_RETENTION, retention)
+        kept = self._kept_address(state, pod, retention)
+        if kept is not None:
+            return kept
         pools = self.cache.pools()
         if choice.names:
             unknown = [n for n in choice.names if n not in pools]
@@ -208,11 +230,60 @@ class UnderlayIP:
         state.write(_FREE, free)
         return Status.success()
 
+    def _kept_address(self, state: CycleState, pod: PodInfo, retention: Retention) -> Status | None:
+        """Look for the address the pod's identity kept (release policies StatefulSet and
+        Never; a pod of policy Pod still gets back one kept with Never for its name). A
+        Retained one restricts the pod to its pool's node (``_KEPT``), unless the pod has
+        waited longer than its retain-timeout: then it is placed anew and the old address
+        released once the new one is written (``_REHOME``). An allocation of the identity
+        still recorded for its previous pod (gone from the node cache; the pool controller is
+        about to retain it) leaves the pod unschedulable until AddressReleased. Returns the
+        PreFilter status to end with, or None to go on."""
+        identity = retention.identity or pod.key
+        for pool, uid, a in self.cache.kept_for(identity):
+            if uid == pod.uid or (a.release_policy != NEVER and (a.owner_uid or "") != retention.owner_uid):
+                continue
+            if a.phase != "Retained":
+                if self.cache.node_cache.pod(uid) is None and not self.cache.node_cache.is_assumed(uid):
+                    return Status.unschedulable(ERR_RETAINING, plugin=NAME)
+                continue
+            start = max(t for t in (pod.creation, a.retained_since, a.since) if t is not None)
+            if retention.timeout is not None and age(start, utc_now()) > retention.timeout:
+                state.write(_REHOME, (pool.name, uid, a))
+                return None
+            state.write(_KEPT, pool)
+            if retention.timeout is not None:
+                self._retry_at_timeout(pod.uid, retention.timeout - age(start, utc_now()))
+            return None
+        return None
+
+    def _retry_at_timeout(self, uid: str, seconds: float) -> None:
+        """Requeue the pods this plugin rejected once pod ``uid``'s retain-timeout is reached
+        (``seconds`` from now; one timer per pod)."""
+        if self.requeue is None or uid in self._timeouts:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no event loop (a synchronous caller: explain, tests)
+        requeue = self.requeue
+
+        def fire() -> None:
+            self._timeouts.pop(uid, None)
+            requeue(events.RETAIN_TIMEOUT)
+
+        self._timeouts[uid] = loop.call_later(max(0.0, seconds) + 0.1, fire)
+
     # -- Filter --------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Unschedulable when the node has no pool, none the pod may use, or no free
-        address in any it may use."""
+        """Unschedulable when the pod's retained address is on another node, or the node
+        has no pool, none the pod may use, or no free address in any it may use."""
         if pod.host_network:
+            return Status.success()
+        kept: PoolView | None = state.get(_KEPT)
+        if kept is not None:
+            if node.name != kept.node_name:
+                return Status.unschedulable(ERR_RETAINED, plugin=NAME)
             return Status.success()
         free = state.read(_FREE).get(node.name)
         if free is not None and free > 0:  # only nodes with pools have a count
@@ -260,10 +331,16 @@ class UnderlayIP:
             scores[node] = ((n - 1 - ranks.get(node, n - 1)) * 100 + score) // n
 
     # -- Reserve / Unreserve ---------------------------------------------
-    def _candidates(self, pod: PodInfo, node: NodeInfo, skip: str = "") -> list[PoolView]:
-        """The node's pools the pod may use to reserve in: one holding the pod's allocation
-        first, then in the pod's order of preference (``ipscheduler.io/pools``), then by most
-        available (assumed reservations deducted), then by name."""
+    def _candidates(
+        self, pod: PodInfo, node: NodeInfo, skip: str = "", kept: PoolView | None = None
+    ) -> list[PoolView]:
+        """The node's pools the pod may use to reserve in: the one keeping its retained
+        address (``kept``) alone, else one holding the pod's allocation first, then in the
+        pod's order of preference (``ipscheduler.io/pools``), then by most available
+        (assumed reservations deducted), then by name."""
+        if kept is not None:
+            pool = self.cache.pool(kept.name)
+            return [pool] if pool is not None and pool.node_name == node.name and pool.name != skip else []
         choice = pool_choice(pod, self.cache.default_pools(pod.namespace))
         pools = [
             p
@@ -277,19 +354,44 @@ class UnderlayIP:
         )
         return held + rest
 
-    def _mutation(self, pod: PodInfo, node: NodeInfo, owner: str, got: dict[str, str | None]) -> MutateFn:
+    def _mutation(
+        self,
+        pod: PodInfo,
+        node: NodeInfo,
+        owner: str,
+        got: dict[str, str | None],
+        retention: Retention | None,
+    ) -> MutateFn:
         """allocator.reserve for ``pod`` on behalf of cycle ``owner``, refusing a pool that no
         longer serves ``node``; the address taken goes into ``got["ip"]`` (the last call is
-        the one written)."""
+        the one written), and ``got["taken_back"]`` is set when it was the pod identity's
+        Retained address."""
         ttl, before = self.reserved_ttl, self.takeover_before
 
         def mutate(p: PoolView, ctx: PoolContext) -> NodeIPPoolStatus | None:
             if p.node_name != node.name:
                 raise allocator.PoolFull(p.name)
+            mine = p.allocations.get(pod.uid)
+            identity = (retention.identity if retention else "") or pod.key
+            owner_uid = retention.owner_uid if retention else ""
+            taken_back = (mine is not None and mine.phase == "Retained") or (
+                mine is None and allocator.retained_for(p, identity, owner_uid) is not None
+            )
             new, ip = allocator.reserve(
-                p, ctx, pod.uid, pod.key, owner=owner, takeover_after=ttl, takeover_before=before
+                p,
+                ctx,
+                pod.uid,
+                pod.key,
+                owner=owner,
+                takeover_after=ttl,
+                takeover_before=before,
+                retention=retention,
             )
             got["ip"] = ip
+            if taken_back:
+                got["taken_back"] = "yes"
+            else:
+                got.pop("taken_back", None)
             return new
 
         return mutate
@@ -302,7 +404,8 @@ class UnderlayIP:
         written: set[str] = state.get(_MINE) or set()
         written.add(pool)
         state.write(_MINE, written)
-        return self.writer.submit(pool, self._mutation(pod, node, state.read(_OWNER), got)), got
+        mutate = self._mutation(pod, node, state.read(_OWNER), got, state.get(_RETENTION))
+        return self.writer.submit(pool, mutate), got
 
     async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Assume a place for the pod in the node's pool with the most available addresses
@@ -319,12 +422,13 @@ class UnderlayIP:
             return Status.success()
         owner = f"{self.identity}/{secrets.token_hex(4)}"
         state.write(_OWNER, owner)
-        for pool in self._candidates(pod, node):
+        kept: PoolView | None = state.get(_KEPT)
+        for pool in self._candidates(pod, node, kept=kept):
             held = pool.allocations.get(pod.uid)
-            if held is not None:
+            if held is not None and held.phase != "Retained":
                 if not allocator.abandoned(held, owner, utc_now(), self.reserved_ttl, self.takeover_before):
                     return Status.error(str(allocator.ReservedElsewhere(pool.name, held)), plugin=NAME)
-            elif self.cache.available(pool) <= 0:
+            elif kept is None and held is None and self.cache.available(pool) <= 0:
                 continue
             future, got = self._submit(state, pod, node, pool.name)
             self.cache.assume(pool.name, pod.uid)
@@ -349,9 +453,9 @@ class UnderlayIP:
         finally:
             self.cache.forget_assumed(pool_name, pod.uid)
         if written is not None and "ip" in got:
-            self._allocated(state, written, got["ip"])
+            self._allocated(state, written, got)
             return Status.success()
-        for pool in self._candidates(pod, node, skip=pool_name):
+        for pool in self._candidates(pod, node, skip=pool_name, kept=state.get(_KEPT)):
             future, got = self._submit(state, pod, node, pool.name)
             try:
                 written = await future
@@ -360,14 +464,18 @@ class UnderlayIP:
             except Exception as e:
                 return Status.error(f"reserving an address in NodeIPPool {pool.name}: {e}", plugin=NAME)
             if written is not None and "ip" in got:
-                self._allocated(state, written, got["ip"])
+                self._allocated(state, written, got)
                 return Status.success()
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
 
     @staticmethod
-    def _allocated(state: CycleState, pool: PoolView, ip: str | None) -> None:
-        """Record the allocation this cycle got, with its network facts (address pools)."""
+    def _allocated(state: CycleState, pool: PoolView, got: dict[str, str | None]) -> None:
+        """Record the allocation this cycle got, with its network facts (address pools), and
+        whether it was the pod identity's Retained address (Unreserve keeps it then)."""
+        ip = got["ip"]
         state.write(_ALLOC, (pool.name, ip))
+        if got.get("taken_back"):
+            state.write(_TAKEN_BACK, pool.name)
         if ip:
             state.write(_NETWORK, json.dumps(network_of(pool, ip), separators=(",", ":")))
 
@@ -391,7 +499,8 @@ class UnderlayIP:
         landed although it reported an error) keeps its allocation; if the read
         fails everything is kept and the GC decides later. In the other pools
         this cycle wrote to, the pod's allocation is released only if its
-        ``reservedBy`` is this cycle's: never another replica's reservation.
+        ``reservedBy`` is this cycle's: never another replica's reservation; one that was
+        the pod identity's Retained address is Retained again instead.
         """
         await self._commit(state, pod, node)
         written: set[str] = state.get(_MINE) or set()
@@ -415,10 +524,15 @@ class UnderlayIP:
             )
             return
         keep = {bound} if bound else set()
+        kept: PoolView | None = state.get(_KEPT)
+        retained = {state.get(_TAKEN_BACK), kept.name if kept is not None else None}
         for pool_name in sorted(written - keep):
             try:
                 await self.writer.submit(
-                    pool_name, functools.partial(allocator.release, uid=pod.uid, owner=owner)
+                    pool_name,
+                    functools.partial(
+                        allocator.unreserve, uid=pod.uid, owner=owner, keep=pool_name in retained
+                    ),
                 )
             except Exception as e:
                 log.log(
@@ -436,13 +550,16 @@ class UnderlayIP:
 
     # -- PreBind / PostBind ----------------------------------------------
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Wait for the reservation's write, then add the address annotations to the binding."""
+        """Wait for the reservation's write, then add the address annotations to the binding;
+        a pod re-homed after its retain-timeout releases its old address now."""
         st = await self._commit(state, pod, node)
         if not st.is_success():
             return st
         alloc = state.get(_ALLOC)
         if alloc is None:
             return Status.success()
+        if state.get(_REHOME) is not None:
+            await self._rehome(state, pod, node, alloc)
         annotations = dict(state.get(BIND_ANNOTATIONS) or {})
         if alloc[1]:
             network = state.read(_NETWORK)
@@ -461,6 +578,31 @@ class UnderlayIP:
                     annotations[key] = ""
         state.write(BIND_ANNOTATIONS, annotations)
         return Status.success()
+
+    async def _rehome(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, got: tuple[str, str | None]
+    ) -> None:
+        """The pod waited longer than its retain-timeout for its retained address's node and
+        got ``got`` (pool, address) instead: release the retained allocation (exactly the one
+        read) and say so in a Warning ``AddressRehomed`` event. Nothing to do when the cycle
+        took the retained address back after all."""
+        old_pool, old_uid, old = state.read(_REHOME)
+        if got[0] == old_pool and state.get(_TAKEN_BACK) == old_pool:
+            return
+        retention: Retention = state.read(_RETENTION)
+        timeout = f"{retention.timeout:.0f}s" if retention.timeout is not None else "ever"
+        message = (
+            f"retained address {old.ip or '(slot)'} of NodeIPPool {old_pool} released: its node could not "
+            f"take the pod for {timeout}; the pod now has {got[1] or 'a slot'} of {got[0]} on {node.name}"
+        )
+        try:
+            await self.writer.submit(old_pool, functools.partial(allocator.release, uid=old_uid, expect=old))
+        except Exception as e:
+            log.warning("%s: releasing its retained address %s failed (%r); kept", pod.key, old.ip, e)
+            return
+        log.warning("%s: %s", pod.key, message)
+        if self.recorder is not None:
+            self.recorder.emit(pod_ref(pod), "Warning", "AddressRehomed", message)
 
     def _multus_ips(self, pod: PodInfo, network: dict[str, Any], annotations: dict[str, str]) -> None:
         """Put the address (with its prefix) into the ``ips`` of the pod's Multus element
@@ -499,9 +641,20 @@ def new(
     identity: str = "",
     reserved_ttl: float = 60.0,
     takeover_before: datetime.datetime | None = None,
+    recorder: EventRecorder | None = None,
+    requeue: Callable[[ClusterEvent], object] | None = None,
 ) -> UnderlayIP:
     """UnderlayIP's factory ``new(args, handle)`` once its registration has bound the
     keyword-only dependencies (see :class:`UnderlayIP` for each)."""
     return UnderlayIP(
-        cache, writer, args.strategy, api, identity, reserved_ttl, args.multus_network, takeover_before
+        cache,
+        writer,
+        args.strategy,
+        api,
+        identity,
+        reserved_ttl,
+        args.multus_network,
+        takeover_before,
+        recorder,
+        requeue,
     )

@@ -18,6 +18,7 @@ import functools
 import json
 import logging
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ipscheduler.framework.interface import ClusterEvent
@@ -31,6 +32,7 @@ from ipscheduler.underlayip.addresses import AddressError
 from ipscheduler.underlayip.cache import PoolCache, rv_number
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_PREFIX, POOLS
 from ipscheduler.underlayip.pool import PoolView, age, network_of, utc_now
+from ipscheduler.underlayip.retention import StatefulSetFacts
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,8 @@ class Reconciler:
     queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]]
     _skew: repair.SkewClock
     _stale_since: dict[str, tuple[float, int]]
+    _statefulsets: Mapping[tuple[str, str], StatefulSetFacts | None] = MappingProxyType({})
+    """The StatefulSets of Retained allocations, as the last sweep read them."""
 
     async def live_pod(self, uid: str, key: str) -> PodInfo | None:
         """Pod ``uid`` as the API server has it now (:func:`ipscheduler.kube.client.live_pod`:
@@ -92,6 +96,7 @@ class Reconciler:
         # that existed before the pod LIST, so a pod missing from it is really gone.
         pools = list(self.cache.pools().values())
         pods = await self._list_our_pods()
+        await self._read_statefulsets(pools)
         counts = await self.apply_repairs(self._plan(pools, pods), confirm=False)
         log.info("start-up reconcile: %s", counts)
         return counts
@@ -154,6 +159,7 @@ class Reconciler:
         check_queue = self.queue_check("gc")
         pods = await self._list_our_pods()
         check_queue(pods)
+        await self._read_statefulsets(pools)
         now = utc_now()
         repairs = [r for r in self._plan(pools, pods) if not self._mark_on_its_way(r, now)]
         counts = await self.apply_repairs(repairs, confirm=True)
@@ -174,7 +180,23 @@ class Reconciler:
     def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
         now = utc_now()
         self._skew.observe(pools, now)
-        return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen)
+        return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen, self._statefulsets)
+
+    async def _read_statefulsets(self, pools: list[PoolView]) -> None:
+        """Read the StatefulSets that Retained allocations of ``pools`` belong to (one GET
+        each), for the release rules of :func:`repair.plan`; one that cannot be read is left
+        out, which keeps its allocations until a sweep can."""
+        facts: dict[tuple[str, str], StatefulSetFacts | None] = {}
+        for namespace, name in sorted(repair.retained_statefulsets(pools)):
+            try:
+                body = await self.api.get_statefulset(namespace, name)
+            except Exception as e:
+                log.warning(
+                    "could not read StatefulSet %s/%s (%r); its retained addresses wait", namespace, name, e
+                )
+                continue
+            facts[(namespace, name)] = statefulset_facts(body) if body is not None else None
+        self._statefulsets = facts
 
     async def _list_our_pods(self) -> dict[str, PodInfo]:
         """Our pods (any phase) by UID, from a live LIST (:func:`lean_pods`: the sweep reads
@@ -208,8 +230,10 @@ class Reconciler:
         if pool is None or r.uid not in pool.allocations:
             return False
         return any(
-            x.action == "release" and x.uid == r.uid
-            for x in repair.plan([pool], pods, utc_now(), self.reserved_ttl, self._skew.first_seen)
+            x.action == r.action and x.uid == r.uid
+            for x in repair.plan(
+                [pool], pods, utc_now(), self.reserved_ttl, self._skew.first_seen, self._statefulsets
+            )
         )
 
     async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:
@@ -233,6 +257,21 @@ class Reconciler:
                 counts["released"] += 1
                 self.metrics.gc_releases.inc()
                 released = True
+            elif r.action == "retain":
+                if confirm and not await self._confirmed(r):
+                    continue
+                log.info(
+                    "retaining %s of %s in pool %s for its identity: %s",
+                    r.ip or "slot",
+                    r.pod,
+                    r.pool,
+                    r.reason,
+                )
+                await self.writer.submit(
+                    r.pool, functools.partial(allocator.retain, uid=r.uid, now=utc_now())
+                )
+                counts["retained"] = counts.get("retained", 0) + 1
+                released = True  # a pod waiting for the identity's address may go now
             elif r.action == "mark_bound":
                 # Deferred as PostBind's own mark: it rides along with the pool's next write
                 # (or goes after --bound-mark-delay). After a failover the new leader plans a
@@ -326,4 +365,19 @@ def adoption(pod: PodInfo, pool_name: str, reason: str) -> repair.Repair:
         pod.annotations.get(ANNOTATION_IP) or None,
         node=pod.node_name,
         network=pod.annotations.get(ANNOTATION_NETWORK),
+    )
+
+
+def statefulset_facts(body: Mapping[str, Any]) -> StatefulSetFacts:
+    """A StatefulSet body's UID, ``spec.replicas`` (default 1, as the API server defaults
+    it) and ``spec.ordinals.start`` (default 0)."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    replicas = spec.get("replicas")
+    ordinals = spec.get("ordinals") or {}
+    start = ordinals.get("start") if isinstance(ordinals, dict) else None
+    return StatefulSetFacts(
+        uid=str(meta.get("uid") or ""),
+        replicas=replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1,
+        start=start if isinstance(start, int) and not isinstance(start, bool) else 0,
     )

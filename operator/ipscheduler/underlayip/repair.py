@@ -16,8 +16,9 @@ from typing import Literal
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, Allocation
 from ipscheduler.underlayip.pool import PoolView, age
+from ipscheduler.underlayip.retention import StatefulSetFacts, retained_release_reason, statefulset_of
 
-Action = Literal["release", "mark_bound", "adopt"]
+Action = Literal["release", "mark_bound", "adopt", "retain"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ def plan(
     now: datetime.datetime,
     reserved_ttl: float = 60.0,
     first_seen: Mapping[tuple[str, datetime.datetime], datetime.datetime] | None = None,
+    statefulsets: Mapping[tuple[str, str], StatefulSetFacts | None] | None = None,
 ) -> list[Repair]:
     """Repairs that make allocations match pods.
 
@@ -59,7 +61,13 @@ def plan(
       is not bound (pods are never unbound, so the record is bogus; it would
       keep the pod from ever being scheduled);
     - adopt: a bound, live pod carries our annotations but no pool has an
-      allocation for it (its allocation was lost).
+      allocation for it (its allocation was lost);
+    - retain, instead of release: the pod of an allocation kept for its identity (release
+      policy StatefulSet or Never) is gone or ended: the allocation becomes Retained;
+    - release of a Retained allocation only by the rules of its policy
+      (:func:`~ipscheduler.underlayip.retention.retained_release_reason`), with
+      ``statefulsets``: ``(namespace, name)`` → the StatefulSet as the API server has it now
+      (None: it does not exist); a StatefulSet missing from the map, or no map, keeps it.
 
     Reserved allocations of pods still pending are kept for ``reserved_ttl``
     seconds: the cycle that made them is binding the pod.
@@ -86,9 +94,19 @@ def plan(
     for pool in pools:
         for uid, a in pool.allocations.items():
             held.add(uid)
+            if a.phase == "Retained":
+                why = _retained_reason(a, statefulsets)
+                if why is not None:
+                    out.append(Repair("release", pool.name, uid, a.pod, why, a.ip, allocation=a))
+                continue
             why = _release_reason(pool, a, pods.get(uid), age_of(uid, a), reserved_ttl)
             if why is not None:
-                out.append(Repair("release", pool.name, uid, a.pod, why, a.ip, allocation=a))
+                pod = pods.get(uid)
+                gone = pod is None or pod.terminal
+                action: Action = (
+                    "retain" if gone and a.identity and a.release_policy in KEEPING else "release"
+                )
+                out.append(Repair(action, pool.name, uid, a.pod, why, a.ip, allocation=a))
                 continue
             pod = pods.get(uid)
             if pod is not None and a.phase == "Reserved" and bound_with(pod, pool):
@@ -119,6 +137,38 @@ def plan(
                 network=pod.annotations.get(ANNOTATION_NETWORK),
             )
         )
+    return out
+
+
+KEEPING = ("StatefulSet", "Never")
+"""The release policies whose allocations outlive their pod."""
+
+
+def _retained_reason(
+    a: Allocation, statefulsets: Mapping[tuple[str, str], StatefulSetFacts | None] | None
+) -> str | None:
+    """Why Retained allocation ``a`` goes now, or None (see :func:`plan`)."""
+    facts: StatefulSetFacts | None = None
+    if a.release_policy == "StatefulSet":
+        parsed = statefulset_of(a.identity or "")
+        key = (parsed[0], parsed[1]) if parsed else None
+        if key is not None:
+            if statefulsets is None or key not in statefulsets:
+                return None  # not known: kept until a sweep knows
+            facts = statefulsets[key]
+    return retained_release_reason(a.release_policy, a.identity or "", a.owner_uid or "", facts)
+
+
+def retained_statefulsets(pools: Iterable[PoolView]) -> set[tuple[str, str]]:
+    """The ``(namespace, name)`` of every StatefulSet a Retained allocation of ``pools``
+    belongs to: what :func:`plan` needs to know."""
+    out: set[tuple[str, str]] = set()
+    for pool in pools:
+        for a in pool.allocations.values():
+            if a.phase == "Retained" and a.release_policy == "StatefulSet":
+                parsed = statefulset_of(a.identity or "")
+                if parsed is not None:
+                    out.add((parsed[0], parsed[1]))
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import functools
@@ -12,7 +13,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, Code, CycleState, Status
-from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeIPPoolStatus
 from ipscheduler.underlayip.plugin import (
     ERR_NO_FREE,
@@ -801,3 +802,138 @@ async def test_reserve_takes_the_preferred_pool_on_a_node_with_several() -> None
     state = env.pre_filter(other)
     assert (await env.reserve(state, other, env.node("node-a"))).is_success()
     assert allocated_ip(state) == "10.0.1.1", "most free among the pools it may use (not team's)"
+
+
+# --------------------------------------------------------------------------- retained addresses
+
+STS = OwnerRef("StatefulSet", "web", "uid-sts")
+
+
+def web0(uid: str, creation: datetime.datetime | None = None, **annotations: str) -> PodInfo:
+    """Pod web-0 of StatefulSet web, as its controller makes it."""
+    return PodInfo(
+        uid=uid,
+        namespace="ns",
+        name="web-0",
+        owner=STS,
+        generate_name="web-",
+        labels={"apps.kubernetes.io/pod-index": "0"},
+        annotations=annotations,
+        creation=creation or datetime.datetime.now(datetime.UTC),
+    )
+
+
+def kept(ip: str, since: str = SINCE, **fields: str) -> dict[str, Any]:
+    """A wire-form Retained allocation of identity ns/web-0 of StatefulSet uid-sts."""
+    body = builders.alloc(ip, pod="ns/web-0", phase="Bound", since=since)
+    return {
+        **body,
+        "phase": "Retained",
+        "releasePolicy": "StatefulSet",
+        "identity": "ns/web-0",
+        "ownerUID": "uid-sts",
+        "retainedSince": since,
+        **fields,
+    }
+
+
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+
+    def emit(self, obj: dict[str, str], event_type: str, reason: str, message: str) -> None:
+        self.seen.append((obj["name"], reason, message))
+
+
+def sticky_env(allocations: dict[str, Any]) -> Env:
+    return Env(
+        [
+            pool("pa", "node-a", addresses=["10.0.1.1-10.0.1.9"]),
+            pool("pb", "node-b", addresses=["10.0.2.1-10.0.2.9"], allocations=allocations),
+        ]
+    )
+
+
+async def test_a_statefulset_pod_records_its_policy_with_its_address() -> None:
+    env = sticky_env({})
+    pod = web0("uid-1")
+    state = env.pre_filter(pod)
+    assert (await env.reserve(state, pod, env.node("node-b"))).is_success()
+    got = env.cache.pool("pb")
+    assert got is not None
+    a = got.allocations["uid-1"]
+    assert (a.release_policy, a.identity, a.owner_uid) == ("StatefulSet", "ns/web-0", "uid-sts")
+
+
+async def test_the_next_pod_of_the_identity_goes_back_to_its_address_and_node() -> None:
+    env = sticky_env({"uid-old": kept("10.0.2.5")})
+    pod = web0("uid-new")
+    state = env.pre_filter(pod)
+    verdicts = {n: env.plugin.filter(state, pod, env.node(n)) for n in NODES}
+    assert {n: st.reasons for n, st in verdicts.items() if not st.is_success()} == {
+        "node-a": ("node(s) didn't hold the pod's retained address",),
+        "node-c": ("node(s) didn't hold the pod's retained address",),
+    }
+    assert (await env.reserve(state, pod, env.node("node-b"))).is_success()
+    assert allocated_ip(state) == "10.0.2.5"
+    assert env.allocations("pb") == {"uid-new": ("10.0.2.5", "Reserved")}
+    await env.plugin.unreserve(state, pod, env.node("node-b"))  # the binding failed
+    assert env.allocations("pb") == {"uid-new": ("10.0.2.5", "Retained")}, "kept for the identity"
+    again = env.pre_filter(pod)
+    assert (await env.reserve(again, pod, env.node("node-b"))).is_success()
+    assert allocated_ip(again) == "10.0.2.5"
+
+
+async def test_a_recreated_statefulset_does_not_inherit_the_address() -> None:
+    env = sticky_env({"uid-old": kept("10.0.2.5", ownerUID="uid-old-sts")})
+    pod = web0("uid-new")
+    state = env.pre_filter(pod)
+    assert env.plugin.filter(state, pod, env.node("node-a")).is_success()
+    assert (await env.reserve(state, pod, env.node("node-b"))).is_success()
+    assert allocated_ip(state) == "10.0.2.1"
+
+
+async def test_after_its_retain_timeout_the_pod_is_placed_anew_and_says_so() -> None:
+    env = sticky_env({"uid-old": kept("10.0.2.5")})
+    events = Events()
+    env.plugin.recorder = events  # type: ignore[assignment]
+    created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=31)
+    pod = web0("uid-new", created, **{"ipscheduler.io/retain-timeout": "30s"})
+    state = env.pre_filter(pod)
+    assert env.plugin.filter(state, pod, env.node("node-a")).is_success(), "no longer held to node-b"
+    assert (await env.reserve(state, pod, env.node("node-a"))).is_success()
+    assert allocated_ip(state) == "10.0.1.1"
+    assert env.allocations("pb") == {}, "the old address went back to its pool"
+    assert events.seen == [
+        (
+            "web-0",
+            "AddressRehomed",
+            "retained address 10.0.2.5 of NodeIPPool pb released: its node could not take the pod "
+            "for 30s; the pod now has 10.0.1.1 of pa on node-a",
+        )
+    ]
+
+
+def test_an_address_still_recorded_for_the_previous_pod_holds_the_new_one_back() -> None:
+    bound = {**builders.alloc("10.0.2.5", pod="ns/web-0", phase="Bound")}
+    bound.update(releasePolicy="StatefulSet", identity="ns/web-0", ownerUID="uid-sts")
+    env = sticky_env({"uid-old": bound})  # the old pod is gone; its release is on its way
+    st = env.plugin.pre_filter(CycleState(), web0("uid-new"), env.cache.node_cache.nodes())
+    assert (st.code, st.reasons) == (
+        Code.UNSCHEDULABLE,
+        ("the pod's retained address is still recorded for its previous pod",),
+    )
+
+
+async def test_a_pod_held_to_its_retained_address_is_retried_at_its_retain_timeout() -> None:
+    env = sticky_env({"uid-old": kept("10.0.2.5")})
+    moved: list[str] = []
+    env.plugin.requeue = lambda event: moved.append(event.label)
+    pod = web0("uid-new", **{"ipscheduler.io/retain-timeout": "200ms"})
+    env.pre_filter(pod)
+    env.pre_filter(pod)  # a second attempt meanwhile: one timer per pod
+    assert moved == []
+    await asyncio.sleep(0.5)
+    assert moved == ["RetainTimeout"]
+    state = env.pre_filter(pod)  # past its timeout now: free to go anywhere
+    assert env.plugin.filter(state, pod, env.node("node-a")).is_success()

@@ -10,7 +10,8 @@ import pytest
 
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL
-from ipscheduler.underlayip.repair import Repair, SkewClock, plan
+from ipscheduler.underlayip.repair import Repair, SkewClock, plan, retained_statefulsets
+from ipscheduler.underlayip.retention import StatefulSetFacts
 from tests import builders
 from tests.builders import NOW, ago, pool
 
@@ -422,3 +423,71 @@ def test_a_since_in_the_future_ages_from_when_it_was_first_seen() -> None:
     assert plan([p], pods, later, TTL) == [], "without the clock it would wait for the skew too"
     clock.observe([pool(addresses=ADDRS)], later)
     assert clock.first_seen == {}, "forgotten once released"
+
+
+# --------------------------------------------------------------------------- retained addresses
+
+
+def sticky(phase: str = "Bound", policy: str = "StatefulSet", identity: str = "ns/web-1") -> dict[str, Any]:
+    a = builders.alloc("10.0.0.5", pod=identity, phase=phase, since=ago(300))
+    a.update(releasePolicy=policy, identity=identity, ownerUID="uid-sts")
+    if phase == "Retained":
+        a["retainedSince"] = ago(120)
+    return a
+
+
+LIVE = StatefulSetFacts("uid-sts", replicas=3)
+
+
+@pytest.mark.parametrize(
+    ("allocation", "pods", "statefulsets", "expected"),
+    [
+        (sticky(), {}, None, [("retain", "pod no longer exists")]),
+        (
+            sticky(),
+            {"u1": pod("u1", node="node-a", phase="Succeeded")},
+            None,
+            [("retain", "pod is Succeeded")],
+        ),
+        (sticky("Retained"), {}, None, []),
+        (sticky("Retained"), {}, {("ns", "web"): LIVE}, []),
+        (
+            sticky("Retained"),
+            {},
+            {("ns", "web"): None},
+            [("release", "its StatefulSet ns/web no longer exists")],
+        ),
+        (
+            sticky("Retained"),
+            {},
+            {("ns", "web"): StatefulSetFacts("uid-sts", 1)},
+            [("release", "StatefulSet ns/web no longer wants ordinal 1 (replicas 1, ordinals from 0)")],
+        ),
+        (sticky("Retained", policy="Never", identity="ns/db"), {}, {}, []),
+        (sticky(policy="Pod"), {}, None, [("release", "pod no longer exists")]),
+    ],
+    ids=[
+        "sticky-pod-gone-retains",
+        "sticky-pod-ended-retains",
+        "retained-statefulset-unknown-kept",
+        "retained-statefulset-wants-it",
+        "retained-statefulset-deleted",
+        "retained-statefulset-scaled-down",
+        "retained-never-kept",
+        "pod-policy-released",
+    ],
+)
+def test_plan_for_addresses_kept_for_an_identity(
+    allocation: dict[str, Any],
+    pods: dict[str, PodInfo],
+    statefulsets: dict[tuple[str, str], StatefulSetFacts | None] | None,
+    expected: list[tuple[str, str]],
+) -> None:
+    pools = [pool("pool-a", "node-a", addresses=ADDRS, allocations={"u1": allocation})]
+    repairs = plan(pools, pods, NOW, statefulsets=statefulsets)
+    assert [(r.action, r.reason) for r in repairs] == expected
+    assert retained_statefulsets(pools) == (
+        {("ns", "web")}
+        if allocation["phase"] == "Retained" and allocation["releasePolicy"] == "StatefulSet"
+        else set()
+    )

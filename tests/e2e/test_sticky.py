@@ -1,0 +1,148 @@
+"""Sticky addresses (release policy StatefulSet), end to end as a user sees them: a
+StatefulSet pod deleted comes back with its address and node; scaling down and deleting the
+StatefulSet release what it no longer wants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import SCHEDULER, Pools, assert_check_clean, events_for, pods_of
+from tests.kube import Kubectl, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def statefulset(name: str, replicas: int, **annotations: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}, "annotations": annotations},
+                "spec": {
+                    "schedulerName": SCHEDULER,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+                },
+            },
+        },
+    }
+
+
+def placed(kubectl: Kubectl, ns: str, app: str) -> dict[str, tuple[str, str, str]]:
+    """Pod name → (UID, node, address) of the bound, live pods of ``app``."""
+    out = {}
+    for p in pods_of(kubectl, ns, f"app={app}"):
+        ip = (p["metadata"].get("annotations") or {}).get("ipscheduler.io/ip")
+        if p["spec"].get("nodeName") and ip and not p["metadata"].get("deletionTimestamp"):
+            out[p["metadata"]["name"]] = (p["metadata"]["uid"], p["spec"]["nodeName"], ip)
+    return out
+
+
+def allocations(pools: Pools, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Pod UID → allocation, over ``names``."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        out.update((pools.get(name).get("status") or {}).get("allocations") or {})
+    return out
+
+
+POOLS = ["sticky-1", "sticky-2", "sticky-3"]
+
+
+def _pools(pools: Pools) -> None:
+    for i, name in enumerate(POOLS, 1):
+        pools.create(name, f"node-{i}", [f"10.55.{i}.10-10.55.{i}.19"])
+
+
+def test_a_deleted_statefulset_pod_comes_back_with_its_address_and_node(
+    scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    scheduler_factory()
+    _pools(pools)
+    kubectl.apply(statefulset("web", 3), ns)
+
+    def all_three() -> dict[str, tuple[str, str, str]] | None:
+        now = placed(kubectl, ns, "web")
+        return now if len(now) == 3 else None
+
+    before = wait_for("3 placed", all_three, timeout=60)
+    kept = {a["identity"]: a for a in allocations(pools, POOLS).values()}
+    assert sorted(kept) == [f"{ns}/web-0", f"{ns}/web-1", f"{ns}/web-2"]
+    assert {a["releasePolicy"] for a in kept.values()} == {"StatefulSet"}
+    for name in ("web-1", "web-2"):
+        kubectl("delete", "pod", name, "-n", ns, "--wait=true")
+
+        def back(name: str = name) -> tuple[str, str, str] | None:
+            now = placed(kubectl, ns, "web").get(name)
+            return now if now is not None and now[0] != before[name][0] else None
+
+        again = wait_for(f"{name} back", back, timeout=60)
+        assert again[1:] == before[name][1:], f"{name}: same node and address as before"
+    assert_check_clean(kubectl)
+
+
+def test_scaling_down_and_deleting_the_statefulset_release_its_addresses(
+    scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    scheduler_factory("--gc-interval", "2")
+    _pools(pools)
+    kubectl.apply(statefulset("db", 3), ns)
+    wait_for("3 placed", lambda: len(placed(kubectl, ns, "db")) == 3, timeout=60)
+
+    def identities() -> dict[str, str]:
+        return {a["identity"]: a["phase"] for a in allocations(pools, POOLS).values() if a.get("identity")}
+
+    kubectl("scale", "statefulset", "db", "-n", ns, "--replicas=2")
+    wait_for("db-2 released", lambda: f"{ns}/db-2" not in identities(), timeout=60)
+    assert sorted(identities()) == [f"{ns}/db-0", f"{ns}/db-1"]
+    kubectl("scale", "statefulset", "db", "-n", ns, "--replicas=3")
+    wait_for("db-2 placed again", lambda: "db-2" in placed(kubectl, ns, "db"), timeout=60)
+    kubectl("delete", "statefulset", "db", "-n", ns, "--wait=true")
+    wait_for("every address released", lambda: identities() == {}, timeout=90)
+    assert_check_clean(kubectl)
+
+
+def test_a_pod_whose_retained_node_is_gone_is_placed_anew_after_its_retain_timeout(
+    scheduler_factory: Any, cluster: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    scheduler_factory()
+    (node,) = cluster.add_nodes(1)
+    try:
+        pools.create("away", node, ["10.56.9.10-10.56.9.19"])
+        pools.create("home", "node-1", ["10.56.1.10-10.56.1.19"])
+        wait_for(
+            f"{node} untainted",
+            lambda: not kubectl.json("get", "node", node)["spec"].get("taints"),
+            timeout=120,
+        )
+        annotations = {"ipscheduler.io/pools": "away, home", "ipscheduler.io/retain-timeout": "5s"}
+        kubectl.apply(statefulset("mover", 1, **annotations), ns)
+        first = wait_for("mover-0 placed", lambda: placed(kubectl, ns, "mover").get("mover-0"), timeout=60)
+        assert first[1:] == (node, "10.56.9.10")
+        kubectl("delete", "node", node, "--wait=true")
+        kubectl("delete", "pod", "mover-0", "-n", ns, "--force", "--grace-period=0")
+
+        def moved() -> tuple[str, str, str] | None:
+            now = placed(kubectl, ns, "mover").get("mover-0")
+            return now if now is not None and now[0] != first[0] else None
+
+        again = wait_for("mover-0 placed anew", moved, timeout=90)
+        assert again[1:] == ("node-1", "10.56.1.10")
+        ev = wait_for("AddressRehomed", lambda: events_for(kubectl, ns, "mover-0", "AddressRehomed"))
+        assert ev[0]["type"] == "Warning"
+        assert ev[0]["message"] == (
+            "retained address 10.56.9.10 of NodeIPPool away released: its node could not take the pod "
+            "for 5s; the pod now has 10.56.1.10 of home on node-1"
+        )
+        assert not (pools.get("away").get("status") or {}).get("allocations")
+    finally:
+        kubectl.run("delete", "node", node, check=False)
+    assert_check_clean(kubectl)
