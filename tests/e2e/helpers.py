@@ -186,25 +186,35 @@ def events_for(
     return [e for e in items if reason is None or e.get("reason") == reason]
 
 
-def deployment(name: str, replicas: int, **pod_spec: Any) -> dict[str, Any]:
+def pod_template(name: str, annotations: dict[str, str] | None = None, **pod_spec: Any) -> dict[str, Any]:
+    """A workload's pod template: label ``app=<name>``, our scheduler, a pause container."""
     return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
+        "metadata": {"labels": {"app": name}, **({"annotations": annotations} if annotations else {})},
         "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "schedulerName": SCHEDULER,
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
-                    **pod_spec,
-                },
-            },
+            "schedulerName": SCHEDULER,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+            **pod_spec,
         },
     }
+
+
+def _workload(kind: str, name: str, replicas: int, template: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    selector = {"matchLabels": {"app": name}}
+    body_spec = {"replicas": replicas, "selector": selector, "template": template, **spec}
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": body_spec}
+
+
+def deployment(name: str, replicas: int, **pod_spec: Any) -> dict[str, Any]:
+    return _workload("Deployment", name, replicas, pod_template(name, **pod_spec))
+
+
+def statefulset(name: str, replicas: int, **annotations: str) -> dict[str, Any]:
+    """A StatefulSet (parallel pod management) whose pod template carries ``annotations``."""
+    template = pod_template(name, annotations)
+    return _workload(
+        "StatefulSet", name, replicas, template, serviceName=name, podManagementPolicy="Parallel"
+    )
 
 
 def nodeippools_table(kubectl: Kubectl) -> dict[str, dict[str, str]]:

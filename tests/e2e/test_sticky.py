@@ -8,32 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import SCHEDULER, Pools, assert_check_clean, events_for, pods_of
+from tests.e2e.helpers import Pools, assert_check_clean, events_for, pods_of, statefulset
 from tests.kube import Kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
-
-
-def statefulset(name: str, replicas: int, **annotations: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}, "annotations": annotations},
-                "spec": {
-                    "schedulerName": SCHEDULER,
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
-                },
-            },
-        },
-    }
 
 
 def placed(kubectl: Kubectl, ns: str, app: str) -> dict[str, tuple[str, str, str]]:
