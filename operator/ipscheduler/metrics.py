@@ -12,8 +12,9 @@ Names and labels follow kube-scheduler's where one exists
 - ``scheduler_pending_pods{queue}``: active, backoff, unschedulable, in_flight
   (read from the queue at scrape time).
 
-Ours: ``ipscheduler_pool_capacity|allocated|free{pool, node}`` (from the
-cache at scrape time), ``ipscheduler_cas_conflicts_total``,
+Ours: ``ipscheduler_pool_capacity|allocated|free|retained{pool, node}`` (from the
+cache at scrape time), ``ipscheduler_pods_rehomed_total`` (pods placed anew with a new
+address after their retain-timeout), ``ipscheduler_cas_conflicts_total``,
 ``ipscheduler_bind_failures_total``, ``ipscheduler_gc_releases_total``,
 ``ipscheduler_pending_pods_gone_total{found_by}`` (queued pods found gone without a
 watch event), ``ipscheduler_allocations_restored_total`` (running pods' allocations put
@@ -58,7 +59,7 @@ class _Scraped(Collector, Generic[P]):
         self,
         depths: Callable[[], Mapping[str, int]],
         pools: Callable[[], Mapping[str, P]],
-        status: Callable[[P], tuple[int, int, int]],
+        status: Callable[[P], tuple[int, int, int, int]],
     ) -> None:
         self.depths = depths
         self.pools = pools
@@ -75,11 +76,11 @@ class _Scraped(Collector, Generic[P]):
                 ("capacity", "Usable addresses (or slots) of a NodeIPPool."),
                 ("allocated", "Allocations held in a NodeIPPool."),
                 ("free", "Free addresses (or slots) of a NodeIPPool."),
+                ("retained", "Allocations of a NodeIPPool kept for a pod identity whose pod ended."),
             )
         }
         for pool in self.pools().values():
-            capacity, allocated, free = self.status(pool)
-            for fam, value in zip(families.values(), (capacity, allocated, free), strict=True):
+            for fam, value in zip(families.values(), self.status(pool), strict=True):
                 fam.add_metric([pool.name, pool.node_name], value)
         yield from families.values()
 
@@ -145,6 +146,12 @@ class Metrics:
             "Allocations of running pods put back after a NodeIPPool status edit removed them.",
             registry=self.registry,
         )
+        self.pods_rehomed = Counter(
+            "ipscheduler_pods_rehomed",
+            "Pods placed anew with a new address after their retained address's node could not "
+            "take them for their retain-timeout.",
+            registry=self.registry,
+        )
         self.gc_releases = Counter(
             "ipscheduler_gc_releases",
             "Allocations released by reconcile or garbage collection.",
@@ -178,7 +185,7 @@ class Metrics:
         self,
         depths: Callable[[], Mapping[str, int]],
         pools: Callable[[], Mapping[str, P]],
-        status: Callable[[P], tuple[int, int, int]],
+        status: Callable[[P], tuple[int, int, int, int]],
     ) -> None:
         """Register the scrape-time gauges (call once)."""
         self.registry.register(_Scraped(depths, pools, status))

@@ -9,7 +9,7 @@ from tests import builders
 def test_exposition_has_kube_scheduler_names_and_pool_gauges() -> None:
     m = Metrics("ip-scheduler")
     pool = builders.pool("p1", "n1", addresses=["10.0.0.1-10.0.0.4"])
-    m.scrape_from(lambda: {"active": 2, "backoff": 1}, lambda: {"p1": pool}, lambda p: (4, 1, 3))
+    m.scrape_from(lambda: {"active": 2, "backoff": 1}, lambda: {"p1": pool}, lambda p: (4, 1, 3, 0))
     m.observe_attempt("scheduled", 0.004)
     m.observe_attempt("unschedulable", 0.002)
     m.observe_bound(0.5, attempts=2)

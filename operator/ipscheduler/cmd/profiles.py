@@ -107,11 +107,13 @@ def with_underlay_ip(
     takeover_before: datetime.datetime | None = None,
     recorder: EventRecorder | None = None,
     requeue: Callable[[ClusterEvent], object] | None = None,
+    rehomed: Callable[[], object] | None = None,
 ) -> Registry:
     """UnderlayIP's out-of-tree registration (upstream ``app.WithPlugin(Name, New)``).
 
     Its factory closes over ``cache``, ``writer``, ``api`` (Unreserve's live read),
-    ``identity``, ``reserved_ttl``, ``takeover_before``, ``recorder`` and ``requeue`` (see
+    ``identity``, ``reserved_ttl``, ``takeover_before``, ``recorder``, ``requeue`` and
+    ``rehomed`` (see
     :class:`~ipscheduler.underlayip.plugin.UnderlayIP`); ``strategy`` (``--ip-strategy``) and
     ``multus_network`` (``--multus-network``) apply unless the profile's pluginConfig
     sets UnderlayIP's ``strategy`` / ``multusNetwork``.
@@ -129,6 +131,7 @@ def with_underlay_ip(
             takeover_before=takeover_before,
             recorder=recorder,
             requeue=requeue,
+            rehomed=rehomed,
         )
 
     return _underlay_ip(new)
@@ -187,6 +190,7 @@ def build_profile(
     takeover_before: datetime.datetime | None = None,
     recorder: EventRecorder | None = None,
     requeue: Callable[[ClusterEvent], object] | None = None,
+    rehomed: Callable[[], object] | None = None,
 ) -> Framework:
     """The profile described by ``config`` (None: all defaults), UnderlayIP wired to ``cache``,
     ``writer`` and ``api`` (see :func:`with_underlay_ip` for the rest); binds through ``api``.
@@ -205,6 +209,7 @@ def build_profile(
             takeover_before,
             recorder,
             requeue,
+            rehomed,
         )
     )
     return new_profile(registry, config or SchedulerConfiguration.defaults(), PluginHandle(binder=api))

@@ -120,6 +120,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     pool_cache = PoolCache(cache)
     writer = PoolWriter(api, pool_cache, defer_delay=cfg.bound_mark_delay)
     recorder = EventRecorder(api)
+    metrics = Metrics(cfg.scheduler_name)
 
     def requeue(event: ClusterEvent) -> None:  # the queue is made from the profile, below
         queue.move_all_to_active_or_backoff(event)
@@ -138,9 +139,9 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         takeover_before=datetime.datetime.now(datetime.UTC) if cfg.leader_elect else None,
         recorder=recorder,
         requeue=requeue,
+        rehomed=metrics.pods_rehomed.inc,
     )
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
-    metrics = Metrics(cfg.scheduler_name)
     ready_to_schedule = asyncio.Event()
     scheduler = Scheduler(
         name=cfg.scheduler_name,

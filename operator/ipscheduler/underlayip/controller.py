@@ -423,10 +423,11 @@ class PoolController(Reconciler):
             await self.writer.submit(pool.name, functools.partial(allocator.retain, uid=uid, now=now))
         self.on_capacity_freed(events.ADDRESS_RELEASED)
 
-    def pool_counts(self, pool: PoolView) -> tuple[int, int, int]:
-        """``(capacity, allocated, free)`` of a pool as the scheduler sees it."""
+    def pool_counts(self, pool: PoolView) -> tuple[int, int, int, int]:
+        """``(capacity, allocated, free, retained)`` of a pool as the scheduler sees it."""
         blocked = self.cache.context(pool).blocked
-        return pool.capacity(blocked), len(pool.allocations), pool.free(blocked)
+        retained = sum(1 for a in pool.allocations.values() if a.phase == "Retained")
+        return pool.capacity(blocked), len(pool.allocations), pool.free(blocked), retained
 
     # -- pool status -----------------------------------------------------------
     async def run_status(self) -> None:

@@ -150,6 +150,7 @@ class UnderlayIP:
         takeover_before: datetime.datetime | None = None,
         recorder: EventRecorder | None = None,
         requeue: Callable[[ClusterEvent], object] | None = None,
+        rehomed: Callable[[], object] | None = None,
     ) -> None:
         """``api`` is used by Unreserve for a live read of the pod (None: release without it).
         ``identity``: this replica's, recorded in every reservation (default: host name and a
@@ -176,7 +177,10 @@ class UnderlayIP:
         """Moves the pods this plugin rejected when a cluster event may help them: told
         :data:`~ipscheduler.underlayip.events.RETAIN_TIMEOUT` when a pod held to the node of
         its retained address reaches its retain-timeout (None: they wait for another event)."""
+        self.rehomed = rehomed
+        """Counts the pods placed anew after their retain-timeout (``ipscheduler_pods_rehomed_total``)."""
         self._timeouts: dict[str, asyncio.TimerHandle] = {}
+        self._refusals: set[str] = set()  # UIDs told ReleasePolicyRefused
 
     # -- PreFilter -----------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
@@ -193,6 +197,8 @@ class UnderlayIP:
         state.write(_CHOICE, choice)
         retention = retention_of(pod)
         state.write(_RETENTION, retention)
+        if retention.problem:
+            self._refused(pod, retention.problem)
         kept = self._kept_address(state, pod, retention)
         if kept is not None:
             return kept
@@ -248,14 +254,27 @@ class UnderlayIP:
                     return Status.unschedulable(ERR_RETAINING, plugin=NAME)
                 continue
             start = max(t for t in (pod.creation, a.retained_since, a.since) if t is not None)
-            if retention.timeout is not None and age(start, utc_now()) > retention.timeout:
+            waited = age(start, datetime.datetime.now(datetime.UTC))  # to the microsecond
+            if retention.timeout is not None and waited > retention.timeout:
                 state.write(_REHOME, (pool.name, uid, a))
                 return None
             state.write(_KEPT, pool)
             if retention.timeout is not None:
-                self._retry_at_timeout(pod.uid, retention.timeout - age(start, utc_now()))
+                self._retry_at_timeout(pod.uid, retention.timeout - waited)
             return None
         return None
+
+    def _refused(self, pod: PodInfo, problem: str) -> None:
+        """Say once per pod (Warning ``ReleasePolicyRefused``) that its release-policy or
+        retain-timeout annotation cannot be honoured as written, and what is used instead."""
+        if pod.uid in self._refusals:
+            return
+        if len(self._refusals) > 10_000:
+            self._refusals.clear()  # a bound on memory; at worst an event is said twice
+        self._refusals.add(pod.uid)
+        log.warning("%s: %s", pod.key, problem)
+        if self.recorder is not None:
+            self.recorder.emit(pod_ref(pod), "Warning", "ReleasePolicyRefused", problem)
 
     def _retry_at_timeout(self, uid: str, seconds: float) -> None:
         """Requeue the pods this plugin rejected once pod ``uid``'s retain-timeout is reached
@@ -601,6 +620,8 @@ class UnderlayIP:
             log.warning("%s: releasing its retained address %s failed (%r); kept", pod.key, old.ip, e)
             return
         log.warning("%s: %s", pod.key, message)
+        if self.rehomed is not None:
+            self.rehomed()
         if self.recorder is not None:
             self.recorder.emit(pod_ref(pod), "Warning", "AddressRehomed", message)
 
@@ -643,6 +664,7 @@ def new(
     takeover_before: datetime.datetime | None = None,
     recorder: EventRecorder | None = None,
     requeue: Callable[[ClusterEvent], object] | None = None,
+    rehomed: Callable[[], object] | None = None,
 ) -> UnderlayIP:
     """UnderlayIP's factory ``new(args, handle)`` once its registration has bound the
     keyword-only dependencies (see :class:`UnderlayIP` for each)."""
@@ -657,4 +679,5 @@ def new(
         takeover_before,
         recorder,
         requeue,
+        rehomed,
     )

@@ -937,3 +937,26 @@ async def test_a_pod_held_to_its_retained_address_is_retried_at_its_retain_timeo
     assert moved == ["RetainTimeout"]
     state = env.pre_filter(pod)  # past its timeout now: free to go anywhere
     assert env.plugin.filter(state, pod, env.node("node-a")).is_success()
+
+
+def test_a_release_policy_that_cannot_be_honoured_is_said_once() -> None:
+    env = sticky_env({})
+    events = Events()
+    env.plugin.recorder = events  # type: ignore[assignment]
+    pod = PodInfo(
+        uid="uid-gen",
+        namespace="ns",
+        name="web-7d9f-x2x",
+        generate_name="web-7d9f-",
+        annotations={"ipscheduler.io/release-policy": "Never"},
+    )
+    env.pre_filter(pod)
+    env.pre_filter(pod)
+    assert events.seen == [
+        (
+            "web-7d9f-x2x",
+            "ReleasePolicyRefused",
+            "ipscheduler.io/release-policy=Never needs a stable pod name, and this one was generated "
+            "from 'web-7d9f-'; using Pod",
+        )
+    ]
