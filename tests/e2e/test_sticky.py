@@ -4,12 +4,13 @@ StatefulSet release what it no longer wants."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import Pools, assert_check_clean, events_for, pods_of, statefulset
-from tests.kube import Kubectl, wait_for
+from tests.e2e.helpers import SCHEDULER, Pools, assert_check_clean, events_for, pods_of, statefulset
+from tests.kube import Kubectl, pod_manifest, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -124,3 +125,65 @@ def test_a_pod_whose_retained_node_is_gone_is_placed_anew_after_its_retain_timeo
     finally:
         kubectl.run("delete", "node", node, check=False)
     assert_check_clean(kubectl)
+
+
+def test_a_pod_deleted_while_the_scheduler_is_down_still_gets_its_address_back(
+    scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """The start-up reconcile keeps (Retained) the address of a StatefulSet pod deleted while
+    no scheduler ran, and the recreated pod gets it back."""
+    first = scheduler_factory()
+    _pools(pools)
+    kubectl.apply(statefulset("kv", 2), ns)
+
+    def both() -> dict[str, tuple[str, str, str]] | None:
+        now = placed(kubectl, ns, "kv")
+        return now if len(now) == 2 else None
+
+    before = wait_for("2 placed", both, timeout=60)
+    first.kill()  # SIGKILL
+    kubectl("delete", "pod", "kv-1", "-n", ns, "--wait=true")
+    scheduler_factory()
+
+    def back() -> tuple[str, str, str] | None:
+        now = placed(kubectl, ns, "kv").get("kv-1")
+        return now if now is not None and now[0] != before["kv-1"][0] else None
+
+    again = wait_for("kv-1 back", back, timeout=90)
+    assert again[1:] == before["kv-1"][1:]
+    assert_check_clean(kubectl)
+
+
+def test_never_keeps_an_address_after_its_workload_is_gone_for_a_pod_of_the_same_name(
+    scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """Policy Never: the address outlives the pod and its StatefulSet (the GC keeps it);
+    a pod of the same name gets it back; only ``ipscheduler ip release`` frees it."""
+    scheduler_factory("--gc-interval", "2")
+    _pools(pools)
+    kubectl.apply(statefulset("cache", 1, **{"ipscheduler.io/release-policy": "Never"}), ns)
+    first = wait_for("cache-0 placed", lambda: placed(kubectl, ns, "cache").get("cache-0"), timeout=60)
+    kubectl("delete", "statefulset", "cache", "-n", ns, "--wait=true")
+    wait_for("cache-0 gone", lambda: "cache-0" not in placed(kubectl, ns, "cache"), timeout=60)
+
+    def retained() -> list[dict[str, Any]]:
+        return [a for a in allocations(pools, POOLS).values() if a.get("identity") == f"{ns}/cache-0"]
+
+    wait_for("Retained", lambda: [a for a in retained() if a["phase"] == "Retained"], timeout=30)
+    time.sleep(5)  # two GC sweeps: still kept
+    assert [a["phase"] for a in retained()] == ["Retained"]
+    manifest = pod_manifest("cache-0", scheduler=SCHEDULER)  # same name, no workload
+    manifest["metadata"]["annotations"] = {"ipscheduler.io/release-policy": "Never"}
+    kubectl.create(manifest, ns)
+    again = wait_for("cache-0 placed again", lambda: placed_pod(kubectl, ns, "cache-0"), timeout=60)
+    assert again[1:] == first[1:], "same node and address"
+    kubectl("delete", "pod", "cache-0", "-n", ns, "--wait=true")
+    wait_for("Retained again", lambda: [a for a in retained() if a["phase"] == "Retained"], timeout=30)
+    assert_check_clean(kubectl)
+
+
+def placed_pod(kubectl: Kubectl, ns: str, name: str) -> tuple[str, str, str] | None:
+    """(UID, node, address) of pod ``name`` once bound with an address."""
+    p = kubectl.json("get", "pod", name, "-n", ns)
+    ip = (p["metadata"].get("annotations") or {}).get("ipscheduler.io/ip")
+    return (p["metadata"]["uid"], p["spec"]["nodeName"], ip) if p["spec"].get("nodeName") and ip else None
