@@ -187,6 +187,45 @@ def unwire_pods(prefix: str = NETNS_PREFIX) -> None:
         _run("ip", "link", "del", bridge_name(prefix), check=False)
 
 
+STICKY_COLUMNS = (
+    "NAME:.metadata.name,UID:.metadata.uid,NODE:.spec.nodeName,"
+    r"IP:.metadata.annotations.ipscheduler\.io/ip"
+)
+
+
+def _db_pods(kc: Path) -> dict[str, tuple[str, str, str]]:
+    """db's bound pods: name → (UID, node, address)."""
+    out = {}
+    for p in json.loads(kubectl(kc, "get", "pods", "-l", "app=db", "-o", "json"))["items"]:
+        ip = (p["metadata"].get("annotations") or {}).get("ipscheduler.io/ip")
+        if p["spec"].get("nodeName") and ip and not p["metadata"].get("deletionTimestamp"):
+            out[p["metadata"]["name"]] = (p["metadata"]["uid"], p["spec"]["nodeName"], ip)
+    return out
+
+
+def show_sticky(kc: Path) -> None:
+    """Delete db-1 of the example StatefulSet and show it come back with its address."""
+    deadline = time.monotonic() + 60
+    while len(before := _db_pods(kc)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if "db-1" not in before:
+        print("\ndemo: the StatefulSet db did not come up; skipping the sticky-address demo")
+        return
+    shown = ["get", "pods", "-l", "app=db", "-o", f"custom-columns={STICKY_COLUMNS}"]
+    print(f"\n$ kubectl --kubeconfig {kc} get pods -l app=db -o custom-columns={STICKY_COLUMNS}")
+    print(kubectl(kc, *shown), end="")
+    print(f"$ kubectl --kubeconfig {kc} delete pod db-1")
+    print(kubectl(kc, "delete", "pod", "db-1", "--wait=true"), end="")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        now = _db_pods(kc).get("db-1")
+        if now is not None and now[0] != before["db-1"][0]:
+            break
+        time.sleep(0.5)
+    print(f"$ kubectl --kubeconfig {kc} get pods -l app=db -o custom-columns={STICKY_COLUMNS}")
+    print(kubectl(kc, *shown), end="")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default=devcluster.DEFAULT_DIR)
@@ -212,6 +251,7 @@ def main() -> int:
     kubectl(kc, "apply", "-f", str(ROOT / "examples" / "nodeippools.yaml"))
     pid = start_scheduler(root, args.python, kc)
     kubectl(kc, "apply", "-f", str(ROOT / "examples" / "deployment.yaml"))
+    kubectl(kc, "apply", "-f", str(ROOT / "examples" / "statefulset.yaml"))
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         pods = json.loads(kubectl(kc, "get", "pods", "-l", "app=demo", "-o", "json"))["items"]
@@ -232,6 +272,7 @@ def main() -> int:
         ),
         end="",
     )
+    show_sticky(kc)
     why_not = can_wire()
     if why_not is None:
         running = json.loads(kubectl(kc, "get", "pods", "-l", "app=demo", "-o", "json"))["items"]
@@ -240,7 +281,7 @@ def main() -> int:
         print(f"\ndemo: not wiring pods into network namespaces: {why_not}")
     print(
         f"\nThe scheduler (pid {pid}) keeps running; its log is {root / 'scheduler.log'}.\n"
-        f"Try: kubectl --kubeconfig {kc} scale deployment demo --replicas=40   (10 stay Pending)\n"
+        f"Try: kubectl --kubeconfig {kc} scale deployment demo --replicas=40   (13 stay Pending)\n"
         f"     kubectl --kubeconfig {kc} describe pod <a Pending pod>          (FailedScheduling)\n"
         f"     {args.python} -m ipscheduler explain default/<a Pending pod> --kubeconfig {kc}\n"
         "Stop everything with: make down"
