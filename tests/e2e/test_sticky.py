@@ -187,3 +187,51 @@ def placed_pod(kubectl: Kubectl, ns: str, name: str) -> tuple[str, str, str] | N
     p = kubectl.json("get", "pod", name, "-n", ns)
     ip = (p["metadata"].get("annotations") or {}).get("ipscheduler.io/ip")
     return (p["metadata"]["uid"], p["spec"]["nodeName"], ip) if p["spec"].get("nodeName") and ip else None
+
+
+def test_two_active_schedulers_never_hand_a_retained_address_to_another_pod(
+    scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """A Retained address is taken for every replica; ``ipscheduler ip release`` frees it."""
+    import subprocess
+    import sys
+
+    for _ in range(2):
+        scheduler_factory("--gc-interval", "3600")  # two active replicas; the GC out of the way
+    pools.create("solo", "node-2", ["10.57.2.10"])
+    kubectl.apply(statefulset("one", 1, **{"ipscheduler.io/pools": "solo"}), ns)
+    wait_for("one-0 placed", lambda: placed(kubectl, ns, "one").get("one-0"), timeout=60)
+    kubectl("delete", "statefulset", "one", "-n", ns, "--wait=true")
+    wait_for(
+        "Retained",
+        lambda: [a for a in allocations(pools, ["solo"]).values() if a["phase"] == "Retained"],
+        timeout=30,
+    )
+    intruder = pod_manifest("intruder", scheduler=SCHEDULER)
+    intruder["metadata"]["annotations"] = {"ipscheduler.io/pools": "solo"}
+    kubectl.create(intruder, ns)
+    ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "intruder", "FailedScheduling"))
+    assert ev[0]["message"] == (
+        "0/3 nodes are available: 1 node(s) had no free underlay IPs, 2 node(s) had no NodeIPPool."
+    )
+    time.sleep(3)
+    assert placed_pod(kubectl, ns, "intruder") is None
+    released = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ipscheduler",
+            "ip",
+            "release",
+            "10.57.2.10",
+            "--kubeconfig",
+            str(kubectl.kubeconfig),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert released.returncode == 0, released.stderr
+    got = wait_for("intruder placed", lambda: placed_pod(kubectl, ns, "intruder"), timeout=60)
+    assert got[1:] == ("node-2", "10.57.2.10")
+    assert_check_clean(kubectl)
