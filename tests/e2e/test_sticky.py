@@ -235,3 +235,23 @@ def test_two_active_schedulers_never_hand_a_retained_address_to_another_pod(
     got = wait_for("intruder placed", lambda: placed_pod(kubectl, ns, "intruder"), timeout=60)
     assert got[1:] == ("node-2", "10.57.2.10")
     assert_check_clean(kubectl)
+
+
+def test_a_recreated_statefulset_does_not_inherit_the_old_ones_addresses(
+    scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    scheduler_factory("--gc-interval", "3600")  # the old set's Retained address stays meanwhile
+    pools.create("recreate", "node-3", ["10.58.3.10-10.58.3.19"])
+    kubectl.apply(statefulset("re", 1, **{"ipscheduler.io/pools": "recreate"}), ns)
+    first = wait_for("re-0 placed", lambda: placed(kubectl, ns, "re").get("re-0"), timeout=60)
+    kubectl("delete", "statefulset", "re", "-n", ns, "--wait=true")
+    wait_for(
+        "Retained",
+        lambda: [a for a in allocations(pools, ["recreate"]).values() if a["phase"] == "Retained"],
+        timeout=30,
+    )
+    kubectl.apply(statefulset("re", 1, **{"ipscheduler.io/pools": "recreate"}), ns)  # another UID
+    second = wait_for("new re-0 placed", lambda: placed(kubectl, ns, "re").get("re-0"), timeout=60)
+    assert second[0] != first[0] and second[2] != first[2], "a new address, the old one is not its"
+    assert [a["phase"] for a in allocations(pools, ["recreate"]).values()].count("Retained") == 1
+    assert_check_clean(kubectl)
