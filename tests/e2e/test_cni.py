@@ -12,6 +12,7 @@ same input (cnitool prints only the message).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -94,14 +95,22 @@ def multus_scheduler(
     p.stop()
 
 
-@pytest.fixture
-def netns() -> Iterator[str]:
+@contextlib.contextmanager
+def fresh_netns() -> Iterator[str]:
     """A fresh network namespace (removed afterwards with the bridge the test made)."""
     name = f"ipst-{secrets.token_hex(3)}"
     subprocess.run(["ip", "netns", "add", name], check=True)
-    yield name
-    subprocess.run(["ip", "netns", "del", name], check=False)
-    subprocess.run(["ip", "link", "del", bridge_of(name)], capture_output=True, check=False)
+    try:
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+        subprocess.run(["ip", "link", "del", bridge_of(name)], capture_output=True, check=False)
+
+
+@pytest.fixture
+def netns() -> Iterator[str]:
+    with fresh_netns() as name:
+        yield name
 
 
 def bridge_of(netns: str) -> str:
@@ -419,3 +428,38 @@ def test_multus_users_get_the_address_through_static_ipam(
     assert ipv4_of(netns) == [f"{ip}/24"]
     assert "default via 10.77.1.1 dev eth0" in routes_of(netns)
     assert run_cni(cni, "del", netns, conf, pod, tmp_path, {"ips": elements[0]["ips"]}).returncode == 0
+
+
+def test_the_address_follows_the_pod_identity_to_its_next_pod(
+    address_pool: str, cni: Cni, kubectl: Kubectl, ns: str, netns: str, tmp_path: Path
+) -> None:
+    """A pod with release policy Never ends; a pod of the same name gets its address back:
+    ADD for the new UID gets it, with the same ``ipscheduler.io/network``, and CHECK for the
+    old UID fails once the address has moved on."""
+    kept = {"ipscheduler.io/release-policy": "Never"}
+    old = bound_pod(kubectl, ns, "keep", annotations=kept)
+    conf = conflist(cni, netns)
+    assert run_cni(cni, "add", netns, conf, old, tmp_path).returncode == 0
+    kubectl("delete", "pod", "keep", "-n", ns, "--wait=true")
+    new = bound_pod(kubectl, ns, "keep", annotations=kept)
+    assert new.uid != old.uid
+    for key in ("ipscheduler.io/ip", "ipscheduler.io/pool", "ipscheduler.io/network"):
+        assert new.annotations[key] == old.annotations[key], key
+    check = run_cni(cni, "check", netns, conf, old, tmp_path)
+    assert check.returncode != 0 and "pod UID mismatch" in check.stderr + check.stdout, check
+    assert run_cni(cni, "del", netns, conf, old, tmp_path).returncode == 0
+    with fresh_netns() as second:
+        conf2 = conflist(cni, second)
+        add = run_cni(cni, "add", second, conf2, new, tmp_path)
+        assert add.returncode == 0, add.stderr
+        assert ipv4_of(second) == [json.loads(new.annotations["ipscheduler.io/network"])["ips"][0]["address"]]
+        assert run_cni(cni, "del", second, conf2, new, tmp_path).returncode == 0
+    kubectl("delete", "pod", "keep", "-n", ns, "--wait=true")
+    ip = new.annotations["ipscheduler.io/ip"]
+    released = subprocess.run(  # Never: only an operator releases it (the pool can go then)
+        [sys.executable, "-m", "ipscheduler", "ip", "release", ip, "--kubeconfig", str(kubectl.kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert released.returncode == 0, released.stderr
