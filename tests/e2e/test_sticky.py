@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import SCHEDULER, Pools, assert_check_clean, events_for, pods_of, statefulset
+from tests.e2e.helpers import (
+    SCHEDULER,
+    Pools,
+    assert_check_clean,
+    deployment,
+    events_for,
+    pods_of,
+    statefulset,
+)
 from tests.kube import Kubectl, pod_manifest, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -254,4 +262,22 @@ def test_a_recreated_statefulset_does_not_inherit_the_old_ones_addresses(
     second = wait_for("new re-0 placed", lambda: placed(kubectl, ns, "re").get("re-0"), timeout=60)
     assert second[0] != first[0] and second[2] != first[2], "a new address, the old one is not its"
     assert [a["phase"] for a in allocations(pools, ["recreate"]).values()].count("Retained") == 1
+    assert_check_clean(kubectl)
+
+
+def test_a_deployments_pods_do_not_keep_their_addresses(
+    scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    scheduler_factory()
+    pools.create("plain", "node-1", ["10.59.1.10-10.59.1.19"])
+    kubectl.apply(deployment("plain", 2, nodeSelector={"kubernetes.io/hostname": "node-1"}), ns)
+    wait_for("2 placed", lambda: len(placed(kubectl, ns, "plain")) == 2, timeout=60)
+    assert not [
+        a for a in allocations(pools, ["plain"]).values() if a.get("releasePolicy") or a.get("identity")
+    ]
+    name, (uid, _, _) = sorted(placed(kubectl, ns, "plain").items())[0]
+    kubectl("delete", "pod", name, "-n", ns, "--wait=true")
+    wait_for("its address released", lambda: uid not in allocations(pools, ["plain"]), timeout=30)
+    wait_for("2 placed again", lambda: len(placed(kubectl, ns, "plain")) == 2, timeout=60)
+    assert [a["phase"] for a in allocations(pools, ["plain"]).values()].count("Retained") == 0
     assert_check_clean(kubectl)

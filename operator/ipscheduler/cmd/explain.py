@@ -28,6 +28,7 @@ from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import POOLS
 from ipscheduler.underlayip.plugin import Strategy
 from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.retention import retention_of
 from ipscheduler.underlayip.selection import pool_choice
 from ipscheduler.underlayip.writer import PoolWriter
 
@@ -84,6 +85,22 @@ def pools_line(pod: PodInfo, cache: PoolCache) -> str:
     if not choice.names:
         return f"Pools: any pool of the node{but}"
     return f"Pools: {', '.join(choice.names)} (in this order, from {choice.source}){but}"
+
+
+def retention_line(pod: PodInfo, cache: PoolCache) -> str:
+    """The pod's release policy and the address its identity keeps, if any
+    (:mod:`ipscheduler.underlayip.retention`)."""
+    retention = retention_of(pod)
+    line = f"Release policy: {retention.policy}"
+    if retention.identity:
+        line += f" (identity {retention.identity})"
+    if retention.problem:
+        line += f"; {retention.problem}"
+    for pool, uid, a in cache.kept_for(retention.identity or pod.key):
+        if uid != pod.uid and a.phase == "Retained":
+            line += f"; retained address {a.ip or '(slot)'} of pool {pool.name} on {pool.node_name}"
+            break
+    return line
 
 
 def render(
@@ -191,6 +208,7 @@ async def explain(
         nodes = cache.node_cache.snapshot()
         verdicts, summary = evaluate(profile, dataclasses.replace(pod, node_name=""), nodes)
         weights = {p.name: w for p, w in profile.score}
-        return (0 if not summary else 1), render(pod, verdicts, summary, weights, pools_line(pod, cache))
+        lines = f"{pools_line(pod, cache)}\n{retention_line(pod, cache)}"
+        return (0 if not summary else 1), render(pod, verdicts, summary, weights, lines)
     finally:
         await api.close()

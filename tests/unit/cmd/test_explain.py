@@ -12,10 +12,10 @@ import pytest
 
 from ipscheduler.cmd import cli
 from ipscheduler.cmd import explain as explain_module
-from ipscheduler.cmd.explain import evaluate, explain_profile, pools_line, render
+from ipscheduler.cmd.explain import evaluate, explain_profile, pools_line, render, retention_line
 from ipscheduler.cmd.profiles import FILTER_PLUGINS, SCORE_WEIGHTS, load_config
 from ipscheduler.framework.config import SchedulerConfiguration
-from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
 from tests.builders import config_file, pod_info, pool
 from tests.unit.fakes import pool_cache
 
@@ -184,3 +184,23 @@ def test_explain_says_which_pools_the_pod_may_use(
     pod = pod_info("p", annotations=annotations)
     assert pools_line(pod, cache) == line
     assert render(pod, [], "no nodes", {}, line).splitlines()[1] == line
+
+
+def test_explain_says_the_release_policy_and_the_retained_address() -> None:
+    kept = {
+        "ip": "10.0.0.5",
+        "pod": "ns/web-0",
+        "phase": "Retained",
+        "since": "2024-01-01T00:00:00Z",
+        "releasePolicy": "StatefulSet",
+        "identity": "ns/web-0",
+        "ownerUID": "uid-sts",
+    }
+    cache = pool_cache(
+        {}, {"a": [pool("a", "node-a", addresses=["10.0.0.1-10.0.0.9"], allocations={"old": kept})]}
+    )
+    web0 = pod_info("web-0", owner=OwnerRef("StatefulSet", "web", "uid-sts"), generate_name="web-")
+    assert retention_line(web0, cache) == (
+        "Release policy: StatefulSet (identity ns/web-0); retained address 10.0.0.5 of pool a on node-a"
+    )
+    assert retention_line(pod_info("p"), cache) == "Release policy: Pod"
