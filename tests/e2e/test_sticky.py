@@ -33,6 +33,16 @@ def placed(kubectl: Kubectl, ns: str, app: str) -> dict[str, tuple[str, str, str
     return out
 
 
+def all_placed(kubectl: Kubectl, ns: str, app: str, n: int) -> dict[str, tuple[str, str, str]]:
+    """:func:`placed` once ``n`` pods of ``app`` are placed."""
+
+    def enough() -> dict[str, tuple[str, str, str]] | None:
+        now = placed(kubectl, ns, app)
+        return now if len(now) == n else None
+
+    return wait_for(f"{n} pods of {app} placed", enough, timeout=60)
+
+
 def allocations(pools: Pools, names: list[str]) -> dict[str, dict[str, Any]]:
     """Pod UID → allocation, over ``names``."""
     out: dict[str, dict[str, Any]] = {}
@@ -56,11 +66,7 @@ def test_a_deleted_statefulset_pod_comes_back_with_its_address_and_node(
     _pools(pools)
     kubectl.apply(statefulset("web", 3), ns)
 
-    def all_three() -> dict[str, tuple[str, str, str]] | None:
-        now = placed(kubectl, ns, "web")
-        return now if len(now) == 3 else None
-
-    before = wait_for("3 placed", all_three, timeout=60)
+    before = all_placed(kubectl, ns, "web", 3)
     kept = {a["identity"]: a for a in allocations(pools, POOLS).values()}
     assert sorted(kept) == [f"{ns}/web-0", f"{ns}/web-1", f"{ns}/web-2"]
     assert {a["releasePolicy"] for a in kept.values()} == {"StatefulSet"}
@@ -144,11 +150,7 @@ def test_a_pod_deleted_while_the_scheduler_is_down_still_gets_its_address_back(
     _pools(pools)
     kubectl.apply(statefulset("kv", 2), ns)
 
-    def both() -> dict[str, tuple[str, str, str]] | None:
-        now = placed(kubectl, ns, "kv")
-        return now if len(now) == 2 else None
-
-    before = wait_for("2 placed", both, timeout=60)
+    before = all_placed(kubectl, ns, "kv", 2)
     first.kill()  # SIGKILL
     kubectl("delete", "pod", "kv-1", "-n", ns, "--wait=true")
     scheduler_factory()

@@ -18,22 +18,19 @@ framework with :func:`build_profile`, so both honour ``--config``.
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ipscheduler.framework.config import Plugins, SchedulerConfiguration, load
-from ipscheduler.framework.interface import ClusterEvent, Handle
+from ipscheduler.framework.interface import Handle
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
 from ipscheduler.kube.client import KubeApi
-from ipscheduler.kube.events import EventRecorder
 from ipscheduler.plugins import defaultbinder, queuesort
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.plugin import Strategy, UnderlayIP, UnderlayIPArgs
+from ipscheduler.underlayip.plugin import Strategy, UnderlayIP, UnderlayIPArgs, UnderlayIPDeps
 from ipscheduler.underlayip.writer import PoolWriter
 
 FILTER_PLUGINS: tuple[str, ...] = (
@@ -97,42 +94,18 @@ def _underlay_ip(new: PluginFactory) -> Registry:
 
 
 def with_underlay_ip(
-    cache: PoolCache,
-    api: KubeApi,
-    writer: PoolWriter,
-    strategy: Strategy | None = None,
-    identity: str = "",
-    reserved_ttl: float = 60.0,
-    multus_network: str | None = None,
-    takeover_before: datetime.datetime | None = None,
-    recorder: EventRecorder | None = None,
-    requeue: Callable[[ClusterEvent], object] | None = None,
-    rehomed: Callable[[], object] | None = None,
+    deps: UnderlayIPDeps, strategy: Strategy | None = None, multus_network: str | None = None
 ) -> Registry:
     """UnderlayIP's out-of-tree registration (upstream ``app.WithPlugin(Name, New)``).
 
-    Its factory closes over ``cache``, ``writer``, ``api`` (Unreserve's live read),
-    ``identity``, ``reserved_ttl``, ``takeover_before``, ``recorder``, ``requeue`` and
-    ``rehomed`` (see
-    :class:`~ipscheduler.underlayip.plugin.UnderlayIP`); ``strategy`` (``--ip-strategy``) and
-    ``multus_network`` (``--multus-network``) apply unless the profile's pluginConfig
-    sets UnderlayIP's ``strategy`` / ``multusNetwork``.
+    Its factory binds ``deps`` (the pool cache and writer, Unreserve's API client and the
+    rest: :class:`~ipscheduler.underlayip.plugin.UnderlayIPDeps`); ``strategy``
+    (``--ip-strategy``) and ``multus_network`` (``--multus-network``) apply unless the
+    profile's pluginConfig sets UnderlayIP's ``strategy`` / ``multusNetwork``.
     """
 
     def new(args: UnderlayIPArgs, handle: Handle) -> UnderlayIP:
-        return underlay.new(
-            args.defaulted(strategy, multus_network),
-            handle,
-            cache=cache,
-            writer=writer,
-            api=api,
-            identity=identity,
-            reserved_ttl=reserved_ttl,
-            takeover_before=takeover_before,
-            recorder=recorder,
-            requeue=requeue,
-            rehomed=rehomed,
-        )
+        return underlay.new(args.defaulted(strategy, multus_network), handle, deps)
 
     return _underlay_ip(new)
 
@@ -184,32 +157,15 @@ def build_profile(
     writer: PoolWriter,
     config: SchedulerConfiguration | None = None,
     strategy: Strategy | None = None,
-    identity: str = "",
-    reserved_ttl: float = 60.0,
     multus_network: str | None = None,
-    takeover_before: datetime.datetime | None = None,
-    recorder: EventRecorder | None = None,
-    requeue: Callable[[ClusterEvent], object] | None = None,
-    rehomed: Callable[[], object] | None = None,
+    deps: UnderlayIPDeps | None = None,
 ) -> Framework:
     """The profile described by ``config`` (None: all defaults), UnderlayIP wired to ``cache``,
-    ``writer`` and ``api`` (see :func:`with_underlay_ip` for the rest); binds through ``api``.
+    ``writer`` and ``api`` (or to ``deps``, which then carries them with the rest); binds
+    through ``api``.
 
     Raises ValueError as :func:`new_profile` does.
     """
-    registry = plugin_registry(
-        with_underlay_ip(
-            cache,
-            api,
-            writer,
-            strategy,
-            identity,
-            reserved_ttl,
-            multus_network,
-            takeover_before,
-            recorder,
-            requeue,
-            rehomed,
-        )
-    )
+    deps = deps if deps is not None else UnderlayIPDeps(cache, writer, api)
+    registry = plugin_registry(with_underlay_ip(deps, strategy, multus_network))
     return new_profile(registry, config or SchedulerConfiguration.defaults(), PluginHandle(binder=api))

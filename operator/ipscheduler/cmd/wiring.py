@@ -51,6 +51,7 @@ from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.models import ANNOTATION_DEFAULT_POOLS, ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
+from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.writer import PoolWriter
 
@@ -125,21 +126,21 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     def requeue(event: ClusterEvent) -> None:  # the queue is made from the profile, below
         queue.move_all_to_active_or_backoff(event)
 
-    profile = build_profile(
+    deps = UnderlayIPDeps(
         pool_cache,
-        api,
         writer,
-        cfg.config,
-        cfg.ip_strategy,
+        api,
         identity=cfg.identity,
         reserved_ttl=cfg.reserved_ttl,
-        multus_network=cfg.multus_network,
         # build() runs once this replica holds the Lease (cmd/runner: the operator starts
         # under it): reservations another replica made before now are the last leader's.
         takeover_before=datetime.datetime.now(datetime.UTC) if cfg.leader_elect else None,
         recorder=recorder,
         requeue=requeue,
         rehomed=metrics.pods_rehomed.inc,
+    )
+    profile = build_profile(
+        pool_cache, api, writer, cfg.config, cfg.ip_strategy, cfg.multus_network, deps=deps
     )
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
     ready_to_schedule = asyncio.Event()

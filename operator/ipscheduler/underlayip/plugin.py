@@ -48,6 +48,7 @@ import secrets
 import socket
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -652,32 +653,34 @@ class UnderlayIP:
         self.writer.defer(alloc[0], functools.partial(allocator.mark_bound, uid=pod.uid))
 
 
-def new(
-    args: UnderlayIPArgs,
-    handle: Handle,
-    *,
-    cache: PoolCache,
-    writer: PoolWriter,
-    api: KubeApi | None = None,
-    identity: str = "",
-    reserved_ttl: float = 60.0,
-    takeover_before: datetime.datetime | None = None,
-    recorder: EventRecorder | None = None,
-    requeue: Callable[[ClusterEvent], object] | None = None,
-    rehomed: Callable[[], object] | None = None,
-) -> UnderlayIP:
-    """UnderlayIP's factory ``new(args, handle)`` once its registration has bound the
-    keyword-only dependencies (see :class:`UnderlayIP` for each)."""
+@dataclass(frozen=True)
+class UnderlayIPDeps:
+    """What UnderlayIP's factory binds besides its args (see :class:`UnderlayIP` for each):
+    the pool cache and writer it reserves through, and the rest of the process it talks to."""
+
+    cache: PoolCache
+    writer: PoolWriter
+    api: KubeApi | None = None
+    identity: str = ""
+    reserved_ttl: float = 60.0
+    takeover_before: datetime.datetime | None = None
+    recorder: EventRecorder | None = None
+    requeue: Callable[[ClusterEvent], object] | None = None
+    rehomed: Callable[[], object] | None = None
+
+
+def new(args: UnderlayIPArgs, handle: Handle, deps: UnderlayIPDeps) -> UnderlayIP:
+    """UnderlayIP's factory ``new(args, handle)`` once its registration has bound ``deps``."""
     return UnderlayIP(
-        cache,
-        writer,
+        deps.cache,
+        deps.writer,
         args.strategy,
-        api,
-        identity,
-        reserved_ttl,
+        deps.api,
+        deps.identity,
+        deps.reserved_ttl,
         args.multus_network,
-        takeover_before,
-        recorder,
-        requeue,
-        rehomed,
+        deps.takeover_before,
+        deps.recorder,
+        deps.requeue,
+        deps.rehomed,
     )

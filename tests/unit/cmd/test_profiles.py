@@ -26,7 +26,7 @@ from ipscheduler.framework.config import (
     SchedulerConfiguration,
 )
 from ipscheduler.framework.runtime import PluginHandle
-from ipscheduler.underlayip.plugin import UnderlayIP
+from ipscheduler.underlayip.plugin import UnderlayIP, UnderlayIPDeps
 from tests.builders import config_file
 from tests.unit.fakes import pool_cache
 
@@ -236,7 +236,7 @@ def test_config_registry_cannot_make_underlay_ip() -> None:
 def test_underlay_ip_flags_are_defaults_plugin_config_overrides(
     args: dict[str, Any], strategy: Any, multus: str | None, expected: tuple[str, str | None]
 ) -> None:
-    registry = plugin_registry(with_underlay_ip(pool_cache(), None, None, strategy, multus_network=multus))  # type: ignore[arg-type]
+    registry = plugin_registry(with_underlay_ip(UnderlayIPDeps(pool_cache(), None), strategy, multus))  # type: ignore[arg-type]
     plugin = registry.new_plugin("UnderlayIP", args, HANDLE)
     assert isinstance(plugin, UnderlayIP)
     assert (plugin.strategy, plugin.multus_network) == expected

@@ -44,6 +44,7 @@ from ipscheduler.framework.runtime import (
 )
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
+from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from tests.unit.fakes import pool_cache
 
 TAINT = "node(s) had untolerated taint {a: b}"
@@ -856,7 +857,7 @@ def test_plugin_config_args_reach_the_factory() -> None:
 
 def test_out_of_tree_plugin_merged_and_enabled() -> None:
     """As ``app.WithPlugin``: an out-of-tree plugin joins the in-tree registry and the profile."""
-    registry = plugin_registry(with_underlay_ip(pool_cache(), None, None))  # type: ignore[arg-type]
+    registry = plugin_registry(with_underlay_ip(UnderlayIPDeps(pool_cache(), None)))  # type: ignore[arg-type]
     registry.merge(with_plugin("Extra", lambda args, handle: Everything("Extra", args), AllArgs))
     raw = {
         "plugins": {"filter": {"enabled": [{"name": "Extra"}]}},
@@ -913,7 +914,7 @@ class _Binder:
 def test_handle_binder_reaches_default_binder() -> None:
     binder: Binder = _Binder()
     fw = new_framework(
-        plugin_registry(with_underlay_ip(pool_cache(), None, None)),  # type: ignore[arg-type]
+        plugin_registry(with_underlay_ip(UnderlayIPDeps(pool_cache(), None))),  # type: ignore[arg-type]
         SchedulerConfiguration().profile,
         PluginHandle(binder=binder),
         default_plugins(),
