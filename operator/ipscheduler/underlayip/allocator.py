@@ -101,13 +101,10 @@ def retained_for(pool: PoolView, identity: str, owner_uid: str = "") -> tuple[st
     (``namespace/name``) and, for policy StatefulSet, the StatefulSet of UID ``owner_uid``:
     ``(the UID of the pod that ended, the allocation)``, None when there is none. A
     StatefulSet recreated under the same name (another UID) does not match; an allocation
-    kept with policy Never matches any pod of that name."""
-    for uid, a in pool.allocations.items():
-        if (
-            a.phase == "Retained"
-            and a.identity == identity
-            and (a.release_policy == NEVER or (a.owner_uid or "") == owner_uid)
-        ):
+    kept with policy Never matches any pod of that name. A lookup in the view's
+    :attr:`~ipscheduler.underlayip.pool.PoolView.retained` (every reservation asks)."""
+    for uid, a in pool.retained.get(identity, ()):
+        if a.release_policy == NEVER or (a.owner_uid or "") == owner_uid:
             return uid, a
     return None
 

@@ -142,6 +142,17 @@ class PoolView:
         """Whether pods of ``namespace`` may use the pool (``spec.namespaces``)."""
         return self.namespaces is None or namespace in self.namespaces
 
+    @functools.cached_property
+    def retained(self) -> dict[str, list[tuple[str, Allocation]]]:
+        """The Retained allocations by pod identity (``namespace/name``): ``[(UID of the pod
+        that ended, allocation)]``, in status order. Computed once per view (a view is one
+        resourceVersion; the moves copy the allocations, never change them in place)."""
+        out: dict[str, list[tuple[str, Allocation]]] = {}
+        for uid, a in self.allocations.items():
+            if a.phase == "Retained" and a.identity:
+                out.setdefault(a.identity, []).append((uid, a))
+        return out
+
     @property
     def allocations(self) -> dict[str, Allocation]:
         return self.status.allocations
