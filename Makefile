@@ -45,9 +45,11 @@ unit: $(VENV)/.installed
 e2e: $(VENV)/.installed binaries
 	$(VENV)/bin/pytest -m e2e
 
-## binaries: build (first time, 15-25 min) or locate the control-plane binaries
+## binaries: build (first time, 15-25 min) or locate the control-plane binaries,
+## the CNI tools, helm and promtool
 binaries:
 	$(PYTHON) hack/devcluster.py binaries
+	$(PYTHON) hack/binaries.py tools
 
 crds: $(VENV)/.installed
 	$(PY) -m ipscheduler crd > crds/nodeippools.ipscheduler.io.yaml

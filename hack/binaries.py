@@ -9,12 +9,16 @@ The dev cluster (``hack/devcluster.py``) runs what this module provides:
   :func:`ensure_binaries`;
 - ``cnitool`` and the reference CNI plugins (bridge, loopback, static,
   host-local) into ``~/.cache/ipscheduler/cni-<version>-plugins-<version>``:
-  :func:`ensure_cni_tools`.
+  :func:`ensure_cni_tools`;
+- ``helm`` and ``promtool`` (the chart and the alerting-rule tests) into
+  ``~/.cache/ipscheduler/tools-helm-<version>`` and ``tools-promtool-<version>``:
+  :func:`ensure_helm`, :func:`ensure_promtool`.
 
 A cached binary is checked once (``--version``) and remembered by size and
 mtime; one that does not run is deleted and rebuilt. Concurrent builds
-serialize on a file lock. ``python hack/devcluster.py binaries`` runs both and
-prints the two folders.
+serialize on a file lock. ``python hack/devcluster.py binaries`` runs the first
+two and prints the two folders; ``python hack/binaries.py tools`` runs the last
+two and prints the two executables (``make binaries`` runs both commands).
 
 It also holds what both halves share: :class:`DevclusterError` and :func:`log`.
 Standard library only (plus ``go`` on PATH to build); it never imports the
@@ -45,6 +49,13 @@ CNI_VERSION = "v1.3.0"
 CNI_PLUGINS_VERSION = "v1.9.1"
 """containernetworking/plugins: the reference plugins the CNI tests and the demo run."""
 CNI_PLUGINS = ("main/bridge", "main/loopback", "ipam/static", "ipam/host-local")
+
+HELM_VERSION = "v3.22.0"
+"""helm (renders and lints deploy/chart/ipscheduler)."""
+PROMTOOL_VERSION = "v0.316.0"
+"""promtool of Prometheus (checks and unit-tests the alerting rules)."""
+HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
+PROMTOOL_PACKAGE = "github.com/prometheus/prometheus/cmd/promtool"
 
 K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ALL_BINARIES = (*K8S_BINARIES, "etcd", "kwok")
@@ -286,6 +297,35 @@ def ensure_binaries() -> Path:
     return bindir
 
 
+def _go_install_into(go: str, folder: Path, names: list[str], pkgs: list[tuple[str, str]]) -> None:
+    """``go install`` each ``(package@version, extra ldflags)`` into ``folder``, atomically.
+
+    Static binaries (CGO_ENABLED=0, the local toolchain only) go to a staging
+    folder first, renamed to ``folder`` once all of them built; a file lock next
+    to ``folder`` serializes concurrent callers, and one that waited finds the
+    work done. Raises DevclusterError with the tail of the failing install's output.
+    """
+    with file_lock(folder.with_name(f".{folder.name}.lock")):
+        if all(os.access(folder / n, os.X_OK) for n in names):
+            return
+        staging = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        env = {**_go_env(), "GOBIN": str(staging)}
+        for pkg, ldflags in pkgs:
+            proc = subprocess.run(
+                [go, "install", "-trimpath", "-ldflags", f"-s -w {ldflags}".strip(), pkg],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise DevclusterError(f"go install {pkg} failed: {proc.stderr.strip()[-800:]}")
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
+
+
 def cni_tools_dir() -> Path:
     """``$XDG_CACHE_HOME/ipscheduler/cni-<cni version>-plugins-<plugins version>``."""
     return cache_dir().parent / f"cni-{CNI_VERSION}-plugins-{CNI_PLUGINS_VERSION}"
@@ -304,27 +344,64 @@ def ensure_cni_tools() -> Path:
     go = shutil.which("go")
     if go is None:
         raise DevclusterError(f"missing CNI tools in {tools} and no Go toolchain on PATH to install them")
-    with file_lock(cache_dir().parent / ".cni-tools.lock"):
-        if all(os.access(tools / n, os.X_OK) for n in names):
-            return tools
-        staging = tools.with_name(tools.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        pkgs = [f"github.com/containernetworking/cni/cnitool@{CNI_VERSION}"]
-        plugins = "github.com/containernetworking/plugins/plugins"
-        pkgs += [f"{plugins}/{p}@{CNI_PLUGINS_VERSION}" for p in CNI_PLUGINS]
-        env = {**_go_env(), "GOBIN": str(staging), "CGO_ENABLED": "0"}
-        for pkg in pkgs:
-            proc = subprocess.run(
-                [go, "install", "-trimpath", "-ldflags", "-s -w", pkg],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if proc.returncode != 0:
-                raise DevclusterError(f"go install {pkg} failed: {proc.stderr.strip()[-800:]}")
-        shutil.rmtree(tools, ignore_errors=True)
-        staging.rename(tools)
+    pkgs = [f"github.com/containernetworking/cni/cnitool@{CNI_VERSION}"]
+    plugins = "github.com/containernetworking/plugins/plugins"
+    pkgs += [f"{plugins}/{p}@{CNI_PLUGINS_VERSION}" for p in CNI_PLUGINS]
+    _go_install_into(go, tools, names, [(pkg, "") for pkg in pkgs])
     log(f"CNI tools ({', '.join(names)}) in {tools}")
     return tools
+
+
+def tool_dir(name: str, version: str) -> Path:
+    """``$XDG_CACHE_HOME/ipscheduler/tools-<name>-<version>``: one folder per tool and version."""
+    return cache_dir().parent / f"tools-{name}-{version}"
+
+
+def _ensure_go_tool(name: str, package: str, version: str, ldflags: str = "") -> Path:
+    """The cached executable ``name`` built from ``package@version``, installed if missing."""
+    folder = tool_dir(name, version)
+    exe = folder / name
+    if os.access(exe, os.X_OK):
+        return exe
+    go = shutil.which("go")
+    if go is None:
+        raise DevclusterError(f"missing {name} {version} in {folder} and no Go toolchain on PATH to build it")
+    log(f"building {name} {version} into {folder} (a few minutes the first time)")
+    _go_install_into(go, folder, [name], [(f"{package}@{version}", ldflags)])
+    return exe
+
+
+def ensure_helm() -> Path:
+    """Return the path of ``helm`` ``HELM_VERSION``, building it with ``go install`` if missing
+    (about 3 minutes on 2 cores from an empty module cache).
+
+    Raises DevclusterError with a one-line reason (no Go toolchain, a failed install)."""
+    stamp = f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
+    return _ensure_go_tool("helm", HELM_PACKAGE, HELM_VERSION, stamp)
+
+
+def ensure_promtool() -> Path:
+    """Return the path of Prometheus' ``promtool`` ``PROMTOOL_VERSION``, building it with
+    ``go install`` if missing (a few minutes the first time).
+
+    Raises DevclusterError with a one-line reason (no Go toolchain, a failed install)."""
+    return _ensure_go_tool("promtool", PROMTOOL_PACKAGE, PROMTOOL_VERSION)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python hack/binaries.py tools``: ensure helm and promtool, print their paths."""
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["tools"]:
+        print("usage: python hack/binaries.py tools", file=sys.stderr)
+        return 2
+    try:
+        print(ensure_helm())
+        print(ensure_promtool())
+    except DevclusterError as err:
+        log(f"error: {err}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

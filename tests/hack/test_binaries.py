@@ -4,7 +4,11 @@ No build is started: every test has the binaries present or no Go on PATH."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +60,91 @@ def test_a_binary_that_does_not_run_counts_as_missing(tmp_path: Path) -> None:
     # ... but a changed one is.
     kwok.write_text("#!/bin/sh\nexit 9\n")
     assert binaries.missing_binaries(tmp_path) == ["etcd", "kwok"]
+
+
+@pytest.mark.parametrize(
+    ("ensure", "name", "version"),
+    [
+        (binaries.ensure_helm, "helm", binaries.HELM_VERSION),
+        (binaries.ensure_promtool, "promtool", binaries.PROMTOOL_VERSION),
+    ],
+)
+def test_a_cached_go_tool_is_returned_without_a_build(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ensure: Callable[[], Path], name: str, version: str
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = tmp_path / "ipscheduler" / f"tools-{name}-{version}"
+    folder.mkdir(parents=True)
+    exe = folder / name
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", "/nonexistent")  # would fail if it tried to build
+    assert ensure() == exe
+    assert binaries.tool_dir(name, version) == folder
+
+
+@pytest.mark.parametrize(
+    ("ensure", "name"), [(binaries.ensure_helm, "helm"), (binaries.ensure_promtool, "promtool")]
+)
+def test_a_missing_go_tool_without_go_is_one_clear_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ensure: Callable[[], Path], name: str
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(binaries.DevclusterError) as err:
+        ensure()
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert "no Go toolchain" in msg and name in msg
+
+
+def test_go_tools_are_pinned_static_installs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The install command: the pinned package@version, static, the version stamped into helm."""
+    calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def fake_run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        env = kw["env"]
+        calls.append((cmd, env))
+        exe = Path(env["GOBIN"]) / cmd[-1].split("@")[0].rsplit("/", 1)[1]
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(binaries.shutil, "which", lambda _: "/usr/bin/go")
+    monkeypatch.setattr(binaries.subprocess, "run", fake_run)
+    helm = binaries.ensure_helm()
+    assert helm == tmp_path / "ipscheduler" / f"tools-helm-{binaries.HELM_VERSION}" / "helm"
+    assert os.access(helm, os.X_OK)
+    assert not helm.parent.with_name(helm.parent.name + ".partial").exists()
+    promtool = binaries.ensure_promtool()
+    assert promtool.name == "promtool" and os.access(promtool, os.X_OK)
+    (helm_cmd, env), (promtool_cmd, _) = calls
+    assert helm_cmd[:2] == ["/usr/bin/go", "install"]
+    assert helm_cmd[-1] == f"helm.sh/helm/v3/cmd/helm@{binaries.HELM_VERSION}"
+    assert f"-X helm.sh/helm/v3/internal/version.version={binaries.HELM_VERSION}" in helm_cmd[-2]
+    assert promtool_cmd[-1] == f"github.com/prometheus/prometheus/cmd/promtool@{binaries.PROMTOOL_VERSION}"
+    assert env["CGO_ENABLED"] == "0" and env["GOTOOLCHAIN"] == "local"
+    assert binaries.ensure_helm() == helm and len(calls) == 2  # cached: no second install
+
+
+def test_a_failed_go_tool_install_leaves_no_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def failing_run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(cmd, 1, "", "go: module lookup disabled")
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(binaries.shutil, "which", lambda _: "/usr/bin/go")
+    monkeypatch.setattr(binaries.subprocess, "run", failing_run)
+    with pytest.raises(binaries.DevclusterError, match="module lookup disabled"):
+        binaries.ensure_promtool()
+    assert not binaries.tool_dir("promtool", binaries.PROMTOOL_VERSION).exists()
+
+
+def test_tools_command_prints_both_paths(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr(binaries, "ensure_helm", lambda: tmp_path / "helm")
+    monkeypatch.setattr(binaries, "ensure_promtool", lambda: tmp_path / "promtool")
+    assert binaries.main(["tools"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "helm"), str(tmp_path / "promtool")]
+    assert binaries.main([]) == 2
