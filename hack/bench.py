@@ -448,6 +448,7 @@ class Ours(SchedulerProcess):
             kubeconfig,
             "--health-addr",
             "",
+            "--leader-elect=false",  # the failover phase's --leader-elect (later) wins
             *extra,
         ]
         self.log_path = log_path

@@ -50,7 +50,16 @@ def start_scheduler(root: Path, python: str, kubeconfig: Path) -> int:
         return pid
     with open(root / "scheduler.log", "ab") as log:
         proc = subprocess.Popen(
-            [python, "-m", "ipscheduler", "run", "--kubeconfig", str(kubeconfig)],
+            [
+                python,
+                "-m",
+                "ipscheduler",
+                "run",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--leader-elect=false",
+                "-v=2",
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -91,7 +91,9 @@ class SchedulerProcess:
     def start(self, wait: str = "start-up reconcile") -> SchedulerProcess:
         """Start the process; unless ``wait`` is empty, wait for that text in its log."""
         cmd = [sys.executable, "-m", "ipscheduler", "run", "--kubeconfig", str(self.kubeconfig)]
-        cmd += ["--health-addr", f"127.0.0.1:{self.health_port}", *self.extra]
+        # One replica without a Lease unless the test elects (a later --leader-elect wins);
+        # -v=2: binds and unschedulable attempts are logged, as tests read them.
+        cmd += ["--leader-elect=false", "-v=2", "--health-addr", f"127.0.0.1:{self.health_port}", *self.extra]
         start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

@@ -197,6 +197,52 @@ def test_leader_election_standby_takes_over(
     assert_check_clean(kubectl)
 
 
+def test_a_leader_stopped_by_sigterm_releases_the_lease_and_the_standby_schedules_at_once(
+    scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """kube-scheduler's ReleaseOnCancel: a rollout (SIGTERM) must not stall scheduling for a
+    lease duration (15 s) as a crash (SIGKILL, the test above) does."""
+    pools.create("handover", "node-1", ["10.8.1.1-10.8.1.9"])
+    lease = f"ho-{secrets.token_hex(3)}"
+    args = (
+        "--leader-elect",
+        "--leader-elect-resource-namespace",
+        "default",
+        "--leader-elect-resource-name",
+        lease,
+    )
+    first = scheduler_factory(*args)
+    second = scheduler_factory(*args, wait="waiting for lease")
+    wait_for("first leads", lambda: first.probe("/readyz") == (200, "ok: leader\n"), timeout=15)
+    wait_for("standby ready", lambda: second.probe("/readyz") == (200, "ok: standby\n"), timeout=15)
+    holder = kubectl.json("get", "lease", lease, "-n", "default")["spec"]["holderIdentity"]
+    signalled = time.monotonic()
+    first.kill(signal.SIGTERM)  # returns once it exited
+    exited = time.monotonic()
+    assert first.proc is not None and first.proc.returncode == 0, first.log_tail()
+    assert f"released lease default/{lease}" in first.log_path.read_text(), first.log_tail()
+    kubectl.create(_pinned("after-handover", "node-1"), ns)
+    node = wait_for(
+        "scheduled by the standby",
+        lambda: kubectl.json("get", "pod", "after-handover", "-n", ns)["spec"].get("nodeName"),
+        timeout=30,
+        interval=0.1,
+    )
+    bound = time.monotonic()
+    print(
+        f"SIGTERM handover: leader exited {exited - signalled:.2f}s after SIGTERM; the standby bound a pod "
+        f"{bound - exited:.2f}s after that ({bound - signalled:.2f}s in all; lease duration 15s)"
+    )
+    assert node == "node-1"
+    assert bound - exited < 10, "the standby waited for the lease to expire: it was not released"
+    assert second.probe("/readyz") == (200, "ok: leader\n")
+    assert kubectl.json("get", "lease", lease, "-n", "default")["spec"].get("holderIdentity") not in (
+        None,
+        holder,
+    )
+    assert_check_clean(kubectl)
+
+
 def test_api_server_outage_is_survived(
     scheduler: SchedulerProcess, cluster: Any, kubectl: Kubectl, pools: Pools, ns: str
 ) -> None:

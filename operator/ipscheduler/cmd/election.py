@@ -6,6 +6,11 @@ standby takes over at most one lease duration (plus a retry period) after the
 leader stops renewing. Like kube-scheduler, a replica that loses the lease
 exits (status 1) so that it restarts clean as a standby.
 
+A leader that stops (SIGTERM, SIGINT) releases the Lease as client-go's
+``ReleaseOnCancel`` does (``leaderelection.go`` ``release()``): holder cleared,
+``leaseDurationSeconds: 1``; a standby then takes it on its next retry (within the
+retry period) instead of waiting out the lease duration.
+
 Correctness never depends on the lease: every allocation is a
 compare-and-swap, so two schedulers running at once still never hand out one
 address twice.
@@ -14,6 +19,7 @@ address twice.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import logging
 import socket
@@ -30,6 +36,8 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
+from ipscheduler.framework import klog
+
 log = logging.getLogger(__name__)
 
 SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -42,8 +50,25 @@ class ElectionSettings:
     lease_name: str = "ip-scheduler"
     lease_namespace: str | None = None
     lease_duration: int = 15
-    renew_deadline: int = 10
-    retry_period: int = 2
+    """Whole seconds (the Lease's ``leaseDurationSeconds``)."""
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def problems(self) -> list[str]:
+        """What kube-scheduler's validation would refuse in these timings
+        (``pkg/scheduler/apis/config/validation``, client-go ``NewLeaderElector``): empty
+        when valid."""
+        out = []
+        if self.lease_duration <= self.renew_deadline:
+            out.append("--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline")
+        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
+            out.append(
+                f"--leader-elect-renew-deadline must be greater than {JITTER_FACTOR} x "
+                "--leader-elect-retry-period"
+            )
+        if self.retry_period < 1:
+            out.append("--leader-elect-retry-period must be at least 1s")
+        return out
 
     def namespace(self) -> str:
         """The configured namespace, else the pod's own (in-cluster), else kube-system."""
@@ -61,6 +86,8 @@ def identity() -> str:
 
 
 TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+JITTER_FACTOR = 1.2
+"""client-go's ``JitterFactor`` (and kubernetes-asyncio's ``Config.jitter_factor``)."""
 
 
 class ResilientLeaseLock(LeaseLock):
@@ -96,11 +123,58 @@ class ResilientLeaseLock(LeaseLock):
             return False
 
     async def update(self, name: str, namespace: str, updated_record: LeaderElectionRecord) -> bool:
+        """Upstream's update, without its traceback when another replica wrote first: a 409
+        is the ordinary loss of a race (two standbys taking a released or expired lease),
+        one line at ``V(2)``."""
+        assert self.lease_reference is not None, "update before get"
+        self.lease_reference.spec = self.update_lease(updated_record, self.lease_reference.spec)
         try:
-            return bool(await asyncio.wait_for(super().update(name, namespace, updated_record), self.timeout))
+            await asyncio.wait_for(
+                self.api_instance.replace_namespaced_lease(
+                    name=name, namespace=namespace, body=self.lease_reference
+                ),
+                self.timeout,
+            )
+            return True
+        except ApiException as e:
+            if e.status == 409:
+                log.log(
+                    klog.V2, "lease %s/%s: another replica wrote it first (409 Conflict)", namespace, name
+                )
+            else:
+                log.warning("updating lease %s/%s failed: %s %s", namespace, name, e.status, e.reason)
+            return False
         except TRANSPORT_ERRORS as e:
             log.warning("renewing lease %s/%s failed: %r", namespace, name, e)
             return False
+
+    async def release(self) -> bool:
+        """Give the Lease up if this replica holds it (client-go ``release()``): holder
+        cleared, ``leaseDurationSeconds: 1``, renew and acquire time now, transitions kept;
+        a compare-and-swap on the Lease's resourceVersion. True when released; False when
+        another replica holds it or the write failed (logged; the lease then expires)."""
+        try:
+            lease = await asyncio.wait_for(
+                self.api_instance.read_namespaced_lease(self.name, self.namespace), self.timeout
+            )
+            if lease.spec is None or lease.spec.holder_identity != self.identity:
+                return False
+            now = datetime.datetime.now(datetime.UTC)
+            lease.spec.holder_identity = None  # type: ignore[assignment]  # the API's null
+            lease.spec.lease_duration_seconds = 1
+            lease.spec.renew_time = now
+            lease.spec.acquire_time = now
+            await asyncio.wait_for(
+                self.api_instance.replace_namespaced_lease(
+                    name=self.name, namespace=self.namespace, body=lease
+                ),
+                self.timeout,
+            )
+        except (ApiException, *TRANSPORT_ERRORS) as e:
+            log.warning("releasing lease %s/%s failed (it expires instead): %r", self.namespace, self.name, e)
+            return False
+        log.info("released lease %s/%s", self.namespace, self.name)
+        return True
 
 
 class LostLeadership(Exception):
@@ -120,7 +194,8 @@ async def run_elected(
     ``me``: the holder identity (default: a new :func:`identity`).
     Raises LostLeadership when the lease is lost (or the election itself
     fails: the process then exits and restarts clean, as kube-scheduler
-    does); re-raises if ``lead()`` fails; returns when ``lead()`` returns.
+    does); re-raises if ``lead()`` fails; returns when ``lead()`` returns,
+    after releasing the Lease (``ReleaseOnCancel``).
     """
     me = me or identity()
     lost = asyncio.Event()
@@ -142,10 +217,11 @@ async def run_elected(
     async def stopped() -> None:
         lost.set()
 
+    lock = ResilientLeaseLock(
+        settings.lease_name, settings.namespace(), me, api_client, timeout=settings.renew_deadline
+    )
     config = electionconfig.Config(
-        ResilientLeaseLock(
-            settings.lease_name, settings.namespace(), me, api_client, timeout=settings.renew_deadline
-        ),
+        lock,
         lease_duration=settings.lease_duration,
         renew_deadline=settings.renew_deadline,
         retry_period=settings.retry_period,
@@ -161,6 +237,9 @@ async def run_elected(
         done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         if leading in done:
             leading.result()  # re-raise a failure of lead()
+            election.cancel()  # no renewal may follow the release
+            await asyncio.gather(election, return_exceptions=True)
+            await lock.release()
             return
         if election in done and not election.cancelled() and election.exception() is not None:
             raise LostLeadership(f"leader election failed: {election.exception()!r}")

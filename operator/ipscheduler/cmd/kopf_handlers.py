@@ -39,6 +39,7 @@ from ipscheduler.cmd import wiring
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import LIST_PAGE_SIZE, KubeApi, load_client_config
+from ipscheduler.kube.ratelimit import limit_requests
 
 __all__ = ["RunConfig", "run_operator"]
 
@@ -130,7 +131,9 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.networking.error_backoffs = RetryForever()
 
     conf = getattr(memo, "client_config", None) or await load_client_config(cfg.kubeconfig)
-    components = wiring.build(cfg, KubeApi(client.ApiClient(conf)), memo.health)
+    api_client = client.ApiClient(conf)
+    limit_requests(api_client, cfg.kube_api_qps, cfg.kube_api_burst)
+    components = wiring.build(cfg, KubeApi(api_client), memo.health)
     memo.components = components
     components.start()
     log.info(

@@ -28,5 +28,9 @@ class RunConfig:
     config: SchedulerConfiguration | None = None
     watch_timeout: float = 90.0
     """Seconds an informer may be without a working LIST+WATCH before /healthz fails."""
+    kube_api_qps: float = 0.0
+    """Sustained requests per second to the API server (0: no limit)."""
+    kube_api_burst: int = 0
+    """Requests allowed at once above ``kube_api_qps``."""
     identity: str = field(default_factory=identity)
     """This replica: the Lease holder identity and the reservedBy prefix of its reservations."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ipscheduler.framework.config import Plugins, SchedulerConfiguration, load
+from ipscheduler.framework.config import ConfigError, Plugins, SchedulerConfiguration, load
 from ipscheduler.framework.interface import Handle
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
@@ -129,9 +129,25 @@ def config_registry() -> Registry:
 
 
 def load_config(path: str | Path) -> SchedulerConfiguration:
-    """``--config``: read and validate the file against :func:`config_registry`. Raises
+    """``--config``: read and validate the file against :func:`config_registry`, refusing a
+    profile that disables UnderlayIP where it may not be (:data:`UNDISABLEABLE`). Raises
     :class:`~ipscheduler.framework.config.ConfigError` naming the offending field."""
-    return load(path, config_registry())
+    config = load(path, config_registry())
+    refusal = underlay_ip_refusal(config)
+    if refusal is not None:
+        raise ConfigError(f"{path}: profiles[0].plugins: {refusal}")
+    return config
+
+
+def underlay_ip_refusal(config: SchedulerConfiguration) -> str | None:
+    """Why ``config``'s profile may not run (it disables UnderlayIP at a point of
+    :data:`UNDISABLEABLE`, by name or with ``*``), or None."""
+    plugins = config.profile.plugins
+    for point, refusal in UNDISABLEABLE.items():
+        off = {r.name for r in plugins.point(point).disabled}
+        if underlay.NAME in off or "*" in off:
+            return refusal
+    return None
 
 
 def new_profile(registry: Registry, config: SchedulerConfiguration, handle: Handle) -> Framework:
@@ -141,11 +157,9 @@ def new_profile(registry: Registry, config: SchedulerConfiguration, handle: Hand
     :data:`UNDISABLEABLE` (even with ``*``), and whatever
     :func:`~ipscheduler.framework.runtime.new_framework` raises.
     """
-    plugins = config.profile.plugins
-    for point, refusal in UNDISABLEABLE.items():
-        off = {r.name for r in plugins.point(point).disabled}
-        if underlay.NAME in off or "*" in off:
-            raise ValueError(refusal)
+    refusal = underlay_ip_refusal(config)
+    if refusal is not None:
+        raise ValueError(refusal)
     return new_framework(
         registry, config.profile, handle, default_plugins(), config.percentage_of_nodes_to_score
     )

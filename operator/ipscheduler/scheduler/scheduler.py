@@ -34,6 +34,7 @@ from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
 from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework.interface import SCHEDULED_NOTE, CycleState, QueuedPodInfo
+from ipscheduler.framework.klog import V2, kv
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
@@ -133,7 +134,14 @@ class Scheduler(EventHandlers):
         if not feasible:
             post = await self.profile.run_post_filter(state, pod, diagnosis)
             if not post.is_rejected():
-                log.info("PostFilter for %s: %s %s", pod.key, post.code.value, post.message)
+                log.log(
+                    V2,
+                    "PostFilter for %s: %s %s",
+                    pod.key,
+                    post.code.value,
+                    post.message,
+                    extra=kv(pod=pod.key),
+                )
             qp.unschedulable_plugins = diagnosis.unschedulable_plugins
             return await self._scheduling_failed(qp, diagnosis.message())
         per_plugin = self.profile.run_scores(state, pod, feasible)
@@ -143,7 +151,13 @@ class Scheduler(EventHandlers):
         st = await self.profile.run_reserve(state, pod, host)
         if not st.is_success():  # the framework ran Unreserve already
             # Someone else took the last address in between: retry soon.
-            log.info("reserve for %s on %s failed: %s", pod.key, host.name, st.message)
+            log.info(
+                "reserve for %s on %s failed: %s",
+                pod.key,
+                host.name,
+                st.message,
+                extra=kv(pod=pod.key, node=host.name),
+            )
             return await self._scheduling_failed(qp, st.message, error=True)
         self.cache.assume_pod(dataclasses.replace(pod, node_name=host.name))
         st = self.profile.run_permit(state, pod, host)
@@ -171,7 +185,14 @@ class Scheduler(EventHandlers):
             await self.profile.run_post_bind(state, pod, host)
             note = state.get(SCHEDULED_NOTE)
             suffix = f" ({note})" if note else ""
-            log.info("bound %s to %s%s", pod.key, host.name, suffix)
+            log.log(
+                V2,
+                "bound %s to %s%s",
+                pod.key,
+                host.name,
+                suffix,
+                extra=kv(pod=pod.key, node=host.name, uid=pod.uid),
+            )
             self.recorder.emit(
                 pod_ref(pod), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {host.name}{suffix}"
             )
@@ -219,7 +240,13 @@ class Scheduler(EventHandlers):
             self.queue.done(pod.uid)
             self.queue.delete(pod.uid)
             return
-        log.warning("binding %s to %s failed: %s", pod.key, host.name, message)
+        log.warning(
+            "binding %s to %s failed: %s",
+            pod.key,
+            host.name,
+            message,
+            extra=kv(pod=pod.key, node=host.name, uid=pod.uid),
+        )
         self.queue.add_unschedulable(qp, error=True)
 
     async def _scheduling_failed(
@@ -247,7 +274,7 @@ class Scheduler(EventHandlers):
             self.queue.add_unschedulable(qp, error=True)
             return ScheduleResult(pod.key, message=message, error=True)
         self.queue.add_unschedulable(qp)
-        log.info("unable to schedule %s: %s", pod.key, message)
+        log.log(V2, "unable to schedule %s: %s", pod.key, message, extra=kv(pod=pod.key, uid=pod.uid))
         self.recorder.emit(pod_ref(pod), "Warning", "FailedScheduling", message)
         if self._unschedulable_msg.get(pod.uid) != message:
             try:

@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ipscheduler.framework.interface import ClusterEvent
+from ipscheduler.framework.klog import kv
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
@@ -245,7 +246,14 @@ class Reconciler:
             if r.action == "release":
                 if confirm and not await self._confirmed(r):
                     continue
-                log.info("releasing %s of %s in pool %s: %s", r.ip or "slot", r.pod, r.pool, r.reason)
+                log.info(
+                    "releasing %s of %s in pool %s: %s",
+                    r.ip or "slot",
+                    r.pod,
+                    r.pool,
+                    r.reason,
+                    extra=kv(pod=r.pod, pool=r.pool, uid=r.uid, ip=r.ip),
+                )
                 written = await self.writer.submit(
                     r.pool, functools.partial(allocator.release, uid=r.uid, expect=r.allocation)
                 )
@@ -266,6 +274,7 @@ class Reconciler:
                     r.pod,
                     r.pool,
                     r.reason,
+                    extra=kv(pod=r.pod, pool=r.pool, uid=r.uid, ip=r.ip),
                 )
                 await self.writer.submit(
                     r.pool, functools.partial(allocator.retain, uid=r.uid, now=utc_now())

@@ -14,7 +14,7 @@ from ipscheduler.cmd import cli
 from ipscheduler.cmd import explain as explain_module
 from ipscheduler.cmd.explain import evaluate, explain_profile, pools_line, render, retention_line
 from ipscheduler.cmd.profiles import FILTER_PLUGINS, SCORE_WEIGHTS, load_config
-from ipscheduler.framework.config import SchedulerConfiguration
+from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
 from tests.builders import config_file, pod_info, pool
 from tests.unit.fakes import pool_cache
@@ -90,7 +90,13 @@ def test_explain_verdicts_follow_the_file(
 
 def test_explain_profile_refuses_what_run_refuses(tmp_path: Path) -> None:
     path = config_file(tmp_path, "profiles: [{plugins: {filter: {disabled: [{name: UnderlayIP}]}}}]")
-    config = load_config(path)
+    with pytest.raises(
+        ConfigError, match=r"profiles\[0\]\.plugins: the UnderlayIP filter cannot be disabled"
+    ):
+        load_config(path)  # refused at load, as `run --config` refuses it
+    config = SchedulerConfiguration.model_validate(
+        {"profiles": [{"plugins": {"filter": {"disabled": [{"name": "UnderlayIP"}]}}}]}
+    )
     with pytest.raises(ValueError, match="the UnderlayIP filter cannot be disabled"):
         explain_profile(pool_cache(), None, None, config)  # type: ignore[arg-type]
 

@@ -17,6 +17,7 @@ from ipscheduler.cmd.profiles import (
     config_registry,
     load_config,
     plugin_registry,
+    underlay_ip_refusal,
     with_underlay_ip,
 )
 from ipscheduler.framework.config import (
@@ -151,9 +152,29 @@ def test_percentage_of_nodes_to_score_global_and_per_profile(
     assert profile_of(tmp_path, text).percentage_of_nodes_to_score == expected
 
 
-def test_underlay_filter_cannot_be_disabled(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="UnderlayIP filter cannot be disabled"):
-        profile_of(tmp_path, "profiles: [{plugins: {filter: {disabled: [{name: UnderlayIP}]}}}]")
+@pytest.mark.parametrize(
+    ("point", "name", "refusal"),
+    [
+        ("filter", "UnderlayIP", "the UnderlayIP filter cannot be disabled"),
+        ("filter", "*", "the UnderlayIP filter cannot be disabled"),
+        ("reserve", "UnderlayIP", "the UnderlayIP reserve plugin cannot be disabled"),
+        ("preBind", "*", "the UnderlayIP preBind plugin cannot be disabled"),
+    ],
+    ids=["filter", "filter-star", "reserve", "prebind-star"],
+)
+def test_a_config_disabling_underlay_ip_is_refused_at_load(
+    tmp_path: Path, point: str, name: str, refusal: str
+) -> None:
+    text = f"profiles: [{{plugins: {{{point}: {{disabled: [{{name: '{name}'}}]}}}}}}]"
+    with pytest.raises(ConfigError, match=re.escape(f"profiles[0].plugins: {refusal}")):
+        profile_of(tmp_path, text)
+
+
+def test_disabling_another_score_plugin_loads() -> None:
+    config = SchedulerConfiguration.model_validate(
+        {"profiles": [{"plugins": {"score": {"disabled": [{"name": "UnderlayIP"}]}}}]}
+    )
+    assert underlay_ip_refusal(config) is None
 
 
 def test_the_default_plugins_fill_their_points() -> None:

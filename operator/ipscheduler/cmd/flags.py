@@ -1,0 +1,288 @@
+"""The flags of ``ipscheduler run``, spelled and defaulted as kube-scheduler's where one exists.
+
+kube-scheduler's own (``cmd/kube-scheduler/app/options``, component-base ``logs`` and
+``leaderelection``): ``-v``/``--v``, ``--logging-format``, ``--leader-elect`` (default
+true; ``--leader-elect=false``), ``--leader-elect-lease-duration``/``-renew-deadline``/
+``-retry-period`` (Go durations), ``--leader-elect-resource-name``/``-namespace``/``-lock``,
+``--kube-api-qps``/``--kube-api-burst``, ``--kubeconfig``, ``--config``. Durations accept
+Go syntax (``15s``, ``1m30s``) or a bare number of seconds.
+
+:func:`run_config` turns parsed flags into a :class:`~ipscheduler.cmd.options.RunConfig`
+and raises :class:`UsageError` (exit status :data:`EXIT_USAGE`) on a bad value or a flag
+that contradicts ``--config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any, cast
+
+from ipscheduler.cmd import logs
+from ipscheduler.cmd.election import ElectionSettings
+from ipscheduler.cmd.options import RunConfig
+from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
+from ipscheduler.framework.duration import parse_duration
+from ipscheduler.underlayip.multus import MultusError, parse_network_name
+from ipscheduler.underlayip.plugin import Strategy
+
+EXIT_USAGE = 2
+"""Exit status of a bad flag, an invalid ``--config`` or a flag that contradicts it."""
+
+KUBECONFIG_HELP = "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
+DEFAULT_SCHEDULER_NAME = "ip-scheduler"
+DEFAULT_STRATEGY: Strategy = "spread"
+
+_TRUE = {"true", "t", "1", "yes", "y"}
+_FALSE = {"false", "f", "0", "no", "n"}
+
+
+class UsageError(Exception):
+    """A flag value the scheduler cannot run with; the message names the flag."""
+
+
+def _bool(text: str) -> bool:
+    """Go's ``strconv.ParseBool`` spellings (``--leader-elect=false``)."""
+    low = text.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {text!r} (true or false)")
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text, bare_seconds=True)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _verbosity(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"invalid verbosity {text!r} (a number >= 0)")
+    return int(text)
+
+
+def add_run_flags(run: argparse.ArgumentParser) -> None:
+    """Add every flag of ``run`` to ``run``. Flags that ``--config`` may also set
+    (``--scheduler-name``, ``--ip-strategy``, ``--multus-network``) default to None, so
+    :func:`run_config` can tell a flag given from a default."""
+    run.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
+    run.add_argument(
+        "--config", help="IPSchedulerConfiguration YAML (profile plugins, weights, pluginConfig)"
+    )
+    run.add_argument(
+        "--scheduler-name",
+        help=f"spec.schedulerName to serve (default {DEFAULT_SCHEDULER_NAME}; with --config: its profile's)",
+    )
+    run.add_argument(
+        "--ip-strategy",
+        choices=("spread", "binpack"),
+        help="spread: prefer nodes with the most free addresses (default); binpack: the fewest",
+    )
+    run.add_argument(
+        "--multus-network",
+        metavar="[NAMESPACE/]NAME",
+        help="also put the address into the ips of this network's element of the pod's "
+        "k8s.v1.cni.cncf.io/networks annotation (Multus hands it to the static IPAM plugin)",
+    )
+    run.add_argument(
+        "--bind-concurrency",
+        type=int,
+        default=256,
+        help="binding cycles in flight at once (kube-scheduler does not bound them; this bounds memory)",
+    )
+    run.add_argument(
+        "--gc-interval",
+        type=_duration,
+        default=30.0,
+        metavar="DURATION",
+        help="between garbage-collection sweeps (more when a sweep takes over 2%% of the time); default 30s",
+    )
+    run.add_argument(
+        "--reserved-ttl",
+        type=_duration,
+        default=60.0,
+        metavar="DURATION",
+        help="how long a Reserved allocation may stay while its pod is bound elsewhere; default 1m",
+    )
+    run.add_argument(
+        "--bound-mark-delay",
+        type=_duration,
+        default=20.0,
+        metavar="DURATION",
+        help="how long PostBind's mark of an allocation as Bound may wait to ride along with its "
+        "pool's next write (group commit; nobody waits for it; at most half of --reserved-ttl); "
+        "default 20s",
+    )
+    run.add_argument(
+        "--watch-timeout",
+        type=_duration,
+        default=90.0,
+        metavar="DURATION",
+        help="how long a watch (nodes, NodeIPPools, pods by node) may be down or behind before "
+        "/healthz fails; default 1m30s",
+    )
+    run.add_argument(
+        "--health-addr",
+        default="0.0.0.0:8080",
+        help="host:port for /healthz, /readyz and /metrics ('' disables)",
+    )
+    run.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=0.0,
+        help="requests per second to the API server, sustained (0: no limit, the default; "
+        "kube-scheduler's default is 50)",
+    )
+    run.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=0,
+        help="requests to the API server allowed at once above --kube-api-qps (default: 2 x qps)",
+    )
+    elect = run.add_argument_group("leader election")
+    elect.add_argument(
+        "--leader-elect",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="BOOL",
+        help="active/passive: schedule only while holding the Lease (default true; "
+        "--leader-elect=false or --no-leader-elect to run without)",
+    )
+    elect.add_argument("--no-leader-elect", dest="leader_elect", action="store_false", help=argparse.SUPPRESS)
+    elect.add_argument(
+        "--leader-elect-resource-name",
+        "--leader-elect-lease-name",
+        dest="leader_elect_resource_name",
+        default="ip-scheduler",
+        help="the Lease's name (default ip-scheduler)",
+    )
+    elect.add_argument(
+        "--leader-elect-resource-namespace",
+        "--leader-elect-namespace",
+        dest="leader_elect_resource_namespace",
+        help="the Lease's namespace (default: the pod's namespace, else kube-system)",
+    )
+    elect.add_argument(
+        "--leader-elect-resource-lock",
+        choices=("leases",),
+        default="leases",
+        help="the lock object (only leases, as kube-scheduler since 1.24)",
+    )
+    elect.add_argument(
+        "--leader-elect-lease-duration", type=_duration, default=15.0, metavar="DURATION", help="default 15s"
+    )
+    elect.add_argument(
+        "--leader-elect-renew-deadline", type=_duration, default=10.0, metavar="DURATION", help="default 10s"
+    )
+    elect.add_argument(
+        "--leader-elect-retry-period", type=_duration, default=2.0, metavar="DURATION", help="default 2s"
+    )
+    logging_group = run.add_argument_group("logging")
+    logging_group.add_argument(
+        "-v",
+        "--v",
+        dest="v",
+        type=_verbosity,
+        nargs="?",
+        const=4,
+        default=0,
+        metavar="N",
+        help="log verbosity, klog's levels: 2 adds binds and unschedulable attempts, 4 debug (bare -v: 4)",
+    )
+    logging_group.add_argument(
+        "--logging-format",
+        choices=logs.FORMATS,
+        default="text",
+        help="text (default) or json (one object per line with ts, v, msg, pod, node, pool, uid, ip)",
+    )
+
+
+def load_configuration(path: str | None, scheduler_name: str) -> SchedulerConfiguration:
+    """``--config`` of ``run`` and ``explain``: the file, validated against the plugin registry
+    (its profile names the scheduler; a profile that disables UnderlayIP is refused here),
+    or else the defaults for ``scheduler_name``.
+    Raises :class:`~ipscheduler.framework.config.ConfigError` naming the offending field."""
+    from ipscheduler.cmd.profiles import load_config  # the plugins: imported only when needed
+
+    if path:
+        return load_config(path)
+    return SchedulerConfiguration.defaults(scheduler_name)
+
+
+def _conflicts(args: Any, config: SchedulerConfiguration) -> list[str]:
+    """Flags given on the command line that say otherwise than ``--config``."""
+    out = []
+    profile = config.profile
+    if args.scheduler_name is not None and args.scheduler_name != profile.scheduler_name:
+        out.append(
+            f"--scheduler-name {args.scheduler_name} contradicts --config's profile "
+            f"schedulerName {profile.scheduler_name}"
+        )
+    underlay = profile.plugin_args().get("UnderlayIP", {})
+    for flag, key, given in (
+        ("--ip-strategy", "strategy", args.ip_strategy),
+        ("--multus-network", "multusNetwork", args.multus_network),
+    ):
+        if given is not None and key in underlay and underlay[key] != given:
+            out.append(f"{flag} {given} contradicts --config's UnderlayIP {key} {underlay[key]}")
+    return out
+
+
+def run_config(args: Any) -> RunConfig:
+    """The :class:`RunConfig` of parsed ``run`` flags.
+
+    Raises :class:`UsageError` for an invalid ``--config`` (naming the field), a flag that
+    contradicts it, an invalid ``--multus-network``, leader-election timings
+    kube-scheduler would refuse, or a negative rate limit.
+    """
+    try:
+        config = load_configuration(args.config, args.scheduler_name or DEFAULT_SCHEDULER_NAME)
+    except ConfigError as e:
+        raise UsageError(f"invalid --config: {e}") from None
+    problems = _conflicts(args, config) if args.config else []
+    if args.multus_network is not None:
+        try:
+            parse_network_name(args.multus_network)
+        except MultusError as e:
+            problems.append(f"invalid --multus-network: {e}")
+    election = ElectionSettings(
+        lease_name=args.leader_elect_resource_name,
+        lease_namespace=args.leader_elect_resource_namespace,
+        lease_duration=math.ceil(args.leader_elect_lease_duration),
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+    )
+    if args.leader_elect:
+        problems += election.problems()
+    if args.kube_api_qps < 0 or args.kube_api_burst < 0:
+        problems.append("--kube-api-qps and --kube-api-burst must not be negative")
+    if problems:
+        raise UsageError("; ".join(problems))
+    reserved_ttl = max(0.0, args.reserved_ttl)
+    return RunConfig(
+        kubeconfig=args.kubeconfig,
+        scheduler_name=config.profile.scheduler_name,
+        ip_strategy=cast(
+            Strategy,
+            args.ip_strategy
+            or config.profile.plugin_args().get("UnderlayIP", {}).get("strategy")
+            or DEFAULT_STRATEGY,
+        ),
+        config=config,
+        bind_concurrency=max(1, args.bind_concurrency),
+        gc_interval=max(1.0, args.gc_interval),
+        reserved_ttl=reserved_ttl,
+        bound_mark_delay=min(max(0.0, args.bound_mark_delay), reserved_ttl / 2),
+        multus_network=args.multus_network,
+        health_addr=args.health_addr,
+        watch_timeout=max(1.0, args.watch_timeout),
+        leader_elect=args.leader_elect,
+        election=election,
+        kube_api_qps=args.kube_api_qps,
+        kube_api_burst=args.kube_api_burst or math.ceil(2 * args.kube_api_qps),
+    )

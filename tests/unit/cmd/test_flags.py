@@ -1,0 +1,241 @@
+"""``ipscheduler run``'s flags: kube-scheduler's spellings, Go durations, conflicts with --config."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipscheduler.cmd import cli, flags
+from ipscheduler.cmd.options import RunConfig
+from tests.builders import config_file
+
+
+def run_args(*argv: str) -> argparse.Namespace:
+    return cli.build_parser().parse_args(["run", *argv])
+
+
+def config_of(*argv: str) -> RunConfig:
+    return flags.run_config(run_args(*argv))
+
+
+def test_defaults_are_kube_schedulers() -> None:
+    cfg = config_of()
+    assert (cfg.scheduler_name, cfg.ip_strategy, cfg.leader_elect) == ("ip-scheduler", "spread", True)
+    e = cfg.election
+    assert (e.lease_name, e.lease_namespace, e.lease_duration, e.renew_deadline, e.retry_period) == (
+        "ip-scheduler",
+        None,
+        15,
+        10.0,
+        2.0,
+    )
+    assert (cfg.gc_interval, cfg.reserved_ttl, cfg.bound_mark_delay, cfg.watch_timeout) == (30, 60, 20, 90)
+    assert (cfg.kube_api_qps, cfg.kube_api_burst) == (0.0, 0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--leader-elect"], True),
+        (["--leader-elect=true"], True),
+        (["--leader-elect=false"], False),
+        (["--leader-elect", "false"], False),
+        (["--leader-elect=0"], False),
+        (["--no-leader-elect"], False),
+        (["--leader-elect=false", "--leader-elect"], True),
+    ],
+    ids=["bare", "eq-true", "eq-false", "space-false", "zero", "no-prefix", "last-wins"],
+)
+def test_leader_elect_spellings(argv: list[str], expected: bool) -> None:
+    assert config_of(*argv).leader_elect is expected
+
+
+def test_leader_elect_refuses_a_non_boolean(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        run_args("--leader-elect=maybe")
+    assert e.value.code == 2
+    assert "invalid boolean 'maybe'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--leader-elect-resource-name", "lease-a", "--leader-elect-resource-namespace", "ns-a"],
+        ["--leader-elect-lease-name", "lease-a", "--leader-elect-namespace", "ns-a"],
+    ],
+    ids=["upstream-names", "old-aliases"],
+)
+def test_lease_name_and_namespace_and_their_old_names(argv: list[str]) -> None:
+    e = config_of(*argv).election
+    assert (e.lease_name, e.namespace()) == ("lease-a", "ns-a")
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "attr", "seconds"),
+    [
+        ("--gc-interval", "45s", "gc_interval", 45.0),
+        ("--gc-interval", "1m30s", "gc_interval", 90.0),
+        ("--gc-interval", "45", "gc_interval", 45.0),
+        ("--reserved-ttl", "2m", "reserved_ttl", 120.0),
+        ("--reserved-ttl", "1.5", "reserved_ttl", 1.5),
+        ("--watch-timeout", "500ms", "watch_timeout", 1.0),  # at least 1 s
+        ("--bound-mark-delay", "10s", "bound_mark_delay", 10.0),
+        ("--bound-mark-delay", "1h", "bound_mark_delay", 30.0),  # at most half of --reserved-ttl
+    ],
+    ids=["go-seconds", "go-compound", "bare-seconds", "minutes", "bare-fraction", "floor", "delay", "capped"],
+)
+def test_durations_take_go_syntax_or_bare_seconds(flag: str, text: str, attr: str, seconds: float) -> None:
+    assert getattr(config_of(f"{flag}={text}"), attr) == seconds
+
+
+@pytest.mark.parametrize(
+    ("argv", "lease", "renew", "retry"),
+    [
+        (["--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s"], 30, 20.0, 2.0),
+        (["--leader-elect-lease-duration=15.5", "--leader-elect-retry-period=1500ms"], 16, 10.0, 1.5),
+    ],
+    ids=["seconds", "lease-rounded-up"],
+)
+def test_election_timings(argv: list[str], lease: int, renew: float, retry: float) -> None:
+    e = config_of(*argv).election
+    assert (e.lease_duration, e.renew_deadline, e.retry_period) == (lease, renew, retry)
+
+
+def test_a_malformed_duration_is_refused_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        run_args("--gc-interval=10 s")
+    err = capsys.readouterr().err
+    assert "--gc-interval" in err and "invalid duration '10 s'" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=10s"],
+            "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline",
+        ),
+        (
+            ["--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=2s"],
+            "--leader-elect-renew-deadline must be greater than 1.2 x --leader-elect-retry-period",
+        ),
+        (["--leader-elect-retry-period=500ms"], "--leader-elect-retry-period must be at least 1s"),
+        (["--kube-api-qps=-1"], "--kube-api-qps and --kube-api-burst must not be negative"),
+        (["--multus-network=a/b/c"], "invalid --multus-network"),
+    ],
+    ids=["lease-not-above-renew", "renew-vs-retry", "retry-below-1s", "negative-qps", "multus"],
+)
+def test_values_kube_scheduler_would_refuse(argv: list[str], message: str) -> None:
+    with pytest.raises(flags.UsageError, match=message.replace(".", r"\.")):
+        config_of(*argv)
+
+
+def test_election_timings_are_not_checked_without_election() -> None:
+    cfg = config_of("--leader-elect=false", "--leader-elect-retry-period=500ms")
+    assert cfg.leader_elect is False
+
+
+def test_burst_defaults_to_twice_the_qps() -> None:
+    assert (
+        config_of("--kube-api-qps=50").kube_api_burst,
+        config_of("--kube-api-qps=5.5").kube_api_burst,
+    ) == (
+        100,
+        11,
+    )
+    assert config_of("--kube-api-qps=50", "--kube-api-burst=7").kube_api_burst == 7
+
+
+@pytest.mark.parametrize(
+    ("argv", "v"),
+    [([], 0), (["-v=2"], 2), (["-v", "3"], 3), (["--v=5"], 5), (["-v"], 4), (["-v2"], 2)],
+    ids=["default", "short-eq", "short-space", "long", "bare-is-debug", "short-joined"],
+)
+def test_verbosity_spellings(argv: list[str], v: int) -> None:
+    assert run_args(*argv).v == v
+
+
+def test_logging_format_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_args("--logging-format=json").logging_format == "json"
+    with pytest.raises(SystemExit):
+        run_args("--logging-format=xml")
+    assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- --config and the flags
+
+PROFILE = (
+    "profiles: [{schedulerName: from-file, pluginConfig: [{name: UnderlayIP, args: {strategy: binpack}}]}]"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "name", "strategy"),
+    [
+        ([], "from-file", "binpack"),
+        (["--scheduler-name=from-file"], "from-file", "binpack"),
+        (["--ip-strategy=binpack"], "from-file", "binpack"),
+    ],
+    ids=["file-only", "same-name", "same-strategy"],
+)
+def test_flags_that_agree_with_the_config_are_fine(
+    tmp_path: Path, argv: list[str], name: str, strategy: str
+) -> None:
+    cfg = config_of("--config", str(config_file(tmp_path, PROFILE)), *argv)
+    assert (cfg.scheduler_name, cfg.ip_strategy) == (name, strategy)
+    assert cfg.config is not None and cfg.config.profile.plugin_args()["UnderlayIP"]["strategy"] == "binpack"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--scheduler-name=other"],
+            "--scheduler-name other contradicts --config's profile schedulerName from-file",
+        ),
+        (["--ip-strategy=spread"], "--ip-strategy spread contradicts --config's UnderlayIP strategy binpack"),
+    ],
+    ids=["scheduler-name", "ip-strategy"],
+)
+def test_flags_that_contradict_the_config_are_reported(tmp_path: Path, argv: list[str], message: str) -> None:
+    with pytest.raises(flags.UsageError, match=message):
+        config_of("--config", str(config_file(tmp_path, PROFILE)), *argv)
+
+
+def test_the_scheduler_name_flag_names_the_default_profile() -> None:
+    assert config_of("--scheduler-name=mine").config.profile.scheduler_name == "mine"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "profiles: [{plugins: {filter: {disabled: [{name: UnderlayIP}]}}}]",
+            "the UnderlayIP filter cannot be disabled",
+        ),
+        ("profiles: [{plugins: {filter: {enabled: [{name: NoSuchPlugin}]}}}]", "NoSuchPlugin"),
+    ],
+    ids=["underlay-ip-disabled", "unknown-plugin"],
+)
+def test_run_exits_2_on_a_config_it_cannot_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    path = config_file(tmp_path, text)
+    assert cli.main(["run", "--config", str(path), "--health-addr", ""]) == flags.EXIT_USAGE == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ipscheduler: invalid --config: ") and message in err
+
+
+def test_run_exits_2_on_conflicting_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = config_file(tmp_path, PROFILE)
+    assert cli.main(["run", "--config", str(path), "--scheduler-name", "x"]) == 2
+    assert "contradicts" in capsys.readouterr().err
+
+
+def test_every_flag_has_help() -> None:
+    run: Any = cli.build_parser()._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    missing = [a.option_strings for a in run._actions if a.option_strings and not a.help]
+    assert missing == []
