@@ -8,7 +8,8 @@
   server newer than our cache for longer than the watch timeout). A fully
   blocked loop cannot answer at all, which the probe's own timeout turns into
   a failure.
-- ``/metrics``: Prometheus text format (see ``ipscheduler.metrics``).
+- ``/metrics``: prometheus_client's handler (text or OpenMetrics, gzip; see
+  ``ipscheduler.metrics``), on every replica: a standby's scheduling metrics stay flat.
 - ``/readyz`` is 200 once the indexes are loaded and the start-up reconcile
   is done (body ``ok: leader``), and 200 with ``ok: standby`` while waiting
   for the lease; 503 otherwise.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -85,15 +86,15 @@ def make_app(state: HealthState) -> web.Application:
         ok, why = state.readiness()
         return web.Response(status=200 if ok else 503, text=why + "\n")
 
-    async def metrics(_: web.Request) -> web.Response:
+    handlers: dict[int, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {}
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
         if state.metrics is None:
             return web.Response(status=503, text="metrics not ready\n")
-        return web.Response(
-            body=state.metrics.exposition(),
-            content_type="text/plain",
-            charset="utf-8",
-            headers={"X-Prometheus-Format": "0.0.4"},
-        )
+        handler = handlers.get(id(state.metrics))
+        if handler is None:
+            handler = handlers[id(state.metrics)] = state.metrics.handler()
+        return await handler(request)
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

@@ -1,37 +1,68 @@
-"""Prometheus metrics, served on ``/metrics`` next to the probes.
+"""Prometheus metrics, served on ``/metrics`` by every replica (leader or standby).
 
-Names and labels follow kube-scheduler's where one exists
-(``pkg/scheduler/metrics/metrics.go``):
+Names, labels and buckets follow kube-scheduler's where one exists
+(``pkg/scheduler/metrics/metrics.go``; client-go ``tools/leaderelection/metrics.go``):
 
-- ``scheduler_schedule_attempts_total{result, profile}``: result is
-  ``scheduled``, ``unschedulable`` or ``error``;
-- ``scheduler_scheduling_attempt_duration_seconds{result, profile}``: one
-  scheduling cycle (PreFilter → Permit);
-- ``scheduler_pod_scheduling_sli_duration_seconds{attempts}``: from the pod's
-  first entry into the queue to a successful bind;
-- ``scheduler_pending_pods{queue}``: active, backoff, unschedulable, in_flight
-  (read from the queue at scrape time).
+- ``scheduler_schedule_attempts_total{result, profile}``: result is ``scheduled``,
+  ``unschedulable`` or ``error``;
+- ``scheduler_scheduling_attempt_duration_seconds{result, profile}``: one scheduling
+  cycle (PreFilter → Permit);
+- ``scheduler_pod_scheduling_sli_duration_seconds{attempts}``: from the pod's first entry
+  into the queue to a successful bind;
+- ``scheduler_framework_extension_point_duration_seconds{extension_point, status,
+  profile}``: every extension point of every cycle;
+- ``scheduler_plugin_execution_duration_seconds{plugin, extension_point, status}``: each
+  plugin, in a 10 % sample of the cycles (upstream ``pluginMetricsSamplePercent``);
+  Filter and Score plugins once per cycle, summed over the nodes;
+- ``scheduler_queue_incoming_pods_total{queue, event}``: pods entering activeQ, backoffQ
+  or the unschedulable pods, by the event that sent them;
+- ``scheduler_pending_pods{queue}``: active, backoff, unschedulable, gated;
+- ``scheduler_unschedulable_pods{plugin, profile}``: unschedulable pods by the plugins
+  that rejected them (a pod counts once per plugin);
+- ``leader_election_master_status{name}``: 1 on the replica holding the Lease ``name``
+  (or running without election), 0 on a standby;
+- the process, platform and Python GC collectors of prometheus_client
+  (``process_resident_memory_bytes``, ``python_gc_collections_total``...).
 
-Ours: ``ipscheduler_pool_capacity|allocated|free|retained{pool, node}`` (from the
-cache at scrape time), ``ipscheduler_pods_rehomed_total`` (pods placed anew with a new
-address after their retain-timeout), ``ipscheduler_cas_conflicts_total``,
+Ours: ``ipscheduler_pool_capacity|allocated|free|retained|exhausted{pool, node}`` (from
+the cache at scrape time; exhausted is the pool's Exhausted condition, 1 or 0),
+``ipscheduler_pods_waiting_for_address`` (unschedulable pods UnderlayIP rejected),
+``ipscheduler_pods_rehomed_total`` (pods placed anew with a new address after their
+retain-timeout), ``ipscheduler_cas_conflicts_total``,
+``ipscheduler_pool_status_writes_total``, ``ipscheduler_pool_status_mutations_total``,
 ``ipscheduler_bind_failures_total``, ``ipscheduler_gc_releases_total``,
-``ipscheduler_pending_pods_gone_total{found_by}`` (queued pods found gone without a
-watch event), ``ipscheduler_allocations_restored_total`` (running pods' allocations put
-back after a status edit removed them),
-``ipscheduler_task_restarts_total{task}`` (a long-running task failed and was
-restarted) and ``ipscheduler_task_up{task}`` (1 while it runs, 0 once it ended).
-Each process has its own registry (tests may run several schedulers).
+``ipscheduler_pending_pods_gone_total{found_by}`` (queued pods found gone without a watch
+event), ``ipscheduler_allocations_restored_total`` (running pods' allocations put back
+after a status edit removed them), ``ipscheduler_task_restarts_total{task}`` (a
+long-running task failed and was restarted) and ``ipscheduler_task_up{task}`` (1 while
+it runs, 0 once it ended).
+
+No ``*_created`` series (``disable_created_metrics``). Each process has its own registry
+(tests may run several schedulers); ``/metrics`` is prometheus_client's own aiohttp
+handler (:meth:`Metrics.handler`: text or OpenMetrics as the scraper asks, gzip).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.aiohttp import make_aiohttp_handler
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
+
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class PoolLike(Protocol):
@@ -46,69 +77,144 @@ class PoolLike(Protocol):
 
 P = TypeVar("P", bound=PoolLike)
 
+PoolCounts = tuple[int, int, int, int, int]
+"""``(capacity, allocated, free, retained, exhausted)`` of a pool; exhausted is 1 or 0."""
+
 # kube-scheduler's buckets for attempt duration: ExponentialBuckets(0.001, 2, 15)
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
-# ... and for the SLI: ExponentialBuckets(0.01, 2, 20)
+# ... for the SLI: ExponentialBuckets(0.01, 2, 20)
 SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
+# ... for an extension point: ExponentialBuckets(0.0001, 2, 12)
+EXTENSION_POINT_BUCKETS = tuple(0.0001 * 2**i for i in range(12))
+# ... for a plugin: ExponentialBuckets(0.00001, 1.5, 20)
+PLUGIN_BUCKETS = tuple(0.00001 * 1.5**i for i in range(20))
+
+POOL_GAUGES = (
+    ("capacity", "Usable addresses (or slots) of a NodeIPPool."),
+    ("allocated", "Allocations held in a NodeIPPool."),
+    ("free", "Free addresses (or slots) of a NodeIPPool."),
+    ("retained", "Allocations of a NodeIPPool kept for a pod identity whose pod ended."),
+    ("exhausted", "1 while the NodeIPPool's Exhausted condition is True (no address free; with hysteresis)."),
+)
+PENDING_QUEUES = ("active", "backoff", "unschedulable", "gated")
 
 
 class _Scraped(Collector, Generic[P]):
-    """Gauges computed when scraped: queue depths and pool counts."""
+    """Gauges computed when scraped: queue depths, unschedulable pods, pool counts."""
 
     def __init__(
         self,
+        profile: str,
         depths: Callable[[], Mapping[str, int]],
+        unschedulable: Callable[[], Mapping[str, int]],
+        address_plugin: str,
         pools: Callable[[], Mapping[str, P]],
-        status: Callable[[P], tuple[int, int, int, int]],
+        status: Callable[[P], PoolCounts],
     ) -> None:
+        self.profile = profile
         self.depths = depths
+        self.unschedulable = unschedulable
+        self.address_plugin = address_plugin
         self.pools = pools
         self.status = status
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        pending = GaugeMetricFamily("scheduler_pending_pods", "Pending pods by queue.", labels=["queue"])
-        for queue, n in self.depths().items():
-            pending.add_metric([queue], n)
+        pending = GaugeMetricFamily(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type: 'active' means number of pods in activeQ; "
+            "'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
+            "unschedulablePods; 'gated' means number of pods with scheduling gates.",
+            labels=["queue"],
+        )
+        depths = self.depths()
+        for queue in PENDING_QUEUES:
+            pending.add_metric([queue], depths.get(queue, 0))
         yield pending
-        families = {
-            name: GaugeMetricFamily(f"ipscheduler_pool_{name}", doc, labels=["pool", "node"])
-            for name, doc in (
-                ("capacity", "Usable addresses (or slots) of a NodeIPPool."),
-                ("allocated", "Allocations held in a NodeIPPool."),
-                ("free", "Free addresses (or slots) of a NodeIPPool."),
-                ("retained", "Allocations of a NodeIPPool kept for a pod identity whose pod ended."),
-            )
-        }
+        by_plugin = self.unschedulable()
+        unschedulable = GaugeMetricFamily(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will increment the "
+            "gauge for all plugins that caused it to not schedule.",
+            labels=["plugin", "profile"],
+        )
+        for plugin, n in sorted(by_plugin.items()):
+            unschedulable.add_metric([plugin, self.profile], n)
+        yield unschedulable
+        yield GaugeMetricFamily(
+            "ipscheduler_pods_waiting_for_address",
+            "Unschedulable pods that no node could give an underlay address (rejected by "
+            f"{self.address_plugin}).",
+            value=by_plugin.get(self.address_plugin, 0),
+        )
+        families = [
+            GaugeMetricFamily(f"ipscheduler_pool_{name}", doc, labels=["pool", "node"])
+            for name, doc in POOL_GAUGES
+        ]
         for pool in self.pools().values():
-            for fam, value in zip(families.values(), self.status(pool), strict=True):
+            for fam, value in zip(families, self.status(pool), strict=True):
                 fam.add_metric([pool.name, pool.node_name], value)
-        yield from families.values()
+        yield from families
 
 
 class Metrics:
-    """The metric objects of one scheduler process."""
+    """The metric objects of one scheduler process; also the framework's
+    :class:`~ipscheduler.framework.interface.MetricsRecorder`."""
 
     def __init__(self, profile: str = "ip-scheduler") -> None:
         self.profile = profile
         self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self._scraped = False
         self.attempts = Counter(
             "scheduler_schedule_attempts",
-            "Scheduling attempts by result.",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could "
+            "not be scheduled, while 'error' means an internal scheduler problem.",
             ["result", "profile"],
             registry=self.registry,
         )
         self.attempt_duration = Histogram(
             "scheduler_scheduling_attempt_duration_seconds",
-            "Scheduling cycle latency in seconds.",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             ["result", "profile"],
             buckets=ATTEMPT_BUCKETS,
             registry=self.registry,
         )
         self.sli_duration = Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
-            "Seconds from a pod's first entry into the queue to its successful bind.",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling "
+            "queue and might involve multiple scheduling attempts.",
             ["attempts"],
             buckets=SLI_BUCKETS,
+            registry=self.registry,
+        )
+        self.extension_point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=EXTENSION_POINT_BUCKETS,
+            registry=self.registry,
+        )
+        self.plugin_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point (a sample of the cycles; "
+            "Filter and Score: the plugin's time over all nodes of the cycle).",
+            ["plugin", "extension_point", "status"],
+            buckets=PLUGIN_BUCKETS,
+            registry=self.registry,
+        )
+        self.incoming = Counter(
+            "scheduler_queue_incoming_pods",
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=self.registry,
+        )
+        self.leader = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+            "1 indicates master. 'name' is the string used to identify the lease.",
+            ["name"],
             registry=self.registry,
         )
         self.cas_conflicts = Counter(
@@ -181,15 +287,44 @@ class Metrics:
         bucket = str(attempts) if attempts < 15 else "15+"
         self.sli_duration.labels(bucket).observe(seconds)
 
+    def observe_extension_point(self, point: str, status: str, seconds: float) -> None:
+        """All plugins of extension point ``point`` ran in ``seconds``, ending in ``status``."""
+        self.extension_point_duration.labels(point, status, self.profile).observe(seconds)
+
+    def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
+        """``plugin`` ran at ``point`` in ``seconds``, ending in ``status``."""
+        self.plugin_duration.labels(plugin, point, status).observe(seconds)
+
+    def observe_incoming(self, queue: str, event: str) -> None:
+        """A pod entered ``queue`` (active | backoff | unschedulable) because of ``event``."""
+        self.incoming.labels(queue, event).inc()
+
+    def set_leader(self, lease: str, leading: bool) -> None:
+        """This replica holds the Lease ``lease`` (or runs without election) or stands by."""
+        self.leader.labels(lease).set(1 if leading else 0)
+
     def scrape_from(
         self,
         depths: Callable[[], Mapping[str, int]],
+        unschedulable: Callable[[], Mapping[str, int]],
+        address_plugin: str,
         pools: Callable[[], Mapping[str, P]],
-        status: Callable[[P], tuple[int, int, int, int]],
+        status: Callable[[P], PoolCounts],
     ) -> None:
-        """Register the scrape-time gauges (call once)."""
-        self.registry.register(_Scraped(depths, pools, status))
+        """Register the scrape-time gauges: queue ``depths`` (by queue name), pods
+        ``unschedulable`` by plugin (``address_plugin``'s count is the pods waiting for an
+        address), ``pools`` and their :data:`PoolCounts`. Once per registry: a second call
+        raises ValueError."""
+        if self._scraped:
+            raise ValueError("scrape-time gauges already registered")
+        self._scraped = True
+        self.registry.register(_Scraped(self.profile, depths, unschedulable, address_plugin, pools, status))
 
     def exposition(self) -> bytes:
         """The text exposition format of all metrics."""
         return generate_latest(self.registry)
+
+    def handler(self) -> Callable[[Any], Any]:
+        """The ``/metrics`` aiohttp handler (prometheus_client's: content negotiation
+        between the text format and OpenMetrics, gzip when accepted)."""
+        return make_aiohttp_handler(self.registry)

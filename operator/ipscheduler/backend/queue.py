@@ -111,6 +111,12 @@ class SchedulingQueue:
         self._cond = asyncio.Condition()
         self._closed = False
         self._waker: asyncio.Task[None] | None = None
+        self._gated: set[str] = set()
+        self.on_incoming: Callable[[str, str], None] | None = None
+        """Told ``(queue, event)`` for every pod entering activeQ, backoffQ or the
+        unschedulable pods (``scheduler_queue_incoming_pods_total``): event ``PodAdd``,
+        ``PodUpdate``, ``ScheduleAttemptFailure``, ``BackoffComplete``,
+        ``UnschedulableTimeout`` or the label of the cluster event that moved it."""
 
     # -- introspection -------------------------------------------------
     def __len__(self) -> int:
@@ -120,13 +126,24 @@ class SchedulingQueue:
         return uid in self._active_uids or uid in self._backoff or uid in self._unschedulable
 
     def depths(self) -> dict[str, int]:
-        """Pods per state: active, backoff, unschedulable, in_flight."""
+        """Pods per state: active, backoff, unschedulable and gated (upstream's
+        ``scheduler_pending_pods`` queues), and in_flight (in a scheduling or binding cycle)."""
         return {
             "active": len(self._active_uids),
             "backoff": len(self._backoff),
             "unschedulable": len(self._unschedulable),
+            "gated": len(self._gated),
             "in_flight": len(self._in_flight),
         }
+
+    def unschedulable_by_plugin(self) -> dict[str, int]:
+        """Unschedulable pods per plugin that rejected them (a pod counts for each of its
+        plugins; upstream ``scheduler_unschedulable_pods``)."""
+        return {plugin: len(uids) for plugin, uids in self._parked_by_plugin.items() if plugin != _ANY_PLUGIN}
+
+    def _incoming(self, queue: str, event: str) -> None:
+        if self.on_incoming is not None:
+            self.on_incoming(queue, event)
 
     def queued(self) -> list[QueuedPodInfo]:
         """The pods waiting in activeQ, backoffQ or unschedulable (not those in flight: their
@@ -151,7 +168,9 @@ class SchedulingQueue:
         return qp.timestamp + self.backoff_duration(qp)
 
     # -- mutation ------------------------------------------------------
-    def _push_active(self, qp: QueuedPodInfo) -> None:
+    def _push_active(self, qp: QueuedPodInfo, event: str = "") -> None:
+        if event:
+            self._incoming("active", event)
         item = _HeapItem(qp, next(self._seq), self._less)
         self._active_uids[qp.pod.uid] = item
         heapq.heappush(self._active, item)
@@ -177,6 +196,7 @@ class SchedulingQueue:
         backoffQ), as a spec change may make it schedulable.
         """
         uid = pod.uid
+        self._gated.discard(uid)
         if uid in self._in_flight:
             self._in_flight[uid].pod = pod
             return
@@ -193,13 +213,20 @@ class SchedulingQueue:
                 return
             self._unpark(uid)
             qp.pod = pod
-            self._requeue(qp)
+            self._requeue(qp, "PodUpdate")
             return
         now = self._clock()
-        self._push_active(QueuedPodInfo(pod=pod, timestamp=now, initial_attempt_timestamp=now))
+        self._push_active(QueuedPodInfo(pod=pod, timestamp=now, initial_attempt_timestamp=now), "PodAdd")
+
+    def gate(self, uid: str) -> None:
+        """The pod has scheduling gates (``spec.schedulingGates``): out of every queue,
+        counted as gated until it is added again without them or deleted."""
+        self.delete(uid)
+        self._gated.add(uid)
 
     def delete(self, uid: str) -> None:
         """Forget a pod (deleted, bound, terminal, or gated)."""
+        self._gated.discard(uid)
         self._active_uids.pop(uid, None)  # its heap entry is skipped lazily by pop
         self._in_flight.pop(uid, None)  # a failed attempt of a deleted pod is not re-queued
         self._backoff.pop(uid, None)
@@ -225,12 +252,13 @@ class SchedulingQueue:
                     del self._parked_by_plugin[plugin]
         return qp
 
-    def _requeue(self, qp: QueuedPodInfo) -> None:
+    def _requeue(self, qp: QueuedPodInfo, event: str) -> None:
         if self._clock() < self._backoff_expiry(qp):
+            self._incoming("backoff", event)
             self._backoff[qp.pod.uid] = qp
             self._notify()
         else:
-            self._push_active(qp)
+            self._push_active(qp, event)
 
     def add_unschedulable(self, qp: QueuedPodInfo, error: bool = False) -> None:
         """Return a pod after a failed attempt (call after :meth:`pop`).
@@ -246,9 +274,11 @@ class SchedulingQueue:
             cycle >= qp.cycle and self._worth_requeuing(qp, event, old, new)
             for cycle, event, old, new in self._in_flight_events
         ):
+            self._incoming("backoff", "ScheduleAttemptFailure")
             self._backoff[qp.pod.uid] = qp
             self._notify()
         else:
+            self._incoming("unschedulable", "ScheduleAttemptFailure")
             self._park(qp)
         self._prune_in_flight_events()
 
@@ -327,7 +357,7 @@ class SchedulingQueue:
             qp = self._unschedulable[uid][0]
             if self._worth_requeuing(qp, event, old, new):
                 self._unpark(uid)
-                self._requeue(qp)
+                self._requeue(qp, event.label)
                 moved += 1
         return moved
 
@@ -337,11 +367,11 @@ class SchedulingQueue:
         for uid, qp in list(self._backoff.items()):
             if now >= self._backoff_expiry(qp):
                 del self._backoff[uid]
-                self._push_active(qp)
+                self._push_active(qp, "BackoffComplete")
         for uid, (qp, since) in list(self._unschedulable.items()):
             if now - since >= self.max_unschedulable:
                 self._unpark(uid)
-                self._requeue(qp)
+                self._requeue(qp, "UnschedulableTimeout")
 
     def pop_nowait(self) -> QueuedPodInfo | None:
         """The next active pod, or None. Increments the scheduling cycle."""

@@ -11,17 +11,21 @@ from ipscheduler.cmd.kopf_handlers import run_operator
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.health import HealthState, serve
 from ipscheduler.kube.client import load_client_config
+from ipscheduler.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 
 async def main(cfg: RunConfig) -> int:
     """Run until stopped; returns the process exit status (1 after losing the lease)."""
-    health = HealthState()
+    metrics = Metrics(cfg.scheduler_name)
+    health = HealthState(metrics=metrics)  # /metrics from the start: a standby is scraped too
     runner = await serve(health, cfg.health_addr) if cfg.health_addr else None
+    lease = cfg.election.lease_name
     try:
         if not cfg.leader_elect:
             health.role = "leader"
+            metrics.set_leader(lease, True)
             await run_operator(cfg, health)
             return 0
         conf = await load_client_config(cfg.kubeconfig)
@@ -29,6 +33,7 @@ async def main(cfg: RunConfig) -> int:
 
             def on_role(role: str) -> None:
                 health.role = role
+                metrics.set_leader(lease, role == "leader")
 
             try:
                 await run_elected(

@@ -48,6 +48,7 @@ from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.informer import Endpoint, ObjectStore, PendingPodEvents, uid_key
 from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.scheduler import Scheduler
+from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.models import ANNOTATION_DEFAULT_POOLS, ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
@@ -121,7 +122,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     pool_cache = PoolCache(cache)
     writer = PoolWriter(api, pool_cache, defer_delay=cfg.bound_mark_delay)
     recorder = EventRecorder(api)
-    metrics = Metrics(cfg.scheduler_name)
+    metrics = health.metrics if health.metrics is not None else Metrics(cfg.scheduler_name)
 
     def requeue(event: ClusterEvent) -> None:  # the queue is made from the profile, below
         queue.move_all_to_active_or_backoff(event)
@@ -142,7 +143,9 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     profile = build_profile(
         pool_cache, api, writer, cfg.config, cfg.ip_strategy, cfg.multus_network, deps=deps
     )
+    profile.recorder = metrics
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
+    queue.on_incoming = metrics.observe_incoming
     ready_to_schedule = asyncio.Event()
     scheduler = Scheduler(
         name=cfg.scheduler_name,
@@ -189,7 +192,9 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         metrics.pool_mutations.inc(mutations)
 
     writer.on_write = count_write
-    metrics.scrape_from(queue.depths, pool_cache.pools, controller.pool_counts)
+    metrics.scrape_from(
+        queue.depths, queue.unschedulable_by_plugin, underlay.NAME, pool_cache.pools, controller.pool_counts
+    )
     health.metrics = metrics
     return Components(
         cfg=cfg,

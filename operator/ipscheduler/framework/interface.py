@@ -93,6 +93,17 @@ SCHEDULED_NOTE = "Bind/note"
 T = TypeVar("T")
 
 
+class MetricsRecorder(Protocol):
+    """Where the framework reports its timings (upstream ``metricsRecorder``):
+    ``scheduler_framework_extension_point_duration_seconds`` and
+    ``scheduler_plugin_execution_duration_seconds``. Seconds; ``status`` is the result
+    code's string (``Success``, ``Unschedulable``...)."""
+
+    def observe_extension_point(self, point: str, status: str, seconds: float) -> None: ...
+
+    def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None: ...
+
+
 class CycleState:
     """Per-cycle scratch space shared by the plugins of one scheduling cycle.
 
@@ -100,8 +111,11 @@ class CycleState:
     values are anything. A fresh CycleState is made for every pod attempt.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, record_plugin_metrics: bool = False) -> None:
         self._data: dict[str, Any] = {}
+        self.record_plugin_metrics = record_plugin_metrics
+        """Time each plugin in this cycle (upstream ``CycleState.ShouldRecordPluginMetrics``:
+        a sample of the cycles, ``pluginMetricsSamplePercent``)."""
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value

@@ -13,6 +13,7 @@ return Skip.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -36,6 +37,7 @@ from ipscheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
     Handle,
+    MetricsRecorder,
     PermitPlugin,
     Plugin,
     PostBindPlugin,
@@ -147,6 +149,22 @@ class Framework:
     """``percentageOfNodesToScore`` (0..100; None or 0: upstream's adaptive default)."""
     next_start_node_index: int = field(default=0, compare=False)
     """Where the next limited search starts (upstream ``nextStartNodeIndex``)."""
+    recorder: MetricsRecorder | None = field(default=None, compare=False)
+    """Where extension-point and plugin timings go (None: not timed). Every extension point
+    is timed in every cycle; each plugin in the cycles whose CycleState says
+    ``record_plugin_metrics``. Filter and Score plugins are timed once per cycle, their time
+    summed over the nodes they saw (upstream observes each node: that many observations
+    would cost more than the plugins)."""
+
+    def _point(self, point: str, started: float, st: Status | None = None) -> None:
+        if self.recorder is not None:
+            code = st.code.value if st is not None else Code.SUCCESS.value
+            self.recorder.observe_extension_point(point, code, time.perf_counter() - started)
+
+    def _plugin(self, state: CycleState, plugin: str, point: str, started: float, st: Status | None) -> None:
+        if self.recorder is not None and state.record_plugin_metrics:
+            code = st.code.value if st is not None else Code.SUCCESS.value
+            self.recorder.observe_plugin(plugin, point, code, time.perf_counter() - started)
 
     # -- scheduling cycle ------------------------------------------------
     def find_feasible(
@@ -168,13 +186,18 @@ class Framework:
         """
         diagnosis = Diagnosis(num_all_nodes=len(nodes))
         skip: set[str] = set()
+        started = time.perf_counter()
         for plugin in self.pre_filter:
+            t0 = time.perf_counter()
             st = plugin.pre_filter(state, pod, nodes)
+            self._plugin(state, plugin.name, "PreFilter", t0, st)
             if st.code is Code.SKIP:
                 skip.add(plugin.name)
             elif not st.is_success():
                 diagnosis.pre_filter = st if st.plugin else Status(st.code, st.reasons, plugin.name)
+                self._point("PreFilter", started, st)
                 return [], diagnosis
+        self._point("PreFilter", started)
         state.write(SKIP_FILTER_PLUGINS, frozenset(skip))
         filters = [p for p in self.filter if p.name not in skip]
         feasible: list[NodeInfo] = []
@@ -186,10 +209,20 @@ class Framework:
             to_find = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, total)
             start = self.next_start_node_index % total
         processed = 0
+        started = time.perf_counter()
+        timed: dict[str, float] | None = (
+            dict.fromkeys((p.name for p in filters), 0.0)
+            if self.recorder is not None and state.record_plugin_metrics
+            else None
+        )
         for i in range(total):
             node = all_nodes[(start + i) % total]
             processed += 1
-            st = self._filter(filters, state, pod, node)
+            st = (
+                self._filter(filters, state, pod, node)
+                if timed is None
+                else self._timed_filter(filters, state, pod, node, timed)
+            )
             if st.is_success():
                 feasible.append(node)
                 if len(feasible) >= to_find:
@@ -198,6 +231,11 @@ class Framework:
                 diagnosis.node_to_status[node.name] = st
         if not find_all and total:
             self.next_start_node_index = (start + processed) % total
+        if self.recorder is not None:
+            outcome = Status.success() if feasible or not total else Status.unschedulable()
+            self._point("Filter", started, outcome)
+            for name, seconds in (timed or {}).items():
+                self.recorder.observe_plugin(name, "Filter", outcome.code.value, seconds)
         return feasible, diagnosis
 
     def queueing_hints(self) -> list[tuple[str, ClusterEventWithHint]]:
@@ -231,6 +269,23 @@ class Framework:
                 return st if st.plugin else Status(st.code, st.reasons, plugin.name)
         return Status.success()
 
+    @staticmethod
+    def _timed_filter(
+        filters: Sequence[FilterPlugin],
+        state: CycleState,
+        pod: PodInfo,
+        node: NodeInfo,
+        spent: dict[str, float],
+    ) -> Status:
+        """:meth:`_filter`, adding each plugin's seconds to ``spent``."""
+        for plugin in filters:
+            t0 = time.perf_counter()
+            st = plugin.filter(state, pod, node)
+            spent[plugin.name] += time.perf_counter() - t0
+            if st.code is not Code.SUCCESS:
+                return st if st.plugin else Status(st.code, st.reasons, plugin.name)
+        return Status.success()
+
     async def run_post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
         """PostFilter plugins in order, when no node fits (``RunPostFilterPlugins``).
 
@@ -239,12 +294,18 @@ class Framework:
         (no plugins: an Unschedulable status without reasons).
         """
         reasons: list[str] = []
+        started = time.perf_counter()
         for plugin in self.post_filter:
+            t0 = time.perf_counter()
             st = await plugin.post_filter(state, pod, diagnosis.node_to_status)
+            self._plugin(state, plugin.name, "PostFilter", t0, st)
             if st.is_success() or not st.is_rejected():
+                self._point("PostFilter", started, st)
                 return st
             reasons.extend(st.reasons)
-        return Status.unschedulable(*reasons)
+        result = Status.unschedulable(*reasons)
+        self._point("PostFilter", started, result)
+        return result
 
     def run_scores(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
@@ -257,18 +318,27 @@ class Framework:
         """
         out: dict[str, dict[str, int]] = {}
         skip: set[str] = set()
+        started = time.perf_counter()
         for pre in self.pre_score:
-            if pre.pre_score(state, pod, nodes).code is Code.SKIP:
+            t0 = time.perf_counter()
+            st = pre.pre_score(state, pod, nodes)
+            self._plugin(state, pre.name, "PreScore", t0, st)
+            if st.code is Code.SKIP:
                 skip.add(pre.name)
+        self._point("PreScore", started)
+        started = time.perf_counter()
         for plugin, _ in self.score:
             if plugin.name in skip:
                 continue
+            t0 = time.perf_counter()
             scores = {n.name: plugin.score(state, pod, n) for n in nodes}
             plugin.normalize_score(state, pod, scores)
+            self._plugin(state, plugin.name, "Score", t0, None)
             for name, s in scores.items():
                 if not 0 <= s <= MAX_NODE_SCORE:
                     raise ValueError(f"plugin {plugin.name} gave node {name} score {s} outside 0..100")
             out[plugin.name] = scores
+        self._point("Score", started)
         return out
 
     def total_scores(
@@ -280,46 +350,76 @@ class Framework:
 
     async def run_reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Reserve plugins in order; on failure unreserve all of them and return the failure."""
+        started = time.perf_counter()
         for plugin in self.reserve:
+            t0 = time.perf_counter()
             try:
                 st = await plugin.reserve(state, pod, node)
             except Exception as e:
                 log.exception("Reserve plugin %s failed for %s", plugin.name, pod.key)
                 st = Status.error(f"{plugin.name}: {e}", plugin=plugin.name)
+            self._plugin(state, plugin.name, "Reserve", t0, st)
             if not st.is_success():
+                self._point("Reserve", started, st)
                 await self.run_unreserve(state, pod, node)
                 return st
+        self._point("Reserve", started)
         return Status.success()
 
     async def run_unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
+        started = time.perf_counter()
         for plugin in reversed(self.reserve):
+            t0 = time.perf_counter()
             await plugin.unreserve(state, pod, node)
+            self._plugin(state, plugin.name, "Unreserve", t0, None)
+        self._point("Unreserve", started)
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        started = time.perf_counter()
         for plugin in self.permit:
+            t0 = time.perf_counter()
             st = plugin.permit(state, pod, node)
+            self._plugin(state, plugin.name, "Permit", t0, st)
             if not st.is_success():
-                return st if st.plugin else Status(st.code, st.reasons, plugin.name)
+                st = st if st.plugin else Status(st.code, st.reasons, plugin.name)
+                self._point("Permit", started, st)
+                return st
+        self._point("Permit", started)
         return Status.success()
 
     # -- binding cycle ---------------------------------------------------
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        started = time.perf_counter()
         for plugin in self.pre_bind:
+            t0 = time.perf_counter()
             st = await plugin.pre_bind(state, pod, node)
+            self._plugin(state, plugin.name, "PreBind", t0, st)
             if not st.is_success():
+                self._point("PreBind", started, st)
                 return st
+        self._point("PreBind", started)
         return Status.success()
 
     async def run_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        started = time.perf_counter()
         for plugin in self.bind:
+            t0 = time.perf_counter()
             st = await plugin.bind(state, pod, node)
+            self._plugin(state, plugin.name, "Bind", t0, st)
             if st.code is not Code.SKIP:
+                self._point("Bind", started, st)
                 return st
-        return Status.error("no bind plugin handled the pod")
+        st = Status.error("no bind plugin handled the pod")
+        self._point("Bind", started, st)
+        return st
 
     async def run_post_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
+        started = time.perf_counter()
         for plugin in self.post_bind:
+            t0 = time.perf_counter()
             await plugin.post_bind(state, pod, node)
+            self._plugin(state, plugin.name, "PostBind", t0, None)
+        self._point("PostBind", started)
 
 
 # --------------------------------------------------------------------------- building

@@ -139,7 +139,7 @@ class EventHandlers:
             self.queue.delete(pod.uid)
             return
         if pod.scheduling_gates:
-            self.queue.delete(pod.uid)
+            self.queue.gate(pod.uid)
             return
         self.queue.add(pod)
 

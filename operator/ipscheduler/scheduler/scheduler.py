@@ -45,6 +45,9 @@ from ipscheduler.scheduler.eventhandlers import EventHandlers
 
 log = logging.getLogger(__name__)
 
+PLUGIN_METRICS_SAMPLE = 0.1
+"""Share of the cycles whose plugins are timed (upstream ``pluginMetricsSamplePercent``: 10)."""
+
 
 @dataclass
 class ScheduleResult:
@@ -128,7 +131,7 @@ class Scheduler(EventHandlers):
 
     async def _schedule_one(self, qp: QueuedPodInfo) -> ScheduleResult:
         pod = qp.pod
-        state = CycleState()
+        state = CycleState(record_plugin_metrics=random.random() < PLUGIN_METRICS_SAMPLE)
         nodes = self.cache.snapshot()
         feasible, diagnosis = self.profile.find_feasible(state, pod, nodes)
         if not feasible:

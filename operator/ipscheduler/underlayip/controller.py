@@ -49,7 +49,7 @@ from ipscheduler.underlayip.models import (
     FINALIZER,
     POOLS,
 )
-from ipscheduler.underlayip.pool import READY, PoolView, pool_ref, refresh, utc_now
+from ipscheduler.underlayip.pool import EXHAUSTED, READY, PoolView, pool_ref, refresh, utc_now
 from ipscheduler.underlayip.reconciler import Reconciler, adoption
 from ipscheduler.underlayip.writer import PoolWriter
 
@@ -423,11 +423,14 @@ class PoolController(Reconciler):
             await self.writer.submit(pool.name, functools.partial(allocator.retain, uid=uid, now=now))
         self.on_capacity_freed(events.ADDRESS_RELEASED)
 
-    def pool_counts(self, pool: PoolView) -> tuple[int, int, int, int]:
-        """``(capacity, allocated, free, retained)`` of a pool as the scheduler sees it."""
+    def pool_counts(self, pool: PoolView) -> tuple[int, int, int, int, int]:
+        """``(capacity, allocated, free, retained, exhausted)`` of a pool as the scheduler
+        sees it; exhausted: 1 while its Exhausted condition (as last written) is True."""
         blocked = self.cache.context(pool).blocked
         retained = sum(1 for a in pool.allocations.values() if a.phase == "Retained")
-        return pool.capacity(blocked), len(pool.allocations), pool.free(blocked), retained
+        cond = pool.condition(EXHAUSTED)
+        exhausted = 1 if cond is not None and cond.status == "True" else 0
+        return pool.capacity(blocked), len(pool.allocations), pool.free(blocked), retained, exhausted
 
     # -- pool status -----------------------------------------------------------
     async def run_status(self) -> None:

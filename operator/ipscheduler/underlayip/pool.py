@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import math
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -42,6 +43,12 @@ MAX_REPORTED = 2**31 - 1
 """Status counts are clamped to this (an IPv6 /64 holds 2**64 addresses)."""
 
 READY = "Ready"
+EXHAUSTED = "Exhausted"
+EXHAUSTED_CLEAR_FRACTION = 0.05
+EXHAUSTED_CLEAR_MIN = 2
+"""Exhausted's hysteresis: it turns True when no address is free and back to False only once
+``max(2, 5 %)`` of the capacity is free again (all of it for a pool smaller than that), so a
+pool hovering at its last address does not flap (nor its alert)."""
 
 
 def utc_now() -> datetime.datetime:
@@ -171,6 +178,10 @@ class PoolView:
             usable = self.addresses.difference(blocked) if blocked else self.addresses
             total = usable.size if self.cap is None else min(usable.size, self.cap)
         return min(total, MAX_REPORTED)
+
+    def condition(self, kind: str) -> Condition | None:
+        """The status condition of type ``kind``, or None."""
+        return next((c for c in self.status.conditions if c.type == kind), None)
 
     def free(self, blocked: AddressSet | None = None) -> int:
         """``capacity - allocated``, never below zero."""
@@ -340,6 +351,42 @@ def ready_condition(pool: PoolView, ctx: PoolContext) -> tuple[Literal["True", "
     return "True", "Ready", f"{capacity - allocated} of {capacity} free"
 
 
+def exhausted_condition(
+    capacity: int, allocated: int, was: Literal["True", "False", "Unknown"] | None
+) -> tuple[Literal["True", "False"], str, str]:
+    """``(status, reason, message)`` of the pool's Exhausted condition, with the hysteresis
+    of :data:`EXHAUSTED_CLEAR_FRACTION`: ``was`` is its status before (None: none yet)."""
+    free = max(0, capacity - allocated)
+    if capacity == 0:
+        return "False", "NoCapacity", "the pool has no usable addresses"
+    if free == 0:
+        return "True", "NoFreeAddresses", f"all {capacity} addresses are allocated"
+    clear_at = min(capacity, max(EXHAUSTED_CLEAR_MIN, math.ceil(capacity * EXHAUSTED_CLEAR_FRACTION)))
+    if was == "True" and free < clear_at:
+        return "True", "NearlyNoFreeAddresses", f"{free} of {capacity} free (clears at {clear_at} free)"
+    return "False", "AddressesFree", f"{free} of {capacity} free"
+
+
+def _condition(
+    pool: PoolView,
+    kind: str,
+    verdict: tuple[Literal["True", "False"], str, str],
+    now: datetime.datetime | None,
+) -> Condition:
+    """The condition ``kind`` with ``verdict``, its lastTransitionTime kept unless its status changed."""
+    status, reason, message = verdict
+    old = pool.condition(kind)
+    changed = old is None or old.status != status
+    return Condition(
+        type=kind,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=(now or utc_now()) if changed or old is None else old.last_transition_time,
+        observed_generation=pool.generation,
+    )
+
+
 def desired_status(
     pool: PoolView,
     ctx: PoolContext,
@@ -350,25 +397,19 @@ def desired_status(
     allocs = pool.allocations if allocations is None else allocations
     view = pool if allocations is None else _with_allocations(pool, allocs)
     capacity = view.capacity(ctx.blocked)
-    status, reason, message = ready_condition(view, ctx)
-    old = next((c for c in pool.status.conditions if c.type == READY), None)
-    changed = old is None or old.status != status
-    cond = Condition(
-        type=READY,
-        status=status,
-        reason=reason,
-        message=message,
-        last_transition_time=(now or utc_now()) if changed or old is None else old.last_transition_time,
-        observed_generation=pool.generation,
+    ready = _condition(pool, READY, ready_condition(view, ctx), now)
+    was = pool.condition(EXHAUSTED)
+    exhausted = _condition(
+        pool, EXHAUSTED, exhausted_condition(capacity, len(allocs), was.status if was else None), now
     )
-    others = [c for c in pool.status.conditions if c.type != READY]
+    others = [c for c in pool.status.conditions if c.type not in (READY, EXHAUSTED)]
     return NodeIPPoolStatus(
         capacity=capacity,
         allocated=len(allocs),
         retained=sum(1 for a in allocs.values() if a.phase == "Retained"),
         free=max(0, capacity - len(allocs)),
         allocations=allocs,
-        conditions=[cond, *others],
+        conditions=[ready, exhausted, *others],
         observed_generation=pool.generation,
     )
 

@@ -147,7 +147,7 @@ def test_add_updates_pod_in_backoff(clock: FakeClock) -> None:
     q.add(pod("a"))
     q.add_unschedulable(pop(q), error=True)
     q.add(pod("a", annotations={"v": "2"}))
-    assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 0, "in_flight": 0}
+    assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 0, "gated": 0, "in_flight": 0}
     clock.advance(1)
     assert pop(q).pod.annotations == {"v": "2"}
 
@@ -159,7 +159,7 @@ def test_add_of_unschedulable_pod_requeues_it(clock: FakeClock) -> None:
     assert q.depths()["unschedulable"] == 1
     clock.advance(2)  # backoff (1 s) expired
     q.add(pod("a", annotations={"v": "2"}))
-    assert q.depths() == {"active": 1, "backoff": 0, "unschedulable": 0, "in_flight": 0}
+    assert q.depths() == {"active": 1, "backoff": 0, "unschedulable": 0, "gated": 0, "in_flight": 0}
     assert pop(q).pod.annotations == {"v": "2"}
 
 
@@ -169,7 +169,7 @@ def test_status_only_update_keeps_pod_parked(clock: FakeClock) -> None:
     q.add_unschedulable(pop(q))
     clock.advance(30)
     q.add(dataclasses.replace(pod("a"), resource_version="2"))  # same spec, new resourceVersion
-    assert q.depths() == {"active": 0, "backoff": 0, "unschedulable": 1, "in_flight": 0}
+    assert q.depths() == {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 0, "in_flight": 0}
 
 
 @pytest.mark.parametrize(
@@ -222,7 +222,7 @@ def test_add_unschedulable_parks_the_pod(clock: FakeClock) -> None:
     q.add(pod("a"))
     qp = pop(q)
     q.add_unschedulable(qp)
-    assert q.depths() == {"active": 0, "backoff": 0, "unschedulable": 1, "in_flight": 0}
+    assert q.depths() == {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 0, "in_flight": 0}
     assert "uid-a" in q
     assert len(q) == 1
     clock.advance(60)  # backoff long over, but nothing happened in the cluster
@@ -322,7 +322,7 @@ def test_error_goes_to_backoff(clock: FakeClock) -> None:
     q = make_queue(clock)
     q.add(pod("a"))
     q.add_unschedulable(pop(q), error=True)
-    assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 0, "in_flight": 0}
+    assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 0, "gated": 0, "in_flight": 0}
 
 
 def test_move_request_during_cycle_sends_fit_failure_to_backoff(clock: FakeClock) -> None:
@@ -333,7 +333,7 @@ def test_move_request_during_cycle_sends_fit_failure_to_backoff(clock: FakeClock
         pool_events.ADDRESS_RELEASED
     )  # e.g. an address freed while "a" was filtered
     q.add_unschedulable(qp)
-    assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 0, "in_flight": 0}
+    assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 0, "gated": 0, "in_flight": 0}
     clock.advance(1)
     assert pop(q).pod.name == "a"
 
@@ -348,7 +348,7 @@ def test_move_request_before_cycle_does_not_count(clock: FakeClock) -> None:
     b = pop(q)
     q.add_unschedulable(b)
     q.add_unschedulable(a)
-    assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 1, "in_flight": 0}
+    assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 1, "gated": 0, "in_flight": 0}
     clock.advance(1)
     assert drain(q) == ["a"]  # a was in backoff, b stays parked
     assert q.depths()["unschedulable"] == 1
@@ -364,7 +364,7 @@ def test_flush_moves_long_parked_pods(clock: FakeClock) -> None:
     assert q.pop_nowait() is None
     clock.advance(0.1)
     q.flush()
-    assert q.depths() == {"active": 1, "backoff": 0, "unschedulable": 0, "in_flight": 0}
+    assert q.depths() == {"active": 1, "backoff": 0, "unschedulable": 0, "gated": 0, "in_flight": 0}
     assert pop(q).pod.name == "a"
 
 
@@ -386,14 +386,14 @@ def test_in_flight_pod_is_updated_not_re_added(clock: FakeClock) -> None:
     q = make_queue(clock)
     q.add(pod("a"))
     qp = pop(q)
-    assert q.depths() == {"active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 1}
+    assert q.depths() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0, "in_flight": 1}
     assert "uid-a" not in q
     q.add(pod("a", annotations={"v": "2"}))
-    assert q.depths() == {"active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 1}
+    assert q.depths() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0, "in_flight": 1}
     assert q.pop_nowait() is None
     assert qp.pod.annotations == {"v": "2"}
     q.add_unschedulable(qp, error=True)
-    assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 0, "in_flight": 0}
+    assert q.depths() == {"active": 0, "backoff": 1, "unschedulable": 0, "gated": 0, "in_flight": 0}
     clock.advance(1)
     assert pop(q).pod.annotations == {"v": "2"}
 
@@ -403,7 +403,7 @@ def test_done_stops_tracking(clock: FakeClock) -> None:
     q.add(pod("a"))
     pop(q)
     q.done("uid-a")
-    assert q.depths() == {"active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 0}
+    assert q.depths() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0, "in_flight": 0}
     q.add(pod("a"))  # a later event for the same UID is a new pod again
     assert q.depths()["active"] == 1
 
@@ -412,12 +412,59 @@ def test_depths_and_len(clock: FakeClock) -> None:
     q = make_queue(clock)
     for name in "abcde":
         q.add(pod(name))
-    assert q.depths() == {"active": 5, "backoff": 0, "unschedulable": 0, "in_flight": 0}
+    assert q.depths() == {"active": 5, "backoff": 0, "unschedulable": 0, "gated": 0, "in_flight": 0}
     q.add_unschedulable(pop(q), error=True)
     q.add_unschedulable(pop(q))
     pop(q)
-    assert q.depths() == {"active": 2, "backoff": 1, "unschedulable": 1, "in_flight": 1}
+    assert q.depths() == {"active": 2, "backoff": 1, "unschedulable": 1, "gated": 0, "in_flight": 1}
     assert len(q) == 4
+
+
+def test_gated_pods_are_counted_until_added_without_gates_or_deleted(clock: FakeClock) -> None:
+    q = make_queue(clock)
+    q.add(pod("a"))
+    q.gate(pod("a").uid)  # a gate added while queued: out of activeQ, counted as gated
+    q.gate(pod("b").uid)
+    assert (q.depths()["active"], q.depths()["gated"], len(q)) == (0, 2, 0)
+    q.add(pod("a"))  # the gate removed
+    q.delete(pod("b").uid)
+    assert (q.depths()["active"], q.depths()["gated"]) == (1, 0)
+
+
+def test_incoming_pods_by_queue_and_event(clock: FakeClock) -> None:
+    q = make_queue(clock)
+    seen: list[tuple[str, str]] = []
+    q.on_incoming = lambda queue, event: seen.append((queue, event))
+    for name in "abc":
+        q.add(pod(name))
+    q.add_unschedulable(pop(q), error=True)
+    qp = pop(q)
+    qp.unschedulable_plugins = {"UnderlayIP"}
+    q.add_unschedulable(qp)
+    clock.advance(30)
+    q.flush()
+    q.move_all_to_active_or_backoff(pool_events.NODE_IP_POOL_CHANGE)
+    assert seen == [
+        ("active", "PodAdd"),
+        ("active", "PodAdd"),
+        ("active", "PodAdd"),
+        ("backoff", "ScheduleAttemptFailure"),
+        ("unschedulable", "ScheduleAttemptFailure"),
+        ("active", "BackoffComplete"),
+        ("active", pool_events.NODE_IP_POOL_CHANGE.label),
+    ]
+
+
+def test_unschedulable_by_plugin_counts_a_pod_per_plugin(clock: FakeClock) -> None:
+    q = make_queue(clock)
+    for name, plugins in (("a", {"UnderlayIP"}), ("b", {"UnderlayIP", "NodeResourcesFit"}), ("c", set())):
+        q.add(pod(name))
+        qp = pop(q)
+        qp.unschedulable_plugins = plugins
+        q.add_unschedulable(qp)
+    assert q.unschedulable_by_plugin() == {"UnderlayIP": 2, "NodeResourcesFit": 1}
+    q.delete(pod("b").uid)
+    assert q.unschedulable_by_plugin() == {"UnderlayIP": 1}
 
 
 # --------------------------------------------------------------------------- async pop

@@ -249,6 +249,56 @@ def test_find_feasible_stops_at_first_failing_filter_per_node() -> None:
     )
 
 
+class Timings:
+    """A MetricsRecorder that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[str, str]] = []
+        self.plugins: list[tuple[str, str, str]] = []
+
+    def observe_extension_point(self, point: str, status: str, seconds: float) -> None:
+        assert seconds >= 0
+        self.points.append((point, status))
+
+    def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
+        assert seconds >= 0
+        self.plugins.append((plugin, point, status))
+
+
+@pytest.mark.parametrize(
+    ("sampled", "plugin_rows"),
+    [(False, []), (True, [("F1", "Filter", "Success"), ("F2", "Filter", "Success")])],
+    ids=["not-sampled", "sampled"],
+)
+def test_extension_points_are_timed_every_cycle_plugins_in_sampled_ones(
+    sampled: bool, plugin_rows: list[tuple[str, str, str]]
+) -> None:
+    log: list[tuple[str, str]] = []
+    timings = Timings()
+    p = profile(
+        filter=[FakeFilter("F1", {"n1"}, TAINT, log), FakeFilter("F2", set(), NO_IP, log)], recorder=timings
+    )
+    feasible, _ = p.find_feasible(CycleState(record_plugin_metrics=sampled), POD, nodes("n1", "n2", "n3"))
+    assert [n.name for n in feasible] == ["n2", "n3"]
+    assert timings.points == [("PreFilter", "Success"), ("Filter", "Success")]
+    assert timings.plugins == plugin_rows  # one row per plugin per cycle, summed over the nodes
+
+
+def test_a_cycle_where_no_node_fits_times_filter_as_unschedulable() -> None:
+    timings = Timings()
+    p = profile(filter=[FakeFilter("F1", {"n1"}, TAINT, [])], recorder=timings)
+    p.find_feasible(CycleState(), POD, nodes("n1"))
+    assert timings.points[-1] == ("Filter", "Unschedulable")
+
+
+async def test_bind_points_are_timed_with_their_status() -> None:
+    timings = Timings()
+    p = profile(bind=[FakeBind("B", [], Status.error("boom"))], recorder=timings)
+    await p.run_bind(CycleState(record_plugin_metrics=True), POD, NodeInfo(name="n1"))
+    assert timings.points == [("Bind", "Error")]
+    assert timings.plugins == [("B", "Bind", "Error")]
+
+
 def test_find_feasible_all_pass() -> None:
     log: list[tuple[str, str]] = []
     p = profile(filter=[FakeFilter("F1", set(), TAINT, log)])

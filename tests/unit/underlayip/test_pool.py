@@ -4,7 +4,7 @@ it: conflicts between pools, the Ready condition, the desired status (no server)
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +18,7 @@ from ipscheduler.underlayip.pool import (
     PoolView,
     age,
     desired_status,
+    exhausted_condition,
     find_conflicts,
     parse_status,
     ready_condition,
@@ -557,8 +558,8 @@ def test_desired_status_keeps_other_conditions_after_ready() -> None:
     other = {"type": "Audited", "status": "True", "reason": "X", "lastTransitionTime": SINCE}
     p = view(addresses=["10.0.0.1"], status={"conditions": [other]})
     st = desired_status(p, CTX, now=NOW)
-    assert [c.type for c in st.conditions] == ["Ready", "Audited"]
-    assert st.conditions[1].reason == "X"
+    assert [c.type for c in st.conditions] == ["Ready", "Exhausted", "Audited"]
+    assert st.conditions[2].reason == "X"
 
 
 def settled(**kw: Any) -> tuple[dict[str, Any], PoolView]:
@@ -775,3 +776,51 @@ def test_from_obj_null_finalizers() -> None:
     b = body(capacity=1)
     b["metadata"]["finalizers"] = None
     assert PoolView.from_obj(b).finalizers == ()
+
+
+@pytest.mark.parametrize(
+    ("capacity", "allocated", "was", "expected"),
+    [
+        (10, 10, None, ("True", "NoFreeAddresses")),
+        (10, 9, None, ("False", "AddressesFree")),
+        (10, 9, "True", ("True", "NearlyNoFreeAddresses")),  # 1 free < 2: still exhausted
+        (10, 8, "True", ("False", "AddressesFree")),  # 2 free: cleared
+        (100, 96, "True", ("True", "NearlyNoFreeAddresses")),  # 4 free < 5 % of 100
+        (100, 95, "True", ("False", "AddressesFree")),
+        (1, 0, "True", ("False", "AddressesFree")),  # a one-address pool clears at 1 free
+        (0, 0, None, ("False", "NoCapacity")),
+        (3, 5, None, ("True", "NoFreeAddresses")),  # over-committed
+    ],
+    ids=[
+        "full",
+        "one-free",
+        "one-free-was-full",
+        "two-free-clears",
+        "96-of-100",
+        "95-of-100",
+        "tiny",
+        "empty",
+        "over",
+    ],
+)
+def test_exhausted_condition_with_hysteresis(
+    capacity: int, allocated: int, was: Literal["True", "False"] | None, expected: tuple[str, str]
+) -> None:
+    status, reason, _ = exhausted_condition(capacity, allocated, was)
+    assert (status, reason) == expected
+
+
+def test_desired_status_sets_exhausted_and_keeps_it_until_enough_is_free() -> None:
+    full = view(
+        addresses=["10.0.0.1-10.0.0.3"], allocations={u: alloc(f"10.0.0.{i}") for i, u in enumerate("abc", 1)}
+    )
+    st = desired_status(full, CTX, now=NOW)
+    exhausted = next(c for c in st.conditions if c.type == "Exhausted")
+    assert (exhausted.status, exhausted.message) == ("True", "all 3 addresses are allocated")
+    one_free = view(
+        addresses=["10.0.0.1-10.0.0.3"],
+        allocations={u: alloc(f"10.0.0.{i}") for i, u in enumerate("ab", 1)},
+        status={"conditions": [c.model_dump(by_alias=True, mode="json") for c in st.conditions]},
+    )
+    again = next(c for c in desired_status(one_free, CTX, now=SINCE).conditions if c.type == "Exhausted")
+    assert (again.status, again.reason, again.last_transition_time) == ("True", "NearlyNoFreeAddresses", NOW)
