@@ -1,10 +1,12 @@
 # Container image for the ipscheduler operator.
 #
-#   docker build -t ipscheduler:0.1.0 .
+#   docker build -t ipscheduler:0.1.0 \
+#     --build-arg VERSION="$(cat VERSION)" --build-arg REVISION="$(git rev-parse HEAD)" .
 #
-# The tag must match the image in deploy/06-deployment.yaml. Load it into the
-# cluster's runtime afterwards (e.g. `kind load docker-image ipscheduler:0.1.0`);
-# see deploy/README.md.
+# The tag is the project version (the file VERSION), as in deploy/kustomization.yaml
+# and the Helm chart's appVersion; `make deploy IMG=...` deploys another. Load it
+# into the cluster's runtime afterwards (e.g. `kind load docker-image
+# ipscheduler:0.1.0`); see deploy/README.md.
 
 # ---------------------------------------------------------------------------
 # Builder: build the project wheel plus wheels of all its dependencies, so the
@@ -18,7 +20,8 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 
 WORKDIR /src
 
-COPY pyproject.toml README.md ./
+# VERSION: pyproject.toml reads the package version from it.
+COPY pyproject.toml README.md VERSION LICENSE ./
 COPY operator ./operator
 
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
@@ -28,9 +31,17 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 # ---------------------------------------------------------------------------
 FROM python:3.11.14-slim-bookworm
 
+# The default is the file VERSION (tests/unit/test_packaging.py checks it);
+# REVISION is the commit built (git rev-parse HEAD).
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+
 LABEL org.opencontainers.image.title="ipscheduler" \
       org.opencontainers.image.description="An underlay-IP-aware pod scheduler for Kubernetes" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="https://github.com/ipscheduler/ipscheduler"
 
 # HOME points at /tmp, which is the only writable path in the pod
 # (emptyDir; the root filesystem is mounted read-only).

@@ -8,8 +8,16 @@ DEVCLUSTER_DIR ?= .devcluster
 KUBECONFIG_DEV := $(DEVCLUSTER_DIR)/kubeconfig
 KUBECTL := kubectl --kubeconfig $(KUBECONFIG_DEV)
 
-.PHONY: test lint typecheck unit e2e demo down binaries crds clean bench cni cni-test
+.PHONY: test lint typecheck unit e2e demo down binaries crds clean bench cni cni-test deploy undeploy helm
 GO ?= go
+# One version for the package (pyproject.toml reads the same file), the images,
+# the Helm chart and the CNI binary.
+VERSION := $(shell cat VERSION)
+# The images `make deploy` puts into deploy/'s manifests (name:tag or name@digest).
+IMG ?= ipscheduler:$(VERSION)
+IPAM_IMG ?= ipscheduler-ipam:$(VERSION)
+# deploy/undeploy act on kubectl's current context (not the dev cluster's kubeconfig).
+DEPLOY_KUBECTL ?= kubectl
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,9 +39,12 @@ typecheck: $(VENV)/.installed
 test: lint typecheck binaries cni-test
 	$(VENV)/bin/pytest
 
-## cni: the node-side CNI IPAM plugin, a static binary in bin/ipscheduler-ipam
+## cni: the node-side CNI IPAM plugin, a static binary in bin/ipscheduler-ipam, stamped with VERSION
+## (CNI_OUT=path: elsewhere). `ipscheduler-ipam` without CNI_COMMAND prints the version.
+CNI_OUT ?= bin/ipscheduler-ipam
+CNI_LDFLAGS := -X github.com/ipscheduler/ipscheduler/cni/internal/ipam.Version=$(VERSION)
 cni:
-	cd cni && CGO_ENABLED=0 $(GO) build -trimpath -o ../bin/ipscheduler-ipam ./cmd/ipscheduler-ipam
+	cd cni && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(CNI_LDFLAGS)" -o $(abspath $(CNI_OUT)) ./cmd/ipscheduler-ipam
 
 ## cni-test: the plugin's Go unit tests
 cni-test:
@@ -51,8 +62,26 @@ binaries:
 	$(PYTHON) hack/devcluster.py binaries
 	$(PYTHON) hack/binaries.py tools
 
+## deploy: the CRD, then deploy/ (kustomize) with the images IMG and IPAM_IMG, to kubectl's
+## current context: make deploy IMG=registry.example/ipscheduler:$(VERSION)
+deploy:
+	$(DEPLOY_KUBECTL) apply -f crds/
+	set -o pipefail; deploy/render.sh "$(IMG)" "$(IPAM_IMG)" | $(DEPLOY_KUBECTL) apply -f -
+
+## undeploy: delete what deploy/ created (the CRD and its NodeIPPools stay: kubectl delete -f crds/)
+undeploy:
+	$(DEPLOY_KUBECTL) delete -k deploy/ --ignore-not-found
+
+## helm: lint the chart (deploy/chart/ipscheduler) and package it into bin/
+helm:
+	helm=$$($(PYTHON) hack/binaries.py helm) && \
+	  $$helm lint --strict deploy/chart/ipscheduler && \
+	  $$helm package deploy/chart/ipscheduler --destination bin/
+
+## crds: regenerate the CRD from the models, and the Helm chart's copy of it
 crds: $(VENV)/.installed
 	$(PY) -m ipscheduler crd > crds/nodeippools.ipscheduler.io.yaml
+	cp crds/nodeippools.ipscheduler.io.yaml deploy/chart/ipscheduler/crds/
 
 ## bench: ip-scheduler vs kube-scheduler side by side (BENCH_ARGS="--preset large" etc.)
 BENCH_ARGS ?= --preset small

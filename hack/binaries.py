@@ -18,7 +18,8 @@ A cached binary is checked once (``--version``) and remembered by size and
 mtime; one that does not run is deleted and rebuilt. Concurrent builds
 serialize on a file lock. ``python hack/devcluster.py binaries`` runs the first
 two and prints the two folders; ``python hack/binaries.py tools`` runs the last
-two and prints the two executables (``make binaries`` runs both commands).
+two and prints the two executables (``helm`` or ``promtool`` instead of ``tools``:
+that one only); ``make binaries`` runs both commands.
 
 It also holds what both halves share: :class:`DevclusterError` and :func:`log`.
 Standard library only (plus ``go`` on PATH to build); it never imports the
@@ -52,6 +53,8 @@ CNI_PLUGINS = ("main/bridge", "main/loopback", "ipam/static", "ipam/host-local")
 
 HELM_VERSION = "v3.22.0"
 """helm (renders and lints deploy/chart/ipscheduler)."""
+HELM_K8S_MINOR = "37"
+"""Kubernetes 1.<this> is what helm assumes offline: helm v3.22.0 builds against k8s.io/client-go v0.37."""
 PROMTOOL_VERSION = "v0.316.0"
 """promtool of Prometheus (checks and unit-tests the alerting rules)."""
 HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
@@ -376,8 +379,15 @@ def ensure_helm() -> Path:
     (about 3 minutes on 2 cores from an empty module cache).
 
     Raises DevclusterError with a one-line reason (no Go toolchain, a failed install)."""
-    stamp = f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
-    return _ensure_go_tool("helm", HELM_PACKAGE, HELM_VERSION, stamp)
+    stamps = [f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"]
+    # The Kubernetes version `helm template` and `helm lint` assume without a cluster, as
+    # helm's Makefile stamps it (from its k8s.io/client-go); unstamped it is v1.20.
+    for pkg in ("pkg/chartutil", "pkg/lint/rules"):
+        stamps += [
+            f"-X helm.sh/helm/v3/{pkg}.k8sVersionMajor=1",
+            f"-X helm.sh/helm/v3/{pkg}.k8sVersionMinor={HELM_K8S_MINOR}",
+        ]
+    return _ensure_go_tool("helm", HELM_PACKAGE, HELM_VERSION, " ".join(stamps))
 
 
 def ensure_promtool() -> Path:
@@ -389,14 +399,16 @@ def ensure_promtool() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python hack/binaries.py tools``: ensure helm and promtool, print their paths."""
+    """``python hack/binaries.py tools|helm|promtool``: ensure both tools, or one, and print
+    the path of each (``$(python hack/binaries.py helm) lint ...``)."""
     args = sys.argv[1:] if argv is None else argv
-    if args != ["tools"]:
-        print("usage: python hack/binaries.py tools", file=sys.stderr)
+    wanted = {"tools": (ensure_helm, ensure_promtool), "helm": (ensure_helm,), "promtool": (ensure_promtool,)}
+    if len(args) != 1 or args[0] not in wanted:
+        print("usage: python hack/binaries.py tools|helm|promtool", file=sys.stderr)
         return 2
     try:
-        print(ensure_helm())
-        print(ensure_promtool())
+        for ensure in wanted[args[0]]:
+            print(ensure())
     except DevclusterError as err:
         log(f"error: {err}")
         return 1

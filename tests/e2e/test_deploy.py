@@ -1,0 +1,276 @@
+"""deploy/ and the Helm chart against a real API server: every object they hold passes the
+server's validation and admission (server-side dry run), their pods are admitted by Pod
+Security and Priority admission, and the scheduler runs under deploy/'s RBAC.
+
+The namespaces and ServiceAccounts a dry run needs are created for real and, like
+everything else a test makes, removed at the end; what existed before is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import binaries
+from tests.e2e.helpers import ROOT, Pools, SchedulerProcess, token_kubeconfig
+from tests.kube import Kubectl, pod_manifest, wait_for
+
+NAMESPACE = "ipscheduler-system"
+NODE_NAMESPACE = "ipscheduler-node"
+SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:ip-scheduler"
+PRIORITY = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+"""The built-in priority classes' values, which Priority admission writes into the pod."""
+CHART = ROOT / "deploy" / "chart" / "ipscheduler"
+
+Manifest = dict[str, Any]
+
+
+def _documents(text: str) -> list[Manifest]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def _rendered(*cmd: str, env: dict[str, str] | None = None) -> list[Manifest]:
+    """The manifests ``cmd`` prints (kubectl kustomize, helm template: no server)."""
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return _documents(proc.stdout)
+
+
+def _kustomize() -> list[Manifest]:
+    return _rendered("kubectl", "kustomize", str(ROOT / "deploy"))
+
+
+def _helm_template(home: Path, *args: str) -> list[Manifest]:
+    """``helm template`` of the chart into NAMESPACE. helm is built like the cluster's
+    binaries (hack/binaries.ensure_helm; the cluster fixture already needed Go)."""
+    helm = str(binaries.ensure_helm())
+    env = {**os.environ, **{f"HELM_{d}_HOME": str(home / d.lower()) for d in ("CACHE", "CONFIG", "DATA")}}
+    return _rendered(helm, "template", "ipscheduler", str(CHART), "--namespace", NAMESPACE, *args, env=env)
+
+
+def _ref(doc: Manifest) -> list[str]:
+    meta = doc["metadata"]
+    return [doc["kind"], meta["name"], *(["-n", meta["namespace"]] if meta.get("namespace") else [])]
+
+
+@contextmanager
+def _real(kubectl: Kubectl, docs: list[Manifest]) -> Iterator[None]:
+    """Apply ``docs`` for real; at the end delete those that did not exist before (in reverse,
+    waiting, so that a namespace is gone before a later test creates it again)."""
+    made: list[Manifest] = []
+    try:
+        for doc in docs:
+            if not kubectl("get", *_ref(doc), "--ignore-not-found", "-o", "name").strip():
+                made.append(doc)
+            kubectl.apply(doc)
+        if any(d["kind"] == "Namespace" for d in made):
+            names = [d["metadata"]["name"] for d in made if d["kind"] == "Namespace"]
+            for name in names:  # ServiceAccount admission needs "default" before any pod
+                wait_for(
+                    f"{name}/default",
+                    lambda n=name: kubectl.run("get", "sa", "default", "-n", n, check=False).returncode == 0,
+                    timeout=30,
+                )
+        yield
+    finally:
+        for doc in reversed(made):
+            kubectl.run(
+                "delete", *_ref(doc), "--ignore-not-found", "--wait=true", "--timeout=90s", check=False
+            )
+
+
+def _needed_for_real(docs: list[Manifest]) -> list[Manifest]:
+    """What a server-side dry run of ``docs`` and of their pods needs to exist: the
+    namespaces (deploy/'s, with their Pod Security labels, also for the chart, which leaves
+    the release namespace to `helm install --create-namespace`), then the ServiceAccounts."""
+    namespaces = {d["metadata"]["name"]: d for d in _kustomize() if d["kind"] == "Namespace"}
+    namespaces |= {d["metadata"]["name"]: d for d in docs if d["kind"] == "Namespace"}
+    return [*namespaces.values(), *(d for d in docs if d["kind"] == "ServiceAccount")]
+
+
+def _dry_run(kubectl: Kubectl, docs: list[Manifest]) -> None:
+    """Every object passes a server-side dry run, and the pods of every workload pass
+    admission in their namespace (Pod Security: restricted for the scheduler; Priority)."""
+    out = kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(docs))
+    for doc in docs:
+        assert re.search(rf"/{re.escape(doc['metadata']['name'])} \w+ \(server dry run\)", out), (doc, out)
+    workloads = {d["kind"]: d for d in docs if d["kind"] in ("Deployment", "DaemonSet")}
+    assert workloads.keys() == {"Deployment", "DaemonSet"}
+    for workload in workloads.values():
+        ns = workload["metadata"]["namespace"]
+        proc = _dry_run_pod(kubectl, workload, ns)
+        assert proc.returncode == 0, f"{workload['kind']} {ns}/{workload['metadata']['name']}: {proc.stderr}"
+        admitted = json.loads(proc.stdout)["spec"]
+        priority_class = workload["spec"]["template"]["spec"]["priorityClassName"]
+        assert admitted.get("priority") == PRIORITY[priority_class], admitted
+    # The control: Pod Security is enforced here, so the installer (hostPath, root) is refused
+    # in the scheduler's `restricted` namespace (under the ServiceAccount that exists there).
+    installer = json.loads(json.dumps(workloads["DaemonSet"]))
+    installer["spec"]["template"]["spec"]["serviceAccountName"] = "ip-scheduler"
+    refused = _dry_run_pod(kubectl, installer, NAMESPACE)
+    assert refused.returncode != 0 and 'violates PodSecurity "restricted' in refused.stderr, refused.stderr
+
+
+def _dry_run_pod(kubectl: Kubectl, workload: Manifest, ns: str) -> subprocess.CompletedProcess[str]:
+    """A server-side dry run of one pod of ``workload`` in ``ns``."""
+    template = workload["spec"]["template"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"dry-run-{workload['metadata']['name']}",
+            "labels": template["metadata"]["labels"],
+        },
+        "spec": template["spec"],
+    }
+    args = ("create", "--dry-run=server", "-n", ns, "-o", "json", "-f", "-")
+    return kubectl.run(*args, stdin=json.dumps(pod), check=False)
+
+
+def test_deploy_passes_server_validation_and_admission(kubectl: Kubectl, crd: None) -> None:
+    """`kubectl apply -k deploy/` as a dry run: the PodDisruptionBudget, the anti-affinity,
+    and system-cluster-critical outside kube-system (admitted since Kubernetes 1.17)."""
+    docs = _kustomize()
+    assert {d["kind"] for d in docs} >= {"Deployment", "DaemonSet", "PodDisruptionBudget"}
+    with _real(kubectl, _needed_for_real(docs)):
+        _dry_run(kubectl, docs)
+
+
+def test_the_chart_passes_server_validation_and_admission(
+    kubectl: Kubectl, crd: None, tmp_path: Path
+) -> None:
+    """`helm template` with the CNI installer, a configuration and extra arguments."""
+    values = tmp_path / "values.yaml"
+    config = {
+        "apiVersion": "ipscheduler.io/v1alpha1",
+        "kind": "IPSchedulerConfiguration",
+        "profiles": [{"schedulerName": "ip-scheduler"}],
+    }
+    values.write_text(
+        yaml.safe_dump({"cni": {"enabled": True}, "config": config, "extraArgs": ["--ip-strategy=binpack"]})
+    )
+    docs = _helm_template(tmp_path, "--values", str(values))
+    assert {d["kind"] for d in docs} >= {
+        "ConfigMap",
+        "DaemonSet",
+        "Deployment",
+        "Namespace",
+        "PodDisruptionBudget",
+    }
+    with _real(kubectl, _needed_for_real(docs)):
+        _dry_run(kubectl, docs)
+
+
+def test_scheduler_runs_with_the_deploy_service_account_rbac(
+    kubectl: Kubectl, crd: None, pools: Pools, ns: str, tmp_path: Path
+) -> None:
+    """deploy/'s ServiceAccount, ClusterRole, leader-election Role and their bindings, for
+    real: `kubectl auth can-i` both ways (the grants removed as unused included), then the
+    scheduler under that ServiceAccount's token binds a pod without one 403."""
+    rbac = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    docs = [
+        d
+        for d in _kustomize()
+        if d["kind"] in rbac
+        and NODE_NAMESPACE not in (d["metadata"]["name"], d["metadata"].get("namespace"))
+        and d["metadata"]["name"] != "ipscheduler-ipam"
+    ]
+    assert sorted(d["kind"] for d in docs) == sorted(rbac)
+    must = [
+        ("create", "pods/binding"),
+        ("patch", "pods/status"),
+        ("list", "pods"),
+        ("get", "pods"),
+        ("watch", "nodes"),
+        ("watch", "namespaces"),
+        ("get", "statefulsets.apps"),
+        ("patch", "nodeippools.ipscheduler.io"),
+        ("update", "nodeippools.ipscheduler.io/status"),
+        ("create", "events"),
+        ("patch", "events"),
+    ]
+    must_not = [
+        ("delete", "pods"),
+        ("get", "secrets"),
+        ("create", "pods"),
+        ("update", "nodes"),
+        ("delete", "nodeippools.ipscheduler.io"),
+        ("list", "secrets"),
+        # Granted once, used by nothing (deploy/02-clusterrole.yaml says what each rule is for).
+        ("get", "nodes"),
+        ("update", "nodeippools.ipscheduler.io"),
+        ("get", "nodeippools.ipscheduler.io/status"),
+        ("patch", "nodeippools.ipscheduler.io/status"),
+        ("create", "events.events.k8s.io"),
+    ]
+
+    def can_i(verb: str, res: str, *where: str) -> str:
+        resource, _, sub = res.partition("/")
+        extra = ["--subresource", sub] if sub else []
+        args = ("auth", "can-i", verb, resource, *extra, "--as", SERVICE_ACCOUNT, *(where or ("-A",)))
+        return kubectl.run(*args, check=False).stdout.strip()
+
+    name = "ip-scheduler-rbac"
+    with _real(kubectl, docs):
+        assert {(v, r): can_i(v, r) for v, r in must} == {(v, r): "yes" for v, r in must}
+        assert {(v, r): can_i(v, r) for v, r in must_not} == {(v, r): "no" for v, r in must_not}
+        for verb in ("get", "create", "update"):
+            assert can_i(verb, "leases.coordination.k8s.io", "-n", NAMESPACE) == "yes"
+        assert can_i("update", "leases.coordination.k8s.io", "-n", "default") == "no"
+        kc = token_kubeconfig(kubectl, "ip-scheduler", NAMESPACE, tmp_path / "sa.kubeconfig")
+        pools.create("rbac", "node-3", ["10.10.0.1-10.10.0.3"])
+        # Its own schedulerName: the module's scheduler (admin credentials) must not be the one
+        # that binds the pod.
+        proc = SchedulerProcess(
+            kc,
+            tmp_path / "sa-scheduler.log",
+            *("--scheduler-name", name, "--leader-elect-lease-name", name),
+            *("--leader-elect", "--leader-elect-namespace", NAMESPACE),
+        ).start()
+        try:
+            manifest = pod_manifest(
+                "least-privilege", scheduler=name, nodeSelector={"kubernetes.io/hostname": "node-3"}
+            )
+            kubectl.create(manifest, ns)
+            pod = wait_for(
+                "bound under the ServiceAccount",
+                lambda: (
+                    (p := kubectl.json("get", "pod", "least-privilege", "-n", ns))["spec"].get("nodeName")
+                    and p
+                ),
+                timeout=60,
+            )
+            assert pod["metadata"]["annotations"]["ipscheduler.io/ip"] == "10.10.0.1"
+            log = proc.log_path.read_text()
+            # \b403\b: HTTP 403, not the digits inside a replica identity's UUID.
+            assert "Forbidden" not in log and not re.search(r"\b403\b", log), log
+            assert "Scheduled" in kubectl("get", "events", "-n", ns, "--field-selector", "reason=Scheduled")
+            check = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "ipscheduler",
+                    "check",
+                    "--kubeconfig",
+                    str(kc),
+                    "--scheduler-name",
+                    name,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert check.returncode == 0, check.stdout + check.stderr
+        finally:
+            proc.stop()
+            kubectl.run("delete", "lease", name, "-n", NAMESPACE, "--ignore-not-found", check=False)
