@@ -368,6 +368,7 @@ def test_scheduling_gates_keep_a_pod_out_of_the_queue(
         pod_manifest("gated", scheduler=SCHEDULER, schedulingGates=[{"name": "example.com/wait"}]), ns
     )
     time.sleep(3)  # give the scheduler every chance to (wrongly) act on it
+    assert 'scheduler_pending_pods{queue="gated"} 1.0' in scheduler.probe("/metrics")[1]
     pod = kubectl.json("get", "pod", "gated", "-n", ns)
     assert not pod["spec"].get("nodeName")
     assert events_for(kubectl, ns, "gated") == []
@@ -387,6 +388,38 @@ def test_scheduling_gates_keep_a_pod_out_of_the_queue(
         "bound once ungated", lambda: kubectl.json("get", "pod", "gated", "-n", ns)["spec"].get("nodeName")
     )
     assert node in POOL_RANGES
+    assert 'scheduler_pending_pods{queue="gated"} 0.0' in scheduler.probe("/metrics")[1]
+
+
+def test_json_logs_carry_the_pod_node_pool_and_address_of_a_bind(
+    scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    import json
+
+    pools.create("json-logs", "node-2", ["10.0.81.1-10.0.81.2"])
+    sched = scheduler_factory("--scheduler-name", "json-logs", "--logging-format=json", "-v=2")
+    kubectl.create(
+        pod_manifest("logged", scheduler="json-logs", nodeSelector={"kubernetes.io/hostname": "node-2"}), ns
+    )
+    ip = wait_for("bound", lambda: _ip(kubectl.json("get", "pod", "logged", "-n", ns)))
+
+    def bind_record() -> dict[str, Any] | None:
+        records = [
+            json.loads(line) for line in sched.log_path.read_text().splitlines() if line.startswith("{")
+        ]
+        return next(
+            (r for r in records if r.get("pod") == f"{ns}/logged" and r["msg"].startswith("bound ")), None
+        )
+
+    record = wait_for("the bind's log record", bind_record, timeout=10)
+    assert (record["v"], record["level"], record["node"], record["pool"], record["ip"]) == (
+        2,
+        "info",
+        "node-2",
+        "json-logs",
+        ip,
+    )
+    assert record["uid"] == kubectl.json("get", "pod", "logged", "-n", ns)["metadata"]["uid"]
 
 
 def test_metrics_endpoint_reports_attempts_queue_and_pools(

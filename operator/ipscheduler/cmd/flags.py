@@ -22,7 +22,7 @@ from ipscheduler.cmd import logs
 from ipscheduler.cmd.election import ElectionSettings
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
-from ipscheduler.framework.duration import parse_duration
+from ipscheduler.framework.duration import format_duration, parse_duration
 from ipscheduler.underlayip.multus import MultusError, parse_network_name
 from ipscheduler.underlayip.plugin import Strategy
 
@@ -98,14 +98,14 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         type=_duration,
         default=30.0,
         metavar="DURATION",
-        help="between garbage-collection sweeps (more when a sweep takes over 2%% of the time); default 30s",
+        help="between garbage-collection sweeps (more when a sweep takes over 2%% of the time)",
     )
     run.add_argument(
         "--reserved-ttl",
         type=_duration,
         default=60.0,
         metavar="DURATION",
-        help="how long a Reserved allocation may stay while its pod is bound elsewhere; default 1m",
+        help="how long a Reserved allocation may stay while its pod is bound elsewhere",
     )
     run.add_argument(
         "--bound-mark-delay",
@@ -113,8 +113,7 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         default=20.0,
         metavar="DURATION",
         help="how long PostBind's mark of an allocation as Bound may wait to ride along with its "
-        "pool's next write (group commit; nobody waits for it; at most half of --reserved-ttl); "
-        "default 20s",
+        "pool's next write (group commit; nobody waits for it; at most half of --reserved-ttl)",
     )
     run.add_argument(
         "--watch-timeout",
@@ -122,7 +121,7 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         default=90.0,
         metavar="DURATION",
         help="how long a watch (nodes, NodeIPPools, pods by node) may be down or behind before "
-        "/healthz fails; default 1m30s",
+        "/healthz fails",
     )
     run.add_argument(
         "--health-addr",
@@ -133,8 +132,8 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         "--kube-api-qps",
         type=float,
         default=0.0,
-        help="requests per second to the API server, sustained (0: no limit, the default; "
-        "kube-scheduler's default is 50)",
+        help="requests per second to the API server, sustained (0: no limit; kube-scheduler's "
+        "default is 50, which would cap binding at well under 50 pods/s)",
     )
     run.add_argument(
         "--kube-api-burst",
@@ -150,8 +149,8 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         const=True,
         default=True,
         metavar="BOOL",
-        help="active/passive: schedule only while holding the Lease (default true; "
-        "--leader-elect=false or --no-leader-elect to run without)",
+        help="active/passive: schedule only while holding the Lease, release it on SIGTERM "
+        "(--leader-elect=false or --no-leader-elect: run without)",
     )
     elect.add_argument("--no-leader-elect", dest="leader_elect", action="store_false", help=argparse.SUPPRESS)
     elect.add_argument(
@@ -159,7 +158,7 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         "--leader-elect-lease-name",
         dest="leader_elect_resource_name",
         default="ip-scheduler",
-        help="the Lease's name (default ip-scheduler)",
+        help="the Lease's name",
     )
     elect.add_argument(
         "--leader-elect-resource-namespace",
@@ -174,13 +173,25 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         help="the lock object (only leases, as kube-scheduler since 1.24)",
     )
     elect.add_argument(
-        "--leader-elect-lease-duration", type=_duration, default=15.0, metavar="DURATION", help="default 15s"
+        "--leader-elect-lease-duration",
+        type=_duration,
+        default=15.0,
+        metavar="DURATION",
+        help="how long a standby waits after the last renewal before taking the Lease (whole seconds)",
     )
     elect.add_argument(
-        "--leader-elect-renew-deadline", type=_duration, default=10.0, metavar="DURATION", help="default 10s"
+        "--leader-elect-renew-deadline",
+        type=_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="how long the leader keeps trying to renew before it gives up and exits",
     )
     elect.add_argument(
-        "--leader-elect-retry-period", type=_duration, default=2.0, metavar="DURATION", help="default 2s"
+        "--leader-elect-retry-period",
+        type=_duration,
+        default=2.0,
+        metavar="DURATION",
+        help="between attempts to take or renew the Lease",
     )
     logging_group = run.add_argument_group("logging")
     logging_group.add_argument(
@@ -198,7 +209,8 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         "--logging-format",
         choices=logs.FORMATS,
         default="text",
-        help="text (default) or json (one object per line with ts, v, msg, pod, node, pool, uid, ip)",
+        help="text, or json: one object per line with ts, v, level, logger, msg and the fields "
+        "pod, node, pool, uid, ip where they apply",
     )
 
 
@@ -286,3 +298,46 @@ def run_config(args: Any) -> RunConfig:
         kube_api_qps=args.kube_api_qps,
         kube_api_burst=args.kube_api_burst or math.ceil(2 * args.kube_api_qps),
     )
+
+
+README_BEGIN = "<!-- run-flags: generated by `python -m ipscheduler.cmd.flags`; do not edit -->"
+README_END = "<!-- /run-flags -->"
+
+
+def _default_text(action: argparse.Action) -> str:
+    default = action.default
+    if default is None or default == argparse.SUPPRESS or action.option_strings[0] == "--help":
+        return ""
+    if action.type is _duration:
+        return format_duration(float(default))
+    if isinstance(default, bool):
+        return str(default).lower()
+    if default == "":
+        return "''"
+    return str(default)
+
+
+def reference() -> str:
+    """The flags of ``run`` as a Markdown table (flag, default, what), in parser order,
+    between :data:`README_BEGIN` and :data:`README_END`: the README's flag list."""
+    parser = argparse.ArgumentParser(prog="ipscheduler run", add_help=False)
+    add_run_flags(parser)
+    rows = ["| Flag | Default | What |", "|------|---------|------|"]
+    for action in parser._actions:
+        if not action.option_strings or action.help == argparse.SUPPRESS:
+            continue
+        names = ", ".join(f"`{o}`" for o in action.option_strings)
+        if action.choices:
+            names += " " + "\\|".join(str(c) for c in action.choices)
+        elif action.metavar:
+            names += f" {action.metavar}"
+        default = _default_text(action)
+        what = (action.help or "").replace("%%", "%").replace("|", "\\|")
+        rows.append(f"| {names} | {'`' + default + '`' if default else ''} | {what} |")
+    return "\n".join([README_BEGIN, *rows, README_END]) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(reference())

@@ -32,3 +32,24 @@ def parse_duration(text: str, *, bare_seconds: bool = False) -> float:
     if not s or pos != len(s):
         raise ValueError(f"invalid duration {text!r} (a number with a unit: 30s, 5m, 1h30m)")
     return total
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` as Go prints a ``time.Duration`` (``1m30s``, ``15s``, ``500ms``, ``0s``),
+    for whole milliseconds. Raises ValueError for a negative duration."""
+    if seconds < 0:
+        raise ValueError(f"negative duration {seconds}")
+    ms = round(seconds * 1000)
+    if ms == 0:
+        return "0s"
+    if ms < 1000:
+        return f"{ms}ms"
+    hours, rest = divmod(ms, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    secs = rest / 1000
+    text = f"{secs:g}s"
+    if hours:
+        return f"{hours}h{minutes}m{text}"
+    if minutes:
+        return f"{minutes}m{text}"
+    return text

@@ -89,6 +89,10 @@ SCHEDULED_NOTE = "Bind/note"
 """CycleState key: a short note (``str``, e.g. ``IP 10.0.0.5``) a PreBind plugin adds to the
 ``Scheduled`` event and the log line of a successful bind, in parentheses."""
 
+LOG_FIELDS = "Bind/log-fields"
+"""CycleState key: structured fields (``dict[str, str]``, e.g. ``{"pool": ..., "ip": ...}``) a
+PreBind plugin adds to the log record of a successful bind (``--logging-format=json``)."""
+
 
 T = TypeVar("T")
 

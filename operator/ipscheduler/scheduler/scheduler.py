@@ -33,7 +33,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
 from ipscheduler.backend.supervisor import TaskSet
-from ipscheduler.framework.interface import SCHEDULED_NOTE, CycleState, QueuedPodInfo
+from ipscheduler.framework.interface import LOG_FIELDS, SCHEDULED_NOTE, CycleState, QueuedPodInfo
 from ipscheduler.framework.klog import V2, kv
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
@@ -194,7 +194,7 @@ class Scheduler(EventHandlers):
                 pod.key,
                 host.name,
                 suffix,
-                extra=kv(pod=pod.key, node=host.name, uid=pod.uid),
+                extra={**kv(pod=pod.key, node=host.name, uid=pod.uid), **(state.get(LOG_FIELDS) or {})},
             )
             self.recorder.emit(
                 pod_ref(pod), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {host.name}{suffix}"

@@ -56,6 +56,7 @@ from pydantic import Field, model_validator
 
 from ipscheduler.framework.interface import (
     BIND_ANNOTATIONS,
+    LOG_FIELDS,
     SCHEDULED_NOTE,
     ActionType,
     ClusterEvent,
@@ -586,6 +587,7 @@ class UnderlayIP:
             annotations[ANNOTATION_POOL] = alloc[0]
             annotations[ANNOTATION_IP] = alloc[1]
             state.write(SCHEDULED_NOTE, f"IP {alloc[1]}")
+            state.write(LOG_FIELDS, {"pool": alloc[0], "ip": alloc[1]})
             annotations[ANNOTATION_NETWORK] = network
             if self.multus_network:
                 self._multus_ips(pod, json.loads(network), annotations)

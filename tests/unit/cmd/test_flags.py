@@ -239,3 +239,20 @@ def test_every_flag_has_help() -> None:
     run: Any = cli.build_parser()._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
     missing = [a.option_strings for a in run._actions if a.option_strings and not a.help]
     assert missing == []
+
+
+def test_the_readme_lists_every_flag_as_the_parser_has_it() -> None:
+    """README's flag table is :func:`flags.reference` (regenerate it with
+    ``python -m ipscheduler.cmd.flags``)."""
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    begin, end = readme.find(flags.README_BEGIN), readme.find(flags.README_END)
+    assert begin >= 0 and end > begin, "README.md has no generated flag table"
+    assert readme[begin : end + len(flags.README_END)] + "\n" == flags.reference()
+
+
+def test_the_reference_has_a_row_per_flag_with_go_durations() -> None:
+    table = flags.reference()
+    assert "| `--gc-interval` DURATION | `30s` |" in table
+    assert "| `--leader-elect` BOOL | `true` |" in table
+    assert "`--leader-elect-resource-name`, `--leader-elect-lease-name`" in table
+    assert "--no-leader-elect`" not in table  # documented in --leader-elect's help, not a row

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipscheduler.framework.duration import parse_duration
+from ipscheduler.framework.duration import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(
@@ -66,3 +66,13 @@ def test_not_durations(text: str) -> None:
 @pytest.mark.parametrize(("text", "seconds"), [("300", 300.0), ("2.5", 2.5), ("15s", 15.0)])
 def test_bare_numbers_are_seconds_when_asked(text: str, seconds: float) -> None:
     assert parse_duration(text, bare_seconds=True) == seconds
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (0.5, "500ms"), (15, "15s"), (90, "1m30s"), (60, "1m0s"), (3600, "1h0m0s"), (1.5, "1.5s")],
+    ids=["zero", "ms", "seconds", "compound", "minute", "hour", "fraction"],
+)
+def test_format_duration_as_go_and_back(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+    assert parse_duration(text) == seconds
