@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import CRD, Pools, SchedulerProcess
+from tests.e2e.helpers import Pools, SchedulerProcess, install_crd
 from tests.kube import Kubectl, create_namespace
 
 
 @pytest.fixture(scope="session")
 def crd(kubectl: Kubectl) -> None:
-    kubectl("apply", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "crd/nodeippools.ipscheduler.io", "--timeout=60s")
+    install_crd(kubectl)
 
 
 @pytest.fixture

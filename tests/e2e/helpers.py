@@ -25,6 +25,20 @@ CRD = ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
 SCHEDULER = "ip-scheduler"
 
 
+def install_crd(kubectl: Kubectl) -> None:
+    """Apply the NodeIPPool CRD and wait until it is Established. Polled rather than
+    ``kubectl wait --for=condition=Established``, which fails at once ("status.conditions
+    accessor error") when it reads the CRD before the API server wrote any condition."""
+    kubectl("apply", "-f", str(CRD))
+
+    def established() -> bool:
+        crd = kubectl.json("get", "crd", "nodeippools.ipscheduler.io")
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+    wait_for("the NodeIPPool CRD Established", established, timeout=60, interval=0.2)
+
+
 def token_kubeconfig(kubectl: Kubectl, service_account: str, namespace: str, path: Path) -> Path:
     """A kubeconfig at ``path`` for a token of ``namespace/service_account`` (same cluster)."""
     token = kubectl("create", "token", service_account, "-n", namespace, "--duration=2h").strip()

@@ -27,7 +27,7 @@ import pytest
 
 import binaries
 import devcluster
-from tests.e2e.helpers import CRD, SCHEDULER, SchedulerProcess, assert_check_clean
+from tests.e2e.helpers import SCHEDULER, SchedulerProcess, assert_check_clean, install_crd
 from tests.kube import Kubectl, create_namespace, pod_manifest, wait_for
 
 pytestmark = pytest.mark.slow
@@ -102,8 +102,7 @@ def test_chaos_churn_kills_and_api_restart(
     chaos_cluster: devcluster.Cluster, cluster: devcluster.Cluster, tmp_path: Path
 ) -> None:
     kubectl = Kubectl(chaos_cluster.kubeconfig)
-    kubectl("apply", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "crd/nodeippools.ipscheduler.io", "--timeout=60s")
+    install_crd(kubectl)
     for i in range(1, NODES + 1):
         kubectl.apply(
             {

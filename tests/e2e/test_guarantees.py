@@ -23,12 +23,12 @@ import pytest
 import binaries
 import devcluster
 from tests.e2e.helpers import (
-    CRD,
     SCHEDULER,
     Pools,
     SchedulerProcess,
     assert_check_clean,
     events_for,
+    install_crd,
     ipscheduler_check,
 )
 from tests.kube import Kubectl, create_namespace, pod_manifest, wait_for
@@ -83,8 +83,7 @@ def test_a_pending_pod_deleted_while_the_watch_was_away_leaves_the_queue(
     nocache_cluster: devcluster.Cluster, tmp_path: Path
 ) -> None:
     kubectl = Kubectl(nocache_cluster.kubeconfig)
-    kubectl("apply", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "crd/nodeippools.ipscheduler.io", "--timeout=60s")
+    install_crd(kubectl)
     kubectl.apply(
         {
             "apiVersion": "ipscheduler.io/v1alpha1",
