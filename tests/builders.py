@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import json
 import socket
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -303,10 +304,48 @@ def with_status(body: dict[str, Any], status: NodeIPPoolStatus) -> PoolView:
 # --------------------------------------------------------------------------- files and processes
 
 
+CUSTOM_PROFILE = """
+profiles:
+  - schedulerName: custom
+    plugins:
+      filter: {disabled: [{name: NodeUnschedulable}]}
+      score:
+        enabled: [{name: UnderlayIP, weight: 7}]
+        disabled: [{name: NodeResourcesBalancedAllocation}]
+    pluginConfig:
+      - {name: UnderlayIP, args: {strategy: binpack}}
+"""
+"""A ``--config`` with a profile of its own: a filter disabled, UnderlayIP's score weight 7 and
+strategy binpack (what ``run`` and ``explain`` must both evaluate)."""
+
+
 def config_file(tmp_path: Path, text: str) -> Path:
     """A ``--config`` file holding ``text``."""
     path = tmp_path / "config.yaml"
     path.write_text(text)
+    return path
+
+
+def kubeconfig_file(tmp_path: Path, namespaces: Mapping[str, str | None], current: str | None = None) -> Path:
+    """A kubeconfig with one context per key of ``namespaces`` (its namespace: the value; None:
+    none), each with its own cluster at ``https://127.0.0.1:<6443 + its index>``; ``current``:
+    the current context (default: the first)."""
+    names = list(namespaces)
+    contexts = []
+    for name, ns in namespaces.items():
+        contexts.append({"name": name, "context": {"cluster": name, "user": "u", **_given(namespace=ns)}})
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": n, "cluster": {"server": f"https://127.0.0.1:{6443 + i}"}} for i, n in enumerate(names)
+        ],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": contexts,
+        "current-context": current or names[0],
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(cfg))
     return path
 
 

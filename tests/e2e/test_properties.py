@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from ipscheduler.underlayip.addresses import AddressError, AddressSet
+from ipscheduler.underlayip.models import MAX_POOL_ADDRESSES, MIN_PREFIX_V4, MIN_PREFIX_V6
 from tests.builders import bound_pods
 from tests.e2e.helpers import (
     SCHEDULER,
@@ -44,7 +45,8 @@ ANNOTATION_IP = "ipscheduler.io/ip"
 ANNOTATION_POOL = "ipscheduler.io/pool"
 ENTRY_PATTERN = re.compile(r"^[0-9A-Fa-f:.]+(/[0-9]{1,3}|-[0-9A-Fa-f:.]+)?$")
 NODE_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-MAX_CAPACITY = 1_000_000
+MAX_CAPACITY = MAX_POOL_ADDRESSES  # the pool-size ceiling (models.py)
+CEILING_RULE = f"a CIDR in addresses holds more than {MAX_POOL_ADDRESSES} addresses"
 MAX_REPORTED = 2**31 - 1
 DOCUMENTED_REASONS = {
     "InvalidSpec",
@@ -330,8 +332,30 @@ pool_cases = st.one_of(
 )
 
 
+def cidr_above_ceiling(spec: dict[str, Any]) -> bool:
+    """Whether the CRD's CEL rule refuses ``spec``: no capacity, and an ``addresses`` entry
+    that Kubernetes' ``isCIDR`` accepts (Go's netip.ParsePrefix: no leading zeros in the
+    bits, no IPv4-mapped IPv6) holding more addresses than the pool-size ceiling."""
+    if "capacity" in spec:
+        return False
+    for text in spec.get("addresses") or []:
+        addr, slash, bits = text.partition("/")
+        if not slash or not bits.isdigit() or bits != str(int(bits)):
+            continue
+        try:
+            ip = ipaddress.ip_address(addr)
+        except ValueError:
+            continue
+        if (ip.version == 6 and ip.ipv4_mapped is not None) or int(bits) > _BITS[ip.version]:
+            continue
+        if int(bits) < (MIN_PREFIX_V4 if ip.version == 4 else MIN_PREFIX_V6):
+            return True
+    return False
+
+
 def schema_errors(spec: dict[str, Any]) -> list[str]:
-    """Field paths the CRD schema must reject (as the API server names them)."""
+    """Field paths the CRD schema must reject (as the API server names them), or, when the
+    fields are fine, the message of the CEL rule that refuses a CIDR above the ceiling."""
     bad = []
     node = spec.get("nodeName")
     if not isinstance(node, str) or not 1 <= len(node) <= 253 or not NODE_PATTERN.fullmatch(node):
@@ -343,6 +367,8 @@ def schema_errors(spec: dict[str, Any]) -> list[str]:
     capacity = spec.get("capacity")
     if capacity is not None and not 0 <= capacity <= MAX_CAPACITY:
         bad.append("spec.capacity")
+    if not bad and cidr_above_ceiling(spec):
+        bad.append(CEILING_RULE)
     return bad
 
 
@@ -365,9 +391,11 @@ def expected_condition(case: PoolCase) -> Expected:
         assert tagged_bad or fuzzed, f"AddressSet rejects entries generated as valid: {e}"
         return Expected("InvalidSpec", message=str(e))
     assert not tagged_bad, f"AddressSet accepts an entry generated as invalid: {case}"
+    cap = spec.get("capacity")
+    if addresses and cap is None and aset.size > MAX_POOL_ADDRESSES:
+        return Expected("InvalidSpec", 0, message="exceed the pool-size ceiling")
     if spec["nodeName"] not in NODES:
         return Expected("NodeNotFound", message=spec["nodeName"])
-    cap = spec.get("capacity")
     if not addresses:
         total = cap or 0
         return Expected("Ready", total) if total else Expected("NoCapacity", 0)

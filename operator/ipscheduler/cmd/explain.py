@@ -1,11 +1,14 @@
-"""``ipscheduler explain <namespace>/<pod>``: why a pod is (or would be) placed where.
+"""``ipscheduler explain [<namespace>/]<pod>`` (also ``kubectl ipscheduler explain``): why a pod
+is (or would be) placed where.
 
 A dry run of one scheduling cycle against live state: it lists nodes,
 NodeIPPools and bound pods, runs PreFilter and Filter on every node and the
 Score plugins on the feasible ones, and prints per node which filter
 rejected the pod and why, or its scores. Nothing is written. The framework
 is built as ``run`` builds it (:func:`ipscheduler.cmd.profiles.build_profile`),
-so it honours ``--config``.
+so it honours ``--config``: its profile's plugins and score weights are the ones
+evaluated and printed. The command line (``-n``, ``--context``) is in
+:mod:`ipscheduler.cmd.tools`.
 """
 
 from __future__ import annotations
@@ -180,13 +183,16 @@ async def explain(
     scheduler_name: str = "ip-scheduler",
     strategy: Strategy = "spread",
     config: SchedulerConfiguration | None = None,
+    context: str | None = None,
 ) -> tuple[int, str]:
-    """``(exit status, text)``: 0 when some node fits, 1 when none does, 2 on bad input
-    (including a ``config`` no framework can be built from)."""
+    """``(exit status, text)`` for pod ``target`` (``namespace/name``), read through the
+    kubeconfig's ``context`` (None: its current one): 0 when some node fits, 1 when none
+    does, 2 on bad input (including a ``config`` no framework can be built from). Raises what
+    the reads raise (``ApiException``, ``ConfigException``)."""
     namespace, _, name = target.partition("/")
     if not namespace or not name:
         return 2, f"explain: expected <namespace>/<pod>, got {target!r}\n"
-    api = KubeApi(client.ApiClient(await load_client_config(kubeconfig)))
+    api = KubeApi(client.ApiClient(await load_client_config(kubeconfig, context)))
     try:
         body = await api.get_pod(namespace, name)
         if body is None:

@@ -36,20 +36,62 @@ memory all at once."""
 log = logging.getLogger(__name__)
 
 
-async def load_client_config(kubeconfig: str | None) -> client.Configuration:
+async def load_client_config(kubeconfig: str | None, context: str | None = None) -> client.Configuration:
     """kubeconfig file (``--kubeconfig``, else $KUBECONFIG, else ~/.kube/config) or in-cluster.
 
-    Raises ``config.ConfigException`` when no configuration can be found.
+    ``context`` (``--context``): that context of the kubeconfig instead of its current one
+    (a context always means a kubeconfig file, as with kubectl). Raises
+    ``config.ConfigException`` when no configuration can be found or the context does not
+    exist.
     """
     cfg = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path:
-        await config.load_kube_config(config_file=path, client_configuration=cfg)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if context is not None:
+            _named_context(path, context)  # kubernetes-asyncio's own error does not say "context"
+        await config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST") and context is None:
         config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     else:
-        await config.load_kube_config(client_configuration=cfg)
+        await config.load_kube_config(context=context, client_configuration=cfg)
     return cfg
+
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def context_namespace(kubeconfig: str | None, context: str | None = None) -> str:
+    """The namespace kubectl would use without ``-n``: that of the kubeconfig context
+    (``context``, else the current one; the file as :func:`load_client_config` picks it),
+    or in-cluster the pod's own namespace, else ``default``. Raises
+    ``config.ConfigException`` when ``context`` is not in the kubeconfig."""
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if not path and os.environ.get("KUBERNETES_SERVICE_HOST") and context is None:
+        try:
+            with open(SERVICE_ACCOUNT_NAMESPACE) as f:
+                return f.read().strip() or "default"
+        except OSError:
+            return "default"
+    path = path or os.path.expanduser("~/.kube/config")
+    if not any(os.path.exists(os.path.expanduser(p)) for p in path.split(os.pathsep) if p):
+        if context is not None:
+            raise config.ConfigException(f"context {context!r}: no kubeconfig file at {path}")
+        return "default"
+    current = (
+        _named_context(path, context) if context is not None else config.list_kube_config_contexts(path)[1]
+    )
+    inner = (current or {}).get("context") or {}
+    return str(inner.get("namespace") or "default")
+
+
+def _named_context(path: str, context: str) -> dict[str, Any]:
+    """Context ``context`` of the kubeconfig ``path`` (``a:b`` merges files, as kubectl).
+    Raises ``config.ConfigException`` (``context 'x' not found in <path>``)."""
+    contexts, _ = config.list_kube_config_contexts(path)
+    found = next((c for c in contexts if c.get("name") == context), None)
+    if found is None:
+        raise config.ConfigException(f"context {context!r} not found in {path}")
+    return dict(found)
 
 
 def now_rfc3339() -> str:

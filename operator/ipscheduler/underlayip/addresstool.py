@@ -1,15 +1,21 @@
-"""``ipscheduler ip``: the addresses as an operator sees them, and the one way to release one.
+"""``ipscheduler ip`` and ``pools``: the addresses and pools as an operator sees them, and the
+one way to release an address (also the kubectl plugin: ``kubectl ipscheduler ...``).
 
 - ``ip show ADDRESS``: the pool, node, holder pod and UID, phase, release policy and since.
-- ``ip list [--pool P] [--node N] [--phase PHASE] [-o json]``: every allocation, a table.
+- ``ip list [-n NAMESPACE] [--pool P] [--node N] [--phase PHASE] [-o json]``: every
+  allocation (of the namespace's pods), a table.
 - ``ip release ADDRESS``: only an allocation no live pod holds: phase Retained, or one whose
   pod is gone or has ended (an orphan the GC sweep would release too). A live holder is a
   refusal that says why. The release is a compare-and-swap on the pool's status that
   removes exactly the allocation that was read; the pod is confirmed gone by a live read
   by UID first (never by name alone).
+- ``pools [--node N] [-o json]``: ``kubectl get nodeippools`` with a total line: capacity,
+  allocated, free and retained per pool as its status says, and whether it is Ready (and
+  why not).
 
-The table and the release rule are pure (:func:`address_rows`, :func:`why_not_release`);
-the commands read the API server.
+The tables and the release rule are pure (:func:`address_rows`, :func:`why_not_release`,
+:func:`pool_rows`); the commands read the API server. Every command takes the kubeconfig
+file and its ``context`` (None: the current one).
 """
 
 from __future__ import annotations
@@ -79,6 +85,25 @@ def address_rows(pools: Iterable[PoolView], pods: Mapping[str, PodInfo]) -> list
     return sorted(rows, key=lambda r: (r.pool, r.ip, r.uid))
 
 
+def select(
+    rows: Iterable[AddressRow],
+    *,
+    pool: str | None = None,
+    node: str | None = None,
+    phase: str | None = None,
+    namespace: str | None = None,
+) -> list[AddressRow]:
+    """The ``rows`` of that pool, node, phase and pod namespace (None: any), in order."""
+    return [
+        r
+        for r in rows
+        if (pool is None or r.pool == pool)
+        and (node is None or r.node == node)
+        and (phase is None or r.phase == phase)
+        and (namespace is None or r.pod.partition("/")[0] == namespace)
+    ]
+
+
 def why_not_release(row: AddressRow) -> str | None:
     """Why ``row`` may not be released by an operator (None: it may): only a Retained
     allocation, or one whose pod is gone or has ended, may be."""
@@ -92,27 +117,42 @@ def why_not_release(row: AddressRow) -> str | None:
 
 def render_table(rows: Iterable[AddressRow]) -> str:
     """kubectl-style columns."""
-    table = [("ADDRESS", "POOL", "NODE", "POD", "UID", "PHASE", "POLICY", "HOLDER", "SINCE")]
+    table: list[tuple[str, ...]] = [
+        ("ADDRESS", "POOL", "NODE", "POD", "UID", "PHASE", "POLICY", "HOLDER", "SINCE")
+    ]
     table += [(r.ip or "-", r.pool, r.node, r.pod, r.uid, r.phase, r.policy, r.holder, r.since) for r in rows]
+    return _columns(table)
+
+
+def _columns(table: list[tuple[str, ...]]) -> str:
+    """Rows of cells as kubectl prints them: left-aligned columns three spaces apart."""
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return "".join(
         "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n" for row in table
     )
 
 
-async def _read(api: KubeApi, scheduler_name: str) -> tuple[list[PoolView], dict[str, PodInfo]]:
+async def _pools(api: KubeApi) -> list[PoolView]:
     pools = []
     for body in await api.list_cluster_objects(POOLS):
         try:
             pools.append(PoolView.from_obj(body))
         except ValueError:
             continue
-    pods = await lean_pods(api, f"spec.schedulerName={scheduler_name}", ANNOTATION_PREFIX)
-    return pools, pods
+    return pools
 
 
-async def _api(kubeconfig: str | None) -> KubeApi:
-    return KubeApi(client.ApiClient(await load_client_config(kubeconfig)))
+async def _read(
+    api: KubeApi, scheduler_name: str, namespace: str | None = None
+) -> tuple[list[PoolView], dict[str, PodInfo]]:
+    selector = f"spec.schedulerName={scheduler_name}"
+    if namespace is not None:
+        selector += f",metadata.namespace={namespace}"
+    return await _pools(api), await lean_pods(api, selector, ANNOTATION_PREFIX)
+
+
+async def _api(kubeconfig: str | None, context: str | None) -> KubeApi:
+    return KubeApi(client.ApiClient(await load_client_config(kubeconfig, context)))
 
 
 async def ip_list(
@@ -122,21 +162,19 @@ async def ip_list(
     node: str | None = None,
     phase: str | None = None,
     output: str = "table",
+    namespace: str | None = None,
+    context: str | None = None,
 ) -> tuple[int, str]:
-    """``(exit status, text)`` of ``ip list``: the allocations, narrowed by pool, node and
-    phase; a table, or JSON (``output="json"``: a list of objects with the row's fields)."""
-    api = await _api(kubeconfig)
+    """``(exit status, text)`` of ``ip list``: the allocations, narrowed by pool, node, phase
+    and the namespace of their pod (None: every namespace); a table, or JSON
+    (``output="json"``: a list of objects with the row's fields). Raises what the reads
+    raise (``ApiException``, ``ConfigException``)."""
+    api = await _api(kubeconfig, context)
     try:
-        pools, pods = await _read(api, scheduler_name)
+        pools, pods = await _read(api, scheduler_name, namespace)
     finally:
         await api.close()
-    rows = [
-        r
-        for r in address_rows(pools, pods)
-        if (pool is None or r.pool == pool)
-        and (node is None or r.node == node)
-        and (phase is None or r.phase == phase)
-    ]
+    rows = select(address_rows(pools, pods), pool=pool, node=node, phase=phase, namespace=namespace)
     if output == "json":
         return 0, json.dumps([asdict(r) for r in rows], indent=2) + "\n"
     return 0, render_table(rows) if rows else "No allocations found.\n"
@@ -154,13 +192,15 @@ def _find(rows: Iterable[AddressRow], address: str) -> list[AddressRow]:
     return [r for r in rows if r.ip == address]
 
 
-async def ip_show(kubeconfig: str | None, scheduler_name: str, address: str) -> tuple[int, str]:
+async def ip_show(
+    kubeconfig: str | None, scheduler_name: str, address: str, context: str | None = None
+) -> tuple[int, str]:
     """``(exit status, text)`` of ``ip show``: 0 and the allocation(s) of ``address``; 1 when
     no pool holds it; 2 when it is not an address."""
     ip, error = _canonical(address)
     if error:
         return 2, f"ip show: {error}\n"
-    api = await _api(kubeconfig)
+    api = await _api(kubeconfig, context)
     try:
         pools, pods = await _read(api, scheduler_name)
     finally:
@@ -177,7 +217,9 @@ async def ip_show(kubeconfig: str | None, scheduler_name: str, address: str) -> 
     )
 
 
-async def ip_release(kubeconfig: str | None, scheduler_name: str, address: str) -> tuple[int, str]:
+async def ip_release(
+    kubeconfig: str | None, scheduler_name: str, address: str, context: str | None = None
+) -> tuple[int, str]:
     """``(exit status, text)`` of ``ip release``: 0 when released; 1 when refused (a live
     holder, or not allocated); 2 when ``address`` is not an address. The holder is confirmed
     by a live read by UID; the write removes exactly the allocation read (CAS, retried on
@@ -185,7 +227,7 @@ async def ip_release(kubeconfig: str | None, scheduler_name: str, address: str) 
     ip, error = _canonical(address)
     if error:
         return 2, f"ip release: {error}\n"
-    api = await _api(kubeconfig)
+    api = await _api(kubeconfig, context)
     try:
         for _ in range(CAS_ATTEMPTS):
             pools, _pods = await _read(api, scheduler_name)
@@ -217,3 +259,90 @@ async def ip_release(kubeconfig: str | None, scheduler_name: str, address: str) 
         return 1, f"ip release: pool kept changing; try again ({CAS_ATTEMPTS} conflicting writes)\n"
     finally:
         await api.close()
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    """One NodeIPPool as its status says: ``capacity``, ``allocated``, ``free``, ``retained``,
+    ``ready`` (the Ready condition's status: ``True``, ``False``, or ``Unknown`` before the
+    scheduler wrote one) and its ``reason`` (``""`` when Ready)."""
+
+    name: str
+    node: str
+    capacity: int
+    allocated: int
+    free: int
+    retained: int
+    ready: str
+    reason: str
+
+
+def pool_rows(pools: Iterable[PoolView]) -> list[PoolRow]:
+    """One row per pool, sorted by node then name."""
+    rows = []
+    for p in pools:
+        ready = next((c for c in p.status.conditions if c.type == "Ready"), None)
+        status = ready.status if ready is not None else "Unknown"
+        st = p.status
+        rows.append(
+            PoolRow(
+                name=p.name,
+                node=p.node_name,
+                capacity=st.capacity,
+                allocated=st.allocated,
+                free=st.free,
+                retained=st.retained,
+                ready=status,
+                reason=ready.reason if ready is not None and status != "True" else "",
+            )
+        )
+    return sorted(rows, key=lambda r: (r.node, r.name))
+
+
+def pool_total(rows: Iterable[PoolRow]) -> dict[str, int]:
+    """The sums over ``rows``: ``pools``, ``nodes`` (distinct), ``capacity``, ``allocated``,
+    ``free``, ``retained``, and ``ready`` (pools whose Ready is True)."""
+    rows = list(rows)
+    return {
+        "pools": len(rows),
+        "nodes": len({r.node for r in rows}),
+        "capacity": sum(r.capacity for r in rows),
+        "allocated": sum(r.allocated for r in rows),
+        "free": sum(r.free for r in rows),
+        "retained": sum(r.retained for r in rows),
+        "ready": sum(1 for r in rows if r.ready == "True"),
+    }
+
+
+def render_pools(rows: list[PoolRow]) -> str:
+    """kubectl-style columns (NAME NODE CAPACITY ALLOCATED FREE RETAINED READY REASON) and a
+    ``TOTAL`` line: the node count, the sums, and the pools Ready out of all."""
+    total = pool_total(rows)
+    table: list[tuple[str, ...]] = [
+        ("NAME", "NODE", "CAPACITY", "ALLOCATED", "FREE", "RETAINED", "READY", "REASON")
+    ]
+    table += [
+        (r.name, r.node, str(r.capacity), str(r.allocated), str(r.free), str(r.retained), r.ready, r.reason)
+        for r in rows
+    ]
+    nodes = f"{total['nodes']} node{'s' if total['nodes'] != 1 else ''}"
+    counts = [str(total[k]) for k in ("capacity", "allocated", "free", "retained")]
+    table.append(("TOTAL", nodes, *counts, f"{total['ready']}/{total['pools']}", ""))
+    return _columns(table)
+
+
+async def pools_summary(
+    kubeconfig: str | None, node: str | None = None, output: str = "table", context: str | None = None
+) -> tuple[int, str]:
+    """``(exit status, text)`` of ``pools``: 0 and the table of :func:`render_pools` (only the
+    pools of ``node`` when given), or JSON (``output="json"``: ``{"pools": [rows], "total":
+    pool_total}``). Raises what the LIST raises."""
+    api = await _api(kubeconfig, context)
+    try:
+        pools = await _pools(api)
+    finally:
+        await api.close()
+    rows = [r for r in pool_rows(pools) if node is None or r.node == node]
+    if output == "json":
+        return 0, json.dumps({"pools": [asdict(r) for r in rows], "total": pool_total(rows)}, indent=2) + "\n"
+    return 0, render_pools(rows) if rows else "No NodeIPPools found.\n"

@@ -18,6 +18,7 @@ Invariants (each violation is one line of output):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -132,12 +133,30 @@ def _shared_by_running_pods(pods: Iterable[PodInfo]) -> list[str]:
     ]
 
 
-async def live_violations(kubeconfig: str | None, scheduler_name: str) -> list[str]:
-    """Read pools and our pods from the API server and return :func:`find_violations`."""
-    api = KubeApi(client.ApiClient(await load_client_config(kubeconfig)))
+async def live_violations(
+    kubeconfig: str | None,
+    scheduler_name: str,
+    namespace: str | None = None,
+    context: str | None = None,
+) -> list[str]:
+    """Read pools and our pods from the API server (the kubeconfig's ``context``; None: its
+    current one) and return :func:`find_violations`; with ``namespace``, only the violations
+    that name a pod of that namespace (every pool and pod is still read: an address two
+    namespaces share is a violation of both). Raises what the reads raise (``ApiException``,
+    ``ConfigException``)."""
+    api = KubeApi(client.ApiClient(await load_client_config(kubeconfig, context)))
     try:
         pools = await api.list_cluster_objects(POOLS)
         pods = await api.list_pods(f"spec.schedulerName={scheduler_name}")
     finally:
         await api.close()
-    return find_violations(pools, pods)
+    problems = find_violations(pools, pods)
+    return problems if namespace is None else naming_namespace(problems, namespace)
+
+
+def naming_namespace(problems: Iterable[str], namespace: str) -> list[str]:
+    """The lines of :func:`find_violations` that name a pod (``namespace/name``) of
+    ``namespace``; a pool's own lines (``allocated > capacity``) name none."""
+    # Pod keys in the lines follow a space or "(": "pool p: ns/name (uid)", "held twice: ns/a ...".
+    names_a_pod = re.compile(rf"(?:^|[\s(]){re.escape(namespace)}/[a-z0-9]")
+    return [line for line in problems if names_a_pod.search(line)]

@@ -31,15 +31,15 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
 @pytest.mark.parametrize(
     ("argv", "expected", "status"),
     [
-        (["ip", "show", "10.0.0.1"], ("show", (None, "ip-scheduler", "10.0.0.1")), 0),
+        (["ip", "show", "10.0.0.1"], ("show", (None, "ip-scheduler", "10.0.0.1", None)), 0),
         (
             ["ip", "list", "--pool", "p", "--phase", "Retained", "-o", "json", "--kubeconfig", "k"],
-            ("list", ("k", "ip-scheduler", "p", None, "Retained", "json")),
+            ("list", ("k", "ip-scheduler", "p", None, "Retained", "json", None, None)),
             0,
         ),
         (
             ["ip", "release", "fd00::1", "--scheduler-name", "other"],
-            ("release", (None, "other", "fd00::1")),
+            ("release", (None, "other", "fd00::1", None)),
             1,
         ),
     ],

@@ -16,6 +16,7 @@ from ipscheduler.cmd.explain import evaluate, explain_profile, pools_line, rende
 from ipscheduler.cmd.profiles import FILTER_PLUGINS, SCORE_WEIGHTS, load_config
 from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
+from tests.builders import CUSTOM_PROFILE as CUSTOM
 from tests.builders import config_file, pod_info, pool
 from tests.unit.fakes import pool_cache
 
@@ -25,18 +26,6 @@ NODES = {
     "cordoned": NodeInfo(name="cordoned", ready=True, unschedulable=True, allocatable={"pods": Decimal(10)}),
     "open": NodeInfo(name="open", ready=True, allocatable={"pods": Decimal(10)}),
 }
-
-CUSTOM = """
-profiles:
-  - schedulerName: custom
-    plugins:
-      filter: {disabled: [{name: NodeUnschedulable}]}
-      score:
-        enabled: [{name: UnderlayIP, weight: 7}]
-        disabled: [{name: NodeResourcesBalancedAllocation}]
-    pluginConfig:
-      - {name: UnderlayIP, args: {strategy: binpack}}
-"""
 
 
 @pytest.mark.parametrize(
@@ -139,8 +128,8 @@ def test_cli_explain_passes_the_config(
         argv += ["--config", str(config_file(tmp_path, text))]
     assert cli.main(argv) == 0
     assert capsys.readouterr().out == "explained\n"
-    (_, target, _, strategy, config) = captured[0]
-    assert (target, strategy) == ("ns/p", "spread")
+    (_, target, _, strategy, config, context) = captured[0]
+    assert (target, strategy, context) == ("ns/p", "spread", None)
     assert isinstance(config, SchedulerConfiguration)
     assert config.profile.scheduler_name == name
     assert [r.name for r in config.profile.plugins.filter.disabled] == filter_disabled

@@ -1,13 +1,18 @@
 """kube/client.KubeApi: raw (non-preloaded) answers are status-checked like preloaded ones, and its
-HTTP session makes no per-request environment lookups (netrc, *_PROXY)."""
+HTTP session makes no per-request environment lookups (netrc, *_PROXY); a kubeconfig context is
+loaded by name, and its namespace is the one kubectl would use."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.kube.client import KubeApi
+from ipscheduler.kube import client as client_module
+from ipscheduler.kube.client import KubeApi, context_namespace, load_client_config
+from tests.builders import kubeconfig_file
 
 
 class FakeResponse:
@@ -61,3 +66,66 @@ async def test_session_does_not_trust_the_environment_but_keeps_a_kubeconfig_pro
         assert api.client.rest_client.proxy == "http://127.0.0.1:3128"
     finally:
         await api.close()
+
+
+# --------------------------------------------------------------------------- kubeconfig contexts
+
+
+@pytest.mark.parametrize(
+    ("context", "host"),
+    [(None, "https://127.0.0.1:6443"), ("second", "https://127.0.0.1:6444")],
+    ids=["current", "named"],
+)
+async def test_load_client_config_takes_the_named_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, context: str | None, host: str
+) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")  # a kubeconfig wins over in-cluster
+    path = kubeconfig_file(tmp_path, {"first": "team-a", "second": None})
+    cfg = await load_client_config(str(path), context)
+    assert cfg.host == host
+
+
+async def test_an_unknown_context_is_a_config_exception(tmp_path: Path) -> None:
+    path = kubeconfig_file(tmp_path, {"first": "team-a"})
+    with pytest.raises(config.ConfigException, match="context 'nope' not found in "):
+        await load_client_config(str(path), "nope")
+
+
+@pytest.mark.parametrize(
+    ("context", "current", "namespace"),
+    [
+        (None, "first", "team-a"),
+        (None, "second", "default"),
+        ("first", "second", "team-a"),
+        ("third", "first", "team-c"),
+    ],
+    ids=["current-has-one", "current-has-none", "named-over-current", "named"],
+)
+def test_context_namespace_is_the_contexts_else_default(
+    tmp_path: Path, context: str | None, current: str, namespace: str
+) -> None:
+    path = kubeconfig_file(tmp_path, {"first": "team-a", "second": None, "third": "team-c"}, current)
+    assert context_namespace(str(path), context) == namespace
+
+
+def test_context_namespace_reads_kubeconfig_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_file(tmp_path, {"only": "from-env"})))
+    assert context_namespace(None) == "from-env"
+    with pytest.raises(config.ConfigException, match="'nope' not found"):
+        context_namespace(None, "nope")
+
+
+def test_context_namespace_without_a_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
+    assert context_namespace(None) == "default"
+    with pytest.raises(config.ConfigException, match="no kubeconfig file"):
+        context_namespace(None, "some")
+    sa = tmp_path / "namespace"
+    sa.write_text("kube-system\n")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setattr(client_module, "SERVICE_ACCOUNT_NAMESPACE", str(sa))
+    assert context_namespace(None) == "kube-system"  # in-cluster: the pod's own namespace

@@ -1,12 +1,23 @@
-"""underlayip/addresstool: the rows of ``ipscheduler ip`` and who may release what."""
+"""underlayip/addresstool: the rows of ``ipscheduler ip`` and ``pools`` and who may release what."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
-from ipscheduler.underlayip.addresstool import AddressRow, address_rows, render_table, why_not_release
+from ipscheduler.underlayip.addresstool import (
+    AddressRow,
+    PoolRow,
+    address_rows,
+    pool_rows,
+    pool_total,
+    render_pools,
+    render_table,
+    select,
+    why_not_release,
+)
 from tests.builders import SINCE, alloc, pod_info, pool
 
 POOL = pool(
@@ -80,3 +91,88 @@ def test_the_table_has_kubectl_columns() -> None:
         SINCE,
     ]
     assert len(lines) == 5
+
+
+@pytest.mark.parametrize(
+    ("filters", "pods"),
+    [
+        ({}, ["ns/wait", "ns/run", "ns/gone", "ns/done", "other/x"]),
+        ({"namespace": "ns"}, ["ns/wait", "ns/run", "ns/gone", "ns/done"]),
+        ({"namespace": "other"}, ["other/x"]),
+        ({"namespace": "n"}, []),
+        ({"namespace": "ns", "phase": "Bound"}, ["ns/run", "ns/gone", "ns/done"]),
+        ({"pool": "pool-b"}, ["other/x"]),
+        ({"node": "node-a", "namespace": "other"}, []),
+    ],
+    ids=["all", "namespace", "other-namespace", "namespace-prefix-is-not-it", "and-phase", "pool", "node"],
+)
+def test_ip_list_narrows_by_pool_node_phase_and_the_pods_namespace(
+    filters: dict[str, str], pods: list[str]
+) -> None:
+    other = pool(
+        "pool-b", "node-b", addresses=["10.0.1.1"], allocations={"u-x": alloc("10.0.1.1", "other/x")}
+    )
+    rows = select(address_rows([POOL, other], PODS), **filters)
+    assert [r.pod for r in rows] == pods
+
+
+def _ready(status: str, reason: str) -> dict[str, Any]:
+    return {"type": "Ready", "status": status, "reason": reason, "lastTransitionTime": SINCE}
+
+
+POOLS = [
+    pool(
+        "b",
+        "node-2",
+        status={
+            "capacity": 10,
+            "allocated": 4,
+            "free": 6,
+            "retained": 1,
+            "conditions": [_ready("True", "Ready")],
+        },
+    ),
+    pool(
+        "a",
+        "node-2",
+        status={"capacity": 3, "allocated": 3, "free": 0, "conditions": [_ready("False", "AddressConflict")]},
+    ),
+    pool(
+        "c",
+        "node-1",
+        status={"capacity": 5, "allocated": 0, "free": 5, "conditions": [_ready("True", "Ready")]},
+    ),
+    pool("new", "node-3"),
+]
+
+
+def test_pool_rows_say_what_the_status_says_and_why_a_pool_is_not_ready() -> None:
+    assert pool_rows(POOLS) == [
+        PoolRow("c", "node-1", 5, 0, 5, 0, "True", ""),
+        PoolRow("a", "node-2", 3, 3, 0, 0, "False", "AddressConflict"),
+        PoolRow("b", "node-2", 10, 4, 6, 1, "True", ""),
+        PoolRow("new", "node-3", 0, 0, 0, 0, "Unknown", ""),
+    ]
+    assert pool_total(pool_rows(POOLS)) == {
+        "pools": 4,
+        "nodes": 3,
+        "capacity": 18,
+        "allocated": 7,
+        "free": 11,
+        "retained": 1,
+        "ready": 2,
+    }
+
+
+def test_the_pools_table_has_kubectl_columns_and_a_total_line() -> None:
+    lines = render_pools(pool_rows(POOLS)).splitlines()
+    assert [line.split() for line in lines] == [
+        ["NAME", "NODE", "CAPACITY", "ALLOCATED", "FREE", "RETAINED", "READY", "REASON"],
+        ["c", "node-1", "5", "0", "5", "0", "True"],
+        ["a", "node-2", "3", "3", "0", "0", "False", "AddressConflict"],
+        ["b", "node-2", "10", "4", "6", "1", "True"],
+        ["new", "node-3", "0", "0", "0", "0", "Unknown"],
+        ["TOTAL", "3", "nodes", "18", "7", "11", "1", "2/4"],
+    ]
+    assert lines[0].index("CAPACITY") == lines[-1].index("18")  # aligned columns
+    assert render_pools(pool_rows(POOLS[2:3])).splitlines()[-1].split()[:3] == ["TOTAL", "1", "node"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.underlayip.check import find_violations
+from ipscheduler.underlayip.check import find_violations, naming_namespace
 from ipscheduler.underlayip.models import ANNOTATION_NETWORK
 from tests import builders
 from tests.builders import container, ours, pod_body
@@ -344,3 +344,28 @@ def test_network_annotation_must_match_the_pools_subnet(network: str | None, vio
         assert problems == []
     else:
         assert len(problems) == 1 and violation in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "kept"),
+    [
+        ("ns", [1, 2, 3, 5]),
+        ("team", [3, 4, 5]),
+        ("a-ns", []),
+        ("10", []),
+    ],
+    ids=["ns", "team-shares-the-address", "a-suffix-is-not-the-namespace", "an-address-is-not-a-pod"],
+)
+def test_check_n_keeps_the_violations_that_name_a_pod_of_the_namespace(
+    namespace: str, kept: list[int]
+) -> None:
+    lines = [
+        "pool pool-a: allocated 3 > capacity 1",
+        "pool pool-a: ns/gone (gone): allocation of a pod that no longer exists",
+        "pod ns/naked (naked) is bound to node-b but holds no allocation",
+        "address 10.0.0.1 held twice: ns/gone (pool pool-a) and team/x (pool pool-b)",
+        'pool pool-b: team/y (y): annotation ipscheduler.io/network={"ips":[{"address":"10.0.1.2/16"}]} '
+        "differs from the pool's network for 10.0.1.2: {}",
+        "address 10.0.0.9 used by 2 running pods: ns/a (u1) on node-a, team/b (u2) on node-a",
+    ]
+    assert naming_namespace(lines, namespace) == [lines[i] for i in kept]

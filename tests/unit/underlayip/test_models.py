@@ -1,15 +1,21 @@
 """underlayip/models: the committed NodeIPPool CRD is generated from the pydantic models and has
-the expected shape."""
+the expected shape (every property described, conditions a map by type); the pool-size ceiling
+is computed from etcd's limit and enforced."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from ipscheduler.underlayip import models
 from ipscheduler.underlayip.models import crd_yaml
+from ipscheduler.underlayip.pool import PoolContext, ready_condition
+from tests.builders import pool
 
 CRD_PATH = Path(__file__).resolve().parents[3] / "crds" / "nodeippools.ipscheduler.io.yaml"
 
@@ -116,3 +122,147 @@ def test_schema_top_level(schema: dict[str, Any]) -> None:
     assert "spec" in schema["required"]
     assert set(schema["properties"]) >= {"apiVersion", "kind", "metadata", "spec", "status"}
     assert "nodeName" in schema["properties"]["spec"]["properties"]
+
+
+# --------------------------------------------------------------------------- descriptions
+
+
+def _properties(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every property of the schema, items and map values included, with its path."""
+    for name, child in node.get("properties", {}).items():
+        yield f"{path}.{name}", child
+        yield from _properties(child, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        yield from _properties(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield f"{path}{{}}", node["additionalProperties"]
+        yield from _properties(node["additionalProperties"], f"{path}{{}}")
+
+
+def test_every_property_has_a_description(schema: dict[str, Any]) -> None:
+    paths = dict(_properties(schema))
+    assert {".spec.capacity", ".status.conditions", ".status.conditions[].type"} <= set(paths)
+    missing = sorted(path for path, node in paths.items() if not node.get("description"))
+    assert missing == [".metadata"], "kubectl explain shows nothing for these"  # metadata: its own
+    assert schema["properties"]["metadata"] == {"type": "object"}  # the API server allows no more
+
+
+@pytest.mark.parametrize(
+    "field", ["type", "status", "reason", "message", "lastTransitionTime", "observedGeneration"]
+)
+def test_each_condition_field_is_described(schema: dict[str, Any], field: str) -> None:
+    item = schema["properties"]["status"]["properties"]["conditions"]["items"]
+    assert len(item["properties"][field]["description"]) > 10
+
+
+def test_conditions_are_a_map_keyed_by_type(schema: dict[str, Any]) -> None:
+    conditions = schema["properties"]["status"]["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert "type" in conditions["items"]["required"]  # a map key must be required
+
+
+# --------------------------------------------------------------------------- the pool-size ceiling
+
+
+def test_the_ceiling_is_computed_from_the_worst_case_allocation() -> None:
+    uid, wire = models.worst_case_allocation()
+    assert set(wire) == {f.alias or name for name, f in models.Allocation.model_fields.items()}
+    entry = len(json.dumps({uid: wire}, separators=(",", ":"))) - 1
+    assert models.ALLOCATION_BYTES > entry > 1200
+    assert models.RESERVED_BYTES == 2 * models.SPEC_BYTES + models.OTHER_BYTES
+    assert models.MAX_POOL_ADDRESSES == (models.ETCD_MAX_REQUEST_BYTES - models.RESERVED_BYTES) // (
+        models.SAFETY_MARGIN * models.ALLOCATION_BYTES
+    )
+    assert models.MAX_POOL_ADDRESSES == 448  # the figure the module docstring and README give
+
+
+def test_a_full_worst_case_pool_fits_half_of_etcds_limit() -> None:
+    """MAX_POOL_ADDRESSES worst-case allocations in a worst-case status, with their managed
+    fields, leave the margin free."""
+    uid, wire = models.worst_case_allocation()
+    uids = [f"{i:08x}{uid[8:]}" for i in range(models.MAX_POOL_ADDRESSES)]
+    status = {"allocations": dict.fromkeys(uids, wire)}
+    managed = {f"f:{u}": {".": {}, **{f"f:{k}": {} for k in wire}} for u in uids}
+    size = len(json.dumps([status, managed], separators=(",", ":"))) + models.RESERVED_BYTES
+    assert size <= models.ETCD_MAX_REQUEST_BYTES / models.SAFETY_MARGIN + models.RESERVED_BYTES
+    assert size < models.ETCD_MAX_REQUEST_BYTES
+
+
+def test_the_crd_caps_capacity_and_large_cidrs_at_the_ceiling(schema: dict[str, Any]) -> None:
+    spec = schema["properties"]["spec"]
+    assert spec["properties"]["capacity"]["maximum"] == models.MAX_POOL_ADDRESSES
+    (rule,) = spec["x-kubernetes-validations"]
+    assert "has(self.capacity)" in rule["rule"] and "prefixLength() >= " in rule["rule"]
+    assert f"{models.MIN_PREFIX_V4} : {models.MIN_PREFIX_V6}" in rule["rule"]
+    assert str(models.MAX_POOL_ADDRESSES) in rule["message"]
+    # The shortest CIDRs allowed without capacity hold no more than the ceiling; one bit more does.
+    assert (
+        2 ** (32 - models.MIN_PREFIX_V4) - 2
+        <= models.MAX_POOL_ADDRESSES
+        < 2 ** (33 - models.MIN_PREFIX_V4) - 2
+    )
+    assert 2 ** (128 - models.MIN_PREFIX_V6) <= models.MAX_POOL_ADDRESSES < 2 ** (129 - models.MIN_PREFIX_V6)
+
+
+CEILING = models.MAX_POOL_ADDRESSES
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ({"addresses": ["10.0.0.0/16"]}, "spec.addresses: 65534 addresses (after exclude) exceed the"),
+        ({"addresses": ["10.0.0.1-10.0.1.200"]}, "spec.addresses: 456 addresses (after exclude) exceed"),
+        ({"addresses": ["10.0.0.0/24", "10.0.1.0/24"]}, "spec.addresses: 508 addresses"),
+        ({"addresses": ["fd00::/64"]}, f"spec.addresses: {2**64} addresses"),
+        ({"capacity": CEILING + 1}, f"spec.capacity: capacity {CEILING + 1} exceeds the"),
+        ({"addresses": ["10.0.0.0/16"], "capacity": CEILING + 1}, "spec.capacity: capacity"),
+    ],
+    ids=["cidr", "range", "two-cidrs", "ipv6-64", "count-only-capacity", "capacity-above"],
+)
+def test_a_pool_above_the_ceiling_is_invalid_with_a_clear_message(spec: dict[str, Any], error: str) -> None:
+    p = pool(**spec)
+    assert p.spec_error is not None and p.spec_error.startswith(error)
+    assert f"the pool-size ceiling of {CEILING} (the most a pool's status can record within etcd's" in (
+        p.spec_error
+    )
+    assert f"set spec.capacity to at most {CEILING}, or split the addresses" in p.spec_error
+    assert p.capacity() == 0
+    assert ready_condition(p, PoolContext()) == ("False", "InvalidSpec", p.spec_error)
+
+
+@pytest.mark.parametrize(
+    ("spec", "capacity"),
+    [
+        ({"addresses": ["10.0.0.0/24"]}, 254),
+        ({"addresses": ["10.0.0.1-10.0.1.200"], "exclude": ["10.0.1.193-10.0.1.200"]}, CEILING),
+        (
+            {
+                "addresses": ["10.0.0.0/23"],
+                "subnets": [{"cidr": "10.0.0.0/23", "gateway": "10.0.0.1"}],
+                "exclude": ["10.0.1.0/26"],
+            },
+            510 - 64 - 1,
+        ),
+        ({"addresses": ["10.0.0.0/16"], "capacity": CEILING}, CEILING),
+        ({"addresses": ["fd00::/64"], "capacity": 10}, 10),
+        ({"capacity": CEILING}, CEILING),
+    ],
+    ids=[
+        "cidr-24",
+        "range-minus-exclude",
+        "minus-exclude-and-gateway",
+        "capped-cidr",
+        "capped-ipv6",
+        "count-only",
+    ],
+)
+def test_a_pool_within_the_ceiling_is_valid(spec: dict[str, Any], capacity: int) -> None:
+    p = pool(**spec)
+    assert p.spec_error is None
+    assert p.capacity() == capacity
+
+
+def test_a_malformed_entry_is_reported_as_such_not_as_a_size() -> None:
+    p = pool(addresses=["10.0.0.0/16", "10.0.0.300"])
+    assert p.spec_error is not None and "10.0.0.300" in p.spec_error and "ceiling" not in p.spec_error

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from ipscheduler.underlayip.addresses import AddressSet
 from ipscheduler.underlayip.allocator import PoolFull, pick, reserve
+from ipscheduler.underlayip.models import MAX_POOL_ADDRESSES
 from ipscheduler.underlayip.pool import (
-    MAX_REPORTED,
     PoolContext,
     PoolView,
     age,
@@ -257,8 +257,8 @@ CAPACITY_CASES = [
     ({"addresses": ["10.0.0.1-10.0.0.10"], "exclude": ["10.0.0.10"]}, ("10.0.0.9-10.0.0.10",), 8),
     ({"capacity": 7}, ("10.0.0.1",), 7),
     ({}, (), 0),
-    ({"addresses": ["fd00::/64"]}, (), MAX_REPORTED),
-    ({"addresses": ["fd00::/64"], "capacity": 1000}, (), 1000),
+    ({"addresses": ["fd00::/64"], "capacity": MAX_POOL_ADDRESSES}, (), MAX_POOL_ADDRESSES),
+    ({"addresses": ["fd00::/64"], "capacity": 400}, (), 400),
 ]
 
 
@@ -277,7 +277,7 @@ CAPACITY_CASES = [
         "blocked-overlaps-exclude",
         "count-only-ignores-blocked",
         "count-only-no-cap",
-        "ipv6-64-clamped",
+        "ipv6-64-capped-at-the-ceiling",
         "ipv6-64-capped",
     ],
 )
@@ -523,7 +523,13 @@ COUNT_CASES = [
     ),
     ({"addresses": ["10.0.0.300"], "allocations": {"a": alloc("10.0.0.1")}}, (), 0, 1, 0),
     ({"capacity": 3, "allocations": {"a": alloc(None)}}, (), 3, 1, 2),
-    ({"addresses": ["fd00::/64"]}, (), MAX_REPORTED, 0, MAX_REPORTED),
+    (
+        {"addresses": ["fd00::/64"], "capacity": MAX_POOL_ADDRESSES},
+        (),
+        MAX_POOL_ADDRESSES,
+        0,
+        MAX_POOL_ADDRESSES,
+    ),
 ]
 
 
