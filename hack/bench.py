@@ -643,8 +643,8 @@ async def run_all(
         for label, qps, burst in kube:
             await phase(f"backlog-kube{qps}", KubeScheduler(cluster, qps, burst), label, backlog, True)
         if "failover" in args.phases:
-            lease = ["--leader-elect", "--leader-elect-namespace", "default"]
-            lease += ["--leader-elect-lease-name", "bench-failover"]
+            lease = ["--leader-elect", "--leader-elect-resource-namespace", "default"]
+            lease += ["--leader-elect-resource-name", "bench-failover"]
             pair = (ours("ip-scheduler-a", *lease), ours("ip-scheduler-b", *lease))
             results.append(await failover(api, backlog, len(results), cluster, pair, capacity))
     return results, extra
