@@ -440,13 +440,16 @@ class Condition(_Model):
 
     type: str = Field(
         description="The condition's type, CamelCase; unique in the list (the list's map key). "
-        "Ready says whether the pool hands out addresses."
+        "Ready says whether the pool hands out addresses; Exhausted whether none is free (it "
+        "clears once max(2, 5%) of the capacity is free again)."
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(
         default="",
         description="Why, in one CamelCase word. Ready's: Ready, or InvalidSpec, NodeNotFound, "
-        "AddressConflict, OverCommitted, NoAddresses, NoCapacity, Terminating.",
+        "AddressConflict, OverCommitted, NoAddresses, NoCapacity, Terminating. Exhausted's: "
+        "NoFreeAddresses, NearlyNoFreeAddresses (still True until enough is free), AddressesFree, "
+        "NoCapacity.",
     )
     message: str = Field(default="", description="Why, for humans: e.g. the spec error, or 4 of 10 free.")
     last_transition_time: datetime.datetime | None = Field(
