@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,25 @@ def install_crd(kubectl: Kubectl) -> None:
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
     wait_for("the NodeIPPool CRD Established", established, timeout=60, interval=0.2)
+
+
+def leader_and_standby(
+    start: Callable[..., SchedulerProcess], prefix: str
+) -> tuple[SchedulerProcess, SchedulerProcess, str]:
+    """Two replicas electing on a Lease of their own in ``default`` (``<prefix>-<hex>``),
+    started by ``start`` (the ``scheduler_factory`` fixture): the first leads (its start-up
+    reconcile done), the second stands by. Returns ``(leader, standby, lease name)``."""
+    lease = f"{prefix}-{secrets.token_hex(3)}"
+    args = (
+        "--leader-elect",
+        "--leader-elect-resource-namespace",
+        "default",
+        "--leader-elect-resource-name",
+        lease,
+    )
+    leader = start(*args)
+    standby = start(*args, wait="waiting for lease")
+    return leader, standby, lease
 
 
 def token_kubeconfig(kubectl: Kubectl, service_account: str, namespace: str, path: Path) -> Path:

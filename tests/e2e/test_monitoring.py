@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 import binaries
-from tests.e2e.helpers import SCHEDULER, Pools, SchedulerProcess, events_for
+from tests.e2e.helpers import SCHEDULER, Pools, SchedulerProcess, events_for, leader_and_standby
 from tests.kube import Kubectl, pod_manifest, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,16 +178,7 @@ def test_a_standby_answers_metrics_with_its_leader_gauge_at_zero(
 ) -> None:
     """Prometheus scrapes every replica: a standby is a target up, not down (a 503), and the
     no-leader alert reads its 0 beside the leader's 1."""
-    lease = f"standby-{secrets.token_hex(3)}"
-    args = (
-        "--leader-elect",
-        "--leader-elect-resource-namespace",
-        "default",
-        "--leader-elect-resource-name",
-        lease,
-    )
-    leader = scheduler_factory(*args)
-    standby = scheduler_factory(*args, wait="waiting for lease")
+    leader, standby, lease = leader_and_standby(scheduler_factory, "standby")
     on_leader = scrape(leader, f'leader_election_master_status{{name="{lease}"}} 1.0')
     on_standby = scrape(standby, f'leader_election_master_status{{name="{lease}"}} 0.0')
     assert "process_resident_memory_bytes" in on_standby and "_created" not in on_standby

@@ -18,6 +18,7 @@ from tests.e2e.helpers import (
     deployment,
     events_for,
     ipscheduler_check,
+    leader_and_standby,
     pods_of,
 )
 from tests.kube import Kubectl, pod_manifest, wait_for
@@ -198,16 +199,7 @@ def test_a_leader_stopped_by_sigterm_releases_the_lease_and_the_standby_schedule
     """kube-scheduler's ReleaseOnCancel: a rollout (SIGTERM) must not stall scheduling for a
     lease duration (15 s) as a crash (SIGKILL, the test above) does."""
     pools.create("handover", "node-1", ["10.8.1.1-10.8.1.9"])
-    lease = f"ho-{secrets.token_hex(3)}"
-    args = (
-        "--leader-elect",
-        "--leader-elect-resource-namespace",
-        "default",
-        "--leader-elect-resource-name",
-        lease,
-    )
-    first = scheduler_factory(*args)
-    second = scheduler_factory(*args, wait="waiting for lease")
+    first, second, lease = leader_and_standby(scheduler_factory, "ho")
     wait_for("first leads", lambda: first.probe("/readyz") == (200, "ok: leader\n"), timeout=15)
     wait_for("standby ready", lambda: second.probe("/readyz") == (200, "ok: standby\n"), timeout=15)
     holder = kubectl.json("get", "lease", lease, "-n", "default")["spec"]["holderIdentity"]
