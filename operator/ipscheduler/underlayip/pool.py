@@ -364,7 +364,7 @@ def exhausted_condition(
     clear_at = min(capacity, max(EXHAUSTED_CLEAR_MIN, math.ceil(capacity * EXHAUSTED_CLEAR_FRACTION)))
     if was == "True" and free < clear_at:
         return "True", "NearlyNoFreeAddresses", f"{free} of {capacity} free (clears at {clear_at} free)"
-    return "False", "AddressesFree", f"{free} of {capacity} free"
+    return "False", "AddressesFree", "addresses are free (the Ready condition counts them)"
 
 
 def _condition(
@@ -376,6 +376,13 @@ def _condition(
     """The condition ``kind`` with ``verdict``, its lastTransitionTime kept unless its status changed."""
     status, reason, message = verdict
     old = pool.condition(kind)
+    if old is not None and (old.status, old.reason, old.message, old.observed_generation) == (
+        status,
+        reason,
+        message,
+        pool.generation,
+    ):
+        return old  # unchanged: no new model (this runs for every status write)
     changed = old is None or old.status != status
     return Condition(
         type=kind,

@@ -830,3 +830,17 @@ def test_desired_status_sets_exhausted_and_keeps_it_until_enough_is_free() -> No
     )
     again = next(c for c in desired_status(one_free, CTX, now=SINCE).conditions if c.type == "Exhausted")
     assert (again.status, again.reason, again.last_transition_time) == ("True", "NearlyNoFreeAddresses", NOW)
+
+
+def test_an_unchanged_condition_is_kept_as_it_is() -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.3"], allocations={"a": alloc("10.0.0.1")})
+    first = desired_status(p, CTX, now=NOW)
+    again_view = view(
+        addresses=["10.0.0.1-10.0.0.3"],
+        allocations={"a": alloc("10.0.0.1"), "b": alloc("10.0.0.2")},
+        status={"conditions": [c.model_dump(by_alias=True, mode="json") for c in first.conditions]},
+    )
+    again = desired_status(again_view, CTX, now=SINCE)
+    kept = next(c for c in again.conditions if c.type == "Exhausted")
+    assert kept is again_view.condition("Exhausted")  # no new model for an unchanged condition
+    assert (kept.status, kept.last_transition_time) == ("False", NOW)
