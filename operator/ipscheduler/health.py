@@ -35,6 +35,9 @@ class HealthState:
     """Shared, mutable health facts; written by the scheduler, read by the probes."""
 
     role: str = "starting"  # starting | standby | leader
+    standby_ready: bool = True
+    """Whether a standby is ready: not in extender mode, where kube-scheduler's Service
+    must reach the leader only (a standby does not serve the verbs)."""
     ready: bool = False
     max_loop_lag: float = 10.0
     last_tick: float = field(default_factory=time.monotonic)
@@ -63,6 +66,8 @@ class HealthState:
 
     def readiness(self) -> tuple[bool, str]:
         if self.role == "standby":
+            if not self.standby_ready:
+                return False, "standby: the leader serves the extender verbs"
             return True, "ok: standby"
         if self.role == "leader" and self.ready:
             return True, "ok: leader"

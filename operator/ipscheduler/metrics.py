@@ -31,6 +31,7 @@ the cache at scrape time; exhausted is the pool's Exhausted condition, 1 or 0),
 retain-timeout), ``ipscheduler_cas_conflicts_total``,
 ``ipscheduler_pool_status_writes_total``, ``ipscheduler_pool_status_mutations_total``,
 ``ipscheduler_bind_failures_total``, ``ipscheduler_gc_releases_total``,
+``ipscheduler_extender_request_duration_seconds{verb, result}`` (extender mode),
 ``ipscheduler_pending_pods_gone_total{found_by}`` (queued pods found gone without a watch
 event), ``ipscheduler_allocations_restored_total`` (running pods' allocations put back
 after a status edit removed them), ``ipscheduler_task_restarts_total{task}`` (a
@@ -264,6 +265,14 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.extender_requests = Histogram(
+            "ipscheduler_extender_request_duration_seconds",
+            "Extender requests from kube-scheduler (ipscheduler extender) by verb (filter, "
+            "prioritize, bind, preempt) and result (ok, error: answered with Error, bad_request).",
+            ["verb", "result"],
+            buckets=EXTENSION_POINT_BUCKETS,
+            registry=self.registry,
+        )
         self.task_restarts = Counter(
             "ipscheduler_task_restarts",
             "Long-running tasks (informers, pool status, GC...) restarted after a failure.",
@@ -298,6 +307,10 @@ class Metrics:
     def observe_incoming(self, queue: str, event: str) -> None:
         """A pod entered ``queue`` (active | backoff | unschedulable) because of ``event``."""
         self.incoming.labels(queue, event).inc()
+
+    def observe_extender(self, verb: str, result: str, seconds: float) -> None:
+        """An extender request ``verb`` was answered with ``result`` in ``seconds``."""
+        self.extender_requests.labels(verb, result).observe(seconds)
 
     def set_leader(self, lease: str, leading: bool) -> None:
         """This replica holds the Lease ``lease`` (or runs without election) or stands by."""

@@ -14,15 +14,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.queue import SchedulingQueue
-from ipscheduler.cmd.profiles import build_profile
+from ipscheduler.cmd.profiles import build_profile, extender_profile
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.kube.client import Conflict
+from ipscheduler.kube.client import Conflict, live_pod
 from ipscheduler.metrics import Metrics
+from ipscheduler.scheduler.extender import ExtenderVerbs
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.cache import IndexLike, PoolCache
+from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.writer import PoolWriter
-from tests.builders import SCHEDULER, pending_pod_body, pool_body
+from tests.builders import SCHEDULER, alloc, container, pending_pod_body, pod_body, pool_body
 
 
 class FakePoolApi:
@@ -192,3 +194,46 @@ class SchedulerEnv:
         assert qp is not None
         await self.sched.schedule_one(qp)
         await self.settle()
+
+
+EXTENDER_NODES = ("node-1", "node-2", "node-3")
+
+
+class ExtenderEnv:
+    """The extender verbs over the UnderlayIP profile, a real pool cache and writer: node-1
+    has pool p1 with two free addresses, node-2 no pool, node-3 pool p3, full."""
+
+    def __init__(self) -> None:
+        self.p1 = pool_body("p1", "node-1", addresses=["10.0.1.1-10.0.1.2"], rv="5", allocations={})
+        self.p3 = pool_body(
+            "p3",
+            "node-3",
+            addresses=["10.0.3.1"],
+            rv="7",
+            allocations={"holder": alloc("10.0.3.1", phase="Bound")},
+        )
+        nodes = {
+            n: [NodeInfo(name=n, ready=True, allocatable={"pods": Decimal(110)})] for n in EXTENDER_NODES
+        }
+        self.cache = pool_cache(
+            nodes, {"p1": [PoolView.from_obj(self.p1)], "p3": [PoolView.from_obj(self.p3)]}
+        )
+        self.api = PodApi([self.p1, self.p3])
+        writer = PoolWriter(self.api, self.cache)  # type: ignore[arg-type]
+        deps = UnderlayIPDeps(self.cache, writer, self.api)  # type: ignore[arg-type]
+        profile = extender_profile(deps, self.api)  # type: ignore[arg-type]
+
+        async def read(uid: str, key: str) -> PodInfo | None:
+            return await live_pod(self.api, uid, key)  # type: ignore[arg-type]
+
+        self.verbs = ExtenderVerbs(profile, self.cache.node_cache, read)
+
+    def pod(self, name: str = "web", uid: str = "u-web") -> dict[str, Any]:
+        body = pod_body(
+            container(name="c"), uid=uid, name=name, scheduler="default-scheduler", phase="Pending"
+        )
+        self.api.put_pod(body)
+        return body
+
+    def allocations(self, pool: str = "p1") -> dict[str, Any]:
+        return dict(self.api.bodies[pool]["status"].get("allocations") or {})

@@ -199,3 +199,11 @@ async def test_endpoints_follow_state_changes() -> None:
 async def test_unknown_path_is_404() -> None:
     async with test_utils.TestClient(test_utils.TestServer(make_app(state()), host="127.0.0.1")) as client:
         assert (await client.get("/metricz")).status == 404
+
+
+def test_a_standby_is_not_ready_in_extender_mode() -> None:
+    """kube-scheduler's Service must reach the leader only: a standby serves no verbs."""
+    s = HealthState(role="standby", standby_ready=False)
+    assert s.readiness() == (False, "standby: the leader serves the extender verbs")
+    s.role, s.ready = "leader", True
+    assert s.readiness() == (True, "ok: leader")

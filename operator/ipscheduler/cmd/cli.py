@@ -20,6 +20,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the scheduler (operator)")
     flags.add_run_flags(run)
+    extender = sub.add_parser(
+        "extender",
+        help="run as kube-scheduler's extender (the filter, prioritize, bind and preempt verbs) "
+        "beside the scheduler",
+    )
+    flags.add_extender_flags(extender)
     sub.add_parser("crd", help="print the NodeIPPool CRD generated from the models")
     from ipscheduler.cmd import tools  # explain, check, ip, pools: also the kubectl plugin
 
@@ -44,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command in tools.COMMANDS:
         return tools.main(args)
-    if args.command == "run":
+    if args.command in ("run", "extender"):
         logs.configure(args.v, args.logging_format)
         from ipscheduler.cmd import runner
 

@@ -214,6 +214,20 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
     )
 
 
+DEFAULT_EXTENDER_LISTEN = "0.0.0.0:8888"
+
+
+def add_extender_flags(extender: argparse.ArgumentParser) -> None:
+    """The flags of ``extender``: every flag of ``run``, and where to serve the verbs."""
+    add_run_flags(extender)
+    extender.add_argument(
+        "--listen",
+        default=DEFAULT_EXTENDER_LISTEN,
+        metavar="HOST:PORT",
+        help="where kube-scheduler reaches the extender verbs (/filter, /prioritize, /bind, /preempt)",
+    )
+
+
 def load_configuration(path: str | None, scheduler_name: str) -> SchedulerConfiguration:
     """``--config`` of ``run`` and ``explain``: the file, validated against the plugin registry
     (its profile names the scheduler; a profile that disables UnderlayIP is refused here),
@@ -295,6 +309,7 @@ def run_config(args: Any) -> RunConfig:
         watch_timeout=max(1.0, args.watch_timeout),
         leader_elect=args.leader_elect,
         election=election,
+        extender_listen=getattr(args, "listen", None),
         kube_api_qps=args.kube_api_qps,
         kube_api_burst=args.kube_api_burst or math.ceil(2 * args.kube_api_qps),
     )

@@ -28,6 +28,8 @@ class RunConfig:
     config: SchedulerConfiguration | None = None
     watch_timeout: float = 90.0
     """Seconds an informer may be without a working LIST+WATCH before /healthz fails."""
+    extender_listen: str | None = None
+    """host:port of the extender verbs (``ipscheduler extender``); None: not served."""
     kube_api_qps: float = 0.0
     """Sustained requests per second to the API server (0: no limit)."""
     kube_api_burst: int = 0

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ipscheduler.framework.config import ConfigError, Plugins, SchedulerConfiguration, load
-from ipscheduler.framework.interface import Handle
+from ipscheduler.framework.interface import Binder, Handle
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
 from ipscheduler.kube.client import KubeApi
@@ -183,3 +183,28 @@ def build_profile(
     deps = deps if deps is not None else UnderlayIPDeps(cache, writer, api)
     registry = plugin_registry(with_underlay_ip(deps, strategy, multus_network))
     return new_profile(registry, config or SchedulerConfiguration.defaults(), PluginHandle(binder=api))
+
+
+def extender_profile(
+    deps: UnderlayIPDeps,
+    binder: Binder,
+    strategy: Strategy | None = None,
+    multus_network: str | None = None,
+    scheduler_name: str = "ip-scheduler",
+) -> Framework:
+    """The profile the extender verbs run (``ipscheduler extender``): UnderlayIP at
+    PreFilter, Filter, Score, Reserve, PreBind and PostBind, DefaultBinder binding through
+    ``binder``. kube-scheduler ran every other plugin before it calls the extender."""
+    handle = PluginHandle(binder=binder)
+    plugin = underlay.new(UnderlayIPArgs().defaulted(strategy, multus_network), handle, deps)
+    return Framework(
+        scheduler_name=scheduler_name,
+        queue_sort=queuesort.PrioritySort(),
+        pre_filter=[plugin],
+        filter=[plugin],
+        score=[(plugin, 1)],
+        reserve=[plugin],
+        pre_bind=[plugin],
+        bind=[defaultbinder.DefaultBinder(binder)],
+        post_bind=[plugin],
+    )

@@ -19,7 +19,9 @@ log = logging.getLogger(__name__)
 async def main(cfg: RunConfig) -> int:
     """Run until stopped; returns the process exit status (1 after losing the lease)."""
     metrics = Metrics(cfg.scheduler_name)
-    health = HealthState(metrics=metrics)  # /metrics from the start: a standby is scraped too
+    health = HealthState(
+        metrics=metrics, standby_ready=not cfg.extender_listen
+    )  # /metrics from the start: a standby is scraped too
     runner = await serve(health, cfg.health_addr) if cfg.health_addr else None
     lease = cfg.election.lease_name
     try:

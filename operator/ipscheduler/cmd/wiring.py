@@ -33,20 +33,23 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiohttp import web
 from kubernetes_asyncio import client
 
 from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
+from ipscheduler.cmd import extender as extender_server
 from ipscheduler.cmd.options import RunConfig
-from ipscheduler.cmd.profiles import build_profile
+from ipscheduler.cmd.profiles import build_profile, extender_profile
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
-from ipscheduler.kube.client import KubeApi
+from ipscheduler.kube.client import KubeApi, live_pod
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.informer import Endpoint, ObjectStore, PendingPodEvents, uid_key
 from ipscheduler.metrics import Metrics
+from ipscheduler.scheduler.extender import ExtenderVerbs
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.cache import PoolCache
@@ -79,7 +82,10 @@ class Components:
     nodes: ObjectStore[NodeInfo]
     pools: ObjectStore[PoolView]
     namespaces: ObjectStore[str]
+    extender: ExtenderVerbs | None = None
+    """The extender verbs (``ipscheduler extender``), served once the caches are ready."""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _extender_runner: web.AppRunner | None = None
 
     def start(self) -> None:
         """Run the informers, the pool controller and the scheduling loop under the
@@ -99,6 +105,17 @@ class Components:
         )
         self.controller.start(self.supervisor)
         self.supervisor.start("scheduling-loop", self.scheduler.run)
+        if self.extender is not None and self.cfg.extender_listen:
+            self.tasks.append(asyncio.get_running_loop().create_task(self._serve_extender(), name="extender"))
+
+    async def _serve_extender(self) -> None:
+        """Answer kube-scheduler once the caches hold the cluster (before, every node would
+        look poolless)."""
+        assert self.extender is not None and self.cfg.extender_listen
+        await self.controller.ready_to_schedule.wait()
+        self._extender_runner = await extender_server.serve(
+            self.extender, self.cfg.extender_listen, self.metrics
+        )
 
     async def stop(self) -> None:
         """Stop every task; write what the PoolWriter still holds; record the events still in
@@ -109,6 +126,8 @@ class Components:
         for t in self.tasks:
             t.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self._extender_runner is not None:
+            await self._extender_runner.cleanup()
         await self.scheduler.recorder.flush(grace=5.0)
         await self.api.close()
 
@@ -192,6 +211,17 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         metrics.pool_mutations.inc(mutations)
 
     writer.on_write = count_write
+    extender = None
+    if cfg.extender_listen:
+
+        async def read_pod(uid: str, key: str) -> PodInfo | None:
+            return await live_pod(api, uid, key)
+
+        extender = ExtenderVerbs(
+            extender_profile(deps, api, cfg.ip_strategy, cfg.multus_network, cfg.scheduler_name),
+            cache,
+            read_pod,
+        )
     metrics.scrape_from(
         queue.depths, queue.unschedulable_by_plugin, underlay.NAME, pool_cache.pools, controller.pool_counts
     )
@@ -213,6 +243,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         nodes=nodes,
         pools=pools,
         namespaces=namespaces,
+        extender=extender,
     )
 
 

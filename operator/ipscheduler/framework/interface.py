@@ -97,6 +97,22 @@ PreBind plugin adds to the log record of a successful bind (``--logging-format=j
 T = TypeVar("T")
 
 
+@runtime_checkable
+class PreemptionAware(Protocol):
+    """A Filter plugin that can tell whether evicting some pods would make room for the pod
+    on a node (the extender's ``preempt`` verb asks it; kube-scheduler's own plugins learn
+    it by re-running Filter on a node without the victims)."""
+
+    name: str
+
+    def fits_after_evicting(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, victims: frozenset[str]
+    ) -> bool:
+        """Whether ``pod`` passes this plugin on ``node`` once the pods of UIDs ``victims``
+        are gone; ``state`` is the cycle state of a PreFilter run for ``pod``."""
+        ...
+
+
 class MetricsRecorder(Protocol):
     """Where the framework reports its timings (upstream ``metricsRecorder``):
     ``scheduler_framework_extension_point_duration_seconds`` and

@@ -317,6 +317,24 @@ class UnderlayIP:
             return Status.unschedulable(ERR_NO_USABLE_POOL, plugin=NAME)
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
 
+    def fits_after_evicting(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, victims: frozenset[str]
+    ) -> bool:
+        """Whether the pod passes :meth:`filter` on ``node`` once the pods of UIDs ``victims``
+        are gone (the extender's ``preempt``): it does already, or a victim holds an address
+        of a pool on that node the pod may use (released when the victim ends). A pod held
+        to its retained address's node fits only there, whatever the victims."""
+        if self.filter(state, pod, node).is_success():
+            return True
+        if state.get(_KEPT) is not None:
+            return False
+        choice: PoolChoice = state.get(_CHOICE) or ANY
+        return any(
+            pool.node_name == node.name and may_use(pod, choice, pool)
+            for uid in victims
+            for pool in self.cache.pools_holding(uid)
+        )
+
     # -- Score ---------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """A NodeIPPool added, changed or deleted, or addresses released

@@ -256,3 +256,14 @@ def test_the_reference_has_a_row_per_flag_with_go_durations() -> None:
     assert "| `--leader-elect` BOOL | `true` |" in table
     assert "`--leader-elect-resource-name`, `--leader-elect-lease-name`" in table
     assert "--no-leader-elect`" not in table  # documented in --leader-elect's help, not a row
+
+
+def test_extender_takes_runs_flags_and_where_to_listen() -> None:
+    args = cli.build_parser().parse_args(
+        ["extender", "--listen", "127.0.0.1:9999", "--leader-elect=false", "-v=2"]
+    )
+    cfg = flags.run_config(args)
+    assert (cfg.extender_listen, cfg.leader_elect, args.v) == ("127.0.0.1:9999", False, 2)
+    default = flags.run_config(cli.build_parser().parse_args(["extender"]))
+    assert default.extender_listen == flags.DEFAULT_EXTENDER_LISTEN
+    assert flags.run_config(run_args()).extender_listen is None
