@@ -25,6 +25,7 @@ from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
 from ipscheduler.framework.duration import format_duration, parse_duration
 from ipscheduler.underlayip.multus import MultusError, parse_network_name
 from ipscheduler.underlayip.plugin import Strategy
+from ipscheduler.underlayip.publisher import RESOURCE
 
 EXIT_USAGE = 2
 """Exit status of a bad flag, an invalid ``--config`` or a flag that contradicts it."""
@@ -141,6 +142,17 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         default=0,
         help="requests to the API server allowed at once above --kube-api-qps (default: 2 x qps)",
     )
+    run.add_argument(
+        "--publish-resource",
+        action="store_true",
+        help="keep --resource-name on the nodes in scheduler mode too (always on in extender mode)",
+    )
+    run.add_argument(
+        "--resource-name",
+        default=RESOURCE,
+        help="the extended resource kept on every node with a NodeIPPool (the sum of its pools' "
+        "capacity) for kube-scheduler to count (extender mode, or with --publish-resource)",
+    )
     elect = run.add_argument_group("leader election")
     elect.add_argument(
         "--leader-elect",
@@ -218,7 +230,8 @@ DEFAULT_EXTENDER_LISTEN = "0.0.0.0:8888"
 
 
 def add_extender_flags(extender: argparse.ArgumentParser) -> None:
-    """The flags of ``extender``: every flag of ``run``, and where to serve the verbs."""
+    """The flags of ``extender``: every flag of ``run``, and where to serve the verbs (the
+    extended resource is always published in this mode)."""
     add_run_flags(extender)
     extender.add_argument(
         "--listen",
@@ -310,6 +323,9 @@ def run_config(args: Any) -> RunConfig:
         leader_elect=args.leader_elect,
         election=election,
         extender_listen=getattr(args, "listen", None),
+        publish_resource=args.resource_name
+        if getattr(args, "listen", None) or args.publish_resource
+        else None,
         kube_api_qps=args.kube_api_qps,
         kube_api_burst=args.kube_api_burst or math.ceil(2 * args.kube_api_qps),
     )

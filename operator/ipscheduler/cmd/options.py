@@ -30,6 +30,8 @@ class RunConfig:
     """Seconds an informer may be without a working LIST+WATCH before /healthz fails."""
     extender_listen: str | None = None
     """host:port of the extender verbs (``ipscheduler extender``); None: not served."""
+    publish_resource: str | None = None
+    """The extended resource kept on every node with a pool (its pools' capacity); None: none."""
     kube_api_qps: float = 0.0
     """Sustained requests per second to the API server (0: no limit)."""
     kube_api_burst: int = 0

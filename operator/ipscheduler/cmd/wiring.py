@@ -57,6 +57,7 @@ from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.models import ANNOTATION_DEFAULT_POOLS, ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.publisher import ResourcePublisher
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class Components:
     nodes: ObjectStore[NodeInfo]
     pools: ObjectStore[PoolView]
     namespaces: ObjectStore[str]
+    publisher: ResourcePublisher | None = None
+    """Keeps the extended resource on the nodes (extender mode, ``--publish-resource``)."""
     extender: ExtenderVerbs | None = None
     """The extender verbs (``ipscheduler extender``), served once the caches are ready."""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -105,6 +108,10 @@ class Components:
         )
         self.controller.start(self.supervisor)
         self.supervisor.start("scheduling-loop", self.scheduler.run)
+        if self.publisher is not None:
+            self.supervisor.start(
+                "node-resources", functools.partial(self.publisher.run, self.controller.ready_to_schedule)
+            )
         if self.extender is not None and self.cfg.extender_listen:
             self.tasks.append(asyncio.get_running_loop().create_task(self._serve_extender(), name="extender"))
 
@@ -211,6 +218,10 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         metrics.pool_mutations.inc(mutations)
 
     writer.on_write = count_write
+    publisher = None
+    if cfg.publish_resource:
+        publisher = ResourcePublisher(api, pool_cache, cfg.publish_resource)
+        publisher.subscribe(nodes, pools)
     extender = None
     if cfg.extender_listen:
 
@@ -244,6 +255,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         pools=pools,
         namespaces=namespaces,
         extender=extender,
+        publisher=publisher,
     )
 
 

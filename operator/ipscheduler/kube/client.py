@@ -392,6 +392,23 @@ class KubeApi:
             if e.status != 404:
                 raise
 
+    async def set_node_extended_resource(self, node: str, resource: str, quantity: int | None) -> None:
+        """Set ``resource`` in node ``node``'s ``status.capacity`` and ``status.allocatable``
+        to ``quantity`` (None: remove it), by a merge patch of the status subresource, as a
+        device plugin or the documented "advertise extended resources" call does. A node
+        that is gone (404) is left alone."""
+        value = None if quantity is None else str(quantity)
+        patch = {"status": {"capacity": {resource: value}, "allocatable": {resource: value}}}
+        try:
+            await self.read_json(
+                self.core.patch_node_status(
+                    node, patch, _preload_content=False, _content_type="application/merge-patch+json"
+                )
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
     # -- events --------------------------------------------------------
     async def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return dict(
