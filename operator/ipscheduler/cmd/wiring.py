@@ -201,6 +201,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         ready_to_schedule=ready_to_schedule,
     )
     controller.watch_timeout = cfg.watch_timeout
+    controller.list_all_pods = bool(cfg.extender_listen)
     pending_pods = PendingPodEvents(cfg.scheduler_name)
     bound_pods = bound_pod_informer()
     nodes = node_informer()

@@ -32,6 +32,7 @@ from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.models import ANNOTATION_PREFIX, POOLS
 from ipscheduler.underlayip.pool import PoolContext, PoolView
+from ipscheduler.underlayip.selection import is_ours
 
 PHASES = ("Reserved", "Bound", "Retained")
 CAS_ATTEMPTS = 5
@@ -145,10 +146,9 @@ async def _pools(api: KubeApi) -> list[PoolView]:
 async def _read(
     api: KubeApi, scheduler_name: str, namespace: str | None = None
 ) -> tuple[list[PoolView], dict[str, PodInfo]]:
-    selector = f"spec.schedulerName={scheduler_name}"
-    if namespace is not None:
-        selector += f",metadata.namespace={namespace}"
-    return await _pools(api), await lean_pods(api, selector, ANNOTATION_PREFIX)
+    selector = f"metadata.namespace={namespace}" if namespace is not None else ""
+    pods = await lean_pods(api, selector, ANNOTATION_PREFIX)
+    return await _pools(api), {uid: p for uid, p in pods.items() if is_ours(p, scheduler_name)}
 
 
 async def _api(kubeconfig: str | None, context: str | None) -> KubeApi:

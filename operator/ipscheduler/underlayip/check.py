@@ -29,6 +29,7 @@ from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, POOLS
 from ipscheduler.underlayip.pool import PoolView, network_of
+from ipscheduler.underlayip.selection import is_ours
 
 
 def _canon(ip: str) -> str:
@@ -147,11 +148,19 @@ async def live_violations(
     api = KubeApi(client.ApiClient(await load_client_config(kubeconfig, context)))
     try:
         pools = await api.list_cluster_objects(POOLS)
-        pods = await api.list_pods(f"spec.schedulerName={scheduler_name}")
+        pods = [body for body in await api.list_pods("") if _ours(body, scheduler_name)]
     finally:
         await api.close()
     problems = find_violations(pools, pods)
     return problems if namespace is None else naming_namespace(problems, namespace)
+
+
+def _ours(body: Mapping[str, Any], scheduler_name: str) -> bool:
+    """:func:`~ipscheduler.underlayip.selection.is_ours` of a raw pod (an unreadable one is not)."""
+    try:
+        return is_ours(PodInfo.from_obj(body), scheduler_name)
+    except ValueError:
+        return False
 
 
 def naming_namespace(problems: Iterable[str], namespace: str) -> list[str]:

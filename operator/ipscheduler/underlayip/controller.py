@@ -51,6 +51,7 @@ from ipscheduler.underlayip.models import (
 )
 from ipscheduler.underlayip.pool import EXHAUSTED, READY, PoolView, pool_ref, refresh, utc_now
 from ipscheduler.underlayip.reconciler import Reconciler, adoption
+from ipscheduler.underlayip.selection import is_ours
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -270,7 +271,7 @@ class PoolController(Reconciler):
         the queue is told once it did)."""
         self.cache.unhold(pod.uid)
         self.cache.unclaim(pod.uid)
-        if pod.scheduler_name == self.scheduler_name and self.cache.pools_holding(pod.uid):
+        if is_ours(pod, self.scheduler_name) and self.cache.pools_holding(pod.uid):
             self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
 
     def on_bound_pod(self, pod: PodInfo) -> None:
@@ -285,7 +286,7 @@ class PoolController(Reconciler):
         allocation recorded, so nothing more happens. Before the start-up reconcile is
         done the adoption is left to the reconcile (see :meth:`_start`).
         """
-        if pod.scheduler_name != self.scheduler_name:
+        if not is_ours(pod, self.scheduler_name):
             return
         pool_name = pod.annotations.get(ANNOTATION_POOL)
         raw_ip = pod.annotations.get(ANNOTATION_IP) or None

@@ -34,6 +34,7 @@ from ipscheduler.underlayip.cache import PoolCache, rv_number
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_PREFIX, POOLS
 from ipscheduler.underlayip.pool import PoolView, age, network_of, utc_now
 from ipscheduler.underlayip.retention import StatefulSetFacts
+from ipscheduler.underlayip.selection import is_ours
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,9 @@ class Reconciler:
     queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]]
     _skew: repair.SkewClock
     _stale_since: dict[str, tuple[float, int]]
+    list_all_pods: bool = False
+    """Extender mode: pods of any schedulerName hold our addresses (bound through the
+    extender), so the sweeps LIST every pod and keep those :func:`is_ours` says are ours."""
     _statefulsets: Mapping[tuple[str, str], StatefulSetFacts | None] = MappingProxyType({})
     """The StatefulSets of Retained allocations, as the last sweep read them."""
 
@@ -202,7 +206,10 @@ class Reconciler:
     async def _list_our_pods(self) -> dict[str, PodInfo]:
         """Our pods (any phase) by UID, from a live LIST (:func:`lean_pods`: the sweep reads
         only our annotations)."""
-        return await lean_pods(self.api, f"spec.schedulerName={self.scheduler_name}", ANNOTATION_PREFIX)
+        if not self.list_all_pods:
+            return await lean_pods(self.api, f"spec.schedulerName={self.scheduler_name}", ANNOTATION_PREFIX)
+        pods = await lean_pods(self.api, "", ANNOTATION_PREFIX)
+        return {uid: pod for uid, pod in pods.items() if is_ours(pod, self.scheduler_name)}
 
     async def run_gc(self) -> None:
         """The garbage-collector task: a :meth:`gc_sweep` every ``gc_interval`` seconds once

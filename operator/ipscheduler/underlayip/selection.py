@@ -16,7 +16,12 @@ import re
 from dataclasses import dataclass
 
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.underlayip.models import ANNOTATION_DEFAULT_POOLS, ANNOTATION_POOLS
+from ipscheduler.underlayip.models import (
+    ANNOTATION_DEFAULT_POOLS,
+    ANNOTATION_IP,
+    ANNOTATION_POOL,
+    ANNOTATION_POOLS,
+)
 from ipscheduler.underlayip.pool import PoolView
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -71,3 +76,14 @@ def pool_choice(pod: PodInfo, namespace_default: str | None = None) -> PoolChoic
 def may_use(pod: PodInfo, choice: PoolChoice, pool: PoolView) -> bool:
     """Whether ``pod`` (whose annotation gave ``choice``) may use ``pool``."""
     return (not choice.names or pool.name in choice.names) and pool.serves(pod.namespace)
+
+
+def is_ours(pod: PodInfo, scheduler_name: str) -> bool:
+    """Whether ``pod``'s address is ours to keep and release: it names our scheduler, or a
+    Binding of ours gave it an address (``ipscheduler.io/pool`` or ``/ip``: kube-scheduler
+    bound it through our extender, or it was restored already bound)."""
+    return (
+        pod.scheduler_name == scheduler_name
+        or ANNOTATION_POOL in pod.annotations
+        or ANNOTATION_IP in pod.annotations
+    )

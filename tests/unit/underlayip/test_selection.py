@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipscheduler.underlayip.selection import ANY, PoolChoice, may_use, pool_choice
+from ipscheduler.underlayip.selection import ANY, PoolChoice, is_ours, may_use, pool_choice
 from tests.builders import pod_info, pool
 
 
@@ -86,3 +86,23 @@ def test_a_malformed_namespace_default_names_the_namespace() -> None:
         "namespace ns annotation ipscheduler.io/default-pools='a,,b': '' is not a NodeIPPool name "
         "(a comma-separated list of pool names)"
     )
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "annotations", "ours"),
+    [
+        ("ip-scheduler", {}, True),
+        (
+            "default-scheduler",
+            {"ipscheduler.io/pool": "p", "ipscheduler.io/ip": "10.0.0.1"},
+            True,
+        ),  # extender
+        ("default-scheduler", {"ipscheduler.io/ip": ""}, True),  # a count-only slot's Binding
+        ("default-scheduler", {}, False),
+        ("other", {"example.com/x": "y"}, False),
+    ],
+    ids=["our-scheduler", "bound-through-the-extender", "slot", "kube-schedulers", "another"],
+)
+def test_is_ours(scheduler: str, annotations: dict[str, str], ours: bool) -> None:
+    pod = pod_info("p", scheduler_name=scheduler, annotations=annotations)
+    assert is_ours(pod, "ip-scheduler") is ours
