@@ -456,13 +456,19 @@ class Cluster:
 
     # -- kube-scheduler (not started by up) ---------------------------------
     def start_kube_scheduler(
-        self, name: str = "kube-scheduler", qps: int = 50, burst: int = 100
+        self,
+        name: str = "kube-scheduler",
+        qps: int = 50,
+        burst: int = 100,
+        scheduler_name: str = "default-scheduler",
+        extenders: list[dict[str, Any]] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start the real kube-scheduler of the pinned release against this cluster.
 
-        Profile ``default-scheduler``, no leader election, client QPS/burst as
-        given (kube-scheduler ships with 50/100). Logs go to ``D/logs/<name>.log``;
-        the caller stops the returned process.
+        One profile, ``scheduler_name``, no leader election, client QPS/burst as
+        given (kube-scheduler ships with 50/100), and ``extenders`` (the
+        ``KubeSchedulerConfiguration`` ``extenders`` list) if given. Logs go to
+        ``D/logs/<name>.log``; the caller stops the returned process.
         """
         port = free_port()
         config = self.root / f"{name}.yaml"
@@ -473,7 +479,8 @@ class Cluster:
                     "kind": "KubeSchedulerConfiguration",
                     "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": qps, "burst": burst},
                     "leaderElection": {"leaderElect": False},
-                    "profiles": [{"schedulerName": "default-scheduler"}],
+                    "profiles": [{"schedulerName": scheduler_name}],
+                    **({"extenders": extenders} if extenders else {}),
                 }
             )
         )

@@ -106,10 +106,11 @@ def assert_check_clean(kubectl: Kubectl, timeout: float = 30) -> None:
 class SchedulerProcess:
     """``python -m ipscheduler run`` against the dev cluster, logs in a file."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path, *extra: str) -> None:
+    def __init__(self, kubeconfig: Path, log_path: Path, *extra: str, command: str = "run") -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.extra = extra
+        self.command = command
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = free_port()
 
@@ -125,7 +126,7 @@ class SchedulerProcess:
 
     def start(self, wait: str = "start-up reconcile") -> SchedulerProcess:
         """Start the process; unless ``wait`` is empty, wait for that text in its log."""
-        cmd = [sys.executable, "-m", "ipscheduler", "run", "--kubeconfig", str(self.kubeconfig)]
+        cmd = [sys.executable, "-m", "ipscheduler", self.command, "--kubeconfig", str(self.kubeconfig)]
         # One replica without a Lease unless the test elects (a later --leader-elect wins);
         # -v=2: binds and unschedulable attempts are logged, as tests read them.
         cmd += ["--leader-elect=false", "-v=2", "--health-addr", f"127.0.0.1:{self.health_port}", *self.extra]

@@ -1,0 +1,266 @@
+"""Extender mode against the real kube-scheduler (the devcluster's binary, v1.34.4).
+
+kube-scheduler runs a profile ``kube-with-extender`` whose configuration calls
+``ipscheduler extender`` for filter, prioritize, bind and preempt, with the extended
+resource ``ipscheduler.io/underlay-ip`` managed (pods that request it are sent) and not
+ignored (kube-scheduler counts it against what the extender publishes on the nodes).
+The pods act as a user's would: they keep kube-scheduler and request one address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import devcluster
+from tests.builders import bound_pods, free_port
+from tests.e2e.helpers import Pools, SchedulerProcess, assert_check_clean, events_for, pods_of
+from tests.kube import Kubectl, pod_manifest, wait_for
+
+KUBE = "kube-with-extender"
+OURS = "ip-scheduler-ext"
+RESOURCE = "ipscheduler.io/underlay-ip"
+NODES = ("node-1", "node-2", "node-3")
+
+
+@pytest.fixture(scope="module")
+def extender_port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def extender(kubectl: Kubectl, crd: None, tmp_path: Path, extender_port: int) -> Iterator[SchedulerProcess]:
+    """``ipscheduler extender`` (its own schedulerName for scheduler mode beside it); the
+    nodes' extended resource is removed afterwards."""
+    proc = SchedulerProcess(
+        kubectl.kubeconfig,
+        tmp_path / "extender.log",
+        "--listen",
+        f"127.0.0.1:{extender_port}",
+        "--scheduler-name",
+        OURS,
+        "--gc-interval",
+        "5s",
+        command="extender",
+    ).start()
+    wait_for("the extender verbs served", lambda: proc.logged("serving the extender verbs"), timeout=30)
+    yield proc
+    proc.stop()
+    for node in NODES:
+        patch = json.dumps({"status": {"capacity": {RESOURCE: None}, "allocatable": {RESOURCE: None}}})
+        kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", patch)
+
+
+@pytest.fixture
+def kube_scheduler(
+    cluster: devcluster.Cluster, extender: SchedulerProcess, extender_port: int
+) -> Iterator[None]:
+    """The real kube-scheduler with the configuration of deploy/extender/ (pointed at 127.0.0.1)."""
+    proc = cluster.start_kube_scheduler(
+        "kube-scheduler-extender",
+        scheduler_name=KUBE,
+        extenders=[
+            {
+                "urlPrefix": f"http://127.0.0.1:{extender_port}",
+                "filterVerb": "filter",
+                "prioritizeVerb": "prioritize",
+                "bindVerb": "bind",
+                "preemptVerb": "preempt",
+                "weight": 1,
+                "nodeCacheCapable": True,
+                "managedResources": [{"name": RESOURCE, "ignoredByScheduler": False}],
+                "httpTimeout": "5s",
+            }
+        ],
+    )
+    yield
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def wants_address(name: str, **spec: Any) -> dict[str, Any]:
+    """A pod of kube-scheduler's profile requesting one underlay address."""
+    body = pod_manifest(name, scheduler=KUBE, **spec)
+    body["spec"]["containers"][0]["resources"] = {"requests": {RESOURCE: "1"}, "limits": {RESOURCE: "1"}}
+    return body
+
+
+def published(kubectl: Kubectl) -> dict[str, str | None]:
+    nodes = kubectl.json("get", "nodes")["items"]
+    return {n["metadata"]["name"]: (n["status"].get("allocatable") or {}).get(RESOURCE) for n in nodes}
+
+
+def ip_of(pod: dict[str, Any]) -> str:
+    return str((pod["metadata"].get("annotations") or {}).get("ipscheduler.io/ip", ""))
+
+
+def in_range(ip: str, rng: str) -> bool:
+    first, last = (ipaddress.ip_address(x) for x in rng.split("-"))
+    return first <= ipaddress.ip_address(ip) <= last
+
+
+RANGES = {"node-1": "10.40.1.1-10.40.1.3", "node-2": "10.40.2.1-10.40.2.2"}
+
+
+def two_pools(pools: Pools, kubectl: Kubectl) -> None:
+    for node, rng in RANGES.items():
+        pools.create(f"ext-{node}", node, [rng])
+    wait_for(
+        "the resource published on the nodes with pools",
+        lambda: (
+            {k: v for k, v in published(kubectl).items() if k in NODES}
+            == {"node-1": "3", "node-2": "2", "node-3": None}
+        ),
+        timeout=30,
+    )
+
+
+@pytest.mark.usefixtures("kube_scheduler")
+def test_kube_scheduler_places_pods_with_distinct_addresses_from_their_nodes_pool(
+    kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    two_pools(pools, kubectl)
+    for i in range(7):
+        kubectl.create(wants_address(f"w{i}"), ns)
+    wait_for("5 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 5, timeout=60)
+    time.sleep(2)  # the 2 left must stay Pending: both nodes' addresses are taken
+    pods = pods_of(kubectl, ns)
+    bound = bound_pods(pods)
+    assert len(bound) == 5
+    ips = [ip_of(p) for p in bound]
+    assert len(set(ips)) == 5
+    for pod in bound:
+        node = pod["spec"]["nodeName"]
+        assert node in RANGES and in_range(ip_of(pod), RANGES[node]), (
+            pod["metadata"]["name"],
+            node,
+            ip_of(pod),
+        )
+        assert pod["spec"]["schedulerName"] == KUBE
+    pending = [p["metadata"]["name"] for p in pods if not p["spec"].get("nodeName")]
+    messages = [e["message"] for name in pending for e in events_for(kubectl, ns, name, "FailedScheduling")]
+    assert messages and all(f"Insufficient {RESOURCE}" in m for m in messages), messages
+    assert_check_clean(kubectl)
+    # Deleting two bound pods releases their addresses: kube-scheduler places the two waiting.
+    for pod in bound[:2]:
+        kubectl("delete", "pod", pod["metadata"]["name"], "-n", ns, "--wait=false")
+    wait_for(
+        "the waiting pods bound with the released addresses",
+        lambda: all(
+            p["spec"].get("nodeName") for p in pods_of(kubectl, ns) if p["metadata"]["name"] in pending
+        ),
+        timeout=90,
+    )
+    live = [p for p in bound_pods(pods_of(kubectl, ns))]
+    assert len({ip_of(p) for p in live}) == len(live) == 5
+    assert_check_clean(kubectl)
+
+
+@pytest.mark.usefixtures("kube_scheduler")
+def test_failed_scheduling_from_kube_scheduler_carries_the_extenders_reason(
+    kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    two_pools(pools, kubectl)
+    pod = wants_address("picky")
+    pod["metadata"]["annotations"] = {"ipscheduler.io/pools": "no-such-pool"}
+    kubectl.create(pod, ns)
+    event = wait_for(
+        "FailedScheduling", lambda: events_for(kubectl, ns, "picky", "FailedScheduling"), timeout=60
+    )
+    message = event[0]["message"]
+    assert "NodeIPPool(s) no-such-pool named by ipscheduler.io/pools do not exist" in message, message
+    assert message.startswith("0/"), message
+
+
+@pytest.mark.usefixtures("kube_scheduler")
+def test_the_extender_restarted_mid_run_loses_nothing(
+    extender: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    two_pools(pools, kubectl)
+    for i in range(2):
+        kubectl.create(wants_address(f"before-{i}"), ns)
+    wait_for("2 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 2, timeout=60)
+    extender.kill(signal.SIGKILL)
+    for i in range(3):
+        kubectl.create(wants_address(f"during-{i}"), ns)
+    time.sleep(2)  # kube-scheduler's calls fail meanwhile: the pods wait in its backoff
+    extender.start()
+    wait_for("the verbs served again", lambda: extender.logged("serving the extender verbs"), timeout=60)
+    wait_for("5 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 5, timeout=120, interval=1)
+    bound = bound_pods(pods_of(kubectl, ns))
+    assert len({ip_of(p) for p in bound}) == 5
+    assert_check_clean(kubectl)
+
+
+@pytest.mark.usefixtures("kube_scheduler")
+def test_scheduler_mode_and_extender_mode_on_the_same_pools_never_double_allocate(
+    kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("shared", "node-3", ["10.40.3.1-10.40.3.6"])
+    wait_for("node-3 published", lambda: published(kubectl).get("node-3") == "6", timeout=30)
+    pin = {"kubernetes.io/hostname": "node-3"}
+    for i in range(5):
+        kubectl.create(wants_address(f"k{i}", nodeSelector=pin), ns)
+        kubectl.create(pod_manifest(f"o{i}", scheduler=OURS, nodeSelector=pin), ns)
+    wait_for("6 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 6, timeout=90)
+    time.sleep(3)  # both schedulers retry the 4 pods left; none may get an address
+    bound = bound_pods(pods_of(kubectl, ns))
+    assert len(bound) == 6
+    ips = [ip_of(p) for p in bound]
+    assert len(set(ips)) == 6 and all(in_range(ip, "10.40.3.1-10.40.3.6") for ip in ips)
+    assert {p["spec"]["schedulerName"] for p in bound} <= {KUBE, OURS}
+    assert_check_clean(kubectl)
+
+
+@pytest.mark.usefixtures("kube_scheduler")
+def test_preemption_through_the_extender_frees_an_address_for_a_higher_priority_pod(
+    extender: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    pools.create("prio", "node-2", ["10.40.4.1-10.40.4.2"])
+    wait_for("node-2 published", lambda: published(kubectl).get("node-2") == "2", timeout=30)
+    classes = {"ext-low": 10, "ext-high": 1000}
+    for name, value in classes.items():
+        kubectl.apply(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+    try:
+        pin = {"kubernetes.io/hostname": "node-2"}
+        for i in range(2):
+            kubectl.create(wants_address(f"low-{i}", nodeSelector=pin, priorityClassName="ext-low"), ns)
+        wait_for("2 low bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 2, timeout=60)
+        low_ips = {ip_of(p) for p in bound_pods(pods_of(kubectl, ns))}
+        kubectl.create(wants_address("high", nodeSelector=pin, priorityClassName="ext-high"), ns)
+
+        def high_bound() -> str | None:
+            pod = kubectl.json("get", "pod", "high", "-n", ns)
+            return pod["spec"].get("nodeName") and ip_of(pod)
+
+        ip = wait_for("the high-priority pod bound after preemption", high_bound, timeout=120, interval=1)
+        assert ip in low_ips, "it got the address its victim held"
+        victims = [
+            p["metadata"]["name"] for p in pods_of(kubectl, ns) if p["metadata"]["name"].startswith("low-")
+        ]
+        assert len(victims) <= 1, victims
+        assert events_for(kubectl, ns, "high", "Scheduled")
+        assert extender.metric("ipscheduler_extender_request_duration_seconds_count", 'verb="preempt"') >= 1
+        assert_check_clean(kubectl)
+    finally:
+        for name in classes:
+            kubectl("delete", "priorityclass", name, "--ignore-not-found")
