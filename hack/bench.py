@@ -8,11 +8,15 @@ until all its pods are bound, each scheduler on its own process:
 - ``kube-scheduler (qps 50)``: the same Kubernetes release with its shipped
   client QPS/burst (50/100), the capacity as extended resource
   ``ipscheduler.io/underlay-ip: C`` on every node and a request of 1 per pod;
-- ``kube-scheduler (qps 1000)``: the same with ``qps: 1000, burst: 2000``.
+- ``kube-scheduler (qps 1000)``: the same with ``qps: 1000, burst: 2000``;
+- ``kube-scheduler + ip-scheduler extender``: kube-scheduler (qps 1000) calling
+  ``ipscheduler extender`` for filter, prioritize, bind and preempt (the configuration of
+  ``deploy/extender/``); pods request the extended resource as for kube-scheduler, and get
+  an address from the node's pool as with ip-scheduler (RSS and CPU: the extender's).
 
 Phases (``--phases``, all by default, in this order):
 
-- ``ours``, ``kube50``, ``kube1000`` (arrival): the scheduler runs, then P pods
+- ``ours``, ``kube50``, ``kube1000``, ``extender`` (arrival): the scheduler runs, then P pods
   are created (all at once, or at a steady R pods/s);
 - ``restart``: ip-scheduler started with N pools and one Pending pod: process
   start → that pod bound;
@@ -83,6 +87,7 @@ PHASES = (
     "restart",
     "kube50",
     "kube1000",
+    "extender",
     "backlog-ours",
     "backlog-kube50",
     "backlog-kube1000",
@@ -437,13 +442,15 @@ class SchedulerProcess:
 class Ours(SchedulerProcess):
     """``python -m ipscheduler run`` as a child process, logging to a file."""
 
-    def __init__(self, python: str, kubeconfig: str, log_path: Path, extra: list[str]) -> None:
+    def __init__(
+        self, python: str, kubeconfig: str, log_path: Path, extra: list[str], command: str = "run"
+    ) -> None:
         super().__init__()
         self.cmd = [
             python,
             "-m",
             "ipscheduler",
-            "run",
+            command,
             "--kubeconfig",
             kubeconfig,
             "--health-addr",
@@ -524,6 +531,60 @@ class KubeScheduler(SchedulerProcess):
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 await asyncio.to_thread(self.proc.wait)
+        self.pid = None
+
+
+class KubeWithExtender(SchedulerProcess):
+    """kube-scheduler (qps 1000) whose configuration calls ``ipscheduler extender`` (the
+    extender's process is the one measured: :attr:`pid`)."""
+
+    def __init__(self, cluster: devcluster.Cluster, extender: Ours, port: int) -> None:
+        super().__init__()
+        self.cluster, self.extender, self.port = cluster, extender, port
+        self.kube: subprocess.Popen[bytes] | None = None
+
+    async def start(self, wait_ready: bool = True) -> int:
+        """The extender (until it serves), then kube-scheduler (given 5 s to list and watch)."""
+        pid = await self.extender.start(wait_ready=True)
+        self.started_at = self.extender.started_at
+        deadline = time.monotonic() + 60
+        while b"serving the extender verbs" not in self.extender.log() and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        extenders = [
+            {
+                "urlPrefix": f"http://127.0.0.1:{self.port}",
+                "filterVerb": "filter",
+                "prioritizeVerb": "prioritize",
+                "bindVerb": "bind",
+                "preemptVerb": "preempt",
+                "weight": 1,
+                "nodeCacheCapable": True,
+                "managedResources": [{"name": UNDERLAY, "ignoredByScheduler": False}],
+                "httpTimeout": "5s",
+            }
+        ]
+        self.kube = await asyncio.to_thread(
+            self.cluster.start_kube_scheduler,
+            "kube-scheduler-extender",
+            1000,
+            2000,
+            "default-scheduler",
+            extenders,
+        )
+        if wait_ready:
+            await asyncio.sleep(5)
+        self.pid = pid
+        return pid
+
+    async def stop(self) -> None:
+        if self.kube is not None and self.kube.poll() is None:
+            self.kube.terminate()
+            try:
+                await asyncio.to_thread(self.kube.wait, 30)
+            except subprocess.TimeoutExpired:
+                self.kube.kill()
+                await asyncio.to_thread(self.kube.wait)
+        await self.extender.stop()
         self.pid = None
 
 
@@ -615,7 +676,7 @@ async def run_all(
         async def phase(key: str, sched: SchedulerProcess, label: str, n: int, is_backlog: bool) -> None:
             if key not in args.phases:
                 return
-            extended = isinstance(sched, KubeScheduler)
+            extended = isinstance(sched, (KubeScheduler, KubeWithExtender))
             p = Phase(label, "default-scheduler" if extended else "ip-scheduler", extended, capacity)
             try:
                 rate = None if is_backlog else args.rate
@@ -639,6 +700,21 @@ async def run_all(
             extra["restart_to_first_bind_s"] = restart["first_bind_s"]
         for label, qps, burst in kube:
             await phase(f"kube{qps}", KubeScheduler(cluster, qps, burst), label, pods, False)
+        port = devcluster.free_port()
+        extender = Ours(
+            args.python,
+            str(cluster.kubeconfig),
+            log_dir / "ip-scheduler-extender.log",
+            [*args.scheduler_arg, "--listen", f"127.0.0.1:{port}"],
+            command="extender",
+        )
+        await phase(
+            "extender",
+            KubeWithExtender(cluster, extender, port),
+            "kube-scheduler + ip-scheduler extender",
+            pods,
+            False,
+        )
         await phase("backlog-ours", ours(), "ip-scheduler", backlog, True)
         for label, qps, burst in kube:
             await phase(f"backlog-kube{qps}", KubeScheduler(cluster, qps, burst), label, backlog, True)
