@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from ipscheduler.cmd import wiring
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.framework.interface import ClusterEvent
@@ -105,3 +107,31 @@ async def test_a_namespaces_default_pools_reach_the_pool_cache_and_retry_pending
     c.namespaces.apply("MODIFIED", {"metadata": {"name": "plain", "labels": {"x": "y"}}})  # not ours
     assert c.pool_cache.default_pools("team") == "fast, slow"
     assert moved == ["NamespaceDefaultPoolsChange"]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "extender", "publisher", "list_all"),
+    [
+        (RunConfig(), False, False, False),
+        (RunConfig(publish_resource="ipscheduler.io/underlay-ip"), False, True, False),
+        (
+            RunConfig(extender_listen="127.0.0.1:0", publish_resource="ipscheduler.io/underlay-ip"),
+            True,
+            True,
+            True,
+        ),
+    ],
+    ids=["scheduler", "publish-resource", "extender"],
+)
+async def test_extender_mode_wires_the_verbs_the_publisher_and_the_wide_sweep(
+    cfg: RunConfig, extender: bool, publisher: bool, list_all: bool
+) -> None:
+    c = wiring.build(cfg, _NO_API, HealthState())
+    assert (c.extender is not None, c.publisher is not None, c.controller.list_all_pods) == (
+        extender,
+        publisher,
+        list_all,
+    )
+    if c.extender is not None:
+        assert c.extender.cache is c.cache  # the same caches as scheduler mode
+        assert [p.name for p in c.extender.profile.filter] == ["UnderlayIP"]
