@@ -297,24 +297,26 @@ class UnderlayIP:
 
     # -- Filter --------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Unschedulable when the pod's retained address is on another node, or the node
-        has no pool, none the pod may use, or no free address in any it may use."""
+        """Unschedulable when no pool the pod may use on the node has a free address (evicting
+        a pod may free one); UnschedulableAndUnresolvable when the node has no pool, none the
+        pod may use, or the pod's retained address is on another node (no eviction helps:
+        kube-scheduler's preemption, and the extender's ``FailedAndUnresolvableNodes``)."""
         if pod.host_network:
             return Status.success()
         kept: PoolView | None = state.get(_KEPT)
         if kept is not None:
             if node.name != kept.node_name:
-                return Status.unschedulable(ERR_RETAINED, plugin=NAME)
+                return Status.unresolvable(ERR_RETAINED, plugin=NAME)
             return Status.success()
         free = state.read(_FREE).get(node.name)
         if free is not None and free > 0:  # only nodes with pools have a count
             return Status.success()
         pools = self.cache.pools_for_node(node.name)
         if not pools:
-            return Status.unschedulable(ERR_NO_POOL, plugin=NAME)
+            return Status.unresolvable(ERR_NO_POOL, plugin=NAME)
         choice: PoolChoice = state.get(_CHOICE) or ANY
         if not any(may_use(pod, choice, p) for p in pools):
-            return Status.unschedulable(ERR_NO_USABLE_POOL, plugin=NAME)
+            return Status.unresolvable(ERR_NO_USABLE_POOL, plugin=NAME)
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
 
     def fits_after_evicting(

@@ -26,9 +26,10 @@ async def post(env: Env, path: str, body: Any, metrics: Metrics | None = None) -
 async def test_filter_prioritize_and_bind_over_http() -> None:
     env = Env()
     pod = env.pod()
-    status, filtered = await post(env, "/filter", {"Pod": pod, "NodeNames": ["node-1", "node-2"]})
+    status, filtered = await post(env, "/filter", {"Pod": pod, "NodeNames": ["node-1", "node-2", "node-3"]})
     assert status == 200
-    assert filtered["NodeNames"] == ["node-1"] and set(filtered["FailedNodes"]) == {"node-2"}
+    assert filtered["NodeNames"] == ["node-1"] and set(filtered["FailedNodes"]) == {"node-3"}
+    assert set(filtered["FailedAndUnresolvableNodes"]) == {"node-2"}
     status, scores = await post(env, "/prioritize", {"Pod": pod, "NodeNames": ["node-1"]})
     assert (status, scores) == (200, [{"Host": "node-1", "Score": 10}])
     metrics = Metrics()

@@ -37,8 +37,8 @@ def test_filter_keeps_nodes_with_a_free_address_and_says_why_of_the_others(by_na
     else:
         assert [i["metadata"]["name"] for i in result.nodes["items"]] == ["node-1"]  # type: ignore[index]
         assert result.node_names is None
-    assert result.failed_nodes == {"node-2": ERR_NO_POOL, "node-3": ERR_NO_FREE}
-    assert result.failed_and_unresolvable_nodes == {}
+    assert result.failed_nodes == {"node-3": ERR_NO_FREE}  # evicting a pod there would free one
+    assert result.failed_and_unresolvable_nodes == {"node-2": ERR_NO_POOL}  # no eviction helps
     assert result.error == ""
 
 

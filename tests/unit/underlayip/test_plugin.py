@@ -161,7 +161,9 @@ def test_filter(pools: list[dict[str, Any]], node: str, reasons: tuple[str, ...]
     state = env.pre_filter(POD)
     st = env.plugin.filter(state, POD, env.node(node))
     if reasons:
-        assert st == Status(Code.UNSCHEDULABLE, reasons, NAME)
+        # No eviction can give a node a pool (upstream's UnschedulableAndUnresolvable).
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if reasons == (ERR_NO_POOL,) else Code.UNSCHEDULABLE
+        assert st == Status(code, reasons, NAME)
     else:
         assert st.is_success()
 
