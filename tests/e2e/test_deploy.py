@@ -1,6 +1,7 @@
-"""deploy/ and the Helm chart against a real API server: every object they hold passes the
-server's validation and admission (server-side dry run), their pods are admitted by Pod
-Security and Priority admission, and the scheduler runs under deploy/'s RBAC.
+"""deploy/, deploy/extender and the Helm chart against a real API server: every object they
+hold passes the server's validation and admission (server-side dry run), their pods are
+admitted by Pod Security and Priority admission, the scheduler runs under deploy/'s RBAC and
+the extender under deploy/extender's.
 
 The namespaces and ServiceAccounts a dry run needs are created for real and, like
 everything else a test makes, removed at the end; what existed before is left alone.
@@ -21,6 +22,8 @@ from typing import Any
 import yaml
 
 import binaries
+from ipscheduler.underlayip.publisher import RESOURCE
+from tests.builders import free_port
 from tests.e2e.helpers import ROOT, Pools, SchedulerProcess, token_kubeconfig
 from tests.kube import Kubectl, pod_manifest, wait_for
 
@@ -45,8 +48,9 @@ def _rendered(*cmd: str, env: dict[str, str] | None = None) -> list[Manifest]:
     return _documents(proc.stdout)
 
 
-def _kustomize() -> list[Manifest]:
-    return _rendered("kubectl", "kustomize", str(ROOT / "deploy"))
+def _kustomize(folder: str = "deploy") -> list[Manifest]:
+    """``kubectl kustomize`` of ``folder`` (deploy/, or deploy/extender)."""
+    return _rendered("kubectl", "kustomize", str(ROOT / folder))
 
 
 def _helm_template(home: Path, *args: str) -> list[Manifest]:
@@ -136,11 +140,47 @@ def _dry_run_pod(kubectl: Kubectl, workload: Manifest, ns: str) -> subprocess.Co
     return kubectl.run(*args, stdin=json.dumps(pod), check=False)
 
 
+RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def _scheduler_rbac() -> list[Manifest]:
+    """deploy/'s scheduler namespace, ServiceAccount, ClusterRole, leader-election Role and
+    their bindings (not the node installer's)."""
+    docs = [
+        d
+        for d in _kustomize()
+        if d["kind"] in RBAC_KINDS
+        and NODE_NAMESPACE not in (d["metadata"]["name"], d["metadata"].get("namespace"))
+        and d["metadata"]["name"] != "ipscheduler-ipam"
+    ]
+    assert sorted(d["kind"] for d in docs) == sorted(RBAC_KINDS)
+    return docs
+
+
+def _can_i(kubectl: Kubectl, verb: str, res: str, *where: str) -> str:
+    """``kubectl auth can-i`` as the scheduler's ServiceAccount (all namespaces unless
+    ``where``); ``res`` may name a subresource (``nodes/status``)."""
+    resource, _, sub = res.partition("/")
+    extra = ["--subresource", sub] if sub else []
+    args = ("auth", "can-i", verb, resource, *extra, "--as", SERVICE_ACCOUNT, *(where or ("-A",)))
+    return kubectl.run(*args, check=False).stdout.strip()
+
+
 def test_deploy_passes_server_validation_and_admission(kubectl: Kubectl, crd: None) -> None:
     """`kubectl apply -k deploy/` as a dry run: the PodDisruptionBudget, the anti-affinity,
     and system-cluster-critical outside kube-system (admitted since Kubernetes 1.17)."""
     docs = _kustomize()
     assert {d["kind"] for d in docs} >= {"Deployment", "DaemonSet", "PodDisruptionBudget"}
+    with _real(kubectl, _needed_for_real(docs)):
+        _dry_run(kubectl, docs)
+
+
+def test_deploy_extender_passes_server_validation_and_admission(kubectl: Kubectl, crd: None) -> None:
+    """`kubectl apply -k deploy/extender` as a dry run: deploy/ with the Deployment in
+    extender mode, its Service and the publisher's ClusterRole."""
+    docs = _kustomize("deploy/extender")
+    kinds = {d["kind"] for d in docs}
+    assert kinds >= {"Deployment", "DaemonSet", "Service"} and "PodDisruptionBudget" not in kinds
     with _real(kubectl, _needed_for_real(docs)):
         _dry_run(kubectl, docs)
 
@@ -176,15 +216,7 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
     """deploy/'s ServiceAccount, ClusterRole, leader-election Role and their bindings, for
     real: `kubectl auth can-i` both ways (the grants removed as unused included), then the
     scheduler under that ServiceAccount's token binds a pod without one 403."""
-    rbac = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-    docs = [
-        d
-        for d in _kustomize()
-        if d["kind"] in rbac
-        and NODE_NAMESPACE not in (d["metadata"]["name"], d["metadata"].get("namespace"))
-        and d["metadata"]["name"] != "ipscheduler-ipam"
-    ]
-    assert sorted(d["kind"] for d in docs) == sorted(rbac)
+    docs = _scheduler_rbac()
     must = [
         ("create", "pods/binding"),
         ("patch", "pods/status"),
@@ -214,10 +246,7 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
     ]
 
     def can_i(verb: str, res: str, *where: str) -> str:
-        resource, _, sub = res.partition("/")
-        extra = ["--subresource", sub] if sub else []
-        args = ("auth", "can-i", verb, resource, *extra, "--as", SERVICE_ACCOUNT, *(where or ("-A",)))
-        return kubectl.run(*args, check=False).stdout.strip()
+        return _can_i(kubectl, verb, res, *where)
 
     name = "ip-scheduler-rbac"
     with _real(kubectl, docs):
@@ -274,3 +303,60 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         finally:
             proc.stop()
             kubectl.run("delete", "lease", name, "-n", NAMESPACE, "--ignore-not-found", check=False)
+
+
+def test_only_the_extender_rbac_lets_the_publisher_patch_node_status(
+    kubectl: Kubectl, crd: None, pools: Pools, tmp_path: Path
+) -> None:
+    """deploy/'s RBAC does not let the ServiceAccount patch nodes/status; deploy/extender's
+    ClusterRole adds that, and only that. Then `ipscheduler extender` under the
+    ServiceAccount's token publishes the resource on a node with a pool, without one 403."""
+    extender_rbac = [
+        d for d in _kustomize("deploy/extender") if d["metadata"]["name"] == "ip-scheduler-extender"
+    ]
+    assert sorted(d["kind"] for d in extender_rbac) == ["ClusterRole", "ClusterRoleBinding", "Service"]
+    extender_rbac = [d for d in extender_rbac if d["kind"] != "Service"]
+    not_even_then = [
+        ("update", "nodes/status"),
+        ("get", "nodes/status"),
+        ("patch", "nodes"),
+        ("update", "nodes"),
+        ("get", "nodes"),
+        ("delete", "nodes"),
+    ]
+
+    def published(node: str) -> str | None:
+        allocatable = kubectl.json("get", "node", node)["status"].get("allocatable") or {}
+        return allocatable.get(RESOURCE)
+
+    with _real(kubectl, _scheduler_rbac()):
+        assert _can_i(kubectl, "patch", "nodes/status") == "no"
+        with _real(kubectl, extender_rbac):
+            assert _can_i(kubectl, "patch", "nodes/status") == "yes"
+            assert {(v, r): _can_i(kubectl, v, r) for v, r in not_even_then} == {
+                (v, r): "no" for v, r in not_even_then
+            }
+            kc = token_kubeconfig(kubectl, "ip-scheduler", NAMESPACE, tmp_path / "sa.kubeconfig")
+            pools.create("rbac-ext", "node-3", ["10.10.1.1-10.10.1.3"])
+            proc = SchedulerProcess(
+                kc,
+                tmp_path / "sa-extender.log",
+                *("--listen", f"127.0.0.1:{free_port()}", "--scheduler-name", "ip-scheduler-rbac-ext"),
+                command="extender",
+            )
+            try:
+                proc.start(wait="serving the extender verbs")
+                wait_for("the resource published on node-3", lambda: published("node-3") == "3", timeout=30)
+                log = proc.log_path.read_text()
+                assert "Forbidden" not in log and not re.search(r"\b403\b", log), log
+            finally:
+                proc.stop()
+                patch = {"status": {"capacity": {RESOURCE: None}, "allocatable": {RESOURCE: None}}}
+                kubectl(
+                    "patch", "node", "node-3", "--subresource=status", "--type=merge", "-p", json.dumps(patch)
+                )
+        wait_for(
+            "no patch of nodes/status once the extender's RBAC is gone",
+            lambda: _can_i(kubectl, "patch", "nodes/status") == "no",
+            timeout=30,
+        )

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import devcluster
 from tests.builders import bound_pods, free_port
-from tests.e2e.helpers import Pools, SchedulerProcess, assert_check_clean, events_for, pods_of
+from tests.e2e.helpers import ROOT, Pools, SchedulerProcess, assert_check_clean, events_for, pods_of
 from tests.kube import Kubectl, pod_manifest, wait_for
 
 KUBE = "kube-with-extender"
@@ -63,23 +64,14 @@ def extender(kubectl: Kubectl, crd: None, tmp_path: Path, extender_port: int) ->
 def kube_scheduler(
     cluster: devcluster.Cluster, extender: SchedulerProcess, extender_port: int
 ) -> Iterator[None]:
-    """The real kube-scheduler with the configuration of deploy/extender/ (pointed at 127.0.0.1)."""
+    """The real kube-scheduler with the extender entry deploy/extender/ ships, its urlPrefix
+    (the in-cluster Service) pointed at this test's extender on 127.0.0.1."""
+    config = yaml.safe_load((ROOT / "deploy" / "extender" / "kube-scheduler-config.yaml").read_text())
+    (entry,) = config["extenders"]
     proc = cluster.start_kube_scheduler(
         "kube-scheduler-extender",
         scheduler_name=KUBE,
-        extenders=[
-            {
-                "urlPrefix": f"http://127.0.0.1:{extender_port}",
-                "filterVerb": "filter",
-                "prioritizeVerb": "prioritize",
-                "bindVerb": "bind",
-                "preemptVerb": "preempt",
-                "weight": 1,
-                "nodeCacheCapable": True,
-                "managedResources": [{"name": RESOURCE, "ignoredByScheduler": False}],
-                "httpTimeout": "5s",
-            }
-        ],
+        extenders=[{**entry, "urlPrefix": f"http://127.0.0.1:{extender_port}"}],
     )
     yield
     proc.send_signal(signal.SIGTERM)

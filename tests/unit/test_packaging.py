@@ -11,6 +11,7 @@ chart; go builds the CNI plugin the way ``make cni`` does.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -159,6 +161,17 @@ def _permissions(role: Manifest) -> dict[tuple[str, str], set[str]]:
             for resource in rule.get("resources") or []:
                 granted[group, resource] |= set(rule.get("verbs") or [])
     return dict(granted)
+
+
+def _assert_binds(manifests: list[Manifest], name: str, subject: dict[str, str]) -> None:
+    """The ClusterRoleBinding ``name`` grants the ClusterRole ``name`` to ``subject`` only."""
+    binding = _one(manifests, "ClusterRoleBinding", name)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": name,
+    }
+    assert binding["subjects"] == [subject]
 
 
 def _pod_spec(manifests: list[Manifest]) -> dict[str, Any]:
@@ -311,13 +324,7 @@ def test_cluster_role_grants_nothing_else(manifests: list[Manifest]) -> None:
 
 def test_cluster_role_binding_binds_the_service_account(manifests: list[Manifest]) -> None:
     _one(manifests, "ServiceAccount", SERVICE_ACCOUNT)
-    binding = _one(manifests, "ClusterRoleBinding", CLUSTER_ROLE)
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "ClusterRole",
-        "name": CLUSTER_ROLE,
-    }
-    assert binding["subjects"] == [SA_SUBJECT]
+    _assert_binds(manifests, CLUSTER_ROLE, SA_SUBJECT)
 
 
 # --------------------------------------------------------------------------- leader election
@@ -448,13 +455,7 @@ def _daemonset_pod(manifests: list[Manifest]) -> dict[str, Any]:
 def test_the_plugins_cluster_role_grants_only_get_on_pods_and_nodeippools(manifests: list[Manifest]) -> None:
     role = _one(manifests, "ClusterRole", IPAM)
     assert _permissions(role) == {("", "pods"): {"get"}, ("ipscheduler.io", "nodeippools"): {"get"}}
-    binding = _one(manifests, "ClusterRoleBinding", IPAM)
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "ClusterRole",
-        "name": IPAM,
-    }
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": IPAM, "namespace": NODE_NAMESPACE}]
+    _assert_binds(manifests, IPAM, {"kind": "ServiceAccount", "name": IPAM, "namespace": NODE_NAMESPACE})
     assert _one(manifests, "ServiceAccount", IPAM)["metadata"]["namespace"] == NODE_NAMESPACE
 
 
@@ -591,6 +592,175 @@ def test_make_deploy_applies_the_crd_then_the_rendered_manifests() -> None:
         "| kubectl apply -f -",
         "kubectl delete -k deploy/ --ignore-not-found",
     ]
+
+
+# --------------------------------------------------------------------------- extender mode (deploy/extender)
+
+EXTENDER_DIR = DEPLOY_DIR / "extender"
+KUBE_SCHEDULER_CONFIG = EXTENDER_DIR / "kube-scheduler-config.yaml"
+EXTENDER = "ip-scheduler-extender"  # the Service, the ClusterRole and its binding
+EXTENDER_ADDS = {
+    ("Service", NAMESPACE, EXTENDER),
+    ("ClusterRole", "", EXTENDER),
+    ("ClusterRoleBinding", "", EXTENDER),
+}
+EXTENDER_REMOVES = {("PodDisruptionBudget", NAMESPACE, DEPLOYMENT)}
+"""What deploy/extender changes in deploy/'s objects, besides the Deployment's args, ports
+and rollout strategy (deploy/extender/README.md, Availability: only the leader is ready)."""
+
+
+@pytest.fixture(scope="module")
+def deploy_rendered() -> list[Manifest]:
+    """``kubectl kustomize deploy/``."""
+    return _kubectl_kustomize(DEPLOY_DIR)
+
+
+@pytest.fixture(scope="module")
+def extender_manifests() -> list[Manifest]:
+    """``kubectl kustomize deploy/extender``."""
+    return _kubectl_kustomize(EXTENDER_DIR)
+
+
+def _extender_entry() -> dict[str, Any]:
+    """The one ``extenders[]`` entry of deploy/extender/kube-scheduler-config.yaml."""
+    config = yaml.safe_load(KUBE_SCHEDULER_CONFIG.read_text(encoding="utf-8"))
+    assert (config["apiVersion"], config["kind"]) == (
+        "kubescheduler.config.k8s.io/v1",
+        "KubeSchedulerConfiguration",
+    )
+    assert set(config) == {"apiVersion", "kind", "extenders"}, "the cluster's profiles etc. stay its own"
+    (entry,) = config["extenders"]
+    assert isinstance(entry, dict)
+    return entry
+
+
+def test_the_kube_scheduler_entry_calls_exactly_the_four_verbs_served() -> None:
+    from ipscheduler.cmd.extender import VERBS
+
+    entry = _extender_entry()
+    verbs = {key: value for key, value in entry.items() if key.endswith("Verb")}
+    assert verbs == {
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "bindVerb": "bind",
+        "preemptVerb": "preempt",
+    }
+    assert sorted(verbs.values()) == sorted(VERBS), "the routes cmd/extender serves"
+    assert entry["nodeCacheCapable"] is True
+    assert (entry["weight"], entry["httpTimeout"], entry["ignorable"]) == (1, "5s", False)
+    assert not entry.get("enableHTTPS", False), "cmd/extender serves plain HTTP"
+
+
+def test_the_kube_scheduler_entry_manages_the_resource_the_publisher_keeps_on_the_nodes() -> None:
+    from ipscheduler.cmd.cli import build_parser
+    from ipscheduler.underlayip.publisher import RESOURCE
+
+    assert _extender_entry()["managedResources"] == [{"name": RESOURCE, "ignoredByScheduler": False}]
+    assert build_parser().parse_args(["extender"]).resource_name == RESOURCE
+
+
+def test_the_kube_scheduler_entry_calls_the_extender_service(extender_manifests: list[Manifest]) -> None:
+    url = urlsplit(_extender_entry()["urlPrefix"])
+    (port,) = _one(extender_manifests, "Service", EXTENDER)["spec"]["ports"]
+    assert (url.scheme, url.hostname, url.port, url.path) == (
+        "http",
+        f"{EXTENDER}.{NAMESPACE}.svc",
+        port["port"],
+        "",
+    )
+
+
+def test_base_yaml_is_deploy_as_kustomize_renders_it(deploy_rendered: list[Manifest]) -> None:
+    """kustomize refuses deploy/ as a base of deploy/extender (a parent folder), hence the copy."""
+    path = EXTENDER_DIR / "base.yaml"
+    base = _documents(path.read_text(encoding="utf-8"), path.name)
+    assert {_key(d): d for d in base} == {_key(d): d for d in deploy_rendered} and len(base) == len(
+        deploy_rendered
+    ), "deploy/extender/base.yaml is stale: kubectl kustomize deploy/ > deploy/extender/base.yaml"
+
+
+def test_the_extender_kustomization_uses_every_manifest_of_its_folder() -> None:
+    kustomization = yaml.safe_load((EXTENDER_DIR / "kustomization.yaml").read_text(encoding="utf-8"))
+    used = [*kustomization["resources"], *(p["path"] for p in kustomization["patches"] if "path" in p)]
+    present = {p.name for p in EXTENDER_DIR.glob("*.yaml")} - {
+        "kustomization.yaml",
+        KUBE_SCHEDULER_CONFIG.name,
+    }
+    assert sorted(used) == sorted(present)
+
+
+def _but_for_extender_mode(doc: Manifest) -> Manifest:
+    """``doc`` without what deploy/extender's Deployment patch changes (args, ports, strategy)."""
+    if _key(doc) != ("Deployment", NAMESPACE, DEPLOYMENT):
+        return doc
+    doc = copy.deepcopy(doc)
+    doc["spec"].pop("strategy", None)
+    (container,) = _containers(doc)
+    del container["args"]
+    container["ports"] = [p for p in container["ports"] if p["name"] != "extender"]
+    return doc
+
+
+def test_deploy_extender_is_deploy_but_for_the_extender(
+    deploy_rendered: list[Manifest], extender_manifests: list[Manifest]
+) -> None:
+    deploy = {_key(d): d for d in deploy_rendered}
+    extender = {_key(d): d for d in extender_manifests}
+    assert set(extender) == (set(deploy) - EXTENDER_REMOVES) | EXTENDER_ADDS
+    for key in set(deploy) - EXTENDER_REMOVES:
+        assert _but_for_extender_mode(extender[key]) == _but_for_extender_mode(deploy[key]), key
+
+
+def test_the_extender_deployment_runs_ipscheduler_extender(extender_manifests: list[Manifest]) -> None:
+    from ipscheduler.cmd.cli import build_parser
+    from ipscheduler.cmd.flags import run_config
+    from ipscheduler.underlayip.publisher import RESOURCE
+
+    container = _container(extender_manifests)
+    args = build_parser().parse_args(container["args"])
+    cfg = run_config(args)
+    assert args.command == "extender"
+    assert (cfg.extender_listen, cfg.leader_elect, cfg.health_addr) == ("0.0.0.0:8888", True, "0.0.0.0:8080")
+    assert cfg.publish_resource == RESOURCE
+    ports = {p["name"]: p for p in container["ports"]}
+    assert ports["extender"] == {"name": "extender", "containerPort": 8888, "protocol": "TCP"}
+    assert ports["metrics"]["containerPort"] == int(cfg.health_addr.rpartition(":")[2])
+
+
+def test_the_extender_rollout_does_not_wait_for_a_standby_to_be_ready(
+    extender_manifests: list[Manifest],
+) -> None:
+    """Only the leader is ready: a rollout that kept one old pod until a new one was ready,
+    or a PodDisruptionBudget of minAvailable 1, would never let the old leader go."""
+    spec = _one(extender_manifests, "Deployment", DEPLOYMENT)["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": "100%"},
+    }
+    assert not [d for d in extender_manifests if d["kind"] == "PodDisruptionBudget"]
+
+
+def test_the_extender_service_reaches_the_extender_port_of_the_scheduler_pods(
+    extender_manifests: list[Manifest],
+) -> None:
+    service = _one(extender_manifests, "Service", EXTENDER)
+    deployment = _one(extender_manifests, "Deployment", DEPLOYMENT)
+    spec = service["spec"]
+    assert service["metadata"]["namespace"] == NAMESPACE
+    assert spec["type"] == "ClusterIP"
+    assert spec["selector"] == deployment["spec"]["selector"]["matchLabels"] == APP_LABEL
+    assert spec["ports"] == [{"name": "extender", "port": 8888, "targetPort": "extender", "protocol": "TCP"}]
+    assert not spec.get("publishNotReadyAddresses"), "the leader only: a standby is not ready"
+
+
+def test_the_extender_cluster_role_grants_exactly_patch_on_node_status(
+    extender_manifests: list[Manifest],
+) -> None:
+    role = _one(extender_manifests, "ClusterRole", EXTENDER)
+    assert _permissions(role) == {("", "nodes/status"): {"patch"}}
+    assert "aggregationRule" not in role
+    _assert_binds(extender_manifests, EXTENDER, SA_SUBJECT)
 
 
 # --------------------------------------------------------------------------- one version
