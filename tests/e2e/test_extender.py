@@ -256,3 +256,16 @@ def test_preemption_through_the_extender_frees_an_address_for_a_higher_priority_
     finally:
         for name in classes:
             kubectl("delete", "priorityclass", name, "--ignore-not-found")
+
+
+@pytest.mark.usefixtures("extender")
+def test_the_published_resource_follows_the_nodes_pools(kubectl: Kubectl, pools: Pools) -> None:
+    pools.create("res-a", "node-3", ["10.40.5.1-10.40.5.4"])
+    pools.create("res-b", "node-3", capacity=3)
+    wait_for("node-3: 4 + 3", lambda: published(kubectl).get("node-3") == "7", timeout=30)
+    kubectl("delete", "nodeippool", "res-a")
+    wait_for("node-3: 3 once a pool went", lambda: published(kubectl).get("node-3") == "3", timeout=30)
+    kubectl("delete", "nodeippool", "res-b")
+    wait_for("removed with the last pool", lambda: published(kubectl).get("node-3") is None, timeout=30)
+    node = kubectl.json("get", "node", "node-3")
+    assert RESOURCE not in (node["status"].get("capacity") or {})
