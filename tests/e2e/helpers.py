@@ -42,11 +42,13 @@ def install_crd(kubectl: Kubectl) -> None:
 
 
 def leader_and_standby(
-    start: Callable[..., SchedulerProcess], prefix: str
+    start: Callable[..., SchedulerProcess], prefix: str, *extra: str
 ) -> tuple[SchedulerProcess, SchedulerProcess, str]:
     """Two replicas electing on a Lease of their own in ``default`` (``<prefix>-<hex>``),
-    started by ``start`` (the ``scheduler_factory`` fixture): the first leads (its start-up
-    reconcile done), the second stands by. Returns ``(leader, standby, lease name)``."""
+    started by ``start`` (the ``scheduler_factory`` fixture) with ``extra`` flags: the first
+    leads (its start-up reconcile done), the second stands by. Returns ``(leader, standby,
+    lease name)``. A test that watches which replica binds gives them a ``--scheduler-name``
+    of their own: a module's shared scheduler would bind ``ip-scheduler``'s pods too."""
     lease = f"{prefix}-{secrets.token_hex(3)}"
     args = (
         "--leader-elect",
@@ -54,6 +56,7 @@ def leader_and_standby(
         "default",
         "--leader-elect-resource-name",
         lease,
+        *extra,
     )
     leader = start(*args)
     standby = start(*args, wait="waiting for lease")

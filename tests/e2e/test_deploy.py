@@ -252,7 +252,7 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
     with _real(kubectl, docs):
         assert {(v, r): can_i(v, r) for v, r in must} == {(v, r): "yes" for v, r in must}
         assert {(v, r): can_i(v, r) for v, r in must_not} == {(v, r): "no" for v, r in must_not}
-        for verb in ("get", "create", "update"):
+        for verb in ("get", "create", "update", "list", "watch"):
             assert can_i(verb, "leases.coordination.k8s.io", "-n", NAMESPACE) == "yes"
         assert can_i("update", "leases.coordination.k8s.io", "-n", "default") == "no"
         kc = token_kubeconfig(kubectl, "ip-scheduler", NAMESPACE, tmp_path / "sa.kubeconfig")

@@ -199,7 +199,8 @@ def test_a_leader_stopped_by_sigterm_releases_the_lease_and_the_standby_schedule
     """kube-scheduler's ReleaseOnCancel: a rollout (SIGTERM) must not stall scheduling for a
     lease duration (15 s) as a crash (SIGKILL, the test above) does."""
     pools.create("handover", "node-1", ["10.8.1.1-10.8.1.9"])
-    first, second, lease = leader_and_standby(scheduler_factory, "ho")
+    # Their own schedulerName: the module's shared scheduler must not be the one that binds.
+    first, second, lease = leader_and_standby(scheduler_factory, "ho", "--scheduler-name", "handover")
     wait_for("first leads", lambda: first.probe("/readyz") == (200, "ok: leader\n"), timeout=15)
     wait_for("standby ready", lambda: second.probe("/readyz") == (200, "ok: standby\n"), timeout=15)
     holder = kubectl.json("get", "lease", lease, "-n", "default")["spec"]["holderIdentity"]
@@ -208,7 +209,10 @@ def test_a_leader_stopped_by_sigterm_releases_the_lease_and_the_standby_schedule
     exited = time.monotonic()
     assert first.proc is not None and first.proc.returncode == 0, first.log_tail()
     assert f"released lease default/{lease}" in first.log_path.read_text(), first.log_tail()
-    kubectl.create(_pinned("after-handover", "node-1"), ns)
+    pod = pod_manifest(
+        "after-handover", scheduler="handover", nodeSelector={"kubernetes.io/hostname": "node-1"}
+    )
+    kubectl.create(pod, ns)
     node = wait_for(
         "scheduled by the standby",
         lambda: kubectl.json("get", "pod", "after-handover", "-n", ns)["spec"].get("nodeName"),
@@ -222,7 +226,7 @@ def test_a_leader_stopped_by_sigterm_releases_the_lease_and_the_standby_schedule
     )
     assert node == "node-1"
     assert bound - exited < 10, "the standby waited for the lease to expire: it was not released"
-    assert second.probe("/readyz") == (200, "ok: leader\n")
+    assert second.probe("/readyz") == (200, "ok: leader\n")  # it bound the pod: it leads
     assert kubectl.json("get", "lease", lease, "-n", "default")["spec"].get("holderIdentity") not in (
         None,
         holder,

@@ -8,8 +8,11 @@ exits (status 1) so that it restarts clean as a standby.
 
 A leader that stops (SIGTERM, SIGINT) releases the Lease as client-go's
 ``ReleaseOnCancel`` does (``leaderelection.go`` ``release()``): holder cleared,
-``leaseDurationSeconds: 1``; a standby then takes it on its next retry (within the
-retry period) instead of waiting out the lease duration.
+``leaseDurationSeconds: 1``; a standby then takes it on its next retry instead of
+waiting out the lease duration. A standby also watches its Lease (``list``/``watch``
+on leases in its namespace) and tries at once when the holder is cleared, instead of at
+its next retry-period tick (:class:`PromptLeaderElection`); without those grants it
+just retries every retry period, as kube-scheduler does.
 
 Correctness never depends on the lease: every allocation is a
 compare-and-swap, so two schedulers running at once still never hand out one
@@ -19,6 +22,7 @@ address twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import json
 import logging
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
@@ -177,6 +181,62 @@ class ResilientLeaseLock(LeaseLock):
         return True
 
 
+class PromptLeaderElection(leaderelection.LeaderElection):
+    """kubernetes-asyncio's ``LeaderElection`` whose standby loop tries again as soon as
+    ``nudge`` is set (the Lease was released) instead of sleeping a whole retry period."""
+
+    def __init__(self, config: electionconfig.Config, nudge: asyncio.Event) -> None:
+        super().__init__(config)
+        self.nudge = nudge
+
+    async def acquire(self) -> bool:
+        """Try; then wait for the retry period or a nudge, whichever comes first."""
+        retry_period = self.election_config.retry_period
+        while True:
+            self.nudge.clear()
+            if await self.try_acquire_or_renew():
+                return True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.nudge.wait(), retry_period)
+
+
+async def watch_for_release(
+    api_client: client.ApiClient, settings: ElectionSettings, nudge: asyncio.Event
+) -> None:
+    """Set ``nudge`` whenever the Lease shows no holder (released). Runs until cancelled; a
+    failed or refused watch (no ``watch`` grant) is retried after the retry period, the
+    refusal said once at ``V(2)``: the election then simply retries on its own schedule."""
+    coordination = client.CoordinationV1Api(api_client)
+    selector = f"metadata.name={settings.lease_name}"
+    said = False
+    while True:
+        try:
+            async with watch.Watch() as w:
+                async for event in w.stream(
+                    coordination.list_namespaced_lease,
+                    settings.namespace(),
+                    field_selector=selector,
+                    timeout_seconds=300,
+                ):
+                    lease = event.get("object")
+                    spec = getattr(lease, "spec", None)
+                    if spec is not None and not spec.holder_identity:
+                        nudge.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            if not said:
+                log.log(
+                    klog.V2,
+                    "not watching lease %s/%s (%r): retrying every retry period",
+                    settings.namespace(),
+                    settings.lease_name,
+                    e,
+                )
+                said = True
+        await asyncio.sleep(settings.retry_period)
+
+
 class LostLeadership(Exception):
     """The lease could not be renewed; the process should exit."""
 
@@ -202,6 +262,7 @@ async def run_elected(
     leading: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def started() -> None:
+        watcher.cancel()  # only a standby needs it
         log.info("acquired lease %s/%s as %s", settings.namespace(), settings.lease_name, me)
         on_role("leader")
         try:
@@ -230,7 +291,9 @@ async def run_elected(
     )
     on_role("standby")
     log.info("waiting for lease %s/%s (identity %s)", settings.namespace(), settings.lease_name, me)
-    election = asyncio.create_task(leaderelection.LeaderElection(config).run(), name="leader-election")
+    nudge = asyncio.Event()
+    election = asyncio.create_task(PromptLeaderElection(config, nudge).run(), name="leader-election")
+    watcher = asyncio.create_task(watch_for_release(api_client, settings, nudge), name="lease-watch")
     lost_wait = asyncio.create_task(lost.wait())
     try:
         waiters: set[asyncio.Future[Any]] = {election, lost_wait, leading}
@@ -246,6 +309,6 @@ async def run_elected(
         if lost.is_set() or election in done:
             raise LostLeadership(f"lost lease {settings.namespace()}/{settings.lease_name}")
     finally:
-        for t in (election, lost_wait):
+        for t in (election, lost_wait, watcher):
             t.cancel()
-        await asyncio.gather(election, lost_wait, return_exceptions=True)
+        await asyncio.gather(election, lost_wait, watcher, return_exceptions=True)

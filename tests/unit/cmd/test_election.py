@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -10,7 +11,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
-from ipscheduler.cmd.election import ResilientLeaseLock
+from ipscheduler.cmd.election import PromptLeaderElection, ResilientLeaseLock
 
 # --------------------------------------------------------------------------- leader election
 
@@ -43,3 +44,58 @@ async def test_an_api_server_outage_is_a_failed_lease_attempt_not_the_end_of_the
 
     cfg = electionconfig.Config(lock, 15, 10, 2, nothing, nothing)
     assert await leaderelection.LeaderElection(cfg).try_acquire_or_renew() is False
+
+
+class _Leases:
+    """An in-memory Lease API: read, replace (resourceVersion CAS) and their calls."""
+
+    def __init__(self, holder: str | None) -> None:
+        self.lease = client.V1Lease(
+            metadata=client.V1ObjectMeta(name="l", namespace="ns", resource_version="1"),
+            spec=client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=15),
+        )
+        self.replaced: list[client.V1Lease] = []
+
+    async def read_namespaced_lease(self, name: str, namespace: str) -> Any:
+        return self.lease
+
+    async def replace_namespaced_lease(self, name: str, namespace: str, body: Any) -> Any:
+        self.replaced.append(body)
+        self.lease = body
+        return body
+
+
+async def test_release_clears_the_holder_of_our_own_lease_only() -> None:
+    lock = ResilientLeaseLock("l", "ns", "me", None, timeout=1)
+    ours = _Leases("me")
+    lock.api_instance = ours
+    assert await lock.release() is True
+    spec = ours.replaced[0].spec
+    assert (spec.holder_identity, spec.lease_duration_seconds) == (None, 1)
+    theirs = _Leases("someone-else")
+    lock.api_instance = theirs
+    assert await lock.release() is False and theirs.replaced == []
+
+
+async def test_a_nudged_standby_tries_again_at_once_not_after_the_retry_period() -> None:
+    tries: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def try_acquire_or_renew() -> bool:
+        tries.append(loop.time())
+        return len(tries) > 1
+
+    async def noop() -> None:
+        pass
+
+    config = electionconfig.Config(
+        ResilientLeaseLock("l", "ns", "me", None, timeout=1), 60, 30, 20, noop, noop
+    )
+    nudge = asyncio.Event()
+    election = PromptLeaderElection(config, nudge)
+    election.try_acquire_or_renew = try_acquire_or_renew  # type: ignore[method-assign]
+    task = asyncio.create_task(election.acquire())
+    await asyncio.sleep(0.05)
+    nudge.set()  # the Lease was released: no waiting out the 20 s retry period
+    assert await asyncio.wait_for(task, timeout=5) is True
+    assert len(tries) == 2
