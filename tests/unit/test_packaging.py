@@ -335,7 +335,9 @@ def test_leader_election_role_is_namespaced_leases_only(manifests: list[Manifest
     assert len(roles) == 1, f"expected one Role, found {[r['metadata']['name'] for r in roles]}"
     role = roles[0]
     assert role["metadata"]["namespace"] == NAMESPACE
-    assert _permissions(role) == {("coordination.k8s.io", "leases"): {"get", "create", "update", "list", "watch"}}
+    assert _permissions(role) == {
+        ("coordination.k8s.io", "leases"): {"get", "create", "update", "list", "watch"}
+    }
 
     bindings = [m for m in manifests if m["kind"] == "RoleBinding"]
     assert len(bindings) == 1, f"expected one RoleBinding, found {len(bindings)}"
