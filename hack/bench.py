@@ -524,14 +524,19 @@ class KubeScheduler(SchedulerProcess):
         return self.proc.pid
 
     async def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                await asyncio.to_thread(self.proc.wait, 30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                await asyncio.to_thread(self.proc.wait)
+        await stop_popen(self.proc)
         self.pid = None
+
+
+async def stop_popen(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM ``proc`` if it runs, SIGKILL after 30 s; waits for the exit."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            await asyncio.to_thread(proc.wait, 30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            await asyncio.to_thread(proc.wait)
 
 
 class KubeWithExtender(SchedulerProcess):
@@ -577,13 +582,7 @@ class KubeWithExtender(SchedulerProcess):
         return pid
 
     async def stop(self) -> None:
-        if self.kube is not None and self.kube.poll() is None:
-            self.kube.terminate()
-            try:
-                await asyncio.to_thread(self.kube.wait, 30)
-            except subprocess.TimeoutExpired:
-                self.kube.kill()
-                await asyncio.to_thread(self.kube.wait)
+        await stop_popen(self.kube)
         await self.extender.stop()
         self.pid = None
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -91,15 +91,11 @@ def make_app(state: HealthState) -> web.Application:
         ok, why = state.readiness()
         return web.Response(status=200 if ok else 503, text=why + "\n")
 
-    handlers: dict[int, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {}
-
     async def metrics(request: web.Request) -> web.StreamResponse:
         if state.metrics is None:
             return web.Response(status=503, text="metrics not ready\n")
-        handler = handlers.get(id(state.metrics))
-        if handler is None:
-            handler = handlers[id(state.metrics)] = state.metrics.handler()
-        return await handler(request)
+        response: web.StreamResponse = await state.metrics.handler(request)
+        return response
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

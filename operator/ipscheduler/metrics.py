@@ -45,6 +45,7 @@ handler (:meth:`Metrics.handler`: text or OpenMetrics as the scraper asks, gzip)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -337,7 +338,8 @@ class Metrics:
         """The text exposition format of all metrics."""
         return generate_latest(self.registry)
 
+    @functools.cached_property
     def handler(self) -> Callable[[Any], Any]:
-        """The ``/metrics`` aiohttp handler (prometheus_client's: content negotiation
-        between the text format and OpenMetrics, gzip when accepted)."""
+        """The ``/metrics`` aiohttp handler of this registry (prometheus_client's: content
+        negotiation between the text format and OpenMetrics, gzip when accepted)."""
         return make_aiohttp_handler(self.registry)
