@@ -18,9 +18,25 @@ def crd(kubectl: Kubectl) -> None:
     install_crd(kubectl)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """Keep each phase's report on the item (``item.rep_call``) for fixtures' teardown."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    report = getattr(request.node, "rep_call", None)
+    return report is not None and report.failed
+
+
 @pytest.fixture
-def scheduler_factory(kubectl: Kubectl, crd: None, tmp_path: Path) -> Iterator[Any]:
-    """Start schedulers on demand; all are stopped at the end of the test."""
+def scheduler_factory(
+    kubectl: Kubectl, crd: None, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Any]:
+    """Start schedulers on demand; all are stopped at the end of the test (a failed test
+    prints each one's log tail, which CI's report shows as captured teardown output)."""
     procs: list[SchedulerProcess] = []
 
     def start(*extra: str, wait: str = "start-up reconcile") -> SchedulerProcess:
@@ -32,6 +48,9 @@ def scheduler_factory(kubectl: Kubectl, crd: None, tmp_path: Path) -> Iterator[A
     yield start
     for p in procs:
         p.stop()
+    if _failed(request):
+        for p in procs:
+            print(f"--- {p.log_path.name} (last 60 lines) ---\n{p.log_tail(60)}")
 
 
 @pytest.fixture(scope="module")

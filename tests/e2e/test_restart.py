@@ -30,11 +30,19 @@ def test_sigkill_delete_and_create_while_down_then_restart(
 
     scheduler_factory()  # restart: reconcile releases the 2 leaks, then schedules the 7 pending pods
 
+    seen: list[int] = []
+
     def settled() -> list[dict[str, Any]] | None:
         bound = bound_pods(pods_of(kubectl, ns))
+        seen.append(len(bound))
         return bound if len(bound) == 18 else None
 
-    bound = wait_for("18 bound (all addresses in use)", settled, timeout=90)
+    try:
+        bound = wait_for("18 bound (all addresses in use)", settled, timeout=90)
+    except AssertionError as e:
+        held = {i: len(pools.get(f"r-node-{i}")["status"].get("allocations") or {}) for i in (1, 2, 3)}
+        msg = f"{e}; bound counts seen: {sorted(set(seen))}, allocations per pool: {held}"
+        raise AssertionError(msg) from None
     ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in bound]
     assert len(set(ips)) == 18, "an address is held twice"
     assert_check_clean(kubectl)
