@@ -81,7 +81,8 @@ helm:
 ## crds: regenerate the CRD from the models, and the Helm chart's copy of it
 crds: $(VENV)/.installed
 	$(PY) -m ipscheduler crd > crds/nodeippools.ipscheduler.io.yaml
-	cp crds/nodeippools.ipscheduler.io.yaml deploy/chart/ipscheduler/crds/
+	$(PY) -m ipscheduler crd podgroups > crds/podgroups.scheduling.x-k8s.io.yaml
+	cp crds/nodeippools.ipscheduler.io.yaml crds/podgroups.scheduling.x-k8s.io.yaml deploy/chart/ipscheduler/crds/
 
 ## bench: ip-scheduler vs kube-scheduler side by side (BENCH_ARGS="--preset large" etc.)
 BENCH_ARGS ?= --preset small

@@ -256,7 +256,8 @@ def main() -> int:
         return 2
     kc = cluster.kubeconfig
     kubectl(kc, "apply", "-f", str(ROOT / "crds"))
-    kubectl(kc, "wait", "--for=condition=Established", "crd/nodeippools.ipscheduler.io", "--timeout=60s")
+    for crd in ("nodeippools.ipscheduler.io", "podgroups.scheduling.x-k8s.io"):
+        kubectl(kc, "wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
     kubectl(kc, "apply", "-f", str(ROOT / "examples" / "nodeippools.yaml"))
     pid = start_scheduler(root, args.python, kc)
     kubectl(kc, "apply", "-f", str(ROOT / "examples" / "deployment.yaml"))

@@ -24,21 +24,24 @@ from tests.kube import Kubectl, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
+PODGROUP_CRD = ROOT / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 SCHEDULER = "ip-scheduler"
 
 
 def install_crd(kubectl: Kubectl) -> None:
-    """Apply the NodeIPPool CRD and wait until it is Established. Polled rather than
-    ``kubectl wait --for=condition=Established``, which fails at once ("status.conditions
-    accessor error") when it reads the CRD before the API server wrote any condition."""
-    kubectl("apply", "-f", str(CRD))
+    """Apply the CRDs of crds/ (NodeIPPool, PodGroup) and wait until they are Established.
+    Polled rather than ``kubectl wait --for=condition=Established``, which fails at once
+    ("status.conditions accessor error") when it reads the CRD before the API server wrote
+    any condition."""
+    kubectl("apply", "-f", str(CRD), "-f", str(PODGROUP_CRD))
 
-    def established() -> bool:
-        crd = kubectl.json("get", "crd", "nodeippools.ipscheduler.io")
+    def established(name: str) -> bool:
+        crd = kubectl.json("get", "crd", name)
         conditions = (crd.get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
-    wait_for("the NodeIPPool CRD Established", established, timeout=60, interval=0.2)
+    for name in ("nodeippools.ipscheduler.io", "podgroups.scheduling.x-k8s.io"):
+        wait_for(f"the CRD {name} Established", lambda n=name: established(n), timeout=60, interval=0.2)
 
 
 def leader_and_standby(

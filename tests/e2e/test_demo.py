@@ -9,7 +9,9 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,6 +74,7 @@ def test_make_demo_schedules_the_examples_and_wires_two_pods(tmp_path: Path) -> 
         ).stdout
         assert "default via 10.0.2.1 dev eth0" in routes  # the pool's subnet gateway and route
         assert run.stdout.count("the UID still holds it: ok") == 1  # CHECK of the subnet pod
+        _gang_example_runs(kc)
     finally:
         subprocess.run([*demo, "--down"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
         subprocess.run(
@@ -81,6 +84,35 @@ def test_make_demo_schedules_the_examples_and_wires_two_pods(tmp_path: Path) -> 
             check=False,
         )
     assert _netns(prefix) == []  # `make down` removes what the demo made
+
+
+def _gang_example_runs(kc: Path) -> None:
+    """examples/podgroup.yaml as examples/README.md runs it on the demo's cluster: the Job's 4
+    workers bind together, each with its own address, and ``kubectl get pg`` shows them."""
+
+    def kubectl(*args: str) -> str:
+        return subprocess.run(
+            ["kubectl", "--kubeconfig", str(kc), *args], capture_output=True, text=True, check=True
+        ).stdout
+
+    kubectl("apply", "-f", str(ROOT / "examples" / "podgroup.yaml"))
+    deadline = time.monotonic() + 60
+    pods: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        pods = json.loads(kubectl("get", "pods", "-l", "app=training", "-o", "json"))["items"]
+        if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods):
+            break
+        time.sleep(0.5)
+    ips = {p["metadata"]["annotations"].get("ipscheduler.io/ip") for p in pods}
+    assert len(pods) == 4 and len(ips) == 4 and None not in ips, json.dumps(pods)[:2000]
+    deadline = time.monotonic() + 30
+    table = ""
+    while time.monotonic() < deadline:
+        table = kubectl("get", "pg", "training")
+        if re.search(r"^training\s+(Scheduled|Running|Finished)\s+4\s+4\s", table, re.MULTILINE):
+            break
+        time.sleep(0.5)
+    assert re.search(r"^training\s+(Scheduled|Running|Finished)\s+4\s+4\s", table, re.MULTILINE), table
 
 
 def pods_node(pods: list[dict[str, object]], name: str) -> str:

@@ -49,3 +49,18 @@ def test_the_pool_rule_would_catch_what_it_forbids() -> None:
     assert POOL_NAME.search("ADDRESS_RELEASED")
     assert POOL_NAME.search("NodeIPPool")
     assert not POOL_NAME.search("NODE_ADD")
+
+
+GROUP_API = re.compile(r"scheduling\.x-k8s\.io|pod-group")
+"""What names the coscheduling wing's PodGroup API (its group and its label)."""
+
+
+@pytest.mark.parametrize("floor", GENERIC)
+def test_a_generic_floor_names_nothing_of_the_podgroup_api(floor: str) -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+        for path in sorted((PACKAGE / floor).glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if GROUP_API.search(line)
+    ]
+    assert found == []

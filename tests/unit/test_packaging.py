@@ -32,6 +32,7 @@ DEPLOY_DIR = REPO_ROOT / "deploy"
 KUSTOMIZATION = DEPLOY_DIR / "kustomization.yaml"
 CHART = DEPLOY_DIR / "chart" / "ipscheduler"
 CRD = REPO_ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
+PODGROUP_CRD = REPO_ROOT / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 VERSION = (REPO_ROOT / "VERSION").read_text(encoding="utf-8").strip()
 
 NAMESPACE = "ipscheduler-system"
@@ -58,6 +59,8 @@ EXPECTED_CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("apps", "statefulsets"): {"get"},
     ("ipscheduler.io", "nodeippools"): {"get", "list", "watch", "patch"},
     ("ipscheduler.io", "nodeippools/status"): {"update"},
+    ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
+    ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
 }
 FORBIDDEN_VERBS = {"delete", "deletecollection", "escalate", "bind", "impersonate"}
 
@@ -847,10 +850,11 @@ def test_helm_lint_passes(
     assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
 
 
-def test_the_charts_crd_is_crds_nodeippools() -> None:
-    copy = CHART / "crds" / CRD.name
-    assert copy.read_bytes() == CRD.read_bytes(), f"{copy} is not a copy of {CRD}: run `make crds`"
-    assert sorted(p.name for p in (CHART / "crds").iterdir()) == [CRD.name]
+def test_the_charts_crds_are_those_of_crds() -> None:
+    for crd in (CRD, PODGROUP_CRD):
+        copy = CHART / "crds" / crd.name
+        assert copy.read_bytes() == crd.read_bytes(), f"{copy} is not a copy of {crd}: run `make crds`"
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == sorted([CRD.name, PODGROUP_CRD.name])
 
 
 CHART_ONLY_IN_DEPLOY = {("Namespace", "", NAMESPACE)}
@@ -866,7 +870,8 @@ def test_the_chart_renders_deploys_objects(
     chart = {_key(d): d for d in _template(helm, "--set", "cni.enabled=true", "--include-crds")}
     deploy = {_key(d): d for d in manifests}
     assert set(chart) == (set(deploy) - CHART_ONLY_IN_DEPLOY) | {
-        ("CustomResourceDefinition", "", "nodeippools.ipscheduler.io")
+        ("CustomResourceDefinition", "", "nodeippools.ipscheduler.io"),
+        ("CustomResourceDefinition", "", "podgroups.scheduling.x-k8s.io"),
     }
     for key, want in deploy.items():
         if key in CHART_ONLY_IN_DEPLOY:

@@ -282,6 +282,23 @@ class SchedulingQueue:
             self._park(qp)
         self._prune_in_flight_events()
 
+    def activate(self, uids: set[str]) -> int:
+        """Move these pods to activeQ now, out of backoffQ or the unschedulable pods, their
+        backoff cut short (upstream ``Activate``, event ``ForceActivate``); pods elsewhere
+        (active, in flight, unknown) are left alone. Returns how many moved."""
+        moved = 0
+        for uid in uids:
+            qp = self._backoff.pop(uid, None) or self._unpark(uid)
+            if qp is not None:
+                self._push_active(qp, "ForceActivate")
+                moved += 1
+        return moved
+
+    def in_flight(self, uid: str) -> bool:
+        """Whether the pod is in a scheduling or binding cycle (popped, not yet done, failed
+        or deleted)."""
+        return uid in self._in_flight
+
     def done(self, uid: str) -> None:
         """The pod left the scheduler (bound or given up); stop tracking it."""
         self._in_flight.pop(uid, None)

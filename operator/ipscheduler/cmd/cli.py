@@ -26,7 +26,14 @@ def build_parser() -> argparse.ArgumentParser:
         "beside the scheduler",
     )
     flags.add_extender_flags(extender)
-    sub.add_parser("crd", help="print the NodeIPPool CRD generated from the models")
+    crd = sub.add_parser("crd", help="print a CRD generated from the models (NodeIPPool unless named)")
+    crd.add_argument(
+        "resource",
+        nargs="?",
+        default="nodeippools",
+        choices=["nodeippools", "podgroups"],
+        help="nodeippools (ipscheduler.io) or podgroups (scheduling.x-k8s.io, coscheduling)",
+    )
     from ipscheduler.cmd import tools  # explain, check, ip, pools: also the kubectl plugin
 
     tools.add_commands(sub)
@@ -42,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ipscheduler`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
     if args.command == "crd":
+        if args.resource == "podgroups":
+            from ipscheduler.coscheduling.models import crd_yaml as podgroup_crd
+
+            sys.stdout.write(podgroup_crd())
+            return 0
         from ipscheduler.underlayip.models import crd_yaml
 
         sys.stdout.write(crd_yaml())

@@ -22,6 +22,9 @@ from kubernetes_asyncio import client
 from ipscheduler.backend.cache import Cache
 from ipscheduler.cmd.profiles import build_profile
 from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR, bound_pod_parse, namespace_informer
+from ipscheduler.coscheduling.controller import POD_GROUPS
+from ipscheduler.coscheduling.groups import GroupIndex, Member
+from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView, group_key
 from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
@@ -144,14 +147,44 @@ def explain_profile(
     config: SchedulerConfiguration | None,
     scheduler_name: str = "ip-scheduler",
     strategy: Strategy = "spread",
+    groups: GroupIndex | None = None,
 ) -> Framework:
     """The framework ``explain`` evaluates: ``run``'s (:func:`~ipscheduler.cmd.profiles.build_profile`)
     for ``config`` (the ``--config`` file; None: the defaults for ``scheduler_name``), with
-    ``strategy`` (``--ip-strategy``) unless the file sets UnderlayIP's. Raises ValueError as
-    build_profile does (e.g. a profile that disables the UnderlayIP filter)."""
+    ``strategy`` (``--ip-strategy``) unless the file sets UnderlayIP's, Coscheduling over
+    ``groups``. Raises ValueError as build_profile does (e.g. a profile that disables the
+    UnderlayIP filter)."""
     if config is None:
         config = SchedulerConfiguration.defaults(scheduler_name)
-    return build_profile(cache, api, writer, config, strategy)
+    return build_profile(cache, api, writer, config, strategy, groups=groups)
+
+
+async def group_index_for(api: KubeApi, pod: PodInfo) -> GroupIndex:
+    """The PodGroup index as the scheduler would hold it for ``pod``: its PodGroup and the
+    pods of its group (LISTed), or an empty index for a pod outside a group. Raises what
+    the reads raise."""
+    index = GroupIndex()
+    key = group_key(pod.namespace, pod.labels)
+    if key is None:
+        return index
+    if not await api.serves(POD_GROUPS):
+        index.installed = False
+        return index
+    for body in await api.list_cluster_objects(POD_GROUPS):
+        try:
+            view = PodGroupView.from_obj(body)
+        except ValueError as e:
+            meta = body.get("metadata") or {}
+            index.invalid[f"{meta.get('namespace')}/{meta.get('name')}"] = str(e)
+            continue
+        if view.key == key:
+            index.set_group(key, view)
+    selector = f"{POD_GROUP_LABEL}={pod.labels[POD_GROUP_LABEL]}"
+    for body in await api.list_pods("", selector):
+        member = Member.from_obj(body)
+        if member is not None and member.namespace == pod.namespace:
+            index.set_member(member.uid, member)
+    return index
 
 
 def caches_from(
@@ -208,7 +241,10 @@ async def explain(
         if default_pools is not None:
             cache.attach_namespaces({namespace: (default_pools,)})
         try:
-            profile = explain_profile(cache, api, PoolWriter(api, cache), config, scheduler_name, strategy)
+            groups = await group_index_for(api, pod)
+            profile = explain_profile(
+                cache, api, PoolWriter(api, cache), config, scheduler_name, strategy, groups
+            )
         except ValueError as e:
             return 2, f"explain: invalid --config: {e}\n"
         nodes = cache.node_cache.snapshot()

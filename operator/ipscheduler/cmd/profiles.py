@@ -21,11 +21,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ipscheduler.coscheduling import plugin as coscheduling
+from ipscheduler.coscheduling.groups import GroupIndex
+from ipscheduler.coscheduling.plugin import Coscheduling, CoschedulingArgs
 from ipscheduler.framework.config import ConfigError, Plugins, SchedulerConfiguration, load
 from ipscheduler.framework.interface import Binder, Handle
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
 from ipscheduler.kube.client import KubeApi
+from ipscheduler.kube.events import EventRecorder
 from ipscheduler.plugins import defaultbinder, queuesort
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip import plugin as underlay
@@ -72,16 +76,21 @@ makes the scheduler address-aware), with the refusal."""
 def default_plugins() -> Plugins:
     """The default profile's plugins per extension point (upstream ``getDefaultPlugins``).
 
-    PreFilter and PreScore are left empty: their defaults are the Filter and Score
-    plugins that implement them (see :func:`~ipscheduler.framework.runtime.new_framework`).
-    PostFilter and Permit have none.
+    Coscheduling (PodGroups) sorts the queue, as scheduler-plugins' coscheduling
+    profile has it (PrioritySort's order for pods outside a group), and runs at
+    PreFilter, PostFilter, Permit and Reserve; a pod without the group label passes it
+    untouched. Besides it, PreFilter and PreScore default to the Filter and Score plugins
+    that implement them (see :func:`~ipscheduler.framework.runtime.new_framework`).
     """
     return Plugins.model_validate(
         {
-            "queueSort": {"enabled": [{"name": queuesort.NAME}]},
+            "queueSort": {"enabled": [{"name": coscheduling.NAME}]},
+            "preFilter": {"enabled": [{"name": coscheduling.NAME}]},
             "filter": {"enabled": [{"name": n} for n in FILTER_PLUGINS]},
+            "postFilter": {"enabled": [{"name": coscheduling.NAME}]},
             "score": {"enabled": [{"name": n, "weight": w} for n, w in SCORE_WEIGHTS.items()]},
-            "reserve": {"enabled": [{"name": underlay.NAME}]},
+            "reserve": {"enabled": [{"name": underlay.NAME}, {"name": coscheduling.NAME}]},
+            "permit": {"enabled": [{"name": coscheduling.NAME}]},
             "preBind": {"enabled": [{"name": underlay.NAME}]},
             "bind": {"enabled": [{"name": defaultbinder.NAME}]},
             "postBind": {"enabled": [{"name": underlay.NAME}]},
@@ -110,11 +119,22 @@ def with_underlay_ip(
     return _underlay_ip(new)
 
 
-def plugin_registry(out_of_tree: Registry) -> Registry:
-    """The in-tree registry with ``out_of_tree`` merged in. Raises ValueError on a name
-    both have."""
+def with_coscheduling(groups: GroupIndex, recorder: EventRecorder | None = None) -> Registry:
+    """Coscheduling's out-of-tree registration: its factory binds the PodGroup index (fed by
+    the PodGroup informers) and the recorder of its PodGroup events."""
+
+    def new(args: CoschedulingArgs | None, handle: Handle) -> Coscheduling:
+        return coscheduling.new(args, handle, groups, recorder)
+
+    return with_plugin(coscheduling.NAME, new, CoschedulingArgs)
+
+
+def plugin_registry(out_of_tree: Registry, groups: GroupIndex | None = None) -> Registry:
+    """The in-tree registry with ``out_of_tree`` and Coscheduling (over ``groups``, a fresh
+    index when None) merged in. Raises ValueError on a name two of them have."""
     registry = new_in_tree_registry()
     registry.merge(out_of_tree)
+    registry.merge(with_coscheduling(groups if groups is not None else GroupIndex()))
     return registry
 
 
@@ -173,15 +193,20 @@ def build_profile(
     strategy: Strategy | None = None,
     multus_network: str | None = None,
     deps: UnderlayIPDeps | None = None,
+    groups: GroupIndex | None = None,
+    group_recorder: EventRecorder | None = None,
 ) -> Framework:
     """The profile described by ``config`` (None: all defaults), UnderlayIP wired to ``cache``,
-    ``writer`` and ``api`` (or to ``deps``, which then carries them with the rest); binds
-    through ``api``.
+    ``writer`` and ``api`` (or to ``deps``, which then carries them with the rest),
+    Coscheduling to ``groups`` (None: an empty index) posting PodGroup events through
+    ``group_recorder``; binds through ``api``.
 
     Raises ValueError as :func:`new_profile` does.
     """
     deps = deps if deps is not None else UnderlayIPDeps(cache, writer, api)
-    registry = plugin_registry(with_underlay_ip(deps, strategy, multus_network))
+    registry = new_in_tree_registry()
+    registry.merge(with_underlay_ip(deps, strategy, multus_network))
+    registry.merge(with_coscheduling(groups if groups is not None else GroupIndex(), group_recorder))
     return new_profile(registry, config or SchedulerConfiguration.defaults(), PluginHandle(binder=api))
 
 

@@ -42,6 +42,8 @@ from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.cmd import extender as extender_server
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.cmd.profiles import build_profile, extender_profile
+from ipscheduler.coscheduling.controller import PodGroupController
+from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
@@ -83,6 +85,8 @@ class Components:
     nodes: ObjectStore[NodeInfo]
     pools: ObjectStore[PoolView]
     namespaces: ObjectStore[str]
+    pod_groups: PodGroupController | None = None
+    """Indexes the PodGroups and their pods for Coscheduling and writes their status."""
     publisher: ResourcePublisher | None = None
     """Keeps the extended resource on the nodes (extender mode, ``--publish-resource``)."""
     extender: ExtenderVerbs | None = None
@@ -108,6 +112,8 @@ class Components:
         )
         self.controller.start(self.supervisor)
         self.supervisor.start("scheduling-loop", self.scheduler.run)
+        if self.pod_groups is not None:
+            self.supervisor.start("podgroups", functools.partial(self.pod_groups.run, self.api.client))
         if self.publisher is not None:
             self.supervisor.start(
                 "node-resources", functools.partial(self.publisher.run, self.controller.ready_to_schedule)
@@ -166,8 +172,17 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         requeue=requeue,
         rehomed=metrics.pods_rehomed.inc,
     )
+    groups = GroupIndex()
     profile = build_profile(
-        pool_cache, api, writer, cfg.config, cfg.ip_strategy, cfg.multus_network, deps=deps
+        pool_cache,
+        api,
+        writer,
+        cfg.config,
+        cfg.ip_strategy,
+        cfg.multus_network,
+        deps=deps,
+        groups=groups,
+        group_recorder=recorder,
     )
     profile.recorder = metrics
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
@@ -201,6 +216,14 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         ready_to_schedule=ready_to_schedule,
     )
     controller.watch_timeout = cfg.watch_timeout
+    pod_groups = PodGroupController(
+        api,
+        groups,
+        recorder,
+        requeue=queue.move_all_to_active_or_backoff,
+        health=health,
+        watch_timeout=cfg.watch_timeout,
+    )
     controller.list_all_pods = bool(cfg.extender_listen)
     pending_pods = PendingPodEvents(cfg.scheduler_name)
     bound_pods = bound_pod_informer()
@@ -257,6 +280,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         namespaces=namespaces,
         extender=extender,
         publisher=publisher,
+        pod_groups=pod_groups,
     )
 
 

@@ -17,9 +17,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from ipscheduler.framework.types import NodeInfo, PodInfo
+
+if TYPE_CHECKING:
+    from ipscheduler.framework.waiting import WaitingPods
 
 MAX_NODE_SCORE = 100
 """Scores are normalized into ``0..MAX_NODE_SCORE`` (framework.MaxNodeScore)."""
@@ -32,6 +35,8 @@ class Code(enum.Enum):
     ERROR = "Error"
     UNSCHEDULABLE = "Unschedulable"
     UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    WAIT = "Wait"
+    """A Permit plugin holds the pod (with a timeout) until it is allowed or rejected."""
     SKIP = "Skip"
 
 
@@ -67,6 +72,10 @@ class Status:
     def skip(cls) -> Status:
         return cls(Code.SKIP)
 
+    @classmethod
+    def wait(cls, plugin: str = "") -> Status:
+        return cls(Code.WAIT, (), plugin)
+
     def is_success(self) -> bool:
         return self.code is Code.SUCCESS
 
@@ -94,7 +103,40 @@ LOG_FIELDS = "Bind/log-fields"
 PreBind plugin adds to the log record of a successful bind (``--logging-format=json``)."""
 
 
+PODS_TO_ACTIVATE = "framework/pods-to-activate"
+"""CycleState key: UIDs (``set[str]``) of pending pods a plugin wants moved to activeQ at the
+end of the cycle, out of backoff or the unschedulable pods (upstream ``PodsToActivateKey``;
+Coscheduling wakes a waiting pod's siblings)."""
+
+
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Room:
+    """How many more pods like one pod a plugin's resource has room for on a set of nodes
+    (:class:`CapacityAware`), with the plugin and what it counts (``"free underlay IPs"``)."""
+
+    pods: int
+    plugin: str
+    resource: str
+
+
+@runtime_checkable
+class CapacityAware(Protocol):
+    """A Filter plugin that can count its resource across nodes: how many more pods like
+    ``pod`` could be placed on ``nodes`` as far as it is concerned (a plugin such as
+    Coscheduling asks, through :meth:`Handle.room_for`, before reserving anything for a
+    group: upstream coscheduling checks ``minResources`` against the nodes the same way)."""
+
+    name: str
+    room_resource: str
+    """What it counts, for messages (e.g. ``"free underlay IPs"``)."""
+
+    def room(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> int | None:
+        """Pods like ``pod`` that fit on ``nodes`` by this plugin's resource alone (assumed
+        reservations deducted); None: the plugin does not limit such pods."""
+        ...
 
 
 @runtime_checkable
@@ -351,8 +393,11 @@ class ReservePlugin(Plugin, Protocol):
 
 @runtime_checkable
 class PermitPlugin(Plugin, Protocol):
-    def permit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Approve (success) or reject binding; waiting is not supported yet."""
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[Status, float]:
+        """Approve (success), reject (Unschedulable), or hold the pod (:meth:`Status.wait`)
+        for at most the returned number of seconds (upstream ``Permit`` returns ``(*Status,
+        time.Duration)``); the timeout is ignored unless the status is Wait. A held pod is
+        allowed or rejected through :attr:`Handle.waiting_pods`."""
 
 
 @runtime_checkable
@@ -387,6 +432,15 @@ class Handle(Protocol):
     @property
     def binder(self) -> Binder:
         """Posts Bindings (DefaultBinder)."""
+
+    @property
+    def waiting_pods(self) -> WaitingPods:
+        """The pods of this profile held at Permit (upstream ``IterateOverWaitingPods``,
+        ``GetWaitingPod``, ``RejectWaitingPod``)."""
+
+    def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
+        """The least room for pods like ``pod`` on ``nodes`` among the profile's
+        :class:`CapacityAware` Filter plugins; None when none limits it."""
 
 
 def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:

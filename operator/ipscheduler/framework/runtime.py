@@ -31,6 +31,7 @@ from ipscheduler.framework.interface import (
     WILDCARD_EVENT,
     Binder,
     BindPlugin,
+    CapacityAware,
     ClusterEventWithHint,
     Code,
     CycleState,
@@ -47,13 +48,18 @@ from ipscheduler.framework.interface import (
     PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
+    Room,
     ScorePlugin,
     Status,
 )
 from ipscheduler.framework.registry import Registry
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.waiting import WaitingPods
 
 log = logging.getLogger(__name__)
+
+MAX_PERMIT_TIMEOUT = 15 * 60.0
+"""The longest a Permit plugin may hold a pod, seconds (upstream ``maxTimeout``: 15 minutes)."""
 
 SKIP_FILTER_PLUGINS = "framework/skip-filter-plugins"
 """CycleState key: names of the plugins whose PreFilter returned Skip in this cycle."""
@@ -149,6 +155,8 @@ class Framework:
     """``percentageOfNodesToScore`` (0..100; None or 0: upstream's adaptive default)."""
     next_start_node_index: int = field(default=0, compare=False)
     """Where the next limited search starts (upstream ``nextStartNodeIndex``)."""
+    waiting_pods: WaitingPods = field(default_factory=WaitingPods, compare=False)
+    """The pods held at Permit (shared with the plugins' handle)."""
     recorder: MetricsRecorder | None = field(default=None, compare=False)
     """Where extension-point and plugin timings go (None: not timed). Every extension point
     is timed in every cycle; each plugin in the cycles whose CycleState says
@@ -375,17 +383,54 @@ class Framework:
         self._point("Unreserve", started)
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Every Permit plugin (upstream ``RunPermitPlugins``): the first rejection is returned
+        (naming its plugin); if some plugins said Wait and none rejected, the pod is held in
+        :attr:`waiting_pods` for them (each with its timeout, at most
+        :data:`MAX_PERMIT_TIMEOUT`) and Wait is returned; the binding cycle then awaits
+        :meth:`wait_on_permit`."""
         started = time.perf_counter()
+        timeouts: dict[str, float] = {}
         for plugin in self.permit:
             t0 = time.perf_counter()
-            st = plugin.permit(state, pod, node)
+            st, timeout = plugin.permit(state, pod, node)
             self._plugin(state, plugin.name, "Permit", t0, st)
+            if st.code is Code.WAIT:
+                timeouts[plugin.name] = min(max(timeout, 0.001), MAX_PERMIT_TIMEOUT)
+                continue
             if not st.is_success():
                 st = st if st.plugin else Status(st.code, st.reasons, plugin.name)
                 self._point("Permit", started, st)
                 return st
+        if timeouts:
+            self.waiting_pods.add(pod, node.name, timeouts)
+            st = Status.wait(plugin=", ".join(timeouts))
+            self._point("Permit", started, st)
+            return st
         self._point("Permit", started)
         return Status.success()
+
+    async def wait_on_permit(self, pod: PodInfo) -> Status:
+        """Until the Permit plugins that held ``pod`` allow it (success) or one rejects it or
+        times out (Unschedulable naming that plugin); success at once for a pod not held
+        (upstream ``WaitOnPermit``)."""
+        waiting = self.waiting_pods.get(pod.uid)
+        if waiting is None:
+            return Status.success()
+        try:
+            return await waiting.wait()
+        finally:
+            self.waiting_pods.remove(pod.uid)
+
+    def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
+        """The least room among the :class:`~ipscheduler.framework.interface.CapacityAware`
+        Filter plugins (see :meth:`Handle.room_for <ipscheduler.framework.interface.Handle.room_for>`)."""
+        least: Room | None = None
+        for plugin in self.filter:
+            if isinstance(plugin, CapacityAware):
+                n = plugin.room(pod, nodes)
+                if n is not None and (least is None or n < least.pods):
+                    least = Room(n, plugin.name, plugin.room_resource)
+        return least
 
     # -- binding cycle ---------------------------------------------------
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -425,11 +470,18 @@ class Framework:
 # --------------------------------------------------------------------------- building
 
 
-@dataclass(frozen=True)
+@dataclass
 class PluginHandle:
-    """The :class:`~ipscheduler.framework.interface.Handle` plugin factories get."""
+    """The :class:`~ipscheduler.framework.interface.Handle` plugin factories get: one per
+    profile (:func:`new_framework` points it at the framework it builds, whose
+    :attr:`Framework.waiting_pods` is this handle's)."""
 
     binder: Binder
+    waiting_pods: WaitingPods = field(default_factory=WaitingPods)
+    framework: Framework | None = field(default=None, repr=False)
+
+    def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
+        return self.framework.room_for(pod, nodes) if self.framework is not None else None
 
 
 _PROTOCOLS: dict[str, type] = {
@@ -522,7 +574,7 @@ def new_framework(
     binders = at("bind")
     if not binders:
         raise ValueError("at least one bind plugin is needed")
-    return Framework(
+    framework = Framework(
         scheduler_name=profile.scheduler_name,
         queue_sort=cast(QueueSortPlugin, queue_sort[0]),
         pre_filter=with_companions("preFilter", [*filters, *(p for p, _ in scores)]),
@@ -541,3 +593,7 @@ def new_framework(
             else percentage_of_nodes_to_score
         ),
     )
+    if isinstance(handle, PluginHandle):
+        handle.framework = framework
+        framework.waiting_pods = handle.waiting_pods
+    return framework

@@ -272,6 +272,42 @@ class KubeApi:
                 return None
             raise
 
+    # -- namespaced custom objects ---------------------------------------------
+    async def serves(self, res: ClusterResource) -> bool:
+        """Whether the API server serves ``res`` (its CRD is installed): one LIST of at most
+        one object; False on 404. Raises ApiException otherwise."""
+        try:
+            await self.custom.list_cluster_custom_object(res.group, res.version, res.plural, limit=1)
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
+    async def patch_namespaced_status(
+        self, res: ClusterResource, namespace: str, name: str, status: dict[str, Any]
+    ) -> bool:
+        """Merge-patch ``status`` into the status subresource of ``namespace/name`` of a
+        namespaced ``res``. False when the object is gone (404). Raises ApiException."""
+        try:
+            await self.read_json(
+                self.custom.patch_namespaced_custom_object_status(
+                    res.group,
+                    res.version,
+                    namespace,
+                    res.plural,
+                    name,
+                    {"status": status},
+                    _content_type="application/merge-patch+json",
+                    _preload_content=False,
+                )
+            )
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
     # -- nodes ---------------------------------------------------------
     async def list_nodes(self) -> list[dict[str, Any]]:
         """Every node (one LIST). Raises ApiException."""
@@ -279,17 +315,23 @@ class KubeApi:
         return list(body.get("items", []))
 
     # -- pods ----------------------------------------------------------
-    async def list_pods(self, field_selector: str) -> list[dict[str, Any]]:
-        """Every pod matching ``field_selector`` (a LIST, page by page). Raises ApiException."""
-        return [pod async for page in self.pod_pages(field_selector) for pod in page]
+    async def list_pods(self, field_selector: str, label_selector: str = "") -> list[dict[str, Any]]:
+        """Every pod matching ``field_selector`` (and ``label_selector`` if given; a LIST,
+        page by page). Raises ApiException."""
+        return [pod async for page in self.pod_pages(field_selector, label_selector) for pod in page]
 
-    async def pod_pages(self, field_selector: str) -> AsyncIterator[list[dict[str, Any]]]:
-        """The pods matching ``field_selector``, one LIST page of :data:`LIST_PAGE_SIZE` at a
-        time, so a caller that parses each page holds no more raw pods than that. Raises
-        ApiException (410 when a continue token expired: list again)."""
+    async def pod_pages(
+        self, field_selector: str, label_selector: str = ""
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """The pods matching ``field_selector`` (and ``label_selector`` if given), one LIST
+        page of :data:`LIST_PAGE_SIZE` at a time, so a caller that parses each page holds no
+        more raw pods than that. Raises ApiException (410 when a continue token expired:
+        list again)."""
         token = ""
         while True:
             page: dict[str, Any] = {"limit": LIST_PAGE_SIZE}
+            if label_selector:
+                page["label_selector"] = label_selector
             if token:
                 page["_continue"] = token
             body = await self.read_json(

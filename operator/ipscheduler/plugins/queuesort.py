@@ -15,6 +15,18 @@ from ipscheduler.framework.resources import QOS_RANK
 NAME = "PrioritySort"
 
 
+def priority_then_qos(a: QueuedPodInfo, b: QueuedPodInfo) -> bool | None:
+    """``a`` before ``b`` by priority (desc), then QoS class (desc); None when both are equal
+    (the caller breaks the tie; a QueueSort plugin of another wing, Coscheduling, shares it)."""
+    if a.pod.priority != b.pod.priority:
+        return a.pod.priority > b.pod.priority
+    qa = QOS_RANK.get(a.pod.qos_class, 0)
+    qb = QOS_RANK.get(b.pod.qos_class, 0)
+    if qa != qb:
+        return qa > qb
+    return None
+
+
 class PrioritySort:
     """Orders pods by priority (desc), then QoS class (desc), then queue timestamp (asc)."""
 
@@ -22,13 +34,8 @@ class PrioritySort:
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         """True if ``a`` should be popped before ``b``."""
-        if a.pod.priority != b.pod.priority:
-            return a.pod.priority > b.pod.priority
-        qa = QOS_RANK.get(a.pod.qos_class, 0)
-        qb = QOS_RANK.get(b.pod.qos_class, 0)
-        if qa != qb:
-            return qa > qb
-        return a.timestamp < b.timestamp
+        first = priority_then_qos(a, b)
+        return first if first is not None else a.timestamp < b.timestamp
 
 
 def new(args: None, handle: Handle) -> PrioritySort:

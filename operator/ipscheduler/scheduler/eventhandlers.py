@@ -43,6 +43,7 @@ from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import ClusterEvent
+from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
 from ipscheduler.kube.events import EventRecorder
@@ -83,6 +84,7 @@ class EventHandlers:
     api: KubeApi
     cache: Cache
     queue: SchedulingQueue
+    profile: Framework
     recorder: EventRecorder
     metrics: Metrics
     _tasks: TaskSet
@@ -125,6 +127,9 @@ class EventHandlers:
             self.queue.delete(pod.uid)
             self._unschedulable_msg.pop(pod.uid, None)
             self.recorder.forget(pod.uid)
+            # Held at Permit: its binding cycle gives its reservation back (upstream
+            # RejectWaitingPod on a pod delete).
+            self.profile.waiting_pods.reject(pod.uid, "", "pod deleted while waiting at Permit")
             if pod.uid in self._binding:  # we bound it: the bound-pods informer follows it now
                 self._binding.discard(pod.uid)
                 return

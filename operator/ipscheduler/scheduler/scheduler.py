@@ -33,7 +33,15 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ipscheduler.backend.cache import Cache
 from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
 from ipscheduler.backend.supervisor import TaskSet
-from ipscheduler.framework.interface import LOG_FIELDS, SCHEDULED_NOTE, CycleState, QueuedPodInfo
+from ipscheduler.framework.interface import (
+    LOG_FIELDS,
+    PODS_TO_ACTIVATE,
+    SCHEDULED_NOTE,
+    Code,
+    CycleState,
+    QueuedPodInfo,
+    Status,
+)
 from ipscheduler.framework.klog import V2, kv
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
@@ -164,6 +172,20 @@ class Scheduler(EventHandlers):
             return await self._scheduling_failed(qp, st.message, error=True)
         self.cache.assume_pod(dataclasses.replace(pod, node_name=host.name))
         st = self.profile.run_permit(state, pod, host)
+        self._activate(state)
+        if st.code is Code.WAIT:
+            # Held by a Permit plugin: the binding cycle waits for it without a bind slot
+            # (a gang larger than --bind-concurrency must not block itself).
+            log.log(
+                V2,
+                "%s waits at Permit (%s) on %s",
+                pod.key,
+                st.plugin,
+                host.name,
+                extra=kv(pod=pod.key, node=host.name, uid=pod.uid),
+            )
+            self._tasks.spawn(self._binding_cycle(qp, state, host, waiting=True), f"bind {pod.key}")
+            return ScheduleResult(pod.key, node=host.name)
         if not st.is_success():
             qp.unschedulable_plugins = {st.plugin} if st.plugin else set()
             return await self._scheduling_failed(qp, st.message, assumed=(state, host))
@@ -171,8 +193,25 @@ class Scheduler(EventHandlers):
         self._tasks.spawn(self._binding_cycle(qp, state, host), f"bind {pod.key}")
         return ScheduleResult(pod.key, node=host.name)
 
-    async def _binding_cycle(self, qp: QueuedPodInfo, state: CycleState, host: NodeInfo) -> None:
+    def _activate(self, state: CycleState) -> None:
+        """Move the pods a plugin asked for (:data:`PODS_TO_ACTIVATE`) to activeQ."""
+        uids = state.get(PODS_TO_ACTIVATE)
+        if uids:
+            self.queue.activate(uids)
+
+    async def _binding_cycle(
+        self, qp: QueuedPodInfo, state: CycleState, host: NodeInfo, waiting: bool = False
+    ) -> None:
+        """PreBind → Bind → PostBind (after the Permit plugins let a ``waiting`` pod go,
+        upstream ``WaitOnPermit``; a rejection there is a scheduling failure of the plugin
+        that rejected it, with Unreserve)."""
         pod = qp.pod
+        if waiting:
+            st = await self.profile.wait_on_permit(pod)
+            if not st.is_success():
+                await self._permit_rejected(qp, state, host, st)
+                return
+            await self._bind_slots.acquire()
         try:
             st = await self.profile.run_pre_bind(state, pod, host)
             if st.is_success():
@@ -207,6 +246,20 @@ class Scheduler(EventHandlers):
             await self._binding_failed(qp, state, host, repr(e))
         finally:
             self._bind_slots.release()
+
+    async def _permit_rejected(
+        self, qp: QueuedPodInfo, state: CycleState, host: NodeInfo, st: Status
+    ) -> None:
+        """A pod held at Permit was rejected (by a plugin, its timeout, or its deletion):
+        forget it and Unreserve; a pod still queued is then unschedulable by the rejecting
+        plugin, with a ``FailedScheduling`` event as upstream (``handleBindingCycleError``)."""
+        pod = qp.pod
+        if not self.queue.in_flight(pod.uid):  # deleted while it waited
+            self.cache.forget_pod(pod.uid)
+            await self.profile.run_unreserve(state, pod, host)
+            return
+        qp.unschedulable_plugins = {st.plugin} if st.plugin else set()
+        await self._scheduling_failed(qp, st.message, assumed=(state, host))
 
     async def _binding_failed(
         self, qp: QueuedPodInfo, state: CycleState, host: NodeInfo, message: str

@@ -51,6 +51,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from ipscheduler.framework import crdschema
+from ipscheduler.framework.crdschema import structural_schema
 from ipscheduler.kube.client import ClusterResource
 from ipscheduler.underlayip.addresses import AddressError, AddressSet
 
@@ -506,57 +508,6 @@ class NodeIPPool(_Model):
 # --------------------------------------------------------------------------
 
 
-def _structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """Turn a pydantic JSON schema node into a Kubernetes structural schema node.
-
-    Inlines ``$ref``, maps ``X | None`` to ``nullable: true``, drops titles
-    and defaults, and ``const``/``enum`` stay enums.
-    """
-    if "$ref" in schema:
-        name = schema["$ref"].rsplit("/", 1)[-1]
-        merged = {**defs[name], **{k: v for k, v in schema.items() if k != "$ref"}}
-        return _structural(merged, defs)
-    if "anyOf" in schema:
-        options = [o for o in schema["anyOf"] if o.get("type") != "null"]
-        if len(options) != 1:
-            raise ValueError(f"cannot express anyOf {schema['anyOf']!r} structurally")
-        rest = {k: v for k, v in schema.items() if k != "anyOf"}
-        node = _structural({**options[0], **rest}, defs)
-        if len(options) != len(schema["anyOf"]):
-            node["nullable"] = True
-        return node
-    out: dict[str, Any] = {}
-    for key in (
-        "description",
-        "type",
-        "format",
-        "pattern",
-        "minLength",
-        "maxLength",
-        "minimum",
-        "maximum",
-        "maxItems",
-        "enum",
-        "x-kubernetes-list-type",
-        "x-kubernetes-list-map-keys",
-        "x-kubernetes-validations",
-    ):
-        if key in schema:
-            out[key] = schema[key]
-    if "const" in schema:
-        out["enum"] = [schema["const"]]
-    if schema.get("type") == "object":
-        if "properties" in schema:
-            out["properties"] = {k: _structural(v, defs) for k, v in schema["properties"].items()}
-            if schema.get("required"):
-                out["required"] = sorted(schema["required"])
-        if isinstance(schema.get("additionalProperties"), dict):
-            out["additionalProperties"] = _structural(schema["additionalProperties"], defs)
-    if schema.get("type") == "array" and "items" in schema:
-        out["items"] = _structural(schema["items"], defs)
-    return out
-
-
 def openapi_schema() -> dict[str, Any]:
     """The ``openAPIV3Schema`` of NodeIPPool, derived from the models."""
     spec = NodeIPPoolSpec.model_json_schema(by_alias=True)
@@ -573,65 +524,47 @@ def openapi_schema() -> dict[str, Any]:
             },
             "kind": {"type": "string", "description": f"The object's type: {KIND}."},
             "metadata": {"type": "object"},  # the API server forbids anything else here
-            "spec": _structural(spec, defs),
-            "status": _structural(status, defs),
+            "spec": structural_schema(spec, defs),
+            "status": structural_schema(status, defs),
         },
     }
 
 
 def crd_manifest() -> dict[str, Any]:
     """The CustomResourceDefinition manifest for NodeIPPool."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
-        "spec": {
-            "group": GROUP,
-            "scope": "Cluster",
-            "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": SINGULAR,
-                "shortNames": SHORT_NAMES,
-                "categories": ["ipscheduler"],
+    return crdschema.crd_manifest(
+        group=GROUP,
+        version=VERSION,
+        kind=KIND,
+        plural=PLURAL,
+        singular=SINGULAR,
+        short_names=SHORT_NAMES,
+        scope="Cluster",
+        categories=["ipscheduler"],
+        columns=[
+            {"name": "Node", "type": "string", "jsonPath": ".spec.nodeName"},
+            {"name": "Capacity", "type": "integer", "jsonPath": ".status.capacity"},
+            {"name": "Allocated", "type": "integer", "jsonPath": ".status.allocated"},
+            {"name": "Free", "type": "integer", "jsonPath": ".status.free"},
+            {"name": "Retained", "type": "integer", "jsonPath": ".status.retained"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+            {
+                "name": "Ready",
+                "type": "string",
+                "priority": 1,
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
             },
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {"name": "Node", "type": "string", "jsonPath": ".spec.nodeName"},
-                        {"name": "Capacity", "type": "integer", "jsonPath": ".status.capacity"},
-                        {"name": "Allocated", "type": "integer", "jsonPath": ".status.allocated"},
-                        {"name": "Free", "type": "integer", "jsonPath": ".status.free"},
-                        {"name": "Retained", "type": "integer", "jsonPath": ".status.retained"},
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                        {
-                            "name": "Ready",
-                            "type": "string",
-                            "priority": 1,
-                            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-                        },
-                        {
-                            "name": "Reason",
-                            "type": "string",
-                            "priority": 1,
-                            "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-                        },
-                    ],
-                    "schema": {"openAPIV3Schema": openapi_schema()},
-                }
-            ],
-        },
-    }
+            {
+                "name": "Reason",
+                "type": "string",
+                "priority": 1,
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+            },
+        ],
+        schema=openapi_schema(),
+    )
 
 
 def crd_yaml() -> str:
     """The CRD as YAML text, exactly as committed under ``crds/``."""
-    import yaml
-
-    header = "# Generated from operator/ipscheduler/models.py by `python -m ipscheduler crd`. Do not edit.\n"
-    return header + yaml.safe_dump(crd_manifest(), sort_keys=False, width=100)
+    return crdschema.crd_yaml(crd_manifest(), "operator/ipscheduler/models.py by `python -m ipscheduler crd`")

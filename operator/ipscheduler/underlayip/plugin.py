@@ -319,6 +319,24 @@ class UnderlayIP:
             return Status.unresolvable(ERR_NO_USABLE_POOL, plugin=NAME)
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
 
+    room_resource = "free underlay IPs"
+    """What :meth:`room` counts (:class:`~ipscheduler.framework.interface.CapacityAware`)."""
+
+    def room(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> int | None:
+        """Pods like ``pod`` the pools it may use on ``nodes`` can take now (free addresses,
+        assumed reservations deducted: PreFilter's count, summed); 0 when PreFilter would
+        reject it, 1 for a pod held to its retained address; None for hostNetwork pods
+        (they take no address). Coscheduling asks before a group reserves anything."""
+        if pod.host_network:
+            return None
+        state = CycleState()
+        if not self.pre_filter(state, pod, nodes).is_success():
+            return 0
+        if state.get(_KEPT) is not None:
+            return 1
+        free: dict[str, int] = state.get(_FREE) or {}
+        return sum(n for name, n in free.items() if n > 0 and name in nodes)
+
     def fits_after_evicting(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, victims: frozenset[str]
     ) -> bool:

@@ -166,11 +166,24 @@ class Reconciler:
         check_queue(pods)
         await self._read_statefulsets(pools)
         now = utc_now()
-        repairs = [r for r in self._plan(pools, pods) if not self._mark_on_its_way(r, now)]
+        repairs = [
+            r
+            for r in self._plan(pools, pods)
+            if not self._mark_on_its_way(r, now) and not self._in_cycle(r, pods)
+        ]
         counts = await self.apply_repairs(repairs, confirm=True)
         if any(counts.values()):
             log.info("garbage collection: %s", counts)
         return counts
+
+    def _in_cycle(self, r: repair.Repair, pods: dict[str, PodInfo]) -> bool:
+        """A planned release of a Reserved allocation whose pod, still pending, is assumed in
+        this process's cache: the cycle that reserved it is alive (held at Permit while its
+        PodGroup gathers, possibly beyond ``--reserved-ttl``); its Unreserve gives it back."""
+        if r.action != "release" or r.allocation is None or r.allocation.phase != "Reserved":
+            return False
+        pod = pods.get(r.uid)
+        return pod is not None and not pod.terminal and self.cache.node_cache.is_assumed(r.uid)
 
     def _mark_on_its_way(self, r: repair.Repair, now: datetime.datetime) -> bool:
         """A planned ``mark_bound`` that PostBind's deferred mark is still due to write:

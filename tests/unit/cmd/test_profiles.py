@@ -179,8 +179,9 @@ def test_disabling_another_score_plugin_loads() -> None:
 
 def test_the_default_plugins_fill_their_points() -> None:
     fw = build_profile(pool_cache(), None, None)  # type: ignore[arg-type]
-    assert fw.queue_sort.name == "PrioritySort"
+    assert fw.queue_sort.name == "Coscheduling"
     assert names(fw.pre_filter) == [
+        "Coscheduling",
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
@@ -189,8 +190,9 @@ def test_the_default_plugins_fill_their_points() -> None:
         "UnderlayIP",
     ]
     assert names(fw.pre_score) == ["NodeAffinity", "PodTopologySpread"]
-    assert (names(fw.post_filter), names(fw.permit)) == ([], [])
-    assert names(fw.reserve) == names(fw.pre_bind) == names(fw.post_bind) == ["UnderlayIP"]
+    assert (names(fw.post_filter), names(fw.permit)) == (["Coscheduling"], ["Coscheduling"])
+    assert names(fw.reserve) == ["UnderlayIP", "Coscheduling"]
+    assert names(fw.pre_bind) == names(fw.post_bind) == ["UnderlayIP"]
     assert names(fw.bind) == ["DefaultBinder"]
     underlay = fw.reserve[0]
     assert isinstance(underlay, UnderlayIP)

@@ -634,8 +634,8 @@ class Everything:
     async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
         pass
 
-    def permit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        return Status.success()
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[Status, float]:
+        return Status.success(), 0.0
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         return Status.success()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ipscheduler.backend.queue import SchedulingQueue
+from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.scheduler import Scheduler
@@ -70,7 +71,7 @@ def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
         name="ip-scheduler",
         api=api,  # type: ignore[arg-type]
         cache=cache.node_cache,
-        profile=None,  # type: ignore[arg-type]
+        profile=Framework(scheduler_name="ip-scheduler", queue_sort=PrioritySort()),
         queue=SchedulingQueue(PrioritySort()),
         recorder=Recorder(),  # type: ignore[arg-type]
     )

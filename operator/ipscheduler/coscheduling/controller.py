@@ -1,0 +1,258 @@
+"""The PodGroup controller: keeps :class:`~ipscheduler.coscheduling.groups.GroupIndex`
+current from two informers, moves the queue when a group or a member appears, and writes
+each group's status as its pods show it (upstream scheduler-plugins runs this as a
+separate controller, ``pkg/controllers/podgroup_controller.go``; here the scheduler does it,
+so ``kubectl get podgroups`` works with nothing else installed).
+
+Without the PodGroup API (no CRD), :meth:`PodGroupController.run` says so once, marks the
+index so pods with the group label get that reason, and checks again every
+:data:`PROBE_INTERVAL` seconds; the informers start once it is there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ipscheduler.coscheduling import events
+from ipscheduler.coscheduling.groups import GroupIndex, Member, desired_status
+from ipscheduler.coscheduling.models import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    PLURAL,
+    POD_GROUP_LABEL,
+    VERSION,
+    PodGroupView,
+)
+from ipscheduler.framework.interface import ClusterEvent
+from ipscheduler.health import HealthState
+from ipscheduler.kube.client import TRANSIENT_ERRORS, ClusterResource, KubeApi
+from ipscheduler.kube.events import EventRecorder
+from ipscheduler.kube.informer import Endpoint, ObjectStore
+
+log = logging.getLogger(__name__)
+
+POD_GROUPS = ClusterResource(GROUP, VERSION, PLURAL, KIND)
+"""The PodGroup resource (namespaced; LIST and WATCH across namespaces)."""
+
+PROBE_INTERVAL = 30.0
+"""Seconds between checks for the PodGroup API while it is not installed."""
+
+WRITE_DELAY = 0.2
+"""Seconds status writes are gathered for (a gang's pods bind within moments)."""
+
+Requeue = Callable[[ClusterEvent, Any, Any], object]
+
+
+def _group_key(body: dict[str, Any]) -> str | None:
+    meta = body.get("metadata") or {}
+    ns, name = meta.get("namespace"), meta.get("name")
+    return f"{ns}/{name}" if isinstance(ns, str) and isinstance(name, str) else None
+
+
+def _uid_key(body: dict[str, Any]) -> str | None:
+    uid = (body.get("metadata") or {}).get("uid")
+    return uid if isinstance(uid, str) and uid else None
+
+
+def podgroup_informer(index: GroupIndex) -> ObjectStore[PodGroupView]:
+    """``<namespace>/<name>`` → PodGroupView, every namespace. A PodGroup that does not
+    parse is left out, its reason kept in ``index.invalid`` (its pods say it)."""
+
+    def parse(body: dict[str, Any]) -> PodGroupView | None:
+        try:
+            view = PodGroupView.from_obj(body)
+        except ValueError as e:
+            key = _group_key(body)
+            if key is not None:
+                index.invalid[key] = str(e)
+            log.warning("PodGroup %s is invalid: %s", key, e)
+            return None
+        index.invalid.pop(view.key, None)
+        return view
+
+    def endpoint(api_client: client.ApiClient) -> Endpoint:
+        return client.CustomObjectsApi(api_client).list_cluster_custom_object, (GROUP, VERSION, PLURAL), {}
+
+    return ObjectStore("PodGroup", endpoint, parse, key=_group_key)
+
+
+def member_informer() -> ObjectStore[Member]:
+    """Every pod with the group label, any phase, by UID (narrowed server-side)."""
+
+    def endpoint(api_client: client.ApiClient) -> Endpoint:
+        core = client.CoreV1Api(api_client)
+        return core.list_pod_for_all_namespaces, (), {"label_selector": POD_GROUP_LABEL}
+
+    return ObjectStore("PodGroup members", endpoint, Member.from_obj, key=_uid_key)
+
+
+class PodGroupController:
+    """See the module doc. ``requeue(event, old, new)`` moves the unschedulable pods an event
+    may help (the queue's ``move_all_to_active_or_backoff``)."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        index: GroupIndex,
+        recorder: EventRecorder | None = None,
+        requeue: Requeue = lambda event, old, new: None,
+        health: HealthState | None = None,
+        watch_timeout: float = 120.0,
+    ) -> None:
+        self.api = api
+        self.index = index
+        self.recorder = recorder
+        self.requeue = requeue
+        self.health = health
+        self.watch_timeout = watch_timeout
+        self.groups = podgroup_informer(index)
+        self.members = member_informer()
+        self.groups.subscribe(self.on_group)
+        self.members.subscribe(self.on_member)
+        self._dirty: set[str] = set()
+        self._wake = asyncio.Event()
+        self.probe_interval = PROBE_INTERVAL
+        self.writes = 0
+        """Status writes made (for tests and logs)."""
+
+    # -- informer events ---------------------------------------------------------
+    def on_group(self, kind: str | None, key: str, body: Any, old: Any, new: Any) -> None:
+        """A PodGroup came, changed or went: index it; a new one or a new spec moves its
+        pods (the first LIST's too: pods tried before it arrived wait for it)."""
+        self.index.set_group(key, new, self.index.invalid.get(key, "") if new is None else "")
+        if new is not None and (
+            old is None or (old.min_member, old.timeout) != (new.min_member, new.timeout)
+        ):
+            self.requeue(events.POD_GROUP_CHANGE, old, new)
+        if new is not None:
+            self._mark(key)
+
+    def on_member(self, kind: str | None, uid: str, body: Any, old: Any, new: Any) -> None:
+        """A pod with the group label came, changed or went: index it; a new member moves
+        its group's pods (its siblings may reach ``minMember`` now)."""
+        self.index.set_member(uid, new)
+        if new is not None and old is None:
+            self.requeue(events.GROUP_MEMBER_ADD, None, new)
+        for member in (old, new):
+            if member is not None:
+                self._mark(member.group)
+
+    def _mark(self, key: str) -> None:
+        self._dirty.add(key)
+        self._wake.set()
+
+    # -- running -------------------------------------------------------------------
+    async def run(self, api_client: client.ApiClient) -> None:
+        """Wait for the PodGroup API, then run both informers and the status writer. Never
+        returns; raises what an informer raises (the supervisor restarts it)."""
+        while True:
+            if await self._served():
+                break
+            await asyncio.sleep(self.probe_interval)
+        if self.health is not None:
+            self.health.checks["podgroups-watch"] = functools.partial(self.groups.health, self.watch_timeout)
+            self.health.checks["podgroup-members-watch"] = functools.partial(
+                self.members.health, self.watch_timeout
+            )
+        await asyncio.gather(
+            self.groups.run(api_client),
+            self.members.run(api_client),
+            self._write_loop(),
+        )
+
+    async def _served(self) -> bool:
+        try:
+            served = await self.api.serves(POD_GROUPS)
+        except (ApiException, *TRANSIENT_ERRORS) as e:
+            log.warning("could not check for the PodGroup API: %r", e)
+            return False
+        if served != self.index.installed or not served:
+            if not served and self.index.installed:
+                log.warning(
+                    "PodGroup API %s is not installed: pods with the %s label stay Pending "
+                    "(kubectl apply -f crds/); checking again every %.0fs",
+                    API_VERSION,
+                    POD_GROUP_LABEL,
+                    self.probe_interval,
+                )
+            self.index.installed = served
+            if served:
+                self.requeue(events.POD_GROUP_CHANGE, None, None)
+        return served
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            await asyncio.sleep(WRITE_DELAY)
+            self._wake.clear()
+            dirty, self._dirty = self._dirty, set()
+            for key in sorted(dirty):
+                try:
+                    await self.sync(key)
+                except (ApiException, *TRANSIENT_ERRORS) as e:
+                    log.warning("could not write the status of PodGroup %s: %r", key, e)
+                    self._dirty.add(key)
+                    self._wake.set()
+
+    async def sync(self, key: str) -> bool:
+        """Write the status of group ``key`` if its pods say something else than it does;
+        True when written. A phase reached that matters to users (Scheduled, Running,
+        Finished, Failed) gets an event on the PodGroup."""
+        group = self.index.group(key)
+        if group is None:
+            return False
+        now = datetime.datetime.now(datetime.UTC)
+        desired = desired_status(group, self.index.members_of(key), now)
+        if all(group.status.get(k) == v for k, v in desired.items()):
+            return False
+        if not await self.api.patch_namespaced_status(POD_GROUPS, group.namespace, group.name, desired):
+            return False
+        self.writes += 1
+        phase, was = desired.get("phase"), group.status.get("phase")
+        # The informer's echo replaces this view; until then the index holds what we wrote.
+        self.index.set_group(key, _with_status(group, desired))
+        if phase != was and phase in ("Scheduled", "Running", "Finished", "Failed"):
+            self._event(
+                group, "Warning" if phase == "Failed" else "Normal", phase, _phase_message(group, desired)
+            )
+        return True
+
+    def _event(self, group: PodGroupView, event_type: str, reason: str, message: str) -> None:
+        if self.recorder is None:
+            return
+        ref = {"apiVersion": API_VERSION, "kind": KIND, "namespace": group.namespace, "name": group.name}
+        if group.uid:
+            ref["uid"] = group.uid
+        self.recorder.emit(ref, event_type, reason, message)
+
+
+def _with_status(group: PodGroupView, status: dict[str, Any]) -> PodGroupView:
+    return PodGroupView(
+        namespace=group.namespace,
+        name=group.name,
+        uid=group.uid,
+        min_member=group.min_member,
+        timeout=group.timeout,
+        creation=group.creation,
+        resource_version=group.resource_version,
+        status={**group.status, **status},
+    )
+
+
+def _phase_message(group: PodGroupView, status: dict[str, Any]) -> str:
+    n = group.min_member
+    return {
+        "Scheduled": f"{status.get('scheduled', 0)} pod(s) bound, minMember {n} reached",
+        "Running": f"{status.get('running', 0)} pod(s) running, minMember {n} reached",
+        "Finished": f"{status.get('succeeded', 0)} pod(s) succeeded, minMember {n} reached",
+        "Failed": f"{status.get('failed', 0)} pod(s) failed",
+    }.get(str(status.get("phase")), "")

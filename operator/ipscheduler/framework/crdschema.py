@@ -1,0 +1,119 @@
+"""CRD schemas from pydantic models: a model's JSON schema as a Kubernetes structural
+schema (``apiextensions.k8s.io/v1``), so each CRD in ``crds/`` is generated from the
+models that parse its objects (NodeIPPool, PodGroup)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def structural_schema(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Turn a pydantic JSON schema node into a Kubernetes structural schema node (the
+    ``openAPIV3Schema`` of a CustomResourceDefinition version; ``defs``: the schema's ``$defs``).
+
+    Inlines ``$ref``, maps ``X | None`` to ``nullable: true``, drops titles
+    and defaults, and ``const``/``enum`` stay enums.
+    """
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        merged = {**defs[name], **{k: v for k, v in schema.items() if k != "$ref"}}
+        return structural_schema(merged, defs)
+    if "anyOf" in schema:
+        options = [o for o in schema["anyOf"] if o.get("type") != "null"]
+        if len(options) != 1:
+            raise ValueError(f"cannot express anyOf {schema['anyOf']!r} structurally")
+        rest = {k: v for k, v in schema.items() if k != "anyOf"}
+        node = structural_schema({**options[0], **rest}, defs)
+        if len(options) != len(schema["anyOf"]):
+            node["nullable"] = True
+        return node
+    out: dict[str, Any] = {}
+    for key in (
+        "description",
+        "type",
+        "format",
+        "pattern",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "maxItems",
+        "enum",
+        "x-kubernetes-list-type",
+        "x-kubernetes-list-map-keys",
+        "x-kubernetes-validations",
+    ):
+        if key in schema:
+            out[key] = schema[key]
+    if "const" in schema:
+        out["enum"] = [schema["const"]]
+    if schema.get("type") == "object":
+        if "properties" in schema:
+            out["properties"] = {k: structural_schema(v, defs) for k, v in schema["properties"].items()}
+            if schema.get("required"):
+                out["required"] = sorted(schema["required"])
+        if isinstance(schema.get("additionalProperties"), dict):
+            out["additionalProperties"] = structural_schema(schema["additionalProperties"], defs)
+    if schema.get("type") == "array" and "items" in schema:
+        out["items"] = structural_schema(schema["items"], defs)
+    return out
+
+
+def crd_manifest(
+    *,
+    group: str,
+    version: str,
+    kind: str,
+    plural: str,
+    singular: str,
+    short_names: list[str],
+    scope: str,
+    columns: list[dict[str, Any]],
+    schema: dict[str, Any],
+    categories: list[str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A CustomResourceDefinition (``apiextensions.k8s.io/v1``) of one served and stored
+    version with a status subresource: ``scope`` is ``Cluster`` or ``Namespaced``,
+    ``columns`` its ``additionalPrinterColumns``, ``schema`` its ``openAPIV3Schema``."""
+    metadata: dict[str, Any] = {"name": f"{plural}.{group}"}
+    if annotations:
+        metadata["annotations"] = annotations
+    names: dict[str, Any] = {
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": plural,
+        "singular": singular,
+        "shortNames": short_names,
+    }
+    if categories:
+        names["categories"] = categories
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": metadata,
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": names,
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+
+
+def crd_yaml(manifest: dict[str, Any], generated_by: str) -> str:
+    """``manifest`` as the YAML committed under ``crds/``, headed by a line naming the
+    command that generates it."""
+    import yaml
+
+    header = f"# Generated from {generated_by}. Do not edit.\n"
+    return header + yaml.safe_dump(manifest, sort_keys=False, width=100)

@@ -1,0 +1,240 @@
+"""coscheduling/plugin: Coscheduling at QueueSort, PreFilter, PostFilter, Permit and Unreserve,
+table-driven as the in-tree plugins are."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pytest
+
+from ipscheduler.coscheduling.groups import GroupIndex, Member
+from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView
+from ipscheduler.coscheduling.plugin import Coscheduling, CoschedulingArgs
+from ipscheduler.framework.interface import PODS_TO_ACTIVATE, Code, CycleState, QueuedPodInfo, Room, Status
+from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.waiting import WaitingPods
+from tests.builders import pod_info
+
+NS = "ns"
+T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+@dataclass
+class Handle:
+    """The plugin's view of the framework: waiting pods, and the room CapacityAware reports."""
+
+    room: Room | None = None
+    waiting_pods: WaitingPods = field(default_factory=WaitingPods)
+    binder: object = None
+
+    def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
+        return self.room
+
+
+def member_pod(name: str, group: str = "g", node: str = "", **fields: object) -> PodInfo:
+    return pod_info(name, uid=name, namespace=NS, labels={POD_GROUP_LABEL: group}, node_name=node, **fields)
+
+
+def index(
+    min_member: int = 3, members: int = 3, group: str = "g", timeout: float | None = None
+) -> GroupIndex:
+    idx = GroupIndex()
+    idx.set_group(
+        f"{NS}/{group}",
+        PodGroupView(NS, group, uid="pg", min_member=min_member, timeout=timeout, creation=T0),
+    )
+    for i in range(members):
+        idx.set_member(f"{group}-{i}", Member(f"{group}-{i}", NS, f"{group}-{i}", f"{NS}/{group}"))
+    return idx
+
+
+def plugin(idx: GroupIndex, room: int | None = None, **args: int) -> Coscheduling:
+    handle = Handle(Room(room, "UnderlayIP", "free underlay IPs") if room is not None else None)
+    return Coscheduling(CoschedulingArgs(**args), handle, idx)  # type: ignore[arg-type]
+
+
+def nodes_with(*placed: PodInfo) -> dict[str, NodeInfo]:
+    return {"node-1": NodeInfo(name="node-1", pods=tuple(placed))}
+
+
+@pytest.mark.parametrize(
+    ("idx", "pod", "room", "placed", "code", "plugin_name", "reason"),
+    [
+        (index(), pod_info("solo", uid="solo", namespace=NS), 0, 0, Code.SUCCESS, "", ""),
+        (
+            index(),
+            member_pod("x", group="other"),
+            5,
+            0,
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            "Coscheduling",
+            "PodGroup ns/other not found",
+        ),
+        (
+            index(members=2),
+            member_pod("g-0"),
+            5,
+            0,
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            "Coscheduling",
+            "pre-filter pod g-0 cannot find enough sibling pods, current pods number: 2, "
+            "minMember of group: 3",
+        ),
+        (
+            index(),
+            member_pod("g-0"),
+            2,
+            0,
+            Code.UNSCHEDULABLE,
+            "UnderlayIP",
+            "PodGroup ns/g needs 3 more pod(s) placed to reach minMember 3, "
+            "but the nodes have free underlay IPs for 2",
+        ),
+        (index(), member_pod("g-2"), 1, 2, Code.SUCCESS, "", ""),
+        (index(), member_pod("g-0"), None, 0, Code.SUCCESS, "", ""),
+        (index(), member_pod("g-0"), 3, 0, Code.SUCCESS, "", ""),
+    ],
+    ids=[
+        "no-group",
+        "podgroup-missing",
+        "too-few-members",
+        "too-few-addresses-fails-fast",
+        "placed-siblings-count",
+        "no-capacity-plugin",
+        "exactly-enough-room",
+    ],
+)
+def test_pre_filter(
+    idx: GroupIndex, pod: PodInfo, room: int | None, placed: int, code: Code, plugin_name: str, reason: str
+) -> None:
+    siblings = [member_pod(f"g-{i}", node="node-1") for i in range(placed)]
+    st = plugin(idx, room).pre_filter(CycleState(), pod, nodes_with(*siblings))
+    assert (st.code, st.plugin, st.message) == (code, plugin_name, reason)
+
+
+def test_pre_filter_says_when_the_podgroup_api_is_missing() -> None:
+    idx = index()
+    idx.installed = False
+    st = plugin(idx).pre_filter(CycleState(), member_pod("g-0"), {})
+    assert st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert "PodGroup API scheduling.x-k8s.io/v1alpha1 is not installed" in st.message
+
+
+def test_a_backed_off_group_is_refused_until_its_backoff_ends() -> None:
+    now = [100.0]
+    idx = index()
+    p = Coscheduling(CoschedulingArgs(podGroupBackoffSeconds=10), Handle(), idx, clock=lambda: now[0])  # type: ignore[arg-type]
+    st = asyncio.run(p.post_filter(_state_of(p, member_pod("g-0")), member_pod("g-0"), {}))
+    assert st.code is Code.UNSCHEDULABLE
+    assert p.pre_filter(CycleState(), member_pod("g-1"), {}).message == "podGroup ns/g failed recently"
+    now[0] = 111.0
+    assert p.pre_filter(CycleState(), member_pod("g-1"), {}).is_success()
+
+
+def _state_of(p: Coscheduling, pod: PodInfo) -> CycleState:
+    state = CycleState()
+    assert p.pre_filter(state, pod, {}).code is not Code.ERROR
+    return state
+
+
+def test_permit_waits_wakes_the_siblings_then_allows_the_whole_group() -> None:
+    async def go() -> None:
+        idx = index(min_member=3, timeout=7)
+        p = plugin(idx)
+        handle = p.handle
+        placed: list[PodInfo] = []
+        for i in range(3):
+            pod = member_pod(f"g-{i}")
+            state = CycleState()
+            assert p.pre_filter(state, pod, nodes_with(*placed)).is_success()
+            st, timeout = p.permit(state, pod, NodeInfo(name="node-1"))
+            if i < 2:
+                assert (st.code, timeout) == (Code.WAIT, 7.0)
+                assert state.get(PODS_TO_ACTIVATE) == {f"g-{j}" for j in range(3)} - {f"g-{i}"}
+                handle.waiting_pods.add(pod, "node-1", {"Coscheduling": timeout})
+                placed.append(member_pod(f"g-{i}", node="node-1"))
+            else:
+                assert st.is_success()
+        for i in range(2):
+            waiting = handle.waiting_pods.get(f"g-{i}")
+            assert waiting is not None and (await waiting.wait()).is_success()
+
+    asyncio.run(go())
+
+
+def test_unreserve_rejects_every_waiting_sibling_and_tells_the_podgroup() -> None:
+    async def go() -> list[Status]:
+        idx = index(min_member=3)
+        p = plugin(idx)
+        for i in range(2):
+            p.handle.waiting_pods.add(member_pod(f"g-{i}"), "node-1", {"Coscheduling": 30})
+        p.handle.waiting_pods.add(member_pod("other", group="h"), "node-1", {"Coscheduling": 30})
+        await p.unreserve(CycleState(), member_pod("g-2"), NodeInfo(name="node-1"))
+        out = [await p.handle.waiting_pods.get(f"g-{i}").wait() for i in range(2)]  # type: ignore[union-attr]
+        assert p.handle.waiting_pods.get("other")._outcome.done() is False  # type: ignore[union-attr]
+        return out
+
+    for st in asyncio.run(go()):
+        assert (st.code, st.plugin, st.message) == (
+            Code.UNSCHEDULABLE,
+            "Coscheduling",
+            "rejection in Unreserve",
+        )
+
+
+@pytest.mark.parametrize(
+    ("min_member", "waiting", "rejects"),
+    [(4, 2, True), (4, 4, False), (20, 18, False)],
+    ids=["far-from-min-rejects-siblings", "already-complete", "within-10-percent-keeps-them"],
+)
+def test_post_filter(min_member: int, waiting: int, rejects: bool) -> None:
+    async def go() -> tuple[Status, int]:
+        idx = index(min_member=min_member, members=min_member)
+        p = plugin(idx)
+        pods = [member_pod(f"g-{i}") for i in range(waiting)]
+        for pod in pods:
+            p.handle.waiting_pods.add(pod, "node-1", {"Coscheduling": 30})
+        last = member_pod("g-last")
+        state = CycleState()
+        p.pre_filter(state, last, nodes_with(*(member_pod(f"g-{i}", node="node-1") for i in range(waiting))))
+        st = await p.post_filter(state, last, {})
+        done = sum(1 for w in p.handle.waiting_pods if w._outcome.done())
+        return st, done
+
+    st, done = asyncio.run(go())
+    assert st.code is Code.UNSCHEDULABLE
+    assert done == (waiting if rejects else 0)
+    if rejects:
+        assert "gets rejected due to Pod g-last is unschedulable even after PostFilter" in st.message
+
+
+def qp(pod: PodInfo, t: float) -> QueuedPodInfo:
+    return QueuedPodInfo(pod=pod, timestamp=t, initial_attempt_timestamp=t)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "less"),
+    [
+        (qp(pod_info("a", priority=10), 5), qp(pod_info("b"), 1), True),
+        (qp(member_pod("g-1"), 9), qp(member_pod("x", group="h"), 1), True),
+        (qp(member_pod("x", group="h"), 1), qp(member_pod("g-1"), 9), False),
+        (qp(pod_info("a"), 1), qp(pod_info("b"), 2), True),
+        (qp(member_pod("g-1"), 2), qp(member_pod("g-0"), 1), False),
+    ],
+    ids=[
+        "priority-first",
+        "group-created-earlier-first",
+        "unknown-group-after-by-its-queue-time",
+        "no-group-by-queue-time",
+        "same-group-by-queue-time",
+    ],
+)
+def test_less(a: QueuedPodInfo, b: QueuedPodInfo, less: bool) -> None:
+    idx = index()
+    idx.set_group(
+        f"{NS}/h", PodGroupView(NS, "h", min_member=1, creation=T0 + datetime.timedelta(days=365000))
+    )
+    assert plugin(idx).less(a, b) is less
