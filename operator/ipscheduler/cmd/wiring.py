@@ -41,7 +41,7 @@ from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.cmd import extender as extender_server
 from ipscheduler.cmd.options import RunConfig
-from ipscheduler.cmd.profiles import build_profile, extender_profile
+from ipscheduler.cmd.profiles import build_profile, extender_profile, network_traffic_reader
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
@@ -108,6 +108,9 @@ class Components:
         )
         self.controller.start(self.supervisor)
         self.supervisor.start("scheduling-loop", self.scheduler.run)
+        traffic = network_traffic_reader(self.scheduler.profile)
+        if traffic is not None:  # only when the profile scores with NetworkTraffic
+            self.supervisor.start("network-traffic", traffic.run)
         if self.publisher is not None:
             self.supervisor.start(
                 "node-resources", functools.partial(self.publisher.run, self.controller.ready_to_schedule)
@@ -170,6 +173,9 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         pool_cache, api, writer, cfg.config, cfg.ip_strategy, cfg.multus_network, deps=deps
     )
     profile.recorder = metrics
+    traffic = network_traffic_reader(profile)
+    if traffic is not None:
+        traffic.on_failure = metrics.network_traffic_failures.inc
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
     queue.on_incoming = metrics.observe_incoming
     ready_to_schedule = asyncio.Event()
