@@ -317,3 +317,10 @@ def test_network_traffic_args_are_checked_by_the_config(tmp_path: Path, args: st
     )
     with pytest.raises(ConfigError, match=re.escape(error)):
         load_config(config_file(tmp_path, text))
+
+
+def test_the_example_config_enables_network_traffic() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "networktraffic-config.yaml"
+    prof = build_profile(pool_cache(), None, None, load_config(example))  # type: ignore[arg-type]
+    reader = network_traffic_reader(prof)
+    assert reader is not None and reader.interval == 15.0
