@@ -57,7 +57,7 @@ e2e: $(VENV)/.installed binaries
 	$(VENV)/bin/pytest -m e2e
 
 ## binaries: build (first time, 15-25 min) or locate the control-plane binaries,
-## the CNI tools, helm and promtool
+## the CNI tools, helm, promtool and prometheus
 binaries:
 	$(PYTHON) hack/devcluster.py binaries
 	$(PYTHON) hack/binaries.py tools

@@ -12,14 +12,16 @@ The dev cluster (``hack/devcluster.py``) runs what this module provides:
   :func:`ensure_cni_tools`;
 - ``helm`` and ``promtool`` (the chart and the alerting-rule tests) into
   ``~/.cache/ipscheduler/tools-helm-<version>`` and ``tools-promtool-<version>``:
-  :func:`ensure_helm`, :func:`ensure_promtool`.
+  :func:`ensure_helm`, :func:`ensure_promtool`; the ``prometheus`` server of the same
+  version (the NetworkTraffic e2e test) into ``tools-prometheus-<version>``:
+  :func:`ensure_prometheus`.
 
 A cached binary is checked once (``--version``) and remembered by size and
 mtime; one that does not run is deleted and rebuilt. Concurrent builds
 serialize on a file lock. ``python hack/devcluster.py binaries`` runs the first
 two and prints the two folders; ``python hack/binaries.py tools`` runs the last
-two and prints the two executables (``helm`` or ``promtool`` instead of ``tools``:
-that one only); ``make binaries`` runs both commands.
+three and prints the three executables (``helm``, ``promtool`` or ``prometheus`` instead
+of ``tools``: that one only); ``make binaries`` runs both commands.
 
 It also holds what both halves share: :class:`DevclusterError` and :func:`log`.
 Standard library only (plus ``go`` on PATH to build); it never imports the
@@ -59,6 +61,8 @@ PROMTOOL_VERSION = "v0.316.0"
 """promtool of Prometheus (checks and unit-tests the alerting rules)."""
 HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
 PROMTOOL_PACKAGE = "github.com/prometheus/prometheus/cmd/promtool"
+PROMETHEUS_PACKAGE = "github.com/prometheus/prometheus/cmd/prometheus"
+"""Prometheus itself, at PROMTOOL_VERSION (the NetworkTraffic e2e test's metrics source)."""
 
 K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ALL_BINARIES = (*K8S_BINARIES, "etcd", "kwok")
@@ -398,13 +402,27 @@ def ensure_promtool() -> Path:
     return _ensure_go_tool("promtool", PROMTOOL_PACKAGE, PROMTOOL_VERSION)
 
 
+def ensure_prometheus() -> Path:
+    """Return the path of the ``prometheus`` server at ``PROMTOOL_VERSION``, building it with
+    ``go install`` if missing (without the web UI's built-in assets: the HTTP API is all the
+    tests use; several minutes on 2 cores the first time).
+
+    Raises DevclusterError with a one-line reason (no Go toolchain, a failed install)."""
+    return _ensure_go_tool("prometheus", PROMETHEUS_PACKAGE, PROMTOOL_VERSION)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python hack/binaries.py tools|helm|promtool``: ensure both tools, or one, and print
-    the path of each (``$(python hack/binaries.py helm) lint ...``)."""
+    """``python hack/binaries.py tools|helm|promtool|prometheus``: ensure the tools, or one, and
+    print the path of each (``$(python hack/binaries.py helm) lint ...``)."""
     args = sys.argv[1:] if argv is None else argv
-    wanted = {"tools": (ensure_helm, ensure_promtool), "helm": (ensure_helm,), "promtool": (ensure_promtool,)}
+    wanted = {
+        "tools": (ensure_helm, ensure_promtool, ensure_prometheus),
+        "helm": (ensure_helm,),
+        "promtool": (ensure_promtool,),
+        "prometheus": (ensure_prometheus,),
+    }
     if len(args) != 1 or args[0] not in wanted:
-        print("usage: python hack/binaries.py tools|helm|promtool", file=sys.stderr)
+        print("usage: python hack/binaries.py tools|helm|promtool|prometheus", file=sys.stderr)
         return 2
     try:
         for ensure in wanted[args[0]]:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import datetime
 import itertools
 import json
+import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import pytest
 
 from ipscheduler.framework.quantity import parse_quantity
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
@@ -363,3 +366,18 @@ def bound_pods(pods: Iterable[dict[str, Any]], *, terminating: bool = False) -> 
         for p in pods
         if p["spec"].get("nodeName") and (terminating or not p["metadata"].get("deletionTimestamp"))
     ]
+
+
+T = TypeVar("T")
+
+
+def built_tool(ensure: Callable[[], T], what: str) -> T:
+    """``ensure()`` (a ``hack/binaries.py`` ``ensure_*``: a binary built with Go on first
+    use); when it cannot (its DevclusterError, a RuntimeError), the test is skipped locally
+    and fails with CI=true."""
+    try:
+        return ensure()
+    except RuntimeError as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{what} unavailable in CI: {e}")
+        pytest.skip(f"{what} unavailable: {e}")

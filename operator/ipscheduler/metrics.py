@@ -35,8 +35,9 @@ retain-timeout), ``ipscheduler_cas_conflicts_total``,
 ``ipscheduler_pending_pods_gone_total{found_by}`` (queued pods found gone without a watch
 event), ``ipscheduler_allocations_restored_total`` (running pods' allocations put back
 after a status edit removed them), ``ipscheduler_task_restarts_total{task}`` (a
-long-running task failed and was restarted) and ``ipscheduler_task_up{task}`` (1 while
-it runs, 0 once it ended).
+long-running task failed and was restarted), ``ipscheduler_task_up{task}`` (1 while
+it runs, 0 once it ended) and ``ipscheduler_network_traffic_query_failures_total``
+(NetworkTraffic's Prometheus queries that failed).
 
 No ``*_created`` series (``disable_created_metrics``). Each process has its own registry
 (tests may run several schedulers); ``/metrics`` is prometheus_client's own aiohttp
@@ -284,6 +285,12 @@ class Metrics:
             "ipscheduler_task_up",
             "1 while a required long-running task runs, 0 once it ended (/healthz fails then).",
             ["task"],
+            registry=self.registry,
+        )
+        self.network_traffic_failures = Counter(
+            "ipscheduler_network_traffic_query_failures",
+            "NetworkTraffic's Prometheus queries that failed (unreachable, error answer, timeout); "
+            "every node scores 0 in that plugin until one succeeds.",
             registry=self.registry,
         )
 

@@ -148,11 +148,15 @@ def test_the_command_prints_the_tools_paths(
 ) -> None:
     monkeypatch.setattr(binaries, "ensure_helm", lambda: tmp_path / "helm")
     monkeypatch.setattr(binaries, "ensure_promtool", lambda: tmp_path / "promtool")
+    monkeypatch.setattr(binaries, "ensure_prometheus", lambda: tmp_path / "prometheus")
     assert binaries.main(["tools"]) == 0
-    assert capsys.readouterr().out.split() == [str(tmp_path / "helm"), str(tmp_path / "promtool")]
+    tools = [str(tmp_path / t) for t in ("helm", "promtool", "prometheus")]
+    assert capsys.readouterr().out.split() == tools
     assert binaries.main(["helm"]) == 0
     assert capsys.readouterr().out.split() == [str(tmp_path / "helm")]
     assert binaries.main(["promtool"]) == 0
     assert capsys.readouterr().out.split() == [str(tmp_path / "promtool")]
+    assert binaries.main(["prometheus"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "prometheus")]
     assert binaries.main([]) == 2
     assert binaries.main(["kwok"]) == 2

@@ -10,7 +10,6 @@ the directory."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 import binaries
+from tests.builders import built_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "deploy" / "monitoring"
@@ -208,12 +208,7 @@ def referenced_names() -> set[str]:
 @pytest.fixture(scope="module")
 def promtool() -> Path:
     """promtool, built with Go on first use (skipped locally without Go; CI fails)."""
-    try:
-        return binaries.ensure_promtool()
-    except binaries.DevclusterError as e:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"promtool unavailable in CI: {e}")
-        pytest.skip(f"promtool unavailable: {e}")
+    return built_tool(binaries.ensure_promtool, "promtool")
 
 
 def run_promtool(promtool: Path, *args: str, cwd: Path) -> str:

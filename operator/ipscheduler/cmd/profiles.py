@@ -5,7 +5,9 @@ UnderlayIP joins the in-tree plugins as an out-of-tree plugin joins
 kube-scheduler: ``app.WithPlugin(Name, New)`` (``cmd/kube-scheduler/app/server.go``),
 here :func:`with_underlay_ip`, whose factory closes over what the plugin needs
 (pool cache, writer, API, replica identity, ``--reserved-ttl``; ``--ip-strategy``
-and ``--multus-network`` as defaults its ``pluginConfig`` overrides).
+and ``--multus-network`` as defaults its ``pluginConfig`` overrides). NetworkTraffic
+joins the same way (:func:`with_network_traffic`: its factory makes the Prometheus reader
+its args describe), in every registry but off by default.
 
 The default plugins per extension point (:func:`default_plugins`) are
 written as upstream's ``pkg/scheduler/apis/config/v1/default_plugins.go``.
@@ -30,7 +32,8 @@ from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
-from ipscheduler.plugins import defaultbinder, queuesort
+from ipscheduler.kube.prometheus import PrometheusReader
+from ipscheduler.plugins import defaultbinder, networktraffic, queuesort
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.cache import PoolCache
@@ -129,12 +132,39 @@ def with_coscheduling(groups: GroupIndex, recorder: EventRecorder | None = None)
     return with_plugin(coscheduling.NAME, new, CoschedulingArgs)
 
 
-def plugin_registry(out_of_tree: Registry, groups: GroupIndex | None = None) -> Registry:
-    """The in-tree registry with ``out_of_tree`` and Coscheduling (over ``groups``, a fresh
-    index when None) merged in. Raises ValueError on a name two of them have."""
+def with_network_traffic() -> Registry:
+    """NetworkTraffic's registration (out-of-tree style: the plugin imports only the
+    framework). Its factory makes the :class:`~ipscheduler.kube.prometheus.PrometheusReader`
+    of its args, which :func:`network_traffic_reader` finds for the wiring to run."""
+
+    def new(args: networktraffic.NetworkTrafficArgs, handle: Handle) -> networktraffic.NetworkTraffic:
+        reader = PrometheusReader(
+            args.prometheus_address, args.promql(), args.node_label, args.interval, args.query_timeout
+        )
+        return networktraffic.new(args, handle, reader)
+
+    return with_plugin(networktraffic.NAME, new, networktraffic.NetworkTrafficArgs)
+
+
+def network_traffic_reader(profile: Framework) -> PrometheusReader | None:
+    """The Prometheus reader of ``profile``'s NetworkTraffic, None when the profile does not
+    score with it (then nothing queries Prometheus)."""
+    for plugin, _ in profile.score:
+        if isinstance(plugin, networktraffic.NetworkTraffic) and isinstance(plugin.source, PrometheusReader):
+            return plugin.source
+    return None
+
+
+def plugin_registry(
+    out_of_tree: Registry, groups: GroupIndex | None = None, group_recorder: EventRecorder | None = None
+) -> Registry:
+    """The in-tree registry with NetworkTraffic, ``out_of_tree`` and Coscheduling (over
+    ``groups``, a fresh index when None, posting PodGroup events through ``group_recorder``)
+    merged in. Raises ValueError on a name two of them have."""
     registry = new_in_tree_registry()
+    registry.merge(with_network_traffic())
     registry.merge(out_of_tree)
-    registry.merge(with_coscheduling(groups if groups is not None else GroupIndex()))
+    registry.merge(with_coscheduling(groups if groups is not None else GroupIndex(), group_recorder))
     return registry
 
 
@@ -204,9 +234,7 @@ def build_profile(
     Raises ValueError as :func:`new_profile` does.
     """
     deps = deps if deps is not None else UnderlayIPDeps(cache, writer, api)
-    registry = new_in_tree_registry()
-    registry.merge(with_underlay_ip(deps, strategy, multus_network))
-    registry.merge(with_coscheduling(groups if groups is not None else GroupIndex(), group_recorder))
+    registry = plugin_registry(with_underlay_ip(deps, strategy, multus_network), groups, group_recorder)
     return new_profile(registry, config or SchedulerConfiguration.defaults(), PluginHandle(binder=api))
 
 

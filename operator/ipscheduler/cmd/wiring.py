@@ -41,7 +41,7 @@ from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.cmd import extender as extender_server
 from ipscheduler.cmd.options import RunConfig
-from ipscheduler.cmd.profiles import build_profile, extender_profile
+from ipscheduler.cmd.profiles import build_profile, extender_profile, network_traffic_reader
 from ipscheduler.coscheduling.controller import PodGroupController
 from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.framework.interface import ClusterEvent
@@ -114,6 +114,9 @@ class Components:
         self.supervisor.start("scheduling-loop", self.scheduler.run)
         if self.pod_groups is not None:
             self.supervisor.start("podgroups", functools.partial(self.pod_groups.run, self.api.client))
+        traffic = network_traffic_reader(self.scheduler.profile)
+        if traffic is not None:  # only when the profile scores with NetworkTraffic
+            self.supervisor.start("network-traffic", traffic.run)
         if self.publisher is not None:
             self.supervisor.start(
                 "node-resources", functools.partial(self.publisher.run, self.controller.ready_to_schedule)
@@ -185,6 +188,9 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         group_recorder=recorder,
     )
     profile.recorder = metrics
+    traffic = network_traffic_reader(profile)
+    if traffic is not None:
+        traffic.on_failure = metrics.network_traffic_failures.inc
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
     queue.on_incoming = metrics.observe_incoming
     ready_to_schedule = asyncio.Event()

@@ -16,6 +16,7 @@ from ipscheduler.cmd.profiles import (
     build_profile,
     config_registry,
     load_config,
+    network_traffic_reader,
     plugin_registry,
     underlay_ip_refusal,
     with_underlay_ip,
@@ -27,6 +28,7 @@ from ipscheduler.framework.config import (
     SchedulerConfiguration,
 )
 from ipscheduler.framework.runtime import PluginHandle
+from ipscheduler.plugins.networktraffic import NetworkTraffic
 from ipscheduler.underlayip.plugin import UnderlayIP, UnderlayIPDeps
 from tests.builders import config_file
 from tests.unit.fakes import pool_cache
@@ -263,3 +265,64 @@ def test_underlay_ip_flags_are_defaults_plugin_config_overrides(
     plugin = registry.new_plugin("UnderlayIP", args, HANDLE)
     assert isinstance(plugin, UnderlayIP)
     assert (plugin.strategy, plugin.multus_network) == expected
+
+
+# --------------------------------------------------------------------------- NetworkTraffic
+
+NETWORK_TRAFFIC = """
+apiVersion: ipscheduler.io/v1alpha1
+kind: IPSchedulerConfiguration
+profiles:
+  - plugins:
+      score:
+        enabled: [{name: NetworkTraffic, weight: 3}]
+    pluginConfig:
+      - name: NetworkTraffic
+        args: {prometheusAddress: "http://127.0.0.1:9090", interval: 10s, queryTimeout: 2s, nodeLabel: node}
+"""
+
+
+def test_network_traffic_is_off_by_default(tmp_path: Path) -> None:
+    assert "NetworkTraffic" in config_registry()
+    assert "NetworkTraffic" not in SCORE_WEIGHTS
+    assert network_traffic_reader(profile_of(tmp_path, "")) is None
+
+
+def test_network_traffic_enabled_through_the_config_gets_its_reader(tmp_path: Path) -> None:
+    prof = profile_of(tmp_path, NETWORK_TRAFFIC)
+    assert {p.name: w for p, w in prof.score}["NetworkTraffic"] == 3
+    reader = network_traffic_reader(prof)
+    assert reader is not None
+    assert (reader.url, reader.node_label, reader.interval, reader.timeout) == (
+        "http://127.0.0.1:9090/api/v1/query",
+        "node",
+        10.0,
+        2.0,
+    )
+    assert reader.query.startswith("sum by (node) (rate(node_network_receive_bytes_total")
+    [plugin] = [p for p, _ in prof.score if p.name == "NetworkTraffic"]
+    assert isinstance(plugin, NetworkTraffic) and plugin.max_age == 30.0
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ("{}", "NetworkTraffic args.prometheusAddress: Field required"),
+        ('{prometheusAddress: "127.0.0.1:9090"}', "is not an http(s) URL"),
+        ('{prometheusAddress: "http://p:9090", device: eth1}', "args.device: Extra inputs are not permitted"),
+    ],
+    ids=["no-address", "bad-url", "unknown-field"],
+)
+def test_network_traffic_args_are_checked_by_the_config(tmp_path: Path, args: str, error: str) -> None:
+    text = NETWORK_TRAFFIC.replace(
+        '{prometheusAddress: "http://127.0.0.1:9090", interval: 10s, queryTimeout: 2s, nodeLabel: node}', args
+    )
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load_config(config_file(tmp_path, text))
+
+
+def test_the_example_config_enables_network_traffic() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "networktraffic-config.yaml"
+    prof = build_profile(pool_cache(), None, None, load_config(example))  # type: ignore[arg-type]
+    reader = network_traffic_reader(prof)
+    assert reader is not None and reader.interval == 15.0

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ipscheduler.cmd import wiring
 from ipscheduler.cmd.options import RunConfig
+from ipscheduler.cmd.profiles import load_config, network_traffic_reader
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.underlayip.pool import PoolView
-from tests.builders import pod_body, pool_body
+from tests.builders import config_file, pod_body, pool_body
 
 _NO_API: Any = None  # build() makes no request
 
@@ -135,3 +137,17 @@ async def test_extender_mode_wires_the_verbs_the_publisher_and_the_wide_sweep(
     if c.extender is not None:
         assert c.extender.cache is c.cache  # the same caches as scheduler mode
         assert [p.name for p in c.extender.profile.filter] == ["UnderlayIP"]
+
+
+async def test_network_traffic_failures_reach_the_metric_only_when_enabled(tmp_path: Path) -> None:
+    assert network_traffic_reader(wiring.build(RunConfig(), _NO_API, HealthState()).scheduler.profile) is None
+    text = """
+profiles:
+  - plugins: {score: {enabled: [{name: NetworkTraffic, weight: 5}]}}
+    pluginConfig: [{name: NetworkTraffic, args: {prometheusAddress: "http://127.0.0.1:1"}}]
+"""
+    c = wiring.build(RunConfig(config=load_config(config_file(tmp_path, text))), _NO_API, HealthState())
+    reader = network_traffic_reader(c.scheduler.profile)
+    assert reader is not None
+    reader.on_failure()
+    assert c.metrics.network_traffic_failures._value.get() == 1
