@@ -5,9 +5,14 @@ server is in memory."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ipscheduler.coscheduling.groups import Member
+from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView
+from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import Conflict
 from tests.builders import pending_pod_body as pod_body
 from tests.unit.fakes import SchedulerEnv
@@ -64,3 +69,63 @@ async def test_a_binding_cut_by_a_connection_reset_is_retried_without_a_tracebac
     assert "u1" in env.sched.queue
     assert not [r for r in caplog.records if r.exc_info], "an expected transient error has no traceback"
     assert any("binding ns/pod-u1 to node-1 failed" in r.getMessage() for r in caplog.records)
+
+
+# --------------------------------------------------------------------------- Permit: waiting
+
+
+def _group_env(min_member: int, timeout: float | None = None) -> SchedulerEnv:
+    """A SchedulerEnv whose Coscheduling knows PodGroup ``ns/g`` and ``min_member`` members."""
+    env = SchedulerEnv()
+    index = env.sched.profile.queue_sort.index  # type: ignore[attr-defined]
+    index.set_group("ns/g", PodGroupView("ns", "g", min_member=min_member, timeout=timeout))
+    for i in range(min_member):
+        index.set_member(f"u{i}", Member(f"u{i}", "ns", f"w-{i}", "ns/g"))
+    for i in range(min_member):
+        env.create(f"u{i}", f"w-{i}", labels={POD_GROUP_LABEL: "g"})
+    return env
+
+
+async def _schedule_held(env: SchedulerEnv) -> None:
+    """One scheduling cycle whose pod is held at Permit: its reservation written, its
+    binding cycle left waiting (``settle`` would wait for it)."""
+    qp = env.sched.queue.pop_nowait()
+    assert qp is not None
+    await env.sched.schedule_one(qp)
+    await env.writer.flush()
+
+
+async def test_a_pod_held_at_permit_binds_once_its_group_is_placed_and_holds_no_bind_slot() -> None:
+    env = _group_env(2)
+    env.sched._bind_slots = asyncio.Semaphore(1)
+    await _schedule_held(env)
+    assert env.api.bindings == []
+    assert [a["phase"] for a in env.allocations().values()] == ["Reserved"]
+    assert len(env.sched.profile.waiting_pods) == 1
+    await env.schedule_next()
+    assert sorted(env.api.bindings) == ["w-0", "w-1"]
+    assert len(env.sched.profile.waiting_pods) == 0
+
+
+async def test_a_pod_timing_out_at_permit_is_unreserved_and_unschedulable() -> None:
+    env = _group_env(3, timeout=0.05)
+    await _schedule_held(env)
+    assert len(env.allocations()) == 1
+    await asyncio.sleep(0.1)
+    await env.settle()
+    await env.writer.flush()
+    assert env.api.bindings == []
+    assert env.allocations() == {}, "the reservation was released (Unreserve)"
+    assert env.sched.cache.pod("u0") is None, "the assumed pod was forgotten"
+    assert "u0" in env.sched.queue and env.sched.queue.depths()["in_flight"] == 0
+
+
+async def test_a_pod_deleted_while_held_at_permit_is_unreserved_and_dropped() -> None:
+    env = _group_env(3)
+    await _schedule_held(env)
+    env.api.delete_pod("w-0")
+    env.sched.on_pod_event("DELETED", PodInfo.from_obj(pod_body("u0", "w-0", labels={POD_GROUP_LABEL: "g"})))
+    await env.settle()
+    await env.writer.flush()
+    assert env.allocations() == {}
+    assert "u0" not in env.sched.queue

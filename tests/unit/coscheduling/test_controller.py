@@ -1,0 +1,80 @@
+"""coscheduling/controller: the index follows the informers, new groups and members move the
+queue, and a group's status is written only when its pods say something new."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+from ipscheduler.coscheduling import events
+from ipscheduler.coscheduling.controller import PodGroupController
+from ipscheduler.coscheduling.groups import GroupIndex, Member
+from ipscheduler.coscheduling.models import PodGroupView
+from ipscheduler.framework.interface import ClusterEvent
+
+
+class Api:
+    """Records status patches (``patch_namespaced_status``) and answers ``serves``."""
+
+    def __init__(self, served: bool = True) -> None:
+        self.served = served
+        self.patches: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def serves(self, res: object) -> bool:
+        return self.served
+
+    async def patch_namespaced_status(self, res: object, ns: str, name: str, status: dict[str, Any]) -> bool:
+        self.patches.append((ns, name, status))
+        return True
+
+
+def controller(api: Api | None = None) -> tuple[PodGroupController, list[ClusterEvent], Api]:
+    moved: list[ClusterEvent] = []
+    api = api or Api()
+    c = PodGroupController(api, GroupIndex(), requeue=lambda e, old, new: moved.append(e))  # type: ignore[arg-type]
+    return c, moved, api
+
+
+GROUP = PodGroupView(
+    "ns", "g", uid="u", min_member=2, creation=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+)
+
+
+def member(uid: str, node: str = "") -> Member:
+    return Member(uid, "ns", uid, "ns/g", node_name=node)
+
+
+def test_a_new_group_and_a_new_member_move_the_queue_once_each() -> None:
+    c, moved, _ = controller()
+    c.on_group(None, "ns/g", {}, None, GROUP)
+    c.on_group("MODIFIED", "ns/g", {}, GROUP, GROUP)  # status-only change: no move
+    c.on_member("ADDED", "a", {}, None, member("a"))
+    c.on_member("MODIFIED", "a", {}, member("a"), member("a", "n1"))
+    assert moved == [events.POD_GROUP_CHANGE, events.GROUP_MEMBER_ADD]
+    assert c.index.group("ns/g") is GROUP
+    assert c.index.active_count("ns/g") == 1
+
+
+def test_status_is_written_when_it_changes_and_not_again() -> None:
+    async def go() -> list[tuple[str, str, dict[str, Any]]]:
+        c, _, api = controller()
+        c.on_group(None, "ns/g", {}, None, GROUP)
+        for uid in ("a", "b"):
+            c.on_member("ADDED", uid, {}, None, member(uid, "n1"))
+        assert await c.sync("ns/g")
+        assert not await c.sync("ns/g")  # the index holds what was written
+        return api.patches
+
+    patches = asyncio.run(go())
+    assert len(patches) == 1
+    ns, name, status = patches[0]
+    assert (ns, name, status["phase"], status["scheduled"]) == ("ns", "g", "Scheduled", 2)
+
+
+def test_without_the_api_the_index_says_so() -> None:
+    async def go() -> bool:
+        c, _, _ = controller(Api(served=False))
+        return await c._served() or c.index.installed
+
+    assert asyncio.run(go()) is False
