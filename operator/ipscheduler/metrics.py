@@ -17,6 +17,9 @@ Names, labels and buckets follow kube-scheduler's where one exists
 - ``scheduler_queue_incoming_pods_total{queue, event}``: pods entering activeQ, backoffQ
   or the unschedulable pods, by the event that sent them;
 - ``scheduler_pending_pods{queue}``: active, backoff, unschedulable, gated;
+- ``scheduler_permit_wait_duration_seconds{result}``: how long pods were held at Permit
+  (Coscheduling: until their PodGroup is placed), by outcome (``Success``,
+  ``Unschedulable``);
 - ``scheduler_unschedulable_pods{plugin, profile}``: unschedulable pods by the plugins
   that rejected them (a pod counts once per plugin);
 - ``leader_election_master_status{name}``: 1 on the replica holding the Lease ``name``
@@ -190,6 +193,13 @@ class Metrics:
             "queue and might involve multiple scheduling attempts.",
             ["attempts"],
             buckets=SLI_BUCKETS,
+            registry=self.registry,
+        )
+        self.permit_wait_duration = Histogram(
+            "scheduler_permit_wait_duration_seconds",
+            "Duration of waiting on permit.",
+            ["result"],
+            buckets=tuple(0.001 * 2**i for i in range(15)),  # upstream: ExponentialBuckets(0.001, 2, 15)
             registry=self.registry,
         )
         self.extension_point_duration = Histogram(

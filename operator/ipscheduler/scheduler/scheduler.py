@@ -207,7 +207,10 @@ class Scheduler(EventHandlers):
         that rejected it, with Unreserve)."""
         pod = qp.pod
         if waiting:
+            began = time.monotonic()
             st = await self.profile.wait_on_permit(pod)
+            # Labelled by the outcome's code as upstream (Success, Unschedulable).
+            self.metrics.permit_wait_duration.labels(st.code.value).observe(time.monotonic() - began)
             if not st.is_success():
                 await self._permit_rejected(qp, state, host, st)
                 return

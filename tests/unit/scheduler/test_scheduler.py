@@ -105,6 +105,7 @@ async def test_a_pod_held_at_permit_binds_once_its_group_is_placed_and_holds_no_
     await env.schedule_next()
     assert sorted(env.api.bindings) == ["w-0", "w-1"]
     assert len(env.sched.profile.waiting_pods) == 0
+    assert env.metrics.permit_wait_duration.labels("Success")._sum.get() > 0
 
 
 async def test_a_pod_timing_out_at_permit_is_unreserved_and_unschedulable() -> None:
@@ -118,6 +119,7 @@ async def test_a_pod_timing_out_at_permit_is_unreserved_and_unschedulable() -> N
     assert env.allocations() == {}, "the reservation was released (Unreserve)"
     assert env.sched.cache.pod("u0") is None, "the assumed pod was forgotten"
     assert "u0" in env.sched.queue and env.sched.queue.depths()["in_flight"] == 0
+    assert env.metrics.permit_wait_duration.labels("Unschedulable")._sum.get() >= 0.05
 
 
 async def test_a_pod_deleted_while_held_at_permit_is_unreserved_and_dropped() -> None:
