@@ -6,7 +6,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tests.e2e.helpers import SCHEDULER, Pools, SchedulerProcess, assert_check_clean, events_for, pods_of
+import yaml
+
+from tests.e2e.helpers import (
+    PODGROUP_CRD,
+    SCHEDULER,
+    Pools,
+    SchedulerProcess,
+    assert_check_clean,
+    events_for,
+    pods_of,
+)
 from tests.kube import Kubectl, pod_manifest, wait_for
 
 LABEL = "scheduling.x-k8s.io/pod-group"
@@ -166,3 +176,33 @@ def test_two_groups_competing_for_the_same_pools_complete_one_after_the_other(
     wait_for(f"{second} bound whole", lambda: len(bound(kubectl, ns, second)) == 4, timeout=60)
     assert set(held(pools, names)) == {f"{ns}/{second}-{i}" for i in range(4)}
     assert_check_clean(kubectl)
+
+
+def test_a_gang_binds_where_scheduler_plugins_crd_is_installed(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """scheduler-plugins' own CRD has no ``status.scheduled`` (the API server prunes it) and
+    no Scheduled column: the gang still binds whole and the status is still kept."""
+    theirs = yaml.safe_load(PODGROUP_CRD.read_text())
+    version = theirs["spec"]["versions"][0]
+    del version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["scheduled"]
+    version["additionalPrinterColumns"] = [
+        c for c in version["additionalPrinterColumns"] if c["name"] != "Scheduled"
+    ]
+    kubectl.apply(theirs)
+    try:
+        pools.create("gang-u-node-1", "node-1", ["10.7.9.1-10.7.9.2"])
+        kubectl.apply(podgroup("up", 2), ns)
+        for i in range(2):
+            kubectl.apply(member("up", f"up-{i}"), ns)
+        wait_for("both bound", lambda: len(bound(kubectl, ns, "up")) == 2, timeout=30)
+
+        def kept() -> dict[str, Any] | None:
+            status = kubectl.json("get", "podgroup", "up", "-n", ns).get("status") or {}
+            return status if status.get("phase") in ("Scheduled", "Running") else None
+
+        status = wait_for("status phase Scheduled or Running", kept, timeout=30)
+        assert "scheduled" not in status  # pruned by their schema
+        assert_check_clean(kubectl)
+    finally:
+        kubectl("apply", "-f", str(PODGROUP_CRD))
