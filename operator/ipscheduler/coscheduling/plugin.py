@@ -36,7 +36,7 @@ from pydantic import Field
 
 from ipscheduler.coscheduling import events
 from ipscheduler.coscheduling.groups import GroupIndex
-from ipscheduler.coscheduling.models import API_VERSION, KIND, PodGroupView, group_key
+from ipscheduler.coscheduling.models import API_VERSION, KIND, POD_GROUP_LABEL, PodGroupView, group_key
 from ipscheduler.framework.events import ASSIGNED_POD_DELETE, NODE_ADD
 from ipscheduler.framework.interface import (
     PODS_TO_ACTIVATE,
@@ -114,6 +114,8 @@ class Coscheduling:
         first = priority_then_qos(a, b)
         if first is not None:
             return first
+        if POD_GROUP_LABEL not in a.pod.labels and POD_GROUP_LABEL not in b.pod.labels:
+            return a.timestamp < b.timestamp  # PrioritySort's order, at its cost
         (ta, ka), (tb, kb) = self._sort_time(a), self._sort_time(b)
         if ta != tb:
             return ta < tb
