@@ -131,3 +131,32 @@ async def test_a_pod_deleted_while_held_at_permit_is_unreserved_and_dropped() ->
     await env.writer.flush()
     assert env.allocations() == {}
     assert "u0" not in env.sched.queue
+
+
+async def test_two_groups_arriving_interleaved_never_hold_each_others_addresses() -> None:
+    """Pool p has 4 addresses; groups a and b need 3 each and their pods arrive one by one,
+    alternating. b's second pod finds no room: PostFilter releases b's waiting pod, so a
+    completes, and b holds nothing (upstream coscheduling's PostFilter; no deadlock)."""
+    env = SchedulerEnv()
+    index = env.sched.profile.queue_sort.index  # type: ignore[attr-defined]
+    for g in ("a", "b"):
+        index.set_group(f"ns/{g}", PodGroupView("ns", g, min_member=3))
+        for i in range(3):
+            index.set_member(f"{g}{i}", Member(f"{g}{i}", "ns", f"{g}-{i}", f"ns/{g}"))
+
+    async def arrive(uid: str) -> None:
+        env.create(uid, f"{uid[0]}-{uid[1]}", labels={POD_GROUP_LABEL: uid[0]})
+        qp = env.sched.queue.pop_nowait()
+        assert qp is not None and qp.pod.uid == uid
+        await env.sched.schedule_one(qp)
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    for uid in ("a0", "b0", "a1", "b1"):
+        await arrive(uid)
+    assert {w.pod.uid for w in env.sched.profile.waiting_pods} == {"a0", "a1"}, "b0 was released"
+    await arrive("a2")
+    await env.settle()
+    await env.writer.flush()
+    assert sorted(env.api.bindings) == ["a-0", "a-1", "a-2"]
+    assert set(env.allocations()) == {"a0", "a1", "a2"}, "b holds no address"
