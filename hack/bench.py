@@ -88,12 +88,16 @@ PHASES = (
     "kube50",
     "kube1000",
     "extender",
+    "gang",
     "backlog-ours",
     "backlog-kube50",
     "backlog-kube1000",
     "failover",
 )
 """Every phase, in the order they run."""
+GANG_SIZE = 10
+"""Pods per PodGroup in the gang phase (its ``minMember``)."""
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 NODE_LEASE_SECONDS = {"xlarge": 240}
 """preset → kwok node lease duration (default 40 s, the kubelet's). kwok renews each lease
 every quarter of it: 5000 nodes at 40 s are 500 lease PUTs/s, more than a 2-core API server
@@ -136,6 +140,8 @@ class Phase:
     created: dict[str, float] = field(default_factory=dict)
     bound: dict[str, float] = field(default_factory=dict)
     placement: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    group_size: int = 0
+    """Pods per PodGroup (``minMember``); 0: no groups. Pod ``p<i>`` is in group ``g<i // size>``."""
 
 
 async def apiserver_requests(api: client.ApiClient) -> dict[str, float]:
@@ -182,12 +188,12 @@ async def delete_namespace(core: client.CoreV1Api, ns: str) -> None:
             return
 
 
-def pod_body(name: str, scheduler_name: str, extended: bool) -> dict[str, Any]:
+def pod_body(name: str, scheduler_name: str, extended: bool, group: str = "") -> dict[str, Any]:
     container: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
     if extended:
         container["resources"] = {"requests": {UNDERLAY: "1"}, "limits": {UNDERLAY: "1"}}
     return {
-        "metadata": {"name": name},
+        "metadata": {"name": name, **({"labels": {POD_GROUP_LABEL: group}} if group else {})},
         "spec": {
             "schedulerName": scheduler_name,
             "containers": [container],
@@ -262,10 +268,11 @@ async def create_pods(
     sem = asyncio.Semaphore(50)
 
     async def create(i: int) -> None:
+        group = f"g{i // phase.group_size}" if phase.group_size else ""
         async with sem:
             phase.created[f"p{i}"] = time.monotonic()
             await core.create_namespaced_pod(
-                ns, pod_body(f"p{i}", phase.scheduler_name, phase.extended), _preload_content=False
+                ns, pod_body(f"p{i}", phase.scheduler_name, phase.extended, group), _preload_content=False
             )
 
     if rate:
@@ -276,6 +283,26 @@ async def create_pods(
         await asyncio.gather(*tasks)
     else:
         await asyncio.gather(*(create(i) for i in range(pods)))
+
+
+async def create_podgroups(api: client.ApiClient, ns: str, groups: int, size: int) -> None:
+    """PodGroups ``g0``..``g<groups-1>`` in ``ns``, each with ``minMember`` ``size``."""
+    custom = client.CustomObjectsApi(api)
+    sem = asyncio.Semaphore(50)
+
+    async def one(i: int) -> None:
+        body = {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": f"g{i}"},
+            "spec": {"minMember": size},
+        }
+        async with sem:
+            await custom.create_namespaced_custom_object(
+                "scheduling.x-k8s.io", "v1alpha1", ns, "podgroups", body
+            )
+
+    await asyncio.gather(*(one(i) for i in range(groups)))
 
 
 async def run_phase(
@@ -303,6 +330,8 @@ async def run_phase(
     if not backlog and sched.pid is None:
         await sched.start()
     await new_namespace(core, ns)
+    if phase.group_size:
+        await create_podgroups(api, ns, -(-pods // phase.group_size), phase.group_size)
     done = asyncio.Event()
     watch_task = asyncio.create_task(watch_bindings(core, ns, phase, pods, done))
     await asyncio.sleep(0.5)
@@ -379,7 +408,19 @@ def measure(
         "addresses_unique": len({ip for _, ip in ips}) == len(ips),
         "addresses_in_node_pool": all(ip_in_node_pool(node, ip, phase.capacity) for node, ip in ips),
         "bound_over_time": sorted(round(t - start, 3) for t in phase.bound.values()),
+        "groups_partial": _partial_groups(phase),
     }
+
+
+def _partial_groups(phase: Phase) -> int:
+    """Groups of a gang phase with some but not all of their pods bound (0 without groups)."""
+    if not phase.group_size:
+        return 0
+    counts: dict[int, int] = {}
+    for name in phase.bound:
+        g = int(name[1:]) // phase.group_size
+        counts[g] = counts.get(g, 0) + 1
+    return sum(1 for n in counts.values() if n != phase.group_size)
 
 
 def ip_in_node_pool(node: str, ip: str, capacity: int) -> bool:
@@ -714,6 +755,15 @@ async def run_all(
             pods,
             False,
         )
+        if "gang" in args.phases:  # every pod in a PodGroup of GANG_SIZE (Coscheduling, Permit)
+            gang = Phase(
+                f"gang of {GANG_SIZE}: ip-scheduler", "ip-scheduler", False, capacity, group_size=GANG_SIZE
+            )
+            sched = ours()
+            try:
+                results.append(await run_phase(gang, api, pods, args.rate, sched, len(results), cluster))
+            finally:
+                await sched.stop()
         await phase("backlog-ours", ours(), "ip-scheduler", backlog, True)
         for label, qps, burst in kube:
             await phase(f"backlog-kube{qps}", KubeScheduler(cluster, qps, burst), label, backlog, True)
@@ -755,7 +805,7 @@ async def stop_profiler(proc: asyncio.subprocess.Process | None, path: str | Non
 
 
 def correct(r: dict[str, Any]) -> bool:
-    ok = r["over_capacity_nodes"] == 0 and r["bound"] == r["pods"]
+    ok = r["over_capacity_nodes"] == 0 and r["bound"] == r["pods"] and not r.get("groups_partial")
     if "ip-scheduler" in r["phase"]:
         ok = ok and r["addresses_unique"] and r["addresses_in_node_pool"] and r["addresses"] == r["bound"]
     return bool(ok)
@@ -875,6 +925,7 @@ def main() -> int:
                 "wait",
                 "--for=condition=Established",
                 "crd/nodeippools.ipscheduler.io",
+                "crd/podgroups.scheduling.x-k8s.io",
             ],
             check=True,
         )
