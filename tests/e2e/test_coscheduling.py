@@ -3,6 +3,8 @@ all bind or none does, and a group that cannot complete holds no address."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -85,6 +87,24 @@ def test_a_gang_of_4_on_3_free_addresses_stays_pending_then_binds_when_a_fourth_
     assert bound(kubectl, ns, "job") == []
     assert held(pools, ["gang-node-1", "gang-node-2"]) == {}
     wait_for("phase PreScheduling", lambda: podgroup_table(kubectl, ns)["job"]["PHASE"] == "PreScheduling")
+    explained = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ipscheduler",
+            "explain",
+            f"{ns}/job-0",
+            "--kubeconfig",
+            str(kubectl.kubeconfig),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert explained.returncode == 1, explained.stdout + explained.stderr
+    assert f"PodGroup: {ns}/job, minMember 4: 4 pods, 0 bound" in explained.stdout, explained.stdout
+    assert want in explained.stdout, explained.stdout
 
     started = time.monotonic()
     pools.create("gang-node-2", "node-2", ["10.7.2.1-10.7.2.2"])  # the fourth address

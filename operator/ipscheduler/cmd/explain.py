@@ -109,6 +109,25 @@ def retention_line(pod: PodInfo, cache: PoolCache) -> str:
     return line
 
 
+def group_line(pod: PodInfo, groups: GroupIndex) -> str:
+    """The pod's PodGroup as Coscheduling sees it (``""`` for a pod outside a group): its
+    ``minMember``, its pods bound and pending, and that a node found here still waits at
+    Permit for the rest of the group."""
+    key = group_key(pod.namespace, pod.labels)
+    if key is None:
+        return ""
+    group = groups.group(key)
+    if group is None:
+        why = groups.invalid.get(key) or ("the PodGroup API is not installed" if not groups.installed else "")
+        return f"PodGroup: {key} ({why or 'not found'})"
+    members = [m for m in groups.members_of(key) if m.active]
+    bound = sum(1 for m in members if m.node_name)
+    line = f"PodGroup: {key}, minMember {group.min_member}: {len(members)} pods, {bound} bound"
+    if bound < group.min_member:
+        line += f"; a node found here holds the pod at Permit until {group.min_member} are placed"
+    return line
+
+
 def render(
     pod: PodInfo, verdicts: list[NodeVerdict], summary: str, weights: Mapping[str, int], pools: str = ""
 ) -> str:
@@ -251,6 +270,9 @@ async def explain(
         verdicts, summary = evaluate(profile, dataclasses.replace(pod, node_name=""), nodes)
         weights = {p.name: w for p, w in profile.score}
         lines = f"{pools_line(pod, cache)}\n{retention_line(pod, cache)}"
+        group = group_line(pod, groups)
+        if group:
+            lines += f"\n{group}"
         return (0 if not summary else 1), render(pod, verdicts, summary, weights, lines)
     finally:
         await api.close()

@@ -12,8 +12,10 @@ import pytest
 
 from ipscheduler.cmd import cli
 from ipscheduler.cmd import explain as explain_module
-from ipscheduler.cmd.explain import evaluate, explain_profile, pools_line, render, retention_line
+from ipscheduler.cmd.explain import evaluate, explain_profile, group_line, pools_line, render, retention_line
 from ipscheduler.cmd.profiles import FILTER_PLUGINS, SCORE_WEIGHTS, load_config
+from ipscheduler.coscheduling.groups import GroupIndex, Member
+from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView
 from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
 from tests.builders import CUSTOM_PROFILE as CUSTOM
@@ -199,3 +201,28 @@ def test_explain_says_the_release_policy_and_the_retained_address() -> None:
         "Release policy: StatefulSet (identity ns/web-0); retained address 10.0.0.5 of pool a on node-a"
     )
     assert retention_line(pod_info("p"), cache) == "Release policy: Pod"
+
+
+@pytest.mark.parametrize(
+    ("labels", "setup", "line"),
+    [
+        ({}, "group", ""),
+        ({POD_GROUP_LABEL: "g"}, "none", "PodGroup: ns/g (not found)"),
+        ({POD_GROUP_LABEL: "g"}, "uninstalled", "PodGroup: ns/g (the PodGroup API is not installed)"),
+        (
+            {POD_GROUP_LABEL: "g"},
+            "group",
+            "PodGroup: ns/g, minMember 3: 3 pods, 1 bound; a node found here holds the pod at Permit "
+            "until 3 are placed",
+        ),
+    ],
+    ids=["no-group", "podgroup-missing", "api-missing", "gathering"],
+)
+def test_group_line(labels: dict[str, str], setup: str, line: str) -> None:
+    groups = GroupIndex()
+    groups.installed = setup != "uninstalled"
+    if setup == "group":
+        groups.set_group("ns/g", PodGroupView("ns", "g", min_member=3))
+        for i, node in enumerate(("n1", "", "")):
+            groups.set_member(f"u{i}", Member(f"u{i}", "ns", f"p{i}", "ns/g", node_name=node))
+    assert group_line(pod_info("p1", namespace="ns", labels=labels), groups) == line
