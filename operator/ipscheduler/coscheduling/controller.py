@@ -12,6 +12,7 @@ index so pods with the group label get that reason, and checks again every
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import functools
 import logging
@@ -128,7 +129,9 @@ class PodGroupController:
     def on_group(self, kind: str | None, key: str, body: Any, old: Any, new: Any) -> None:
         """A PodGroup came, changed or went: index it; a new one or a new spec moves its
         pods (the first LIST's too: pods tried before it arrived wait for it)."""
-        self.index.set_group(key, new, self.index.invalid.get(key, "") if new is None else "")
+        self.index.set_group(key, new)
+        if kind == "DELETED":
+            self.index.invalid.pop(key, None)
         if new is not None and (
             old is None or (old.min_member, old.timeout) != (new.min_member, new.timeout)
         ):
@@ -219,7 +222,7 @@ class PodGroupController:
         self.writes += 1
         phase, was = desired.get("phase"), group.status.get("phase")
         # The informer's echo replaces this view; until then the index holds what we wrote.
-        self.index.set_group(key, _with_status(group, desired))
+        self.index.set_group(key, dataclasses.replace(group, status={**group.status, **desired}))
         if phase != was and phase in ("Scheduled", "Running", "Finished", "Failed"):
             self._event(
                 group, "Warning" if phase == "Failed" else "Normal", phase, _phase_message(group, desired)
@@ -233,19 +236,6 @@ class PodGroupController:
         if group.uid:
             ref["uid"] = group.uid
         self.recorder.emit(ref, event_type, reason, message)
-
-
-def _with_status(group: PodGroupView, status: dict[str, Any]) -> PodGroupView:
-    return PodGroupView(
-        namespace=group.namespace,
-        name=group.name,
-        uid=group.uid,
-        min_member=group.min_member,
-        timeout=group.timeout,
-        creation=group.creation,
-        resource_version=group.resource_version,
-        status={**group.status, **status},
-    )
 
 
 def _phase_message(group: PodGroupView, status: dict[str, Any]) -> str:

@@ -98,17 +98,13 @@ class GroupIndex:
         """``<namespace>/<name>`` → why a PodGroup did not parse (its pods wait, with it)."""
 
     # -- PodGroups ----------------------------------------------------------
-    def set_group(self, key: str, group: PodGroupView | None, invalid: str = "") -> None:
-        """Store (or with None, drop) the PodGroup of ``key``; ``invalid`` says why it is
-        None although the object exists."""
+    def set_group(self, key: str, group: PodGroupView | None) -> None:
+        """Store (or with None, drop) the PodGroup of ``key``. Why an existing PodGroup is
+        left out is kept in :attr:`invalid` by whoever parsed it."""
         if group is None:
             self.groups.pop(key, None)
         else:
             self.groups[key] = group
-        if invalid:
-            self.invalid[key] = invalid
-        else:
-            self.invalid.pop(key, None)
 
     def group(self, key: str) -> PodGroupView | None:
         return self.groups.get(key)
