@@ -146,6 +146,9 @@ def test_kube_scheduler_places_pods_with_distinct_addresses_from_their_nodes_poo
     assert messages and all(f"Insufficient {RESOURCE}" in m for m in messages), messages
     assert_check_clean(kubectl)
     # Deleting two bound pods releases their addresses: kube-scheduler places the two waiting.
+    # It retries on the pod deletion; when that retry comes before the extender released the
+    # address, nothing else wakes it until its 5-minute unschedulable flush
+    # (podMaxInUnschedulablePodsDuration): it happened once in CI. Known gap (closing note).
     for pod in bound[:2]:
         kubectl("delete", "pod", pod["metadata"]["name"], "-n", ns, "--wait=false")
     wait_for(
@@ -153,7 +156,7 @@ def test_kube_scheduler_places_pods_with_distinct_addresses_from_their_nodes_poo
         lambda: all(
             p["spec"].get("nodeName") for p in pods_of(kubectl, ns) if p["metadata"]["name"] in pending
         ),
-        timeout=90,
+        timeout=330,
     )
     live = [p for p in bound_pods(pods_of(kubectl, ns))]
     assert len({ip_of(p) for p in live}) == len(live) == 5
