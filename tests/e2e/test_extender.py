@@ -13,6 +13,7 @@ import ipaddress
 import json
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.kube import Kubectl, pod_manifest, wait_for
 KUBE = "kube-with-extender"
 OURS = "ip-scheduler-ext"
 RESOURCE = "ipscheduler.io/underlay-ip"
+RELEASED_ANNOTATION = "ipscheduler.io/underlay-ip-released"
 NODES = ("node-1", "node-2", "node-3")
 
 
@@ -40,7 +42,7 @@ def extender_port() -> int:
 @pytest.fixture
 def extender(kubectl: Kubectl, crd: None, tmp_path: Path, extender_port: int) -> Iterator[SchedulerProcess]:
     """``ipscheduler extender`` (its own schedulerName for scheduler mode beside it); the
-    nodes' extended resource is removed afterwards."""
+    nodes' extended resource and its stamp are removed afterwards."""
     proc = SchedulerProcess(
         kubectl.kubeconfig,
         tmp_path / "extender.log",
@@ -56,7 +58,12 @@ def extender(kubectl: Kubectl, crd: None, tmp_path: Path, extender_port: int) ->
     yield proc
     proc.stop()
     for node in NODES:
-        patch = json.dumps({"status": {"capacity": {RESOURCE: None}, "allocatable": {RESOURCE: None}}})
+        patch = json.dumps(
+            {
+                "metadata": {"annotations": {RELEASED_ANNOTATION: None}},
+                "status": {"capacity": {RESOURCE: None}, "allocatable": {RESOURCE: None}},
+            }
+        )
         kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", patch)
 
 
@@ -92,6 +99,12 @@ def wants_address(name: str, **spec: Any) -> dict[str, Any]:
 def published(kubectl: Kubectl) -> dict[str, str | None]:
     nodes = kubectl.json("get", "nodes")["items"]
     return {n["metadata"]["name"]: (n["status"].get("allocatable") or {}).get(RESOURCE) for n in nodes}
+
+
+def node_annotation(kubectl: Kubectl, node: str, key: str) -> str | None:
+    annotations = kubectl.json("get", "node", node)["metadata"].get("annotations") or {}
+    value = annotations.get(key)
+    return None if value is None else str(value)
 
 
 def ip_of(pod: dict[str, Any]) -> str:
@@ -146,9 +159,8 @@ def test_kube_scheduler_places_pods_with_distinct_addresses_from_their_nodes_poo
     assert messages and all(f"Insufficient {RESOURCE}" in m for m in messages), messages
     assert_check_clean(kubectl)
     # Deleting two bound pods releases their addresses: kube-scheduler places the two waiting.
-    # It retries on the pod deletion; when that retry comes before the extender released the
-    # address, nothing else wakes it until its 5-minute unschedulable flush
-    # (podMaxInUnschedulablePodsDuration): it happened once in CI. Known gap (closing note).
+    # Its retry on the deletion may come before the extender released the address (so our
+    # filter refuses again): the extender's stamp on the node wakes it then (next test).
     for pod in bound[:2]:
         kubectl("delete", "pod", pod["metadata"]["name"], "-n", ns, "--wait=false")
     wait_for(
@@ -156,10 +168,61 @@ def test_kube_scheduler_places_pods_with_distinct_addresses_from_their_nodes_poo
         lambda: all(
             p["spec"].get("nodeName") for p in pods_of(kubectl, ns) if p["metadata"]["name"] in pending
         ),
-        timeout=330,
+        timeout=60,
     )
     live = [p for p in bound_pods(pods_of(kubectl, ns))]
     assert len({ip_of(p) for p in live}) == len(live) == 5
+    assert_check_clean(kubectl)
+
+
+@pytest.mark.usefixtures("kube_scheduler")
+def test_an_address_freed_without_a_pod_event_wakes_the_pod_kube_scheduler_parked(
+    kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """kube-scheduler does not watch NodeIPPools: once our filter refused a pod's nodes, only
+    a cluster event brings it back. An address freed with no pod event at all (a Retained
+    address released by an operator) still wakes it: the extender stamps the node
+    (``ipscheduler.io/underlay-ip-released``, a Node update event). Without the stamp the
+    pod would wait for kube-scheduler's 5-minute unschedulable flush."""
+    pools.create("ext-node-2", "node-2", [RANGES["node-2"]])
+    wait_for("node-2 publishes 2", lambda: published(kubectl).get("node-2") == "2", timeout=30)
+    pin = {"nodeSelector": {"kubernetes.io/hostname": "node-2"}}
+    keeper = wants_address("keeper", **pin)
+    keeper["metadata"]["annotations"] = {"ipscheduler.io/release-policy": "Never"}
+    kubectl.create(keeper, ns)
+    kubectl.create(wants_address("filler", **pin), ns)
+    wait_for("2 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 2, timeout=60)
+    kept = next(ip_of(p) for p in pods_of(kubectl, ns) if p["metadata"]["name"] == "keeper")
+    kubectl("delete", "pod", "keeper", "-n", ns, "--wait=true")
+
+    def retained() -> bool:
+        allocations = (pools.get("ext-node-2").get("status") or {}).get("allocations") or {}
+        return any(a.get("ip") == kept and a.get("phase") == "Retained" for a in allocations.values())
+
+    wait_for("keeper's address Retained", retained, timeout=30)
+    before = node_annotation(kubectl, "node-2", RELEASED_ANNOTATION)
+    kubectl.create(wants_address("waiter", **pin), ns)
+    # kube-scheduler's own count lets it through (1 of 2 requested); our filter refuses.
+    wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "waiter", "FailedScheduling"), timeout=60)
+    time.sleep(2)
+    assert not kubectl.json("get", "pod", "waiter", "-n", ns)["spec"].get("nodeName")
+    released = subprocess.run(
+        [sys.executable, "-m", "ipscheduler", "ip", "release", kept, "--kubeconfig", str(kubectl.kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert released.returncode == 0, released.stderr
+    waiter = wait_for(
+        "waiter bound with the released address",
+        lambda: next(
+            (p for p in bound_pods(pods_of(kubectl, ns)) if p["metadata"]["name"] == "waiter"), None
+        ),
+        timeout=60,
+    )
+    assert ip_of(waiter) == kept
+    after = node_annotation(kubectl, "node-2", RELEASED_ANNOTATION)
+    assert after is not None and after != before, (before, after)
     assert_check_clean(kubectl)
 
 

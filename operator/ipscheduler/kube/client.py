@@ -434,13 +434,11 @@ class KubeApi:
             if e.status != 404:
                 raise
 
-    async def set_node_extended_resource(self, node: str, resource: str, quantity: int | None) -> None:
-        """Set ``resource`` in node ``node``'s ``status.capacity`` and ``status.allocatable``
-        to ``quantity`` (None: remove it), by a merge patch of the status subresource, as a
-        device plugin or the documented "advertise extended resources" call does. A node
-        that is gone (404) is left alone."""
-        value = None if quantity is None else str(quantity)
-        patch = {"status": {"capacity": {resource: value}, "allocatable": {resource: value}}}
+    async def patch_node_status(self, node: str, patch: dict[str, Any]) -> None:
+        """Merge-patch node ``node``'s status subresource with ``patch`` (e.g. an extended
+        resource in ``status.capacity``/``status.allocatable``, as a device plugin or the
+        documented "advertise extended resources" call does; annotations ride along). A
+        node that is gone (404) is left alone."""
         try:
             await self.read_json(
                 self.core.patch_node_status(

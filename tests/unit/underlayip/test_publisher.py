@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from decimal import Decimal
 
 import pytest
 
 from ipscheduler.framework.types import NodeInfo
 from ipscheduler.underlayip.pool import PoolView
-from ipscheduler.underlayip.publisher import RESOURCE, ResourcePublisher, changes, desired
-from tests.builders import pool_body
+from ipscheduler.underlayip.publisher import (
+    RELEASED_ANNOTATION,
+    RESOURCE,
+    ResourcePublisher,
+    changes,
+    desired,
+    grown,
+    node_patch,
+)
+from tests.builders import bound_allocs, pool, pool_body
 from tests.unit.fakes import pool_cache
 
 
@@ -61,12 +70,62 @@ def test_changes(want: dict[str, int], shown: dict[str, int | None], expected: d
     assert changes(want, nodes, RESOURCE) == expected
 
 
-class FakeNodeApi:
-    def __init__(self) -> None:
-        self.patches: list[tuple[str, str, int | None]] = []
+@pytest.mark.parametrize(
+    ("before", "now", "expected"),
+    [
+        ({"a": ("n1", 2)}, {"a": ("n1", 3)}, {"n1"}),
+        ({"a": ("n1", 3)}, {"a": ("n1", 2)}, set()),
+        ({"a": ("n1", 3)}, {"a": ("n1", 3)}, set()),
+        ({}, {"a": ("n1", 3)}, set()),
+        ({"a": ("n1", 0), "b": ("n2", 1)}, {"a": ("n1", 1), "b": ("n2", 1)}, {"n1"}),
+        ({"a": ("n1", 0), "b": ("n1", 1)}, {"a": ("n1", 1), "b": ("n1", 0)}, {"n1"}),
+    ],
+    ids=["released", "taken", "same", "new-pool", "one-of-two-nodes", "freed-in-one-pool-taken-in-another"],
+)
+def test_grown(
+    before: dict[str, tuple[str, int]], now: dict[str, tuple[str, int]], expected: set[str]
+) -> None:
+    assert grown(before, now) == expected
 
-    async def set_node_extended_resource(self, node: str, resource: str, quantity: int | None) -> None:
-        self.patches.append((node, resource, quantity))
+
+@pytest.mark.parametrize(
+    ("resource", "quantity", "stamp", "expected"),
+    [
+        (RESOURCE, 4, None, {"status": {"capacity": {RESOURCE: "4"}, "allocatable": {RESOURCE: "4"}}}),
+        (RESOURCE, None, None, {"status": {"capacity": {RESOURCE: None}, "allocatable": {RESOURCE: None}}}),
+        (None, None, "T", {"metadata": {"annotations": {RELEASED_ANNOTATION: "T"}}}),
+        (
+            RESOURCE,
+            2,
+            "T",
+            {
+                "status": {"capacity": {RESOURCE: "2"}, "allocatable": {RESOURCE: "2"}},
+                "metadata": {"annotations": {RELEASED_ANNOTATION: "T"}},
+            },
+        ),
+    ],
+    ids=["set", "remove", "stamp-only", "both"],
+)
+def test_node_patch(
+    resource: str | None, quantity: int | None, stamp: str | None, expected: dict[str, object]
+) -> None:
+    assert node_patch(resource, quantity, stamp) == expected
+
+
+class FakeNodeApi:
+    def __init__(self, fail: int = 0) -> None:
+        self.patches: list[tuple[str, dict[str, object]]] = []
+        self.fail = fail
+
+    async def patch_node_status(self, node: str, patch: dict[str, object]) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("apiserver away")
+        self.patches.append((node, patch))
+
+
+def resource_of(patch: dict[str, object]) -> object:
+    return patch["status"]["allocatable"][RESOURCE]  # type: ignore[index]
 
 
 async def test_run_patches_what_differs_once_ready() -> None:
@@ -91,4 +150,51 @@ async def test_run_patches_what_differs_once_ready() -> None:
             break
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    assert api.patches == [("n1", RESOURCE, 4), ("n3", RESOURCE, None)]
+    assert [(n, resource_of(p)) for n, p in api.patches] == [("n1", "4"), ("n3", None)]
+    assert all("metadata" not in p for _, p in api.patches), "nothing was freed: no stamp"
+
+
+def holding(name: str, node_name: str, n: int) -> list[PoolView]:
+    """Pool ``name`` of node ``node_name``: 4 addresses of its own (10.<node number>.0.1-4),
+    the first ``n`` Bound."""
+    prefix = f"10.{node_name[1:]}.0."
+    return [pool(name, node_name, addresses=[f"{prefix}1-{prefix}4"], allocations=bound_allocs(n, prefix))]
+
+
+async def test_a_node_whose_free_addresses_grew_is_stamped_until_a_patch_goes_through() -> None:
+    index = {"a": holding("a", "n1", 2), "b": holding("b", "n2", 1)}
+    cache = pool_cache({"n1": [node("n1", 4)], "n2": [node("n2", 4)]}, index)
+    publisher = ResourcePublisher(FakeNodeApi(), cache)  # type: ignore[arg-type]
+    assert publisher.look() == {}, "the first look only learns the free counts"
+    index["a"] = holding("a", "n1", 1)  # an address of n1 released
+    index["b"] = holding("b", "n2", 2)  # one more of n2 taken: no stamp
+    cache.invalidate()
+    first = publisher.look()
+    assert list(first) == ["n1"]
+    stamp = first["n1"]["metadata"]["annotations"][RELEASED_ANNOTATION]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp), stamp
+    assert "status" not in first["n1"], "the resource is right: only the stamp"
+    assert list(publisher.look()) == ["n1"], "not patched yet: the stamp is kept"
+    publisher.patched("n1")
+    assert publisher.look() == {}
+
+
+async def test_a_failed_stamp_is_sent_again() -> None:
+    index = {"a": holding("a", "n1", 2)}
+    cache = pool_cache({"n1": [node("n1", 4)]}, index)
+    api = FakeNodeApi(fail=1)
+    publisher = ResourcePublisher(api, cache)  # type: ignore[arg-type]
+    ready = asyncio.Event()
+    ready.set()
+    task = asyncio.create_task(publisher.run(ready))
+    await asyncio.sleep(0.3)
+    index["a"] = holding("a", "n1", 0)
+    cache.invalidate()
+    publisher._on_event()
+    for _ in range(60):
+        await asyncio.sleep(0.05)
+        if api.patches:
+            break
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert [(n, list(p)) for n, p in api.patches] == [("n1", ["metadata"])]
