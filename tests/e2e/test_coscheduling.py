@@ -226,3 +226,34 @@ def test_a_gang_binds_where_scheduler_plugins_crd_is_installed(
         assert_check_clean(kubectl)
     finally:
         kubectl("apply", "-f", str(PODGROUP_CRD))
+
+
+def test_a_group_whose_min_resources_the_cluster_lacks_waits_until_they_fit(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """``minResources`` checked as upstream's Coscheduling: the nodes' allocatable minus
+    their pods' requests, summed, must cover it; until then no pod is reserved or bound,
+    and each says what is missing. Lowering it (a PodGroup update) lets the group bind."""
+    pools.create("gang-res", "node-1", ["10.7.5.1-10.7.5.4"])
+    group = podgroup("big", 2)
+    group["spec"]["minResources"] = {"cpu": "100000", "memory": "1Gi"}
+    kubectl.apply(group, ns)
+    for i in range(2):
+        kubectl.apply(member("big", f"big-{i}", nodeSelector={"kubernetes.io/hostname": "node-1"}), ns)
+
+    def gap(name: str) -> list[str]:
+        return [
+            e["message"]
+            for e in events_for(kubectl, ns, name, "FailedScheduling")
+            if "resource gap: cpu " in e["message"]
+        ]
+
+    wait_for("FailedScheduling with the resource gap on both pods", lambda: gap("big-0") and gap("big-1"))
+    assert "memory" not in gap("big-0")[-1], gap("big-0")  # the cluster has 1Gi free
+    time.sleep(2)
+    assert bound(kubectl, ns, "big") == []
+    assert held(pools, ["gang-res"]) == {}
+    group["spec"]["minResources"] = {"cpu": "1", "memory": "1Gi"}
+    kubectl.apply(group, ns)
+    wait_for("both bound", lambda: len(bound(kubectl, ns, "big")) == 2, timeout=30)
+    assert_check_clean(kubectl)

@@ -133,7 +133,9 @@ class PodGroupController:
         if kind == "DELETED":
             self.index.invalid.pop(key, None)
         if new is not None and (
-            old is None or (old.min_member, old.timeout) != (new.min_member, new.timeout)
+            old is None
+            or (old.min_member, old.timeout, old.min_resources)
+            != (new.min_member, new.timeout, new.min_resources)
         ):
             self.requeue(events.POD_GROUP_CHANGE, old, new)
         if new is not None:

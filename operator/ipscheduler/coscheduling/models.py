@@ -16,13 +16,16 @@ Pods join a group with the label :data:`POD_GROUP_LABEL` (``scheduling.x-k8s.io/
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ipscheduler.framework import crdschema
 from ipscheduler.framework.crdschema import structural_schema
+from ipscheduler.framework.quantity import parse_quantity
 
 GROUP = "scheduling.x-k8s.io"
 VERSION = "v1alpha1"
@@ -65,7 +68,9 @@ class PodGroupSpec(_Model):
         description=(
             "MinResources defines the minimal resource of members/tasks to run the pod group; if "
             "there's not enough resources to start all tasks, the scheduler will not start any. "
-            "Accepted for compatibility; ipscheduler checks free underlay addresses instead."
+            "Checked as upstream's Coscheduling does: the nodes' allocatable minus what their pods "
+            "request (the group's own pods count as free), summed over the nodes, must cover it, "
+            "and have room for minMember pods."
         ),
     )
     schedule_timeout_seconds: int | None = Field(
@@ -137,6 +142,9 @@ class PodGroupView:
     creation: datetime.datetime | None = None
     resource_version: str = ""
     status: dict[str, Any] = field(default_factory=dict)
+    min_resources: Mapping[str, Decimal] = field(default_factory=dict)
+    """``spec.minResources`` parsed: resource name → quantity in base units (cpu in cores,
+    memory in bytes)."""
 
     @property
     def key(self) -> str:
@@ -161,6 +169,12 @@ class PodGroupView:
             first = e.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise ValueError(f"spec.{where}: {first['msg']}") from None
+        min_resources: dict[str, Decimal] = {}
+        for resource, value in (spec.min_resources or {}).items():
+            try:
+                min_resources[str(resource)] = parse_quantity(value)
+            except ValueError as e:
+                raise ValueError(f"spec.minResources.{resource}: {e}") from None
         status = body.get("status")
         created = meta.get("creationTimestamp")
         creation = None
@@ -178,6 +192,7 @@ class PodGroupView:
             creation=creation,
             resource_version=str(meta.get("resourceVersion", "")),
             status=dict(status) if isinstance(status, dict) else {},
+            min_resources=min_resources,
         )
 
 

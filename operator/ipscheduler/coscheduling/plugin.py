@@ -8,7 +8,11 @@ After kubernetes-sigs/scheduler-plugins' ``pkg/coscheduling`` (``coscheduling.go
   first time in the queue), then by group name, so a group's pods leave the queue together.
 - **PreFilter**: a pod of a group is rejected (UnschedulableAndUnresolvable, upstream's
   messages) when its PodGroup does not exist, the group failed recently (backoff), or it
-  has fewer pods than ``minMember``. Our addition: when the pods the group still needs
+  has fewer pods than ``minMember``, or (``minResources`` set) the nodes' free resources
+  summed over the cluster fall short of ``minResources`` and room for ``minMember`` pods
+  (``CheckClusterResource``: allocatable minus requested, the group's own pods counting as
+  free; ``resource gap: cpu 2, memory 1Gi``); a group that passed is not checked again for
+  its schedule timeout (upstream's ``permittedPG``). Our addition: when the pods the group still needs
   (``minMember`` minus those placed or held at Permit) exceed the room the profile's
   :class:`~ipscheduler.framework.interface.CapacityAware` plugins report on the nodes (free
   underlay addresses), the pod is Unschedulable before anything is reserved; the rejection
@@ -37,16 +41,20 @@ from pydantic import Field
 from ipscheduler.coscheduling import events
 from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.coscheduling.models import API_VERSION, KIND, POD_GROUP_LABEL, PodGroupView, group_key
-from ipscheduler.framework.events import ASSIGNED_POD_DELETE, NODE_ADD
+from ipscheduler.framework.events import ASSIGNED_POD_DELETE
 from ipscheduler.framework.interface import (
     PODS_TO_ACTIVATE,
+    ActionType,
+    ClusterEvent,
     ClusterEventWithHint,
     CycleState,
+    EventResource,
     Handle,
     QueuedPodInfo,
     QueueingHint,
     Status,
 )
+from ipscheduler.framework.quantity import to_units
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.events import EventRecorder
@@ -60,6 +68,8 @@ _GROUP = "Coscheduling/group"
 _ASSIGNED = "Coscheduling/assigned"
 
 Clock = Callable[[], float]
+
+_NODE_ROOM = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)
 
 
 class CoschedulingArgs(PluginArgs):
@@ -93,6 +103,7 @@ class Coscheduling:
         self.clock = clock
         self._backoff: dict[str, float] = {}  # group key → monotonic time its backoff ends
         self._waiting_since: dict[str, float] = {}  # group key → when its first pod waited
+        self._permitted: dict[str, float] = {}  # group key → when its minResources pass expires
         self._wall_offset = time.time() - time.monotonic()
 
     # -- QueueSort -----------------------------------------------------------
@@ -183,6 +194,12 @@ class Coscheduling:
                 f"{members}, minMember of group: {group.min_member}",
                 plugin=NAME,
             )
+        if group.min_resources and not self._resources_permitted(key):
+            gap = resource_gap(key, group, nodes)
+            if gap:
+                self._permitted.pop(key, None)
+                return Status.unresolvable(f"resource gap: {format_gap(gap)}", plugin=NAME)
+            self._permitted[key] = self.clock() + self._timeout(group)
         needed = group.min_member - self._assigned(state, key, pod, nodes)
         if needed <= 0:
             return Status.success()
@@ -194,6 +211,19 @@ class Coscheduling:
                 plugin=room.plugin,
             )
         return Status.success()
+
+    def _resources_permitted(self, key: str) -> bool:
+        until = self._permitted.get(key)
+        if until is None:
+            return False
+        if self.clock() < until:
+            return True
+        del self._permitted[key]
+        return False
+
+    def _timeout(self, group: PodGroupView) -> float:
+        """Seconds a pod of ``group`` may wait at Permit (upstream ``GetWaitTimeDuration``)."""
+        return group.timeout if group.timeout is not None else float(self.args.permit_waiting_time_seconds)
 
     # -- PostFilter ------------------------------------------------------------
     async def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> Status:
@@ -208,6 +238,7 @@ class Coscheduling:
             assigned = self._waiting_count(group.key)
         if assigned >= group.min_member or (group.min_member - assigned) / group.min_member <= 0.1:
             return Status.unschedulable(plugin=NAME)
+        self._permitted.pop(group.key, None)  # upstream DeletePermittedPodGroup
         rejected = self._reject_waiting(group.key, "optimistic rejection in PostFilter")
         if self.args.pod_group_backoff_seconds and self.index.active_count(group.key) >= group.min_member:
             self._backoff[group.key] = self.clock() + self.args.pod_group_backoff_seconds
@@ -302,13 +333,61 @@ class Coscheduling:
     # -- EnqueueExtensions ---------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """A PodGroup added or changed, a pod joining the group (upstream's two), and, for
-        the pods released by a rejection, a bound pod deleted or a node added (room)."""
+        the pods released by a rejection or refused for ``minResources``, a bound pod
+        deleted, a node added or its allocatable changed (room)."""
         return [
             ClusterEventWithHint(events.POD_GROUP_CHANGE, _same_group_as_podgroup),
             ClusterEventWithHint(events.GROUP_MEMBER_ADD, _same_group_as_pod),
             ClusterEventWithHint(ASSIGNED_POD_DELETE),
-            ClusterEventWithHint(NODE_ADD),
+            ClusterEventWithHint(_NODE_ROOM),
         ]
+
+
+def resource_gap(key: str, group: PodGroupView, nodes: Mapping[str, NodeInfo]) -> dict[str, int]:
+    """What the nodes lack for ``group`` (key ``key``): resource name → the shortfall in the
+    scheduler's integer units (:func:`~ipscheduler.framework.quantity.to_units`: cpu in
+    millicores), empty when they have it. The need is ``minResources`` plus ``pods:
+    minMember``; each node offers its allocatable minus what its pods request, the
+    group's own pods counting as free, never below zero. Upstream
+    ``CheckClusterResource``/``getNodeResource`` (scheduler-plugins
+    ``pkg/coscheduling/core/core.go``), which lets an overcommitted node's negative
+    remainder add to the need; here it offers nothing."""
+    need = {name: to_units(name, value) for name, value in group.min_resources.items()}
+    need["pods"] = group.min_member
+    need = {name: units for name, units in need.items() if units > 0}
+    for node in nodes.values():
+        if not need:
+            break
+        allocatable = node.allocatable_units
+        requested = node.requested_units
+        own: dict[str, int] = {}
+        for p in node.pods:
+            if group_key(p.namespace, p.labels) == key:
+                own["pods"] = own.get("pods", 0) + 1
+                for name, value in p.requests.items():
+                    own[name] = own.get(name, 0) + to_units(name, value)
+        for name in list(need):
+            left = allocatable.get(name, 0) - requested.get(name, 0) + own.get(name, 0)
+            if left > 0:
+                need[name] -= left
+                if need[name] <= 0:
+                    del need[name]
+    return need
+
+
+def format_gap(gap: Mapping[str, int]) -> str:
+    """``cpu 1500m, memory 1Gi, pods 2``: :func:`resource_gap`'s shortfall as quantities,
+    sorted by resource name."""
+    return ", ".join(f"{name} {_quantity(name, units)}" for name, units in sorted(gap.items()))
+
+
+def _quantity(name: str, units: int) -> str:
+    if name == "cpu":
+        return str(units // 1000) if units % 1000 == 0 else f"{units}m"
+    for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if units >= size and units % size == 0:
+            return f"{units // size}{suffix}"
+    return str(units)
 
 
 def _same_group_as_podgroup(pod: PodInfo, old: Any, new: Any) -> QueueingHint:

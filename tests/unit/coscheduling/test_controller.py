@@ -4,8 +4,12 @@ queue, and a group's status is written only when its pods say something new."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
+from decimal import Decimal
 from typing import Any
+
+import pytest
 
 from ipscheduler.coscheduling import events
 from ipscheduler.coscheduling.controller import PodGroupController
@@ -54,6 +58,23 @@ def test_a_new_group_and_a_new_member_move_the_queue_once_each() -> None:
     assert moved == [events.POD_GROUP_CHANGE, events.GROUP_MEMBER_ADD]
     assert c.index.group("ns/g") is GROUP
     assert c.index.active_count("ns/g") == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "moves"),
+    [
+        ({"status": {"phase": "Scheduling"}}, False),
+        ({"min_member": 3}, True),
+        ({"timeout": 30.0}, True),
+        ({"min_resources": {"cpu": Decimal(2)}}, True),
+    ],
+    ids=["status-only", "min-member", "timeout", "min-resources"],
+)
+def test_a_spec_change_moves_the_groups_pods(change: dict[str, Any], moves: bool) -> None:
+    c, moved, _ = controller()
+    c.on_group(None, "ns/g", {}, None, GROUP)
+    c.on_group("MODIFIED", "ns/g", {}, GROUP, dataclasses.replace(GROUP, **change))
+    assert moved == [events.POD_GROUP_CHANGE] * (2 if moves else 1)
 
 
 def test_status_is_written_when_it_changes_and_not_again() -> None:

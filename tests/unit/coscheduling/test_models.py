@@ -3,6 +3,7 @@ scheduler-plugins' group, names and fields, and PodGroups parse with clear error
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,28 @@ def test_podgroup_view(spec: dict[str, Any], min_member: int, timeout: float | N
     view = PodGroupView.from_obj(body(**spec))
     assert (view.key, view.min_member, view.timeout) == ("ns/g", min_member, timeout)
     assert view.creation is not None and view.creation.year == 2026
+
+
+@pytest.mark.parametrize(
+    ("min_resources", "parsed", "error"),
+    [
+        (
+            {"cpu": "1500m", "memory": "2Gi", "pods": 4},
+            {"cpu": Decimal("1.5"), "memory": Decimal(2 * 2**30), "pods": Decimal(4)},
+            "",
+        ),
+        (None, {}, ""),
+        ({"cpu": "lots"}, {}, "spec.minResources.cpu: invalid quantity 'lots'"),
+    ],
+    ids=["quantities", "absent", "invalid"],
+)
+def test_min_resources_are_parsed_as_quantities(
+    min_resources: dict[str, Any] | None, parsed: dict[str, Decimal], error: str
+) -> None:
+    spec = {"minMember": 2} | ({"minResources": min_resources} if min_resources is not None else {})
+    if error:
+        with pytest.raises(ValueError, match=error):
+            PodGroupView.from_obj(body(**spec))
+        return
+    view = PodGroupView.from_obj(body(**spec))
+    assert dict(view.min_resources) == parsed

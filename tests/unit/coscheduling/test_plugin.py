@@ -7,13 +7,15 @@ import asyncio
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import pytest
 
 from ipscheduler.coscheduling.groups import GroupIndex, Member
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView
-from ipscheduler.coscheduling.plugin import Coscheduling, CoschedulingArgs
+from ipscheduler.coscheduling.plugin import Coscheduling, CoschedulingArgs, format_gap, resource_gap
 from ipscheduler.framework.interface import PODS_TO_ACTIVATE, Code, CycleState, QueuedPodInfo, Room, Status
+from ipscheduler.framework.quantity import parse_quantity
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.framework.waiting import WaitingPods
 from tests.builders import pod_info
@@ -238,3 +240,117 @@ def test_less(a: QueuedPodInfo, b: QueuedPodInfo, less: bool) -> None:
         f"{NS}/h", PodGroupView(NS, "h", min_member=1, creation=T0 + datetime.timedelta(days=365000))
     )
     assert plugin(idx).less(a, b) is less
+
+
+# -- minResources (upstream CheckClusterResource) ------------------------------------
+
+
+def sized_node(name: str, cpu: str, memory: str, pods: int, *placed: PodInfo) -> NodeInfo:
+    allocatable = {"cpu": parse_quantity(cpu), "memory": parse_quantity(memory), "pods": Decimal(pods)}
+    return NodeInfo(name=name, allocatable=allocatable, pods=placed)
+
+
+def using(name: str, cpu: str, memory: str = "0", group: str | None = None) -> PodInfo:
+    labels = {POD_GROUP_LABEL: group} if group else {}
+    requests = {"cpu": parse_quantity(cpu), "memory": parse_quantity(memory)}
+    return pod_info(name, uid=name, namespace=NS, labels=labels, requests=requests, node_name="n")
+
+
+def wants(min_member: int = 2, **resources: str) -> PodGroupView:
+    return PodGroupView(
+        NS, "g", min_member=min_member, min_resources={k: parse_quantity(v) for k, v in resources.items()}
+    )
+
+
+TWO = (sized_node("a", "2", "1Gi", 10), sized_node("b", "2", "1Gi", 10))
+
+
+@pytest.mark.parametrize(
+    ("group", "nodes", "gap"),
+    [
+        (
+            wants(cpu="3", memory="2Gi"),
+            [sized_node("a", "2", "1Gi", 10), sized_node("b", "2", "1Gi", 10)],
+            {},
+        ),
+        (wants(cpu="5"), [sized_node("a", "2", "1Gi", 10), sized_node("b", "2", "1Gi", 10)], {"cpu": 1000}),
+        (
+            wants(cpu="3"),
+            [sized_node("a", "2", "1Gi", 10, using("x", "1500m")), TWO[1]],
+            {"cpu": 500},
+        ),
+        (
+            wants(cpu="3"),
+            [
+                sized_node("a", "2", "1Gi", 10, using("x", "1500m", group="g")),
+                sized_node("b", "2", "1Gi", 10),
+            ],
+            {},
+        ),
+        (wants(min_member=3), [sized_node("a", "2", "1Gi", 1), sized_node("b", "2", "1Gi", 1)], {"pods": 1}),
+        (
+            wants(cpu="1"),
+            [sized_node("a", "1", "1Gi", 10, using("x", "3")), sized_node("b", "1", "1Gi", 10)],
+            {},
+        ),
+        (
+            wants(memory="3Gi", **{"nvidia.com/gpu": "2"}),
+            [sized_node("a", "1", "1Gi", 10)],
+            {
+                "memory": 2 * 2**30,
+                "nvidia.com/gpu": 2,
+            },
+        ),
+    ],
+    ids=[
+        "summed-over-nodes",
+        "short-of-cpu",
+        "requests-count",
+        "the-groups-own-pods-count-as-free",
+        "room-for-min-member-pods",
+        "an-overcommitted-node-offers-nothing-and-takes-nothing",
+        "missing-resources",
+    ],
+)
+def test_resource_gap(group: PodGroupView, nodes: list[NodeInfo], gap: dict[str, int]) -> None:
+    assert resource_gap(group.key, group, {n.name: n for n in nodes}) == gap
+
+
+@pytest.mark.parametrize(
+    ("gap", "text"),
+    [
+        ({"cpu": 1500, "memory": 2**30}, "cpu 1500m, memory 1Gi"),
+        ({"cpu": 2000, "pods": 1}, "cpu 2, pods 1"),
+        ({"memory": 1000, "ephemeral-storage": 3 * 2**20}, "ephemeral-storage 3Mi, memory 1000"),
+    ],
+    ids=["millicores-and-binary", "whole-cores", "plain-bytes"],
+)
+def test_format_gap(gap: dict[str, int], text: str) -> None:
+    assert format_gap(gap) == text
+
+
+def test_pre_filter_checks_min_resources_once_per_schedule_timeout_and_again_after_post_filter() -> None:
+    now = [100.0]
+    idx = GroupIndex()
+    group = PodGroupView(NS, "g", min_member=2, timeout=30, min_resources={"cpu": parse_quantity("3")})
+    idx.set_group(group.key, group)
+    for i in range(2):
+        idx.set_member(f"g-{i}", Member(f"g-{i}", NS, f"g-{i}", group.key))
+    p = Coscheduling(CoschedulingArgs(), Handle(), idx, clock=lambda: now[0])  # type: ignore[arg-type]
+    small = {"a": sized_node("a", "2", "1Gi", 10)}
+    big = {"a": sized_node("a", "4", "1Gi", 10)}
+    st = p.pre_filter(CycleState(), member_pod("g-0"), small)
+    assert (st.code, st.plugin, st.message) == (
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        "Coscheduling",
+        "resource gap: cpu 1",
+    )
+    assert p.pre_filter(CycleState(), member_pod("g-0"), big).is_success()
+    assert p.pre_filter(CycleState(), member_pod("g-1"), small).is_success(), "passed: not checked again"
+    now[0] += 31
+    assert not p.pre_filter(CycleState(), member_pod("g-1"), small).is_success(), "the pass expired"
+    assert p.pre_filter(CycleState(), member_pod("g-0"), big).is_success()
+    asyncio.run(p.post_filter(_state_of(p, member_pod("g-0")), member_pod("g-0"), {}))
+    assert not p.pre_filter(CycleState(), member_pod("g-1"), small).is_success(), (
+        "PostFilter dropped the pass"
+    )
