@@ -279,8 +279,7 @@ class Coscheduling:
             activate: set[str] = state.get(PODS_TO_ACTIVATE) or set()
             activate |= siblings
             state.write(PODS_TO_ACTIVATE, activate)
-        timeout = group.timeout or float(self.args.permit_waiting_time_seconds)
-        return Status.wait(plugin=NAME), timeout
+        return Status.wait(plugin=NAME), self._timeout(group)
 
     # -- Reserve / Unreserve ------------------------------------------------------
     async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -298,7 +297,7 @@ class Coscheduling:
         if since is None and not rejected:
             return
         waited = self.clock() - since if since is not None else 0.0
-        timeout = group.timeout or float(self.args.permit_waiting_time_seconds)
+        timeout = self._timeout(group)
         if since is not None and waited >= timeout:
             why = f"timed out after {timeout:g}s waiting for minMember {group.min_member}"
             reason = "Timeout"

@@ -36,6 +36,7 @@ from ipscheduler.framework import klog
 from ipscheduler.framework.types import NodeInfo
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.informer import ObjectStore
+from ipscheduler.underlayip.addresses import AddressSet
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.pool import PoolView
 
@@ -140,7 +141,16 @@ class ResourcePublisher:
         """The resource changes :meth:`run` would patch now: node name → quantity (None:
         remove)."""
         pools = self.cache.pools()
-        capacity = {name: pool.capacity(self.cache.context(pool).blocked) for name, pool in pools.items()}
+        return self._resource_changes(pools, self._blocked(pools))
+
+    def _blocked(self, pools: Mapping[str, PoolView]) -> dict[str, AddressSet | None]:
+        """Pool name → the addresses its context blocks (read once per look)."""
+        return {name: self.cache.context(pool).blocked for name, pool in pools.items()}
+
+    def _resource_changes(
+        self, pools: Mapping[str, PoolView], blocked: Mapping[str, AddressSet | None]
+    ) -> dict[str, int | None]:
+        capacity = {name: pool.capacity(blocked[name]) for name, pool in pools.items()}
         return changes(desired(pools, capacity), self.cache.node_cache.nodes(), self.resource)
 
     def look(self) -> dict[str, dict[str, Any]]:
@@ -148,13 +158,13 @@ class ResourcePublisher:
         changes, and the stamp for the nodes whose free addresses grew since the last
         look (kept until a patch carrying it succeeds: :meth:`patched`)."""
         pools = self.cache.pools()
-        free = free_by_pool(pools, {n: p.free(self.cache.context(p).blocked) for n, p in pools.items()})
+        blocked = self._blocked(pools)
+        free = free_by_pool(pools, {name: pool.free(blocked[name]) for name, pool in pools.items()})
         if self._free is not None:
             self._wake |= grown(self._free, free)
         self._free = free
-        nodes = self.cache.node_cache.nodes()
-        self._wake &= nodes.keys()
-        resource = self.pending()
+        self._wake &= self.cache.node_cache.nodes().keys()
+        resource = self._resource_changes(pools, blocked)
         stamp = stamp_now() if self._wake else None
         out: dict[str, dict[str, Any]] = {}
         for node in sorted(resource.keys() | self._wake):
