@@ -57,10 +57,12 @@ e2e: $(VENV)/.installed binaries
 	$(VENV)/bin/pytest -m e2e
 
 ## binaries: build (first time, 15-25 min) or locate the control-plane binaries,
-## the CNI tools, helm, promtool and prometheus
+## the CNI tools, helm, promtool and prometheus; as root also a real node's (kubelet,
+## containerd, runc, crictl, pause; 10-15 min more the first time) and its two images
 binaries:
 	$(PYTHON) hack/devcluster.py binaries
 	$(PYTHON) hack/binaries.py tools
+	if [ "$$(id -u)" = 0 ]; then $(PYTHON) hack/binaries.py node; fi
 
 ## deploy: the CRD, then deploy/ (kustomize) with the images IMG and IPAM_IMG, to kubectl's
 ## current context: make deploy IMG=registry.example/ipscheduler:$(VERSION)

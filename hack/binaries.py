@@ -32,12 +32,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,7 +192,12 @@ def _write_wrapper(path: Path, module: str, requires: dict[str, str], replaces: 
     (path / "go.mod").write_text("\n".join(lines) + "\n")
 
 
-def _build_kubernetes(go: str, build: Path, bindir: Path) -> None:
+def _kubernetes_source(go: str) -> Path:
+    """The folder of the ``k8s.io/kubernetes@K8S_VERSION`` module (downloaded if absent)."""
+    return Path(_download_kubernetes(go)["Dir"])
+
+
+def _download_kubernetes(go: str) -> dict[str, str]:
     out = subprocess.run(
         [go, "mod", "download", "-json", f"k8s.io/kubernetes@{K8S_VERSION}"],
         env=_go_env(),
@@ -199,7 +207,12 @@ def _build_kubernetes(go: str, build: Path, bindir: Path) -> None:
     )
     if out.returncode != 0:
         raise DevclusterError(f"cannot download k8s.io/kubernetes@{K8S_VERSION}: {out.stderr.strip()}")
-    gomod = Path(json.loads(out.stdout)["GoMod"]).read_text()
+    return dict(json.loads(out.stdout))
+
+
+def _build_kubernetes(go: str, build: Path, bindir: Path, names: tuple[str, ...] = K8S_BINARIES) -> None:
+    """Build ``names`` (commands under ``k8s.io/kubernetes/cmd/``) at K8S_VERSION into ``bindir``."""
+    gomod = Path(_download_kubernetes(go)["GoMod"]).read_text()
     staging = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", gomod, re.M)
     if not staging:
         raise DevclusterError("no staging replaces found in k8s.io/kubernetes go.mod")
@@ -225,9 +238,9 @@ def _build_kubernetes(go: str, build: Path, bindir: Path) -> None:
     tmp_out = build / "k8s-out"
     tmp_out.mkdir(parents=True, exist_ok=True)
     cmd = [go, "build", "-v", "-trimpath", "-ldflags", "-s -w " + " ".join(xs), "-o", str(tmp_out) + "/"]
-    cmd += [f"k8s.io/kubernetes/cmd/{b}" for b in K8S_BINARIES]
-    _run_logged(cmd, wrapper, build / "kubernetes.log", f"building {', '.join(K8S_BINARIES)} {K8S_VERSION}")
-    for b in K8S_BINARIES:
+    cmd += [f"k8s.io/kubernetes/cmd/{b}" for b in names]
+    _run_logged(cmd, wrapper, build / "kubernetes.log", f"building {', '.join(names)} {K8S_VERSION}")
+    for b in names:
         shutil.move(str(tmp_out / b), bindir / b)
 
 
@@ -304,13 +317,22 @@ def ensure_binaries() -> Path:
     return bindir
 
 
-def _go_install_into(go: str, folder: Path, names: list[str], pkgs: list[tuple[str, str]]) -> None:
+def _go_install_into(
+    go: str,
+    folder: Path,
+    names: list[str],
+    pkgs: list[tuple[str, str]],
+    cgo: frozenset[str] = frozenset(),
+    tags: dict[str, str] | None = None,
+) -> None:
     """``go install`` each ``(package@version, extra ldflags)`` into ``folder``, atomically.
 
     Static binaries (CGO_ENABLED=0, the local toolchain only) go to a staging
     folder first, renamed to ``folder`` once all of them built; a file lock next
     to ``folder`` serializes concurrent callers, and one that waited finds the
-    work done. Raises DevclusterError with the tail of the failing install's output.
+    work done. A package whose path is in ``cgo`` is built with CGO_ENABLED=1 (runc's nsenter is C);
+    ``tags`` maps a package path to its build tags.
+    Raises DevclusterError with the tail of the failing install's output.
     """
     with file_lock(folder.with_name(f".{folder.name}.lock")):
         if all(os.access(folder / n, os.X_OK) for n in names):
@@ -320,9 +342,11 @@ def _go_install_into(go: str, folder: Path, names: list[str], pkgs: list[tuple[s
         staging.mkdir(parents=True)
         env = {**_go_env(), "GOBIN": str(staging)}
         for pkg, ldflags in pkgs:
+            path = pkg.split("@")[0]
+            tag_args = ["-tags", tags[path]] if tags and path in tags else []
             proc = subprocess.run(
-                [go, "install", "-trimpath", "-ldflags", f"-s -w {ldflags}".strip(), pkg],
-                env=env,
+                [go, "install", "-trimpath", *tag_args, "-ldflags", f"-s -w {ldflags}".strip(), pkg],
+                env={**env, "CGO_ENABLED": "1"} if path in cgo else env,
                 capture_output=True,
                 text=True,
                 check=False,
@@ -411,18 +435,353 @@ def ensure_prometheus() -> Path:
     return _ensure_go_tool("prometheus", PROMETHEUS_PACKAGE, PROMTOOL_VERSION)
 
 
+# --------------------------------------------------------------------------
+# real nodes: kubelet, containerd, runc, crictl, and the images they run
+# --------------------------------------------------------------------------
+
+CONTAINERD_VERSION = "v2.4.2"
+"""containerd (with its runc shim and ``ctr``), the container runtime of a real dev node."""
+RUNC_VERSION = "v1.5.2"
+"""runc, the OCI runtime containerd's shim runs (built with cgo: its nsenter is C)."""
+CRICTL_VERSION = "v1.34.0"
+"""crictl of cri-tools (the kubelet's view of a runtime: ``down`` removes pod sandboxes with it)."""
+NODE_BINARIES = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc", "crictl", "pause")
+"""What a real node runs; ``pause`` is Kubernetes' own ``build/pause/linux/pause.c`` (static)."""
+CONTAINERD_PACKAGE = "github.com/containerd/containerd/v2"
+RUNC_PACKAGE = "github.com/opencontainers/runc"
+CRICTL_PACKAGE = "sigs.k8s.io/cri-tools/cmd/crictl"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+"""The sandbox image's name (the tests' pod manifests run it as a container too)."""
+BUSYBOX_PACKAGE = "busybox-static"
+"""Debian's static busybox: the workload image's only binary (sh, nc, ping, ip, httpd...)."""
+BUSYBOX_IMAGE = "docker.io/library/busybox:1.35"
+"""The workload image's name (Debian 12's busybox-static is 1.35.0)."""
+
+
+def node_bin_dir() -> Path:
+    """``$XDG_CACHE_HOME/ipscheduler/node-<k8s>-containerd-<v>-runc-<v>``: one folder per set."""
+    return cache_dir().parent / f"node-{K8S_VERSION}-containerd-{CONTAINERD_VERSION}-runc-{RUNC_VERSION}"
+
+
+def _build_pause(go: str, folder: Path) -> None:
+    """Compile Kubernetes' pause (``build/pause/linux/pause.c`` of the pinned release) statically."""
+    source = _kubernetes_source(go) / "build" / "pause" / "linux" / "pause.c"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise DevclusterError("missing a C compiler (cc or gcc) to build the pause binary from pause.c")
+    proc = subprocess.run(
+        [
+            cc,
+            "-Os",
+            "-Wall",
+            "-Werror",
+            "-static",
+            f"-DVERSION=v3.10-{K8S_VERSION}",
+            "-o",
+            str(folder / "pause"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise DevclusterError(f"building pause from {source} failed: {proc.stderr.strip()[-600:]}")
+
+
+def _ensure_libseccomp_dev() -> None:
+    """Debian's ``libseccomp-dev`` (runc's seccomp support links libseccomp), installed with
+    ``apt-get install`` (lists refreshed once if needed) when absent and running as root.
+    Raises DevclusterError when it is missing and cannot be installed."""
+    header = Path("/usr/include/seccomp.h")
+    if header.exists():
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise DevclusterError(
+            "missing libseccomp-dev (seccomp.h) to build runc: apt-get install libseccomp-dev"
+        )
+    log("installing libseccomp-dev (runc's seccomp support) with apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for attempt in range(2):
+        proc = subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "libseccomp-dev"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        if proc.returncode == 0 and header.exists():
+            return
+        if attempt == 0:
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
+    raise DevclusterError(f"apt-get install libseccomp-dev failed: {proc.stderr.strip()[-400:]}")
+
+
+def ensure_node_binaries() -> Path:
+    """Return the folder holding a real node's binaries (:data:`NODE_BINARIES`), building what
+    is missing: the kubelet from ``k8s.io/kubernetes`` at K8S_VERSION (the control plane's
+    wrapper module; several minutes the first time), containerd, its runc shim and ``ctr`` at
+    CONTAINERD_VERSION and crictl at CRICTL_VERSION (static, ``go install``), runc at
+    RUNC_VERSION (``go install`` with cgo and the ``seccomp`` build tag, as runc's releases:
+    gcc and Debian's ``libseccomp-dev``, which this installs with apt-get as root if missing;
+    containerd gives every pod sandbox the RuntimeDefault profile), and pause compiled from the
+    release's ``pause.c``.
+
+    Raises DevclusterError naming what is missing (Go, a C compiler, libseccomp-dev) or the
+    failed build."""
+    folder = node_bin_dir()
+    if all(os.access(folder / n, os.X_OK) for n in NODE_BINARIES):
+        return folder
+    go = shutil.which("go")
+    if go is None:
+        raise DevclusterError(
+            f"missing the real-node binaries in {folder} and no Go toolchain on PATH to build them"
+        )
+    with file_lock(cache_dir() / ".build.lock"):
+        if all(os.access(folder / n, os.X_OK) for n in NODE_BINARIES):
+            return folder
+        log(f"building the real-node binaries into {folder} (10-15 minutes the first time)")
+        staging = folder.with_name(folder.name + ".build")
+        if not os.access(staging / "kubelet", os.X_OK):
+            build = cache_dir() / "build"
+            build.mkdir(parents=True, exist_ok=True)
+            staging.mkdir(parents=True, exist_ok=True)
+            _build_kubernetes(go, build, staging, ("kubelet",))
+        _ensure_libseccomp_dev()
+        tools = folder.with_name(folder.name + ".tools")
+        containerd = CONTAINERD_VERSION.lstrip("v")
+        stamp = f"-X {CONTAINERD_PACKAGE}/version.Version={containerd}"
+        _go_install_into(
+            go,
+            tools,
+            ["containerd", "containerd-shim-runc-v2", "ctr", "runc", "crictl"],
+            [
+                (f"{CONTAINERD_PACKAGE}/cmd/containerd@{CONTAINERD_VERSION}", stamp),
+                (f"{CONTAINERD_PACKAGE}/cmd/containerd-shim-runc-v2@{CONTAINERD_VERSION}", stamp),
+                (f"{CONTAINERD_PACKAGE}/cmd/ctr@{CONTAINERD_VERSION}", stamp),
+                (f"{RUNC_PACKAGE}@{RUNC_VERSION}", f"-X main.version={RUNC_VERSION.lstrip('v')}"),
+                (
+                    f"{CRICTL_PACKAGE}@{CRICTL_VERSION}",
+                    f"-X sigs.k8s.io/cri-tools/pkg/version.Version={CRICTL_VERSION}",
+                ),
+            ],
+            cgo=frozenset({RUNC_PACKAGE}),
+            tags={RUNC_PACKAGE: "seccomp"},
+        )
+        for name in ("containerd", "containerd-shim-runc-v2", "ctr", "runc", "crictl"):
+            shutil.copy2(tools / name, staging / name)
+        _build_pause(go, staging)
+        bad = [
+            n
+            for n in ("kubelet", "containerd", "runc", "crictl")
+            if subprocess.run(
+                [str(staging / n), "--version"], capture_output=True, check=False, timeout=60
+            ).returncode
+            != 0
+        ]
+        if bad:
+            raise DevclusterError(
+                f"built but not runnable ('--version' failed): {', '.join(bad)} in {staging}"
+            )
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
+        shutil.rmtree(tools, ignore_errors=True)
+    return folder
+
+
+def _tar_add(
+    tar: tarfile.TarFile,
+    name: str,
+    *,
+    data: bytes | None = None,
+    mode: int = 0o755,
+    link: str | None = None,
+    directory: bool = False,
+) -> None:
+    info = tarfile.TarInfo(name)
+    info.mode, info.mtime, info.uname, info.gname = mode, 0, "root", "root"
+    if directory:
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+    elif link is not None:
+        info.type, info.linkname = tarfile.SYMTYPE, link
+        tar.addfile(info)
+    else:
+        info.size = len(data or b"")
+        tar.addfile(info, io.BytesIO(data or b""))
+
+
+def oci_archive(
+    out: Path, name: str, files: dict[str, bytes], links: dict[str, str], config: dict[str, object]
+) -> None:
+    """Write a one-layer image as an OCI image-layout tar (what ``ctr images import`` reads).
+
+    ``files``: path in the image → content (mode 0755); ``links``: path → symlink target;
+    ``config``: the image config's ``config`` (Entrypoint, Cmd, Env, User). The manifest is
+    annotated with ``io.containerd.image.name`` = ``name`` (containerd's import keeps it) and
+    ``org.opencontainers.image.ref.name`` = its tag. Deterministic: same input, same digests.
+    """
+    layer_buf = io.BytesIO()
+    with tarfile.open(fileobj=layer_buf, mode="w", format=tarfile.PAX_FORMAT) as layer:
+        dirs = sorted({str(Path(p).parent) for p in (*files, *links)} - {"."})
+        for d in dirs:
+            _tar_add(layer, d + "/", directory=True)
+        for path in sorted(files):
+            _tar_add(layer, path, data=files[path])
+        for path in sorted(links):
+            _tar_add(layer, path, link=links[path])
+    layer_bytes = layer_buf.getvalue()
+
+    def digest(b: bytes) -> str:
+        return "sha256:" + hashlib.sha256(b).hexdigest()
+
+    image_config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": config,
+            "rootfs": {"type": "layers", "diff_ids": [digest(layer_bytes)]},
+            "history": [{"created_by": "hack/binaries.py oci_archive"}],
+        },
+        sort_keys=True,
+    ).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": digest(image_config),
+                "size": len(image_config),
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                    "digest": digest(layer_bytes),
+                    "size": len(layer_bytes),
+                }
+            ],
+        },
+        sort_keys=True,
+    ).encode()
+    index = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": digest(manifest),
+                    "size": len(manifest),
+                    "platform": {"architecture": "amd64", "os": "linux"},
+                    "annotations": {
+                        "io.containerd.image.name": name,
+                        "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1],
+                    },
+                }
+            ],
+        },
+        sort_keys=True,
+    ).encode()
+    tmp = out.with_suffix(".partial")
+    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+        _tar_add(tar, "oci-layout", data=b'{"imageLayoutVersion":"1.0.0"}', mode=0o644)
+        _tar_add(tar, "index.json", data=index, mode=0o644)
+        for blob in (layer_bytes, image_config, manifest):
+            _tar_add(tar, "blobs/sha256/" + digest(blob).split(":")[1], data=blob, mode=0o644)
+    tmp.replace(out)
+
+
+def node_images_dir() -> Path:
+    """``$XDG_CACHE_HOME/ipscheduler/images-<k8s>``: ``pause.tar`` and ``busybox.tar``."""
+    return cache_dir().parent / f"images-{K8S_VERSION}"
+
+
+def _busybox_binary(workdir: Path) -> bytes:
+    """Debian's static busybox, from ``apt-get download busybox-static`` (apt's lists refreshed
+    once with ``apt-get update`` if the package is unknown), unpacked with ``dpkg-deb``."""
+    for tool in ("apt-get", "dpkg-deb"):
+        if shutil.which(tool) is None:
+            raise DevclusterError(f"missing {tool}: the workload image is Debian's {BUSYBOX_PACKAGE}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    for attempt in range(2):
+        proc = subprocess.run(
+            ["apt-get", "download", BUSYBOX_PACKAGE], cwd=workdir, capture_output=True, text=True, check=False
+        )
+        if proc.returncode == 0:
+            break
+        if attempt == 0:
+            log(f"apt-get download {BUSYBOX_PACKAGE} failed; running apt-get update once")
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
+    else:
+        raise DevclusterError(f"apt-get download {BUSYBOX_PACKAGE} failed: {proc.stderr.strip()[-400:]}")
+    deb = next(workdir.glob(f"{BUSYBOX_PACKAGE}_*.deb"))
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(workdir / "root")], check=True, capture_output=True)
+    return (workdir / "root" / "bin" / "busybox").read_bytes()
+
+
+def ensure_node_images(node_bin: Path) -> Path:
+    """Return the folder with the real nodes' two images as OCI archives, made if missing:
+    ``pause.tar`` (:data:`PAUSE_IMAGE`, ``/pause`` from ``node_bin``, user 65535 as upstream's)
+    and ``busybox.tar`` (:data:`BUSYBOX_IMAGE`: Debian's static busybox with a symlink per
+    applet in ``/bin``, ``Cmd ["sh"]``). No registry is involved: containerd imports them.
+
+    Raises DevclusterError if apt-get or dpkg-deb is missing or the download fails."""
+    folder = node_images_dir()
+    if (folder / "pause.tar").is_file() and (folder / "busybox.tar").is_file():
+        return folder
+    with file_lock(folder.with_name(f".{folder.name}.lock")):
+        if (folder / "pause.tar").is_file() and (folder / "busybox.tar").is_file():
+            return folder
+        folder.mkdir(parents=True, exist_ok=True)
+        oci_archive(
+            folder / "pause.tar",
+            PAUSE_IMAGE,
+            {"pause": (node_bin / "pause").read_bytes()},
+            {},
+            {"Entrypoint": ["/pause"], "User": "65535:65535"},
+        )
+        work = folder / "busybox-deb"
+        shutil.rmtree(work, ignore_errors=True)
+        busybox = _busybox_binary(work)
+        (work / "busybox").write_bytes(busybox)
+        (work / "busybox").chmod(0o755)
+        applets = subprocess.run(
+            [str(work / "busybox"), "--list"], capture_output=True, text=True, check=True
+        ).stdout.split()
+        oci_archive(
+            folder / "busybox.tar",
+            BUSYBOX_IMAGE,
+            {"bin/busybox": busybox, "tmp/.keep": b""},
+            {f"bin/{a}": "busybox" for a in applets if a != "busybox"},
+            {"Cmd": ["sh"], "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
+        )
+        shutil.rmtree(work, ignore_errors=True)
+    return folder
+
+
+def ensure_node() -> Path:
+    """The real-node binaries and images (:func:`ensure_node_binaries`, :func:`ensure_node_images`);
+    returns the binaries' folder."""
+    folder = ensure_node_binaries()
+    ensure_node_images(folder)
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python hack/binaries.py tools|helm|promtool|prometheus``: ensure the tools, or one, and
-    print the path of each (``$(python hack/binaries.py helm) lint ...``)."""
+    """``python hack/binaries.py tools|helm|promtool|prometheus|node``: ensure the tools, or one,
+    or the real-node binaries and images (``node``), and print the path of each
+    (``$(python hack/binaries.py helm) lint ...``)."""
     args = sys.argv[1:] if argv is None else argv
     wanted = {
         "tools": (ensure_helm, ensure_promtool, ensure_prometheus),
         "helm": (ensure_helm,),
         "promtool": (ensure_promtool,),
         "prometheus": (ensure_prometheus,),
+        "node": (ensure_node,),
     }
     if len(args) != 1 or args[0] not in wanted:
-        print("usage: python hack/binaries.py tools|helm|promtool|prometheus", file=sys.stderr)
+        print("usage: python hack/binaries.py tools|helm|promtool|prometheus|node", file=sys.stderr)
         return 2
     try:
         for ensure in wanted[args[0]]:

@@ -22,6 +22,9 @@ sys.path.insert(0, str(ROOT / "hack"))
 
 import binaries  # noqa: E402
 import devcluster  # noqa: E402
+import realnode  # noqa: E402
+
+REAL_NODE = f"{realnode.PREFIX}1"
 
 
 def kubectl(kubeconfig: Path, *args: str, check: bool = True) -> str:
@@ -235,12 +238,38 @@ def show_sticky(kc: Path) -> None:
     print(kubectl(kc, *shown), end="")
 
 
+def show_real_node(cluster: devcluster.Cluster, kc: Path) -> None:
+    """examples/realnode.yaml on the real node (its subnet if not 10.88.1.0/24): the pods run
+    in containerd, and ``kubectl get pods -o wide`` shows the reserved address as pod IP."""
+    layout = cluster.real_layout(REAL_NODE)
+    manifest = (ROOT / "examples" / "realnode.yaml").read_text().replace("10.88.1.", f"10.88.{layout.index}.")
+    subprocess.run(
+        ["kubectl", "--kubeconfig", str(kc), "apply", "-f", "-"], input=manifest, text=True, check=True
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        pods = json.loads(kubectl(kc, "get", "pods", "-l", "app=real", "-o", "json"))["items"]
+        if pods and all(p["status"].get("podIP") and p["status"].get("phase") == "Running" for p in pods):
+            break
+        time.sleep(1)
+    print(f"\n$ kubectl --kubeconfig {kc} get pods -l app=real -o wide")
+    print(kubectl(kc, "get", "pods", "-l", "app=real", "-o", "wide"), end="")
+    cols = r"NAME:.metadata.name,RESERVED:.metadata.annotations.ipscheduler\.io/ip,POD-IP:.status.podIP"
+    print(f"$ kubectl --kubeconfig {kc} get pods -l app=real -o custom-columns={cols}")
+    print(kubectl(kc, "get", "pods", "-l", "app=real", "-o", f"custom-columns={cols}"), end="")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default=devcluster.DEFAULT_DIR)
     parser.add_argument("--python", default=sys.executable, help="interpreter with ipscheduler installed")
     parser.add_argument("--down", action="store_true", help="stop the demo scheduler only")
     parser.add_argument("--netns-prefix", default=NETNS_PREFIX, help="names of the pods' network namespaces")
+    parser.add_argument(
+        "--no-real-node",
+        action="store_true",
+        help="kwok nodes only, even as root (no containerd, no kubelet)",
+    )
     args = parser.parse_args()
     root = Path(args.dir).resolve()
     if args.down:
@@ -249,8 +278,11 @@ def main() -> int:
             unwire_pods(args.netns_prefix)
         return 0
     cluster = devcluster.Cluster(root)
+    missing = ["--no-real-node"] if args.no_real_node else realnode.prerequisites()
+    if missing:
+        print(f"demo: kwok nodes only; a real node (containerd + kubelet) needs {', '.join(missing)}")
     try:
-        cluster.up(nodes=3)
+        cluster.up(nodes=3, real_nodes=0 if missing else 1)
     except binaries.DevclusterError as e:
         print(f"demo: {e}", file=sys.stderr)
         return 2
@@ -283,6 +315,8 @@ def main() -> int:
         end="",
     )
     show_sticky(kc)
+    if not missing:
+        show_real_node(cluster, kc)
     why_not = can_wire()
     if why_not is None:
         running = json.loads(kubectl(kc, "get", "pods", "-l", "app=demo", "-o", "json"))["items"]

@@ -49,7 +49,18 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from binaries import K8S_VERSION, DevclusterError, ensure_binaries, ensure_cni_tools, file_lock, log
+import realnode
+from binaries import (
+    K8S_VERSION,
+    DevclusterError,
+    cache_dir,
+    ensure_binaries,
+    ensure_cni_tools,
+    ensure_node_binaries,
+    ensure_node_images,
+    file_lock,
+    log,
+)
 
 ZONES = ("zone-a", "zone-b")
 DEFAULT_DIR = ".devcluster"
@@ -57,6 +68,9 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 NODE_LEASE_SECONDS = 40
 """kwok's node lease duration by default: the kubelet's."""
 SERVICE_CIDR = "10.96.0.0/16"
+REPO = Path(__file__).resolve().parents[1]
+IPAM_USER = "ipscheduler-ipam"
+"""The real nodes' CNI plugin's identity (a client certificate): ``get`` on pods and NodeIPPools."""
 
 
 # --------------------------------------------------------------------------
@@ -174,6 +188,12 @@ class Cluster:
         (self.root / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
         key = self.root / "pki" / "sa.key"
         subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+        # Client certificates (the kubelets', the API server's to the kubelets, the CNI plugin's)
+        # are signed by the cluster's own CA.
+        realnode.make_ca(self.root / "pki")
+        realnode.client_cert(
+            self.root / "pki", "apiserver-kubelet-client", "kube-apiserver", ("system:masters",)
+        )
         self.state = {
             "version": K8S_VERSION,
             "bindir": str(bindir),
@@ -240,8 +260,13 @@ class Cluster:
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
                 f"--token-auth-file={r / 'tokens.csv'}",
+                f"--client-ca-file={r / 'pki' / 'ca.crt'}",
+                f"--kubelet-client-certificate={r / 'pki' / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={r / 'pki' / 'apiserver-kubelet-client.key'}",
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={key}",
                 f"--service-account-signing-key-file={key}",
@@ -290,13 +315,23 @@ class Cluster:
     ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
 
     def _start(self, name: str) -> None:
+        env = None
+        if "@" in name:  # containerd@real-node-1, kubelet@real-node-1
+            component, node = name.split("@", 1)
+            layout = self.real_layout(node)
+            cmd = realnode.commands(layout, layout.root / "kubeconfig")[component]
+            env = realnode.process_env(layout)
+            self._spawn(name, cmd, env)
+            return
         if name == "kwok":
             # kwok insists on its config file; an empty configuration keeps its default stages
             # (node heartbeat, pods Running on bind, deletions completed).
             (self.root / "kwok.yaml").write_text(
                 "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
             )
-        cmd = self._commands()[name]
+        self._spawn(name, self._commands()[name], env)
+
+    def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None) -> None:
         with open(self.root / "logs" / f"{name}.log", "ab") as logf:
             proc = subprocess.Popen(
                 cmd,
@@ -305,6 +340,7 @@ class Cluster:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 cwd=self.root,
+                env=env,
             )
         self._procs[name] = proc
         self.state["pids"][name] = {"pid": proc.pid, "exe": cmd[0]}
@@ -416,6 +452,12 @@ class Cluster:
             self._wait("kube-apiserver /readyz", self.api.ready, 120, name)
         elif name == "kube-controller-manager":
             self._wait("the default ServiceAccount (controller-manager)", self._default_sa, 120, name)
+        elif name.startswith("containerd@"):
+            layout = self.real_layout(name.split("@", 1)[1])
+            self._wait(f"{name} serving CRI", lambda: _crictl_ok(layout), 60, name)
+        elif name.startswith("kubelet@"):
+            port = self.state["real_nodes"][name.split("@", 1)[1]]["ports"]["kubelet_healthz"]
+            self._wait(f"{name} /healthz", lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), 120, name)
 
     def stop_component(self, name: str, timeout: float = 15, sig: int = signal.SIGTERM) -> None:
         """Send ``sig`` (default SIGTERM) to component ``name`` (SIGKILL after ``timeout`` s)
@@ -435,8 +477,9 @@ class Cluster:
             while self.alive(name):
                 time.sleep(0.05)
 
-    def up(self, nodes: int) -> None:
-        """Start (or repair) the cluster and make sure ``nodes`` nodes exist and are Ready."""
+    def up(self, nodes: int, real_nodes: int = 0) -> None:
+        """Start (or repair) the cluster and make sure ``nodes`` kwok nodes and ``real_nodes``
+        real nodes (:meth:`start_real_node`) exist and are Ready."""
         bindir = ensure_binaries()
         with file_lock(self.root.parent / f".{self.root.name}.lock"):
             if not self.state:
@@ -444,15 +487,144 @@ class Cluster:
             for name in self.ORDER:
                 self.start_component(name)
             self.ensure_nodes(nodes)
+            for i in range(1, real_nodes + 1):
+                self.start_real_node(f"{realnode.PREFIX}{i}")
         log(f"cluster ready: kubectl --kubeconfig {self.kubeconfig} get nodes")
 
     def down(self) -> None:
-        """Stop every process this cluster recorded and remove its directory."""
+        """Stop every process this cluster recorded, tear its real nodes down to the last mount,
+        network namespace, bridge and cgroup, and remove its directory."""
         if self.state:
+            for node in list(self.state.get("real_nodes", {})):
+                self.stop_real_node(node)
             for name in reversed(self.ORDER):
                 self.stop_component(name)
         if self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- real nodes (containerd + runc + kubelet) ------------------------------
+    def real_layout(self, name: str) -> realnode.Layout:
+        """The :class:`realnode.Layout` of real node ``name`` (recorded by :meth:`start_real_node`)."""
+        info = self.state["real_nodes"][name]
+        return realnode.Layout(
+            name=name,
+            index=int(info["index"]),
+            root=self.root / "nodes" / name,
+            bindir=Path(info["bindir"]),
+            cni_bin=tuple(Path(p) for p in info["cni_bin"]),
+            pki=self.root / "pki",
+            ports=dict(info["ports"]),
+        )
+
+    def real_node_names(self) -> list[str]:
+        return list(self.state.get("real_nodes", {}))
+
+    def _ipam_kubeconfig(self) -> Path:
+        """The CNI plugin's kubeconfig (a client certificate for ``ipscheduler-ipam``), and its RBAC."""
+        path = self.root / "pki" / "ipam.kubeconfig"
+        if not path.exists():
+            crt, key = realnode.client_cert(self.root / "pki", "ipam", IPAM_USER)
+            server = f"https://127.0.0.1:{self.state['ports']['apiserver']}"
+            realnode.cert_kubeconfig(path, server, crt, key, IPAM_USER)
+        role = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": IPAM_USER},
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+                {"apiGroups": ["ipscheduler.io"], "resources": ["nodeippools"], "verbs": ["get"]},
+            ],
+        }
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": IPAM_USER},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": IPAM_USER},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": IPAM_USER}],
+        }
+        for kind, body in (("clusterroles", role), ("clusterrolebindings", binding)):
+            with contextlib.suppress(urllib.error.HTTPError):
+                self.api.request("POST", f"/apis/rbac.authorization.k8s.io/v1/{kind}", body)
+        return path
+
+    def start_real_node(self, name: str, timeout: float = 180) -> realnode.Layout:
+        """Start (or repair) real node ``name``: its bridge and cgroup root, containerd with the
+        pause and busybox images imported, and a kubelet registered as ``name`` with a client
+        certificate of ``system:node:<name>``; returns once the Node is Ready.
+
+        Builds the node binaries and images the first time (:func:`binaries.ensure_node_binaries`,
+        :func:`binaries.ensure_node_images`) and ``bin/ipscheduler-ipam`` if absent (``make cni``).
+        Raises DevclusterError naming a missing prerequisite (root, cgroups, ip, ...)."""
+        missing = realnode.prerequisites()
+        if missing:
+            raise DevclusterError(f"a real node needs {', '.join(missing)}")
+        nodes = self.state.setdefault("real_nodes", {})
+        if name not in nodes:
+            node_bin = ensure_node_binaries()
+            ipam = REPO / "bin" / "ipscheduler-ipam"
+            if not os.access(ipam, os.X_OK):
+                log("building bin/ipscheduler-ipam (make cni)")
+                proc = subprocess.run(
+                    ["make", "-C", str(REPO), "cni"], capture_output=True, text=True, check=False
+                )
+                if proc.returncode != 0:
+                    raise DevclusterError(f"make cni failed: {proc.stderr.strip()[-400:]}")
+            with file_lock(cache_dir().parent / ".realnode-index.lock"):  # the index is host-wide
+                taken = {int(n["index"]) for n in nodes.values()}
+                index = realnode.free_index()
+                while index in taken:
+                    index += 1
+                nodes[name] = {
+                    "index": index,
+                    "bindir": str(node_bin),
+                    "cni_bin": [str(ensure_cni_tools()), str(ipam.parent)],
+                    "ports": {"kubelet": free_port(), "kubelet_healthz": free_port()},
+                }
+                self.save()
+                layout = self.real_layout(name)
+                realnode.setup_bridge(layout)
+        layout = self.real_layout(name)
+        ensure_node_images(layout.bindir)
+        realnode.setup_bridge(layout)
+        realnode.setup_cgroups(layout)
+        realnode.ensure_netns_dir()
+        realnode.write_files(layout, self._ipam_kubeconfig())
+        if not (layout.root / "kubeconfig").exists():
+            crt, key = realnode.client_cert(
+                self.root / "pki", f"node-{name}", f"system:node:{name}", ("system:nodes",)
+            )
+            server = f"https://127.0.0.1:{self.state['ports']['apiserver']}"
+            realnode.cert_kubeconfig(layout.root / "kubeconfig", server, crt, key, f"system:node:{name}")
+        self.start_component(f"containerd@{name}")
+        realnode.import_images(layout, ensure_node_images(layout.bindir))
+        self.start_component(f"kubelet@{name}")
+        self._wait(f"real node {name} Ready", lambda: name in self.ready_nodes(), timeout, f"kubelet@{name}")
+        return layout
+
+    def stop_real_node(self, name: str, delete_node: bool = False) -> None:
+        """Stop real node ``name`` and leave nothing of it on the host: the kubelet stops, every
+        pod sandbox is removed through the CRI (CNI DEL, network namespace gone), containerd
+        stops, then :func:`realnode.teardown_host` and its folder; ``delete_node`` also deletes
+        the Node object."""
+        if name not in self.state.get("real_nodes", {}):
+            return
+        layout = self.real_layout(name)
+        self.stop_component(f"kubelet@{name}")
+        netns: list[Path] = []
+        if self.alive(f"containerd@{name}"):
+            netns = realnode.sandbox_netns(layout)
+            realnode.remove_pods(layout)
+        self.stop_component(f"containerd@{name}")
+        realnode.remove_netns(netns)
+        realnode.teardown_host(layout)
+        shutil.rmtree(layout.root, ignore_errors=True)
+        if delete_node:
+            with contextlib.suppress(urllib.error.HTTPError, OSError):
+                self.api.request("DELETE", f"/api/v1/nodes/{name}")
+        del self.state["real_nodes"][name]
+        for component in ("kubelet", "containerd"):
+            self.state["pids"].pop(f"{component}@{name}", None)
+        self.save()
 
     # -- kube-scheduler (not started by up) ---------------------------------
     def start_kube_scheduler(
@@ -564,6 +736,33 @@ class Cluster:
         return [f"node-{i}" for i in idx]
 
 
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return bool(r.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def _crictl_ok(layout: realnode.Layout) -> bool:
+    """Does the node's containerd answer on its CRI socket (``crictl version``)?"""
+    if not layout.socket.exists():
+        return False
+    proc = subprocess.run(
+        [
+            str(layout.bindir / "crictl"),
+            "--runtime-endpoint",
+            f"unix://{layout.socket}",
+            "--timeout",
+            "2s",
+            "version",
+        ],
+        capture_output=True,
+        check=False,
+    )
+    return proc.returncode == 0
+
+
 # --------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------
@@ -576,6 +775,12 @@ def main(argv: list[str] | None = None) -> int:
     p_up = sub.add_parser("up", help="start the control plane (idempotent)")
     p_up.add_argument("--dir", default=DEFAULT_DIR)
     p_up.add_argument("--nodes", type=int, default=3)
+    p_up.add_argument(
+        "--real-nodes",
+        type=int,
+        default=0,
+        help="also start N real nodes (containerd + runc + kubelet, as root): real-node-1..N",
+    )
     p_up.add_argument(
         "--node-lease-seconds",
         type=int,
@@ -592,7 +797,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, helptext in (("stop", "stop one component"), ("start", "start one stopped component")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--dir", default=DEFAULT_DIR)
-        p.add_argument("component", choices=Cluster.ORDER)
+        p.add_argument(
+            "component",
+            help=f"one of {', '.join(Cluster.ORDER)}, kubelet@<real node>, containerd@<real node>",
+        )
     args = parser.parse_args(argv)
     try:
         if args.cmd == "binaries":
@@ -601,7 +809,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         cluster = Cluster(Path(args.dir), getattr(args, "node_lease_seconds", NODE_LEASE_SECONDS))
         if args.cmd == "up":
-            cluster.up(args.nodes)
+            cluster.up(args.nodes, args.real_nodes)
             print(cluster.kubeconfig)
         elif args.cmd == "down":
             cluster.down()
@@ -613,11 +821,13 @@ def main(argv: list[str] | None = None) -> int:
             if not cluster.state:
                 print(f"no cluster in {cluster.root}")
                 return 1
-            for name in Cluster.ORDER:
+            for name in cluster.state["pids"]:
                 info = cluster.state["pids"].get(name, {})
                 state = "running" if cluster.alive(name) else "stopped"
                 print(f"{name:25} {state:8} pid={info.get('pid')}")
             print(f"kubeconfig: {cluster.kubeconfig}")
+        elif args.cmd in ("stop", "start") and args.component not in cluster.state.get("pids", {}):
+            raise DevclusterError(f"no component {args.component!r} in {cluster.root}")
         elif args.cmd == "stop":
             cluster.stop_component(args.component)
         elif args.cmd == "start":

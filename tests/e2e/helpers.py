@@ -20,12 +20,18 @@ from typing import Any
 import yaml
 
 from tests.builders import free_port
-from tests.kube import Kubectl, wait_for
+from tests.kube import Kubectl, pod_manifest, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
 PODGROUP_CRD = ROOT / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 SCHEDULER = "ip-scheduler"
+KUBE = "kube-with-extender"
+"""kube-scheduler's profile in the extender tests (its pods request RESOURCE)."""
+OURS = "ip-scheduler-ext"
+"""The extender process's own schedulerName (its scheduler mode beside the verbs)."""
+RESOURCE = "ipscheduler.io/underlay-ip"
+RELEASED_ANNOTATION = "ipscheduler.io/underlay-ip-released"
 
 
 def install_crd(kubectl: Kubectl) -> None:
@@ -275,3 +281,16 @@ def dump(obj: Any) -> str:
 
 def settle(seconds: float = 1.0) -> None:
     time.sleep(seconds)
+
+
+def wants_address(name: str, **spec: Any) -> dict[str, Any]:
+    """A pod of kube-scheduler's profile requesting one underlay address."""
+    body = pod_manifest(name, scheduler=KUBE, **spec)
+    body["spec"]["containers"][0]["resources"] = {"requests": {RESOURCE: "1"}, "limits": {RESOURCE: "1"}}
+    return body
+
+
+def published(kubectl: Kubectl) -> dict[str, str | None]:
+    """node name → its allocatable RESOURCE (None where the extender published none)."""
+    nodes = kubectl.json("get", "nodes")["items"]
+    return {n["metadata"]["name"]: (n["status"].get("allocatable") or {}).get(RESOURCE) for n in nodes}

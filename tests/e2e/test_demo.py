@@ -74,6 +74,7 @@ def test_make_demo_schedules_the_examples_and_wires_two_pods(tmp_path: Path) -> 
         ).stdout
         assert "default via 10.0.2.1 dev eth0" in routes  # the pool's subnet gateway and route
         assert run.stdout.count("the UID still holds it: ok") == 1  # CHECK of the subnet pod
+        _real_node_runs_the_example(kc, run.stdout)
         _gang_example_runs(kc)
     finally:
         subprocess.run([*demo, "--down"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
@@ -84,6 +85,31 @@ def test_make_demo_schedules_the_examples_and_wires_two_pods(tmp_path: Path) -> 
             check=False,
         )
     assert _netns(prefix) == []  # `make down` removes what the demo made
+
+
+def _real_node_runs_the_example(kc: Path, output: str) -> None:
+    """As root the demo adds real node ``real-node-1`` (containerd + kubelet) and runs
+    examples/realnode.yaml there: each pod Running, its pod IP the reserved address, as the
+    demo's ``kubectl get pods -o wide`` shows."""
+    pods = json.loads(
+        subprocess.run(
+            ["kubectl", "--kubeconfig", str(kc), "get", "pods", "-l", "app=real", "-o", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )["items"]
+    assert len(pods) == 3, output
+    for pod in pods:
+        assert pod["spec"]["nodeName"] == "real-node-1"
+        assert pod["status"]["phase"] == "Running", pod["status"]
+        ip = pod["metadata"]["annotations"]["ipscheduler.io/ip"]
+        assert pod["status"]["podIP"] == ip
+        assert re.search(
+            rf"^{pod['metadata']['name']}\s+1/1\s+Running\s+0\s+\S+\s+{re.escape(ip)}\s+real-node-1\s",
+            output,
+            re.M,
+        ), output
 
 
 def _gang_example_runs(kc: Path) -> None:

@@ -10,95 +10,31 @@ The pods act as a user's would: they keep kube-scheduler and request one address
 from __future__ import annotations
 
 import ipaddress
-import json
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-import devcluster
-from tests.builders import bound_pods, free_port
-from tests.e2e.helpers import ROOT, Pools, SchedulerProcess, assert_check_clean, events_for, pods_of
+from tests.builders import bound_pods
+from tests.e2e.helpers import (
+    KUBE,
+    OURS,
+    RELEASED_ANNOTATION,
+    RESOURCE,
+    Pools,
+    SchedulerProcess,
+    assert_check_clean,
+    events_for,
+    pods_of,
+    published,
+    wants_address,
+)
 from tests.kube import Kubectl, pod_manifest, wait_for
 
-KUBE = "kube-with-extender"
-OURS = "ip-scheduler-ext"
-RESOURCE = "ipscheduler.io/underlay-ip"
-RELEASED_ANNOTATION = "ipscheduler.io/underlay-ip-released"
 NODES = ("node-1", "node-2", "node-3")
-
-
-@pytest.fixture(scope="module")
-def extender_port() -> int:
-    return free_port()
-
-
-@pytest.fixture
-def extender(kubectl: Kubectl, crd: None, tmp_path: Path, extender_port: int) -> Iterator[SchedulerProcess]:
-    """``ipscheduler extender`` (its own schedulerName for scheduler mode beside it); the
-    nodes' extended resource and its stamp are removed afterwards."""
-    proc = SchedulerProcess(
-        kubectl.kubeconfig,
-        tmp_path / "extender.log",
-        "--listen",
-        f"127.0.0.1:{extender_port}",
-        "--scheduler-name",
-        OURS,
-        "--gc-interval",
-        "5s",
-        command="extender",
-    ).start()
-    wait_for("the extender verbs served", lambda: proc.logged("serving the extender verbs"), timeout=30)
-    yield proc
-    proc.stop()
-    for node in NODES:
-        patch = json.dumps(
-            {
-                "metadata": {"annotations": {RELEASED_ANNOTATION: None}},
-                "status": {"capacity": {RESOURCE: None}, "allocatable": {RESOURCE: None}},
-            }
-        )
-        kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", patch)
-
-
-@pytest.fixture
-def kube_scheduler(
-    cluster: devcluster.Cluster, extender: SchedulerProcess, extender_port: int
-) -> Iterator[None]:
-    """The real kube-scheduler with the extender entry deploy/extender/ ships, its urlPrefix
-    (the in-cluster Service) pointed at this test's extender on 127.0.0.1."""
-    config = yaml.safe_load((ROOT / "deploy" / "extender" / "kube-scheduler-config.yaml").read_text())
-    (entry,) = config["extenders"]
-    proc = cluster.start_kube_scheduler(
-        "kube-scheduler-extender",
-        scheduler_name=KUBE,
-        extenders=[{**entry, "urlPrefix": f"http://127.0.0.1:{extender_port}"}],
-    )
-    yield
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def wants_address(name: str, **spec: Any) -> dict[str, Any]:
-    """A pod of kube-scheduler's profile requesting one underlay address."""
-    body = pod_manifest(name, scheduler=KUBE, **spec)
-    body["spec"]["containers"][0]["resources"] = {"requests": {RESOURCE: "1"}, "limits": {RESOURCE: "1"}}
-    return body
-
-
-def published(kubectl: Kubectl) -> dict[str, str | None]:
-    nodes = kubectl.json("get", "nodes")["items"]
-    return {n["metadata"]["name"]: (n["status"].get("allocatable") or {}).get(RESOURCE) for n in nodes}
 
 
 def node_annotation(kubectl: Kubectl, node: str, key: str) -> str | None:

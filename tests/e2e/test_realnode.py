@@ -1,0 +1,349 @@
+"""Pods that really run: a real kubelet + containerd + runc node, the reserved address as pod IP.
+
+``hack/devcluster.py`` starts real node ``real-node-1`` for this module (containerd v2 with
+runc, the kubelet of the pinned release, the reference ``bridge`` CNI plugin with
+``ipscheduler-ipam`` as IPAM and the pod-annotations capability on, images imported from
+OCI archives). Its pool serves ``10.88.<i>.0/24`` with the gateway ``10.88.<i>.1`` on the
+node's bridge. The tests act as a user: workloads with ``schedulerName: ip-scheduler``,
+``kubectl exec`` into the pods, ``kubectl get`` of pods, events and pools. At the end the
+node is stopped, torn down and its Node deleted, so the other modules see the kwok nodes only.
+
+Outside CI a missing prerequisite (root, Go, gcc, apt) skips the module; in CI it fails.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import binaries
+import devcluster
+import realnode
+from tests.e2e.helpers import (
+    KUBE,
+    RESOURCE,
+    SCHEDULER,
+    Pools,
+    SchedulerProcess,
+    assert_check_clean,
+    events_for,
+    pods_of,
+    published,
+    statefulset,
+    wants_address,
+)
+from tests.kube import Kubectl, wait_for
+
+NODE = "real-node-1"
+IP = "ipscheduler.io/ip"
+
+
+@pytest.fixture(scope="module")
+def real_node(cluster: devcluster.Cluster) -> Iterator[realnode.Layout]:
+    """Real node ``real-node-1`` for this module (stopped, torn down and deleted afterwards)."""
+    try:
+        try:
+            layout = cluster.start_real_node(NODE)
+        except binaries.DevclusterError as e:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"a real node could not start in CI: {e}")
+            pytest.skip(f"a real node could not start: {e}")
+        yield layout
+    finally:
+        cluster.stop_real_node(NODE, delete_node=True)
+
+
+@pytest.fixture
+def node_pool(real_node: realnode.Layout, pools: Pools) -> Any:
+    """``node_pool(name, addresses)``: a NodeIPPool for the real node with its subnet's facts."""
+
+    def create(name: str, addresses: list[str]) -> None:
+        subnet = {"cidr": real_node.subnet, "gateway": real_node.node_ip, "routes": [{"dst": "0.0.0.0/0"}]}
+        pools.create(name, real_node.name, addresses, subnets=[subnet])
+
+    return create
+
+
+def busybox_template(name: str, **annotations: str) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {"app": name}, **({"annotations": annotations} if annotations else {})},
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {realnode.LABEL: "true"},
+            "tolerations": [realnode.TOLERATION],
+            "containers": [
+                {"name": "main", "image": binaries.BUSYBOX_IMAGE, "command": ["sleep", "3600"]},
+            ],
+        },
+    }
+
+
+def busybox_deployment(name: str, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": busybox_template(name),
+        },
+    }
+
+
+def running(kubectl: Kubectl, ns: str, app: str, count: int) -> list[dict[str, Any]] | None:
+    """The ``count`` pods of ``app`` once all are Running and Ready with a pod IP, else None."""
+    pods = [p for p in pods_of(kubectl, ns, f"app={app}") if not p["metadata"].get("deletionTimestamp")]
+    ready = [
+        p
+        for p in pods
+        if p["status"].get("phase") == "Running"
+        and p["status"].get("podIP")
+        and all(c.get("ready") for c in p["status"].get("containerStatuses") or [{}])
+    ]
+    return ready if len(ready) == count and len(pods) == count else None
+
+
+def wait_running(
+    kubectl: Kubectl, ns: str, app: str, count: int, timeout: float = 120
+) -> list[dict[str, Any]]:
+    def state() -> list[dict[str, Any]] | None:
+        return running(kubectl, ns, app, count)
+
+    try:
+        return wait_for(f"{count} pod(s) of {app} Running", state, timeout=timeout, interval=1)
+    except AssertionError:
+        pods = pods_of(kubectl, ns, f"app={app}")
+        events = kubectl("get", "events", "-n", ns)
+        raise AssertionError(
+            f"pods: {json.dumps([p['status'] for p in pods])[:3000]}\nevents:\n{events}"
+        ) from None
+
+
+def exec_in(kubectl: Kubectl, ns: str, pod: str, *cmd: str) -> str:
+    return kubectl("exec", "-n", ns, pod, "--", *cmd)
+
+
+def test_deployment_pods_run_with_the_reserved_address_on_eth0_and_reach_each_other(
+    kubectl: Kubectl, scheduler: SchedulerProcess, real_node: realnode.Layout, node_pool: Any, ns: str
+) -> None:
+    base = ipaddress.ip_network(real_node.subnet)
+    node_pool("real-web", [f"{base[10]}-{base[13]}"])
+    kubectl.apply(busybox_deployment("web", 2), ns)
+    pods = wait_running(kubectl, ns, "web", 2)
+    ips = []
+    for pod in pods:
+        annotated = pod["metadata"]["annotations"][IP]
+        assert pod["spec"]["nodeName"] == NODE
+        assert pod["status"]["podIP"] == annotated, pod["status"]
+        assert ipaddress.ip_address(annotated) in base
+        addr = exec_in(kubectl, ns, pod["metadata"]["name"], "ip", "-o", "-4", "addr", "show", "dev", "eth0")
+        assert f"inet {annotated}/24 " in addr, addr
+        routes = exec_in(kubectl, ns, pod["metadata"]["name"], "ip", "route")
+        assert f"default via {real_node.node_ip} dev eth0" in routes, routes
+        ips.append(annotated)
+    assert len(set(ips)) == 2
+    # pod to pod over the node's bridge
+    a, b = (p["metadata"]["name"] for p in pods)
+    out = exec_in(kubectl, ns, a, "ping", "-c", "1", "-W", "5", ips[1])
+    assert "1 packets received" in out, out
+    out = exec_in(kubectl, ns, b, "ping", "-c", "1", "-W", "5", ips[0])
+    assert "1 packets received" in out, out
+    assert_check_clean(kubectl)
+
+
+def test_a_deleted_pods_address_is_released_after_cni_del_and_given_to_the_next_pod(
+    kubectl: Kubectl, scheduler: SchedulerProcess, real_node: realnode.Layout, node_pool: Any, ns: str
+) -> None:
+    base = ipaddress.ip_network(real_node.subnet)
+    node_pool("real-churn", [f"{base[20]}-{base[21]}"])  # exactly two addresses
+    kubectl.apply(busybox_deployment("churn", 2), ns)
+    before = {p["metadata"]["name"]: p["status"]["podIP"] for p in wait_running(kubectl, ns, "churn", 2)}
+    victim, freed = sorted(before.items())[0]
+    kubectl("delete", "pod", "-n", ns, victim, "--wait=true", "--timeout=60s")
+    after = wait_running(kubectl, ns, "churn", 2)
+    ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in after}
+    assert victim not in ips
+    (newcomer,) = set(ips) - set(before)
+    assert ips[newcomer] == freed, (before, ips)
+    assert sorted(ips.values()) == sorted(before.values())
+    assert_check_clean(kubectl)
+
+
+def test_a_kubelet_and_a_containerd_restart_keep_every_address(
+    kubectl: Kubectl,
+    cluster: devcluster.Cluster,
+    scheduler: SchedulerProcess,
+    real_node: realnode.Layout,
+    node_pool: Any,
+    ns: str,
+) -> None:
+    base = ipaddress.ip_network(real_node.subnet)
+    node_pool("real-restart", [f"{base[30]}-{base[33]}"])
+    kubectl.apply(busybox_deployment("steady", 3), ns)
+
+    def snapshot(pods: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+        return {
+            p["metadata"]["name"]: (p["status"]["podIP"], p["status"]["containerStatuses"][0]["containerID"])
+            for p in pods
+        }
+
+    before = snapshot(wait_running(kubectl, ns, "steady", 3))
+    for component in (f"kubelet@{NODE}", f"containerd@{NODE}"):
+        cluster.stop_component(component)
+        cluster.start_component(component)
+        wait_for(
+            f"{NODE} Ready after restarting {component}", lambda: NODE in cluster.ready_nodes(), timeout=120
+        )
+        after = snapshot(wait_running(kubectl, ns, "steady", 3))
+        assert after == before, component
+        for name, (ip, _) in after.items():
+            pod = kubectl.json("get", "pod", "-n", ns, name)
+            assert pod["metadata"]["annotations"][IP] == ip
+            assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert_check_clean(kubectl)
+
+
+def test_a_recreated_statefulset_pod_gets_its_retained_address_back_as_pod_ip(
+    kubectl: Kubectl, scheduler: SchedulerProcess, real_node: realnode.Layout, node_pool: Any, ns: str
+) -> None:
+    base = ipaddress.ip_network(real_node.subnet)
+    node_pool("real-sticky", [f"{base[40]}-{base[43]}"])
+    body = statefulset("db", 2)
+    body["spec"]["template"] = busybox_template("db")
+    kubectl.apply(body, ns)
+    before = {p["metadata"]["name"]: p["status"]["podIP"] for p in wait_running(kubectl, ns, "db", 2)}
+    old_uid = kubectl.json("get", "pod", "-n", ns, "db-0")["metadata"]["uid"]
+    kubectl("delete", "pod", "-n", ns, "db-0", "--wait=true", "--timeout=60s")
+
+    def recreated() -> list[dict[str, Any]] | None:
+        pods = running(kubectl, ns, "db", 2)
+        return pods if pods and all(p["metadata"]["uid"] != old_uid for p in pods) else None
+
+    after = {
+        p["metadata"]["name"]: p["status"]["podIP"] for p in wait_for("db-0 recreated", recreated, 120, 1)
+    }
+    assert after == before
+    assert_check_clean(kubectl)
+
+
+def test_a_pod_whose_allocation_was_removed_is_refused_by_the_plugin(
+    kubectl: Kubectl,
+    cluster: devcluster.Cluster,
+    scheduler: SchedulerProcess,
+    scheduler_factory: Any,
+    real_node: realnode.Layout,
+    node_pool: Any,
+    ns: str,
+) -> None:
+    """The kubelet is stopped while a scheduler of its own name binds the pod; with every
+    scheduler stopped (any would re-adopt the bound pod's address at once), the allocation is
+    removed from the pool status; the restarted kubelet's sandbox fails with the plugin's
+    message (FailedCreatePodSandBox). The scheduler, started again, gives a second pod the
+    pool's other address, never the one the first pod carries."""
+    base = ipaddress.ip_network(real_node.subnet)
+    node_pool("real-forged", [f"{base[50]}-{base[51]}"])
+    name = "ip-scheduler-refuse"
+    kubelet = f"kubelet@{NODE}"
+
+    def pod(pod_name: str) -> dict[str, Any]:
+        template = busybox_template(pod_name)
+        template["spec"]["schedulerName"] = name
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod_name, **template["metadata"]},
+            "spec": template["spec"],
+        }
+
+    scheduler.stop()
+    own = scheduler_factory("--scheduler-name", name)
+    cluster.stop_component(kubelet)
+    try:
+        kubectl.create(pod("refused"), ns)
+        bound = wait_for(
+            "the pod bound",
+            lambda: (p := kubectl.json("get", "pod", "-n", ns, "refused"))["spec"].get("nodeName") and p,
+            timeout=30,
+        )
+        address, uid = bound["metadata"]["annotations"][IP], bound["metadata"]["uid"]
+        own.stop()
+        patch = [{"op": "remove", "path": f"/status/allocations/{uid}"}]
+        kubectl(
+            "patch",
+            "nodeippool",
+            "real-forged",
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            json.dumps(patch),
+        )
+    finally:
+        cluster.start_component(kubelet)
+
+    def refused() -> list[dict[str, Any]]:
+        return events_for(kubectl, ns, "refused", "FailedCreatePodSandBox")
+
+    try:
+        (event, *_) = wait_for("FailedCreatePodSandBox from the plugin", refused, timeout=90, interval=1)
+    finally:
+        scheduler.start()
+    assert "no allocation for this pod (released?)" in event["message"], event["message"]
+    assert kubectl.json("get", "pod", "-n", ns, "refused")["status"].get("podIP") in (None, "")
+    scheduler_factory("--scheduler-name", name)
+    kubectl.create(pod("other"), ns)
+    other = wait_for(
+        "the second pod Running",
+        lambda: (p := kubectl.json("get", "pod", "-n", ns, "other"))["status"].get("podIP") and p,
+        timeout=120,
+        interval=1,
+    )
+    assert other["metadata"]["annotations"][IP] != address
+    assert other["status"]["podIP"] == other["metadata"]["annotations"][IP]
+    assert_check_clean(kubectl)
+
+
+@pytest.mark.usefixtures("kube_scheduler")
+def test_extender_mode_the_real_kubelet_admits_the_published_count_and_rejects_one_more(
+    kubectl: Kubectl, real_node: realnode.Layout, node_pool: Any, ns: str
+) -> None:
+    """Extender mode on a real node: the extender publishes ``ipscheduler.io/underlay-ip: 2``
+    in the node's status, which the kubelet keeps (extended resources it does not manage
+    survive its status updates); kube-scheduler places two pods requesting one each, the
+    kubelet runs them with the reserved addresses, and a third pod sent straight to the node
+    (``spec.nodeName``, no scheduler) is rejected by the kubelet's admission."""
+    base = ipaddress.ip_network(real_node.subnet)
+    node_pool("real-ext", [f"{base[60]}-{base[61]}"])
+    wait_for("the node publishes 2", lambda: published(kubectl).get(NODE) == "2", timeout=30)
+    pin = {
+        "nodeSelector": {realnode.LABEL: "true"},
+        "tolerations": [realnode.TOLERATION],
+        "terminationGracePeriodSeconds": 0,
+    }
+    for name in ("ext-a", "ext-b"):
+        body = wants_address(name, **pin)
+        body["spec"]["containers"][0].update(image=binaries.BUSYBOX_IMAGE, command=["sleep", "3600"])
+        body["metadata"]["labels"] = {"app": "ext"}
+        kubectl.create(body, ns)
+    pods = wait_running(kubectl, ns, "ext", 2)
+    for pod in pods:
+        assert pod["spec"]["schedulerName"] == KUBE
+        assert pod["status"]["podIP"] == pod["metadata"]["annotations"][IP]
+        assert ipaddress.ip_address(pod["status"]["podIP"]) in base
+    over = wants_address("over", nodeName=NODE, terminationGracePeriodSeconds=0)
+    kubectl.create(over, ns)
+
+    def rejected() -> dict[str, Any] | None:
+        status = kubectl.json("get", "pod", "over", "-n", ns)["status"]
+        return status if status.get("phase") == "Failed" else None
+
+    status = wait_for("the kubelet rejects the pod over the count", rejected, timeout=60)
+    assert status["reason"] == f"OutOf{RESOURCE}", status
+    assert f"Node didn't have enough resource: {RESOURCE}" in status["message"], status
+    assert_check_clean(kubectl)
