@@ -509,7 +509,7 @@ class Cluster:
         return realnode.Layout(
             name=name,
             index=int(info["index"]),
-            root=self.root / "nodes" / name,
+            root=realnode.node_root(int(info["index"])),
             bindir=Path(info["bindir"]),
             cni_bin=tuple(Path(p) for p in info["cni_bin"]),
             pki=self.root / "pki",
@@ -618,6 +618,8 @@ class Cluster:
         realnode.remove_netns(netns)
         realnode.teardown_host(layout)
         shutil.rmtree(layout.root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            realnode.NODES_DIR.rmdir()  # the last real node on this machine
         if delete_node:
             with contextlib.suppress(urllib.error.HTTPError, OSError):
                 self.api.request("DELETE", f"/api/v1/nodes/{name}")

@@ -43,13 +43,16 @@ meant for them (this toleration, and the two images the node has) go there, not 
 examples' nginx or postgres, which no registry here could pull."""
 NETWORK_NAME = "underlay"
 CGROUP_FS = Path("/sys/fs/cgroup")
+NODES_DIR = Path("/var/lib/ipscheduler")
+"""Real nodes' roots: ``/var/lib/ipscheduler/ipsbr<index>`` (unix sockets live there: the kubelet's
+and containerd's paths must stay under 104 bytes, which a test's /tmp/pytest-of-root/... is not)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """Where one real node lives. ``index``: unique on the host (bridge, subnet, cgroup).
 
-    ``root``: ``D/nodes/<name>``; ``bindir``: kubelet, containerd, runc, crictl;
+    ``root``: :func:`node_root` of ``index``; ``bindir``: kubelet, containerd, runc, crictl;
     ``cni_bin``: folders holding bridge, loopback and ipscheduler-ipam."""
 
     name: str
@@ -78,8 +81,13 @@ class Layout:
         return f"/ipscheduler-{self.bridge}"
 
     @property
+    def run_dir(self) -> Path:
+        """containerd's sockets."""
+        return self.root / "run"
+
+    @property
     def socket(self) -> Path:
-        return self.root / "containerd" / "containerd.sock"
+        return self.run_dir / "containerd.sock"
 
     @property
     def netd(self) -> Path:
@@ -88,6 +96,11 @@ class Layout:
     @property
     def pod_logs(self) -> Path:
         return self.root / "pod-logs"
+
+
+def node_root(index: int) -> Path:
+    """Where real node ``index`` keeps its state: ``/var/lib/ipscheduler/ipsbr<index>``."""
+    return NODES_DIR / f"ipsbr{index}"
 
 
 def prerequisites() -> list[str]:
@@ -151,10 +164,10 @@ disabled_plugins = [
   address = {json.dumps(str(layout.socket))}
 
 [ttrpc]
-  address = {json.dumps(str(r / "containerd.sock.ttrpc"))}
+  address = {json.dumps(str(layout.run_dir / "containerd.sock.ttrpc"))}
 
 [debug]
-  address = {json.dumps(str(r / "debug.sock"))}
+  address = {json.dumps(str(layout.run_dir / "debug.sock"))}
   level = "warn"
 
 [metrics]
@@ -284,6 +297,7 @@ def write_files(layout: Layout, ipam_kubeconfig: Path) -> None:
     """Write the node's containerd, kubelet and CNI configuration under its root."""
     for sub in ("containerd", "kubelet", "kubelet-pki", "net.d", "pod-logs"):
         (layout.root / sub).mkdir(parents=True, exist_ok=True)
+    layout.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     (layout.root / "containerd.toml").write_text(containerd_config(layout))
     (layout.root / "kubelet.yaml").write_text(json.dumps(kubelet_config(layout), indent=2) + "\n")
     (layout.netd / "10-underlay.conflist").write_text(
@@ -447,7 +461,7 @@ def teardown_host(layout: Layout) -> None:
                 time.sleep(0.1)
         else:
             log(f"cgroup {d} could not be removed")
-    # containerd's host-wide shim socket folder: removed once no containerd uses it (empty).
+    # Host-wide folders (containerd's shim sockets, the nodes' roots): removed once empty.
     for folder in (Path("/run/containerd/s"), Path("/run/containerd")):
         with contextlib.suppress(OSError):
             folder.rmdir()

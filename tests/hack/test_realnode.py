@@ -22,7 +22,7 @@ def layout(tmp_path: Path) -> realnode.Layout:
     return realnode.Layout(
         name="real-node-1",
         index=3,
-        root=tmp_path / "nodes" / "real-node-1",
+        root=realnode.node_root(3),
         bindir=Path("/cache/node-bin"),
         cni_bin=(Path("/cache/cni"), Path("/repo/bin")),
         pki=tmp_path / "pki",
@@ -40,8 +40,9 @@ def test_containerd_config_keeps_everything_under_the_node_root(layout: realnode
     cfg = tomllib.loads(realnode.containerd_config(layout, restrict_oom_score_adj=False))
     assert cfg["version"] == 3
     assert cfg["root"].startswith(str(layout.root)) and cfg["state"].startswith(str(layout.root))
-    assert cfg["grpc"]["address"] == str(layout.socket)
-    assert cfg["ttrpc"]["address"].startswith(str(layout.root))
+    assert cfg["grpc"]["address"] == str(layout.socket) == "/var/lib/ipscheduler/ipsbr3/run/containerd.sock"
+    assert cfg["ttrpc"]["address"] == "/var/lib/ipscheduler/ipsbr3/run/containerd.sock.ttrpc"
+    assert len(cfg["ttrpc"]["address"]) < 104  # a unix socket path's limit
     assert "io.containerd.nri.v1.nri" in cfg["disabled_plugins"]  # its socket is host-wide
     images = cfg["plugins"]["io.containerd.cri.v1.images"]
     assert images["pinned_images"]["sandbox"] == binaries.PAUSE_IMAGE
