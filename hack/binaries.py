@@ -14,14 +14,20 @@ The dev cluster (``hack/devcluster.py``) runs what this module provides:
   ``~/.cache/ipscheduler/tools-helm-<version>`` and ``tools-promtool-<version>``:
   :func:`ensure_helm`, :func:`ensure_promtool`; the ``prometheus`` server of the same
   version (the NetworkTraffic e2e test) into ``tools-prometheus-<version>``:
-  :func:`ensure_prometheus`.
+  :func:`ensure_prometheus`;
+- a real node's binaries (the kubelet of the same release, containerd, its runc shim and
+  ``ctr``, runc, crictl, and ``pause`` from Kubernetes' ``pause.c``) into
+  ``~/.cache/ipscheduler/node-<k8s>-containerd-<v>-runc-<v>``: :func:`ensure_node_binaries`;
+  and the two images a real node runs, as OCI archives (no registry is reachable), into
+  ``images-<k8s>``: :func:`ensure_node_images`.
 
 A cached binary is checked once (``--version``) and remembered by size and
 mtime; one that does not run is deleted and rebuilt. Concurrent builds
 serialize on a file lock. ``python hack/devcluster.py binaries`` runs the first
 two and prints the two folders; ``python hack/binaries.py tools`` runs the last
 three and prints the three executables (``helm``, ``promtool`` or ``prometheus`` instead
-of ``tools``: that one only); ``make binaries`` runs both commands.
+of ``tools``: that one only), ``python hack/binaries.py node`` the real node's; ``make
+binaries`` runs them all (``node`` as root only).
 
 It also holds what both halves share: :class:`DevclusterError` and :func:`log`.
 Standard library only (plus ``go`` on PATH to build); it never imports the

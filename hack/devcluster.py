@@ -9,15 +9,22 @@ their deletions complete.
 Commands::
 
     python hack/devcluster.py binaries            # build/locate binaries and CNI tools, print folders
-    python hack/devcluster.py up [--dir D] [--nodes N]
+    python hack/devcluster.py up [--dir D] [--nodes N] [--real-nodes R]
     python hack/devcluster.py add-nodes --count K [--dir D]
     python hack/devcluster.py status [--dir D]
+    python hack/devcluster.py stop|start COMPONENT [--dir D]   # e.g. kubelet@real-node-1
     python hack/devcluster.py down [--dir D]
+
+``--real-nodes R`` (root) also starts ``real-node-1..R``: per node a containerd with runc
+and a kubelet of the same release, as plain processes (``hack/realnode.py`` says what one
+is made of), registered with a client certificate from the cluster's own CA; pods placed
+there really run.
 
 ``up`` is idempotent: on a running cluster it only restarts dead components
 and creates missing nodes. It writes ``D/kubeconfig`` (admin, token auth).
 ``down`` stops exactly the processes it recorded (by pid, checked against
-their command line) and removes ``D``.
+their command line), tears the real nodes down (pod sandboxes, mounts, network
+namespaces, bridge, cgroups) and removes ``D``.
 
 Building and locating the binaries is ``hack/binaries.py`` (imported as
 ``binaries``: ``hack/`` must be on ``sys.path``, as it is when this file runs

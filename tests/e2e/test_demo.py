@@ -42,14 +42,7 @@ def test_make_demo_schedules_the_examples_and_wires_two_pods(tmp_path: Path) -> 
         )
         assert run.returncode == 0, run.stdout + run.stderr
         kc = root / "kubeconfig"
-        pods = json.loads(
-            subprocess.run(
-                ["kubectl", "--kubeconfig", str(kc), "get", "pods", "-l", "app=demo", "-o", "json"],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        )["items"]
+        pods = _pods(kc, "demo")
         ips = {p["metadata"]["name"]: p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in pods}
         assert len(ips) == 12 and len(set(ips.values())) == 12, ips
 
@@ -87,18 +80,22 @@ def test_make_demo_schedules_the_examples_and_wires_two_pods(tmp_path: Path) -> 
     assert _netns(prefix) == []  # `make down` removes what the demo made
 
 
+def _pods(kc: Path, app: str) -> list[dict[str, Any]]:
+    """The pods labelled ``app=<app>``, as ``kubectl get pods -o json`` lists them."""
+    out = subprocess.run(
+        ["kubectl", "--kubeconfig", str(kc), "get", "pods", "-l", f"app={app}", "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return list(json.loads(out)["items"])
+
+
 def _real_node_runs_the_example(kc: Path, output: str) -> None:
     """As root the demo adds real node ``real-node-1`` (containerd + kubelet) and runs
     examples/realnode.yaml there: each pod Running, its pod IP the reserved address, as the
     demo's ``kubectl get pods -o wide`` shows."""
-    pods = json.loads(
-        subprocess.run(
-            ["kubectl", "--kubeconfig", str(kc), "get", "pods", "-l", "app=real", "-o", "json"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )["items"]
+    pods = _pods(kc, "real")
     assert len(pods) == 3, output
     for pod in pods:
         assert pod["spec"]["nodeName"] == "real-node-1"

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -346,4 +348,46 @@ def test_extender_mode_the_real_kubelet_admits_the_published_count_and_rejects_o
     status = wait_for("the kubelet rejects the pod over the count", rejected, timeout=60)
     assert status["reason"] == f"OutOf{RESOURCE}", status
     assert f"Node didn't have enough resource: {RESOURCE}" in status["message"], status
+    assert_check_clean(kubectl)
+
+
+def test_a_sandbox_re_created_after_its_pause_process_died_keeps_the_address(
+    kubectl: Kubectl, scheduler: SchedulerProcess, real_node: realnode.Layout, node_pool: Any, ns: str
+) -> None:
+    """The pod's sandbox dies (its pause process SIGKILLed, as an OOM kill or a runtime crash
+    would): the kubelet creates a new sandbox, CNI ADD runs again for the same pod UID, and
+    the new sandbox gets the same reserved address."""
+    base = ipaddress.ip_network(real_node.subnet)
+    node_pool("real-sandbox", [f"{base[70]}-{base[72]}"])
+    kubectl.apply(busybox_deployment("phoenix", 1), ns)
+    (pod,) = wait_running(kubectl, ns, "phoenix", 1)
+    name, ip = pod["metadata"]["name"], pod["status"]["podIP"]
+    crictl = realnode.crictl(real_node)
+    (sandbox,) = subprocess.run(
+        [*crictl, "pods", "-q", "--name", name, "--state", "ready"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    info = json.loads(
+        subprocess.run(
+            [*crictl, "inspectp", "-o", "json", sandbox], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    os.kill(int(info["info"]["pid"]), signal.SIGKILL)
+
+    def new_sandbox() -> str | None:
+        ready = subprocess.run(
+            [*crictl, "pods", "-q", "--name", name, "--state", "ready"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        return ready[0] if ready and ready[0] != sandbox else None
+
+    wait_for("a new sandbox", new_sandbox, timeout=90, interval=1)
+    (after,) = wait_running(kubectl, ns, "phoenix", 1)
+    assert after["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert after["status"]["podIP"] == ip == after["metadata"]["annotations"][IP]
+    assert after["status"]["containerStatuses"][0]["restartCount"] >= 1  # really re-created
     assert_check_clean(kubectl)
