@@ -14,7 +14,7 @@ until all its pods are bound, each scheduler on its own process:
   ``deploy/extender/``); pods request the extended resource as for kube-scheduler, and get
   an address from the node's pool as with ip-scheduler (RSS and CPU: the extender's).
 
-Phases (``--phases``, all by default, in this order):
+Phases (``--phases``, all but ``running`` by default, in this order):
 
 - ``ours``, ``kube50``, ``kube1000``, ``extender`` (arrival): the scheduler runs, then P pods
   are created (all at once, or at a steady R pods/s);
@@ -27,7 +27,18 @@ Phases (``--phases``, all by default, in this order):
   and the drain rate (pods/s from process start to the last bind);
 - ``failover``: two ip-scheduler replicas with leader election over a backlog of
   B pods, the leader SIGKILLed when half are bound: the standby's lease
-  takeover, first bind after the kill, and drain rate.
+  takeover, first bind after the kill, and drain rate;
+- ``running`` (not in the default list: it needs root, and builds or fetches the node
+  binaries the first time): pods that really run, on one real node (containerd, runc and
+  a kubelet on this machine, ``devcluster.Cluster.start_real_node``) started for the phase
+  and torn down after it. ``--running-pods`` N busybox pods created at once, with
+  ip-scheduler (a NodeIPPool of N addresses, ``ipscheduler-ipam`` as the CNI IPAM), then
+  with kube-scheduler (qps 1000) and the reference ``host-local`` IPAM on the same bridge:
+  create → Running (p50/p99, until all Running, pods/s, the node's CPU per pod), then all
+  deleted at once: deletion → address released (ours: the allocation gone from the pool's
+  status; host-local: its reservation file gone), → pod object gone, and → CNI DEL (the
+  pod's veth off the bridge). Its own table (:func:`running_table`), ``running`` in the
+  JSON. Without root it is skipped, saying why (:func:`running_phases`).
 
 Reported per phase: throughput (pods/s from the first create, or the
 scheduler's start for a backlog, to the last bind), create→bound latency
@@ -44,6 +55,7 @@ file and, when matplotlib is installed, a PNG of bound pods over time.
     .venv/bin/python hack/bench.py --preset large            # 1000 nodes x 20, 10000 pods, backlog 5000
     .venv/bin/python hack/bench.py --preset xlarge           # 5000 nodes x 20, 20000 pods, backlog 20000
                                                              # (kwok leases 240 s: NODE_LEASE_SECONDS)
+    sudo .venv/bin/python hack/bench.py --preset tiny --phases running   # one real node, 50 pods
 """
 
 from __future__ import annotations
@@ -58,6 +70,8 @@ import re
 import subprocess
 import sys
 import time
+import traceback
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +83,7 @@ from kubernetes_asyncio import client, config  # noqa: E402
 
 import binaries  # noqa: E402
 import devcluster  # noqa: E402
+import realnode  # noqa: E402
 from ipscheduler.kube.informer import RawWatch  # noqa: E402
 
 UNDERLAY = "ipscheduler.io/underlay-ip"
@@ -93,8 +108,11 @@ PHASES = (
     "backlog-kube50",
     "backlog-kube1000",
     "failover",
+    "running",
 )
 """Every phase, in the order they run."""
+DEFAULT_PHASES = tuple(p for p in PHASES if p != "running")
+"""The phases run without ``--phases``: all but ``running`` (root, a real node)."""
 GANG_SIZE = 10
 """Pods per PodGroup in the gang phase (its ``minMember``)."""
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -103,6 +121,14 @@ NODE_LEASE_SECONDS = {"xlarge": 240}
 every quarter of it: 5000 nodes at 40 s are 500 lease PUTs/s, more than a 2-core API server
 serves beside the phases; at 240 s, 83/s. The same cluster serves every phase, so all
 phases have the same background."""
+REAL_NODE = "real-node-1"
+"""The running phase's real node (its name in the bench's cluster; its host index is free)."""
+RUNNING_PODS = 50
+"""Default pods of the running phase (``--running-pods``): see :func:`running_phases`."""
+MAX_RUNNING_PODS = 110
+"""The kubelet's default ``maxPods``: more would stay Pending (kube-scheduler) or be rejected."""
+CONFLIST = "10-underlay.conflist"
+"""The real node's CNI configuration file in ``layout.netd`` (:func:`realnode.write_files`)."""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -691,6 +717,547 @@ async def failover(
     return result
 
 
+@dataclass
+class RunningPhase:
+    """Pods on the real node, as this client's watches see them (``time.monotonic()``)."""
+
+    name: str
+    scheduler_name: str
+    released_means: str
+    created: dict[str, float] = field(default_factory=dict)
+    running: dict[str, float] = field(default_factory=dict)
+    """First time the pod was seen with phase Running and a podIP."""
+    pod_ip: dict[str, str] = field(default_factory=dict)
+    annotated_ip: dict[str, str | None] = field(default_factory=dict)
+    uids: dict[str, str] = field(default_factory=dict)
+    state: dict[str, str] = field(default_factory=dict)
+    """The last phase (and a waiting container's reason) seen, to say why a pod did not run."""
+    delete_requested: dict[str, float] = field(default_factory=dict)
+    released: dict[str, float] = field(default_factory=dict)
+    """The pod's address seen free again in its IPAM's own record."""
+    gone: dict[str, float] = field(default_factory=dict)
+    """The pod object's DELETED event."""
+
+    def on_pod(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        name, now = meta["name"], time.monotonic()
+        self.uids[name] = meta["uid"]
+        if kind == "DELETED":
+            self.gone.setdefault(name, now)
+            return
+        status = obj.get("status") or {}
+        waiting = [
+            str((c.get("state") or {}).get("waiting", {}).get("reason", ""))
+            for c in status.get("containerStatuses") or []
+        ]
+        self.state[name] = " ".join([str(status.get("phase", "?")), *filter(None, waiting)])
+        if status.get("phase") == "Running" and status.get("podIP") and name not in self.running:
+            self.running[name] = now
+            self.pod_ip[name] = status["podIP"]
+            self.annotated_ip[name] = (meta.get("annotations") or {}).get(ANNOTATION_IP)
+
+
+async def watch_raw(
+    list_func: Callable[..., Awaitable[Any]],
+    args: tuple[Any, ...],
+    handle: Callable[[str, dict[str, Any]], None],
+    **kwargs: Any,
+) -> None:
+    """LIST then WATCH ``list_func(*args, **kwargs)`` until cancelled, calling ``handle(type,
+    obj)`` for every listed object (type ``LISTED``) and every event, as raw dicts; resumes a
+    closed watch from its last resourceVersion, re-lists after 410 Gone."""
+    rv = ""
+    while True:
+        if not rv:
+            listed = await list_func(*args, _preload_content=False, **kwargs)
+            body = json.loads(await listed.read())
+            rv = body["metadata"]["resourceVersion"]
+            for obj in body["items"]:
+                handle("LISTED", obj)
+        w = RawWatch("object")
+        try:
+            async with w.stream(
+                list_func, *args, resource_version=rv, timeout_seconds=3600, **kwargs
+            ) as stream:
+                async for ev in stream:
+                    obj = ev["raw_object"]
+                    rv = obj["metadata"].get("resourceVersion", rv)
+                    handle(ev["type"], obj)
+        except client.exceptions.ApiException as e:
+            if e.status != 410:
+                raise
+            rv = ""
+
+
+async def wait_until(check: Callable[[], bool], seconds: float, *watches: asyncio.Task[None]) -> bool:
+    """Poll ``check`` every 50 ms until true (True), ``seconds`` passed or a watch died (False).
+    The times measured are the watches' own; the polling only decides when to go on."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        for w in watches:
+            if w.done():
+                print(
+                    f"bench: watch ended: {w.exception() if not w.cancelled() else 'cancelled'!r}",
+                    file=sys.stderr,
+                )
+                return False
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+def busybox_pod(name: str, scheduler_name: str) -> dict[str, Any]:
+    """A busybox pod for the real node that ends on SIGTERM (a shell trapping it, a grace period
+    of 10 s, as a well-behaved workload: the kubelet stops it, tears its sandbox down and
+    reports it terminal before the pod object goes), its label as nodeSelector, its taint
+    tolerated (its images are imported, never pulled)."""
+    command = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "terminationGracePeriodSeconds": 10,
+            "nodeSelector": {realnode.LABEL: "true"},
+            "tolerations": [realnode.TOLERATION],
+            "containers": [{"name": "main", "image": binaries.BUSYBOX_IMAGE, "command": command}],
+        },
+    }
+
+
+def node_cpu(cluster: devcluster.Cluster, layout: realnode.Layout) -> float:
+    """CPU seconds so far of the real node's kubelet and containerd, with the children they
+    waited for (the CNI plugins, runc shims' ``start``), and of its live runc shims with theirs
+    (runc). An exited shim's time is lost, so this counts pod start-up, not teardown."""
+    pids = [
+        int(cluster.state["pids"][f"{c}@{layout.name}"]["pid"])
+        for c in ("kubelet", "containerd")
+        if f"{c}@{layout.name}" in cluster.state["pids"]
+    ]
+    needle = str(layout.socket).encode()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                cmdline = (proc / "cmdline").read_bytes()
+                if b"containerd-shim" in cmdline and needle in cmdline:
+                    pids.append(int(proc.name))
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks  # utime stime cutime cstime
+    return total
+
+
+def loaded_ipam(layout: realnode.Layout) -> str | None:
+    """The IPAM type of the CNI network containerd has loaded for the node (``crictl info``)."""
+    with contextlib.suppress(OSError, ValueError, subprocess.SubprocessError):
+        proc = subprocess.run(
+            [*realnode.crictl(layout), "--timeout", "5s", "info"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=15,
+        )
+        for net in (json.loads(proc.stdout).get("cniconfig") or {}).get("Networks") or []:
+            cfg = net.get("Config") or {}
+            if cfg.get("Name") == realnode.NETWORK_NAME:
+                return str(cfg["Plugins"][0]["Network"]["ipam"]["type"])
+    return None
+
+
+def write_conflist(layout: realnode.Layout, text: str) -> None:
+    """Replace the node's CNI configuration file with ``text`` so that containerd reloads it.
+
+    containerd reloads on a write, a rename or a removal in ``netd``, not on a create (which a
+    file renamed into it is): the new file is renamed in, so it is whole at every moment, then
+    written over with the same bytes."""
+    tmp = layout.root / f".{CONFLIST}.tmp"
+    tmp.write_text(text)
+    path = layout.netd / CONFLIST
+    os.replace(tmp, path)
+    with open(path, "r+") as fh:  # a write event, the content unchanged
+        fh.write(text)
+
+
+async def set_conflist(layout: realnode.Layout, text: str, ipam: str, within: float = 30) -> None:
+    """:func:`write_conflist`, then wait (``within`` s) until containerd has loaded ``ipam``."""
+    await asyncio.to_thread(write_conflist, layout, text)
+    deadline = time.monotonic() + within
+    while await asyncio.to_thread(loaded_ipam, layout) != ipam:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"containerd of {layout.name} did not load the {ipam} CNI configuration")
+        await asyncio.sleep(0.5)
+
+
+def host_local_conflist(ipscheduler_conflist: str, layout: realnode.Layout, first: str, last: str) -> str:
+    """The node's network with the reference ``host-local`` IPAM instead of ``ipscheduler-ipam``:
+    the same ``bridge`` plugin and settings, addresses ``first``-``last`` of the node's subnet,
+    its reservations under the node's root."""
+    conf = json.loads(ipscheduler_conflist)
+    bridge = conf["plugins"][0]
+    bridge.pop("capabilities", None)
+    bridge["ipam"] = {
+        "type": "host-local",
+        "ranges": [
+            [{"subnet": layout.subnet, "rangeStart": first, "rangeEnd": last, "gateway": layout.node_ip}]
+        ],
+        "dataDir": str(host_local_dir(layout)),
+    }
+    return json.dumps(conf, indent=2) + "\n"
+
+
+def host_local_dir(layout: realnode.Layout) -> Path:
+    """host-local's ``dataDir`` for the node; it keeps one file per reserved address in
+    ``<dataDir>/<network name>/``."""
+    return layout.root / "host-local"
+
+
+async def track_pool_releases(api: client.ApiClient, pool: str, phase: RunningPhase) -> None:
+    """Mark a deleted pod released when its UID is no longer in ``pool``'s ``status.allocations``."""
+    custom = client.CustomObjectsApi(api)
+
+    def handle(kind: str, obj: dict[str, Any]) -> None:
+        allocations = (obj.get("status") or {}).get("allocations") or {}
+        now = time.monotonic()
+        for name in phase.delete_requested:
+            uid = phase.uids.get(name)
+            if name not in phase.released and uid and uid not in allocations:
+                phase.released[name] = now
+
+    await watch_raw(
+        custom.list_cluster_custom_object,
+        ("ipscheduler.io", "v1alpha1", "nodeippools"),
+        handle,
+        field_selector=f"metadata.name={pool}",
+    )
+
+
+async def track_host_local_releases(data_dir: Path, phase: RunningPhase) -> None:
+    """Mark a deleted pod released when host-local's file for its address is gone (every 20 ms)."""
+    while True:
+        if phase.delete_requested:
+            try:
+                present = set(os.listdir(data_dir))
+            except FileNotFoundError:
+                present = set()
+            now = time.monotonic()
+            for name in list(phase.delete_requested):
+                ip = phase.pod_ip.get(name)
+                if name not in phase.released and ip and ip not in present:
+                    phase.released[name] = now
+        await asyncio.sleep(0.02)
+
+
+def bridge_ports(layout: realnode.Layout) -> set[str]:
+    """The host ends of the veths on the node's bridge: one per pod sandbox with a network."""
+    try:
+        return set(os.listdir(f"/sys/class/net/{layout.bridge}/brif"))
+    except FileNotFoundError:
+        return set()
+
+
+async def track_veths(layout: realnode.Layout, veths: set[str], gone: dict[str, float]) -> None:
+    """Record when each of ``veths`` leaves the node's bridge (every 20 ms): the bridge plugin's
+    CNI DEL removed the pod's interface, after its IPAM's DEL, so the address is off the wire."""
+    while True:
+        now = time.monotonic()
+        for v in veths - bridge_ports(layout) - gone.keys():
+            gone[v] = now
+        await asyncio.sleep(0.02)
+
+
+async def measure_running(
+    api: client.ApiClient,
+    cluster: devcluster.Cluster,
+    layout: realnode.Layout,
+    phase: RunningPhase,
+    pods: int,
+    index: int,
+    addresses: tuple[str, str],
+    track_releases: Callable[[RunningPhase], Coroutine[Any, Any, None]],
+) -> dict[str, Any]:
+    """Create ``pods`` busybox pods of ``phase`` at once (50 requests in flight), wait until all
+    are Running, delete them all at once, wait until every address is released and every pod
+    object gone; the result row. ``addresses``: the first and last address pods may get."""
+    core = client.CoreV1Api(api)
+    ns = f"bench-running-{index}"
+    await new_namespace(core, ns)
+    watches = [
+        asyncio.create_task(watch_raw(core.list_namespaced_pod, (ns,), phase.on_pod)),
+        asyncio.create_task(track_releases(phase)),
+    ]
+    sem = asyncio.Semaphore(50)
+    try:
+        await asyncio.sleep(0.5)
+        names = [f"p{i}" for i in range(pods)]
+
+        async def create(name: str) -> None:
+            async with sem:
+                phase.created[name] = time.monotonic()
+                await core.create_namespaced_pod(
+                    ns, busybox_pod(name, phase.scheduler_name), _preload_content=False
+                )
+
+        async def delete(name: str) -> None:
+            async with sem:
+                phase.delete_requested[name] = time.monotonic()
+                await core.delete_namespaced_pod(name, ns, _preload_content=False)
+
+        cpu_before = node_cpu(cluster, layout)
+        start = time.monotonic()
+        await asyncio.gather(*(create(n) for n in names))
+        await wait_until(lambda: len(phase.running) >= pods, max(180.0, 3.0 * pods), *watches)
+        cpu_create = node_cpu(cluster, layout) - cpu_before
+        end_running = max(phase.running.values(), default=time.monotonic())
+        await asyncio.sleep(1)  # the last status writes settle before the deletions start
+        veths = bridge_ports(layout)
+        veth_gone: dict[str, float] = {}
+        watches.append(asyncio.create_task(track_veths(layout, veths, veth_gone)))
+        delete_start = time.monotonic()
+        await asyncio.gather(*(delete(n) for n in names))
+        await wait_until(
+            lambda: (
+                len(phase.gone) >= pods
+                and phase.running.keys() <= phase.released.keys()
+                and len(veth_gone) >= len(veths)
+            ),
+            max(180.0, 2.0 * pods),
+            *watches,
+        )
+    finally:
+        for w in watches:
+            w.cancel()
+    await delete_namespace(core, ns)
+
+    def pct(values: list[float]) -> dict[str, float]:
+        return {q: round(percentile(values, v), 2) for q, v in (("p50", 0.5), ("p99", 0.99))}
+
+    up = [phase.running[n] - phase.created[n] for n in phase.running if n in phase.created]
+    released = [phase.released[n] - phase.delete_requested[n] for n in phase.released]
+    gone = [phase.gone[n] - phase.delete_requested[n] for n in phase.gone if n in phase.delete_requested]
+    torn_down = [t - delete_start for t in veth_gone.values()]
+    first, last = (ipaddress.IPv4Address(a) for a in addresses)
+    ips = list(phase.pod_ip.values())
+    mismatches = sum(1 for n, ip in phase.pod_ip.items() if phase.annotated_ip.get(n) != ip)
+    row: dict[str, Any] = {
+        "phase": phase.name,
+        "pods": pods,
+        "running": len(phase.running),
+        "create_to_running_s": pct(up),
+        "all_running_s": round(end_running - start, 2),
+        "running_pods_per_s": round(len(phase.running) / max(end_running - start, 1e-9), 1),
+        "node_cpu_ms_per_pod": round(1000 * cpu_create / max(len(phase.running), 1), 1),
+        "released": len(phase.released),
+        "released_means": phase.released_means,
+        "delete_to_released_s": pct(released),
+        "all_released_s": round(max(phase.released.values(), default=delete_start) - delete_start, 2),
+        "gone": len(phase.gone),
+        "delete_to_gone_s": pct(gone),
+        "all_gone_s": round(max(phase.gone.values(), default=delete_start) - delete_start, 2),
+        "veths": len(veths),
+        "veths_gone": len(veth_gone),
+        "delete_to_cni_del_s": pct(torn_down),
+        "all_cni_del_s": round(max(torn_down, default=0.0), 2),
+        "addresses_unique": len(set(ips)) == len(ips),
+        "addresses_in_range": all(first <= ipaddress.IPv4Address(ip) <= last for ip in ips),
+        "not_running": {n: phase.state.get(n, "never seen") for n in names if n not in phase.running},
+    }
+    if phase.scheduler_name == "ip-scheduler":
+        row["pod_ip_not_reserved"] = mismatches
+    row["correct"] = bool(
+        row["running"] == pods
+        and row["released"] == pods
+        and row["gone"] == pods
+        and row["veths_gone"] == row["veths"] == pods
+        and row["addresses_unique"]
+        and row["addresses_in_range"]
+        and not row.get("pod_ip_not_reserved")
+    )
+    return row
+
+
+async def running_phases(
+    api: client.ApiClient, cluster: devcluster.Cluster, pods: int, ours: Callable[[], Ours]
+) -> tuple[list[dict[str, Any]], str]:
+    """The ``running`` phase: pods that really run, with each IPAM, on one real node.
+
+    Starts real node :data:`REAL_NODE` (containerd + runc + kubelet on this machine, the
+    reference ``bridge`` CNI plugin on its own bridge and subnet), then measures, each time
+    with ``pods`` busybox pods (:func:`busybox_pod`: ending on SIGTERM, the real-node label as
+    nodeSelector, its taint tolerated) created at once and later deleted at once:
+
+    1. ip-scheduler (``ours()``), a NodeIPPool of ``pods`` addresses of the node's subnet
+       (gateway the node's bridge, as ``examples/realnode.yaml``), ``ipscheduler-ipam`` as
+       the CNI IPAM: create → Running (phase Running with a podIP in this client's watch),
+       the podIP checked against the reserved address (annotation ``ipscheduler.io/ip``);
+       deletion request → the pod's allocation (by UID) gone from the pool's
+       ``status.allocations``: released;
+    2. kube-scheduler (qps 1000) with the reference ``host-local`` IPAM over the same
+       address range and bridge (the conflist rewritten, containerd's reload awaited through
+       ``crictl info``): create → Running; deletion request → host-local's file for the
+       address gone (CNI DEL): released. The ipscheduler conflist is put back afterwards.
+
+    For both, deletion → pod object gone too, and the CPU the node spent per pod on the
+    way to Running (kubelet, containerd, CNI plugins, shims and runc: :func:`node_cpu`).
+    The node is stopped and torn down (bridge, cgroups, mounts, network namespaces) and its
+    Node deleted at the end, whatever happened.
+
+    The default :data:`RUNNING_PODS` (50) is what one real node on a 2-core machine takes well.
+    Start-up is CPU-bound: a pod costs the node 0.16-0.23 CPU-seconds to get Running (the
+    pause sandbox and the container through runc, a shim, two CNI plugins; measured by
+    :func:`node_cpu`), beside the API server's, the scheduler's and the kubelet's status
+    writes on the same two cores. The rate to Running stayed flat at 3.3-4.9 pods/s for
+    30, 50 and 100 pods (all 100 Running after 26 s), so N only lengthens the queue:
+    create → Running p50 is about N / (2 x rate), 8 s at 30, 9-12 s at 50, 22-25 s at 100.
+    50 gives a p99 of 50 samples in about a minute for the whole phase without keeping the
+    host saturated for long; 100 works too. The kubelet's ``maxPods`` (110) is the hard
+    limit (:data:`MAX_RUNNING_PODS`).
+
+    Deletion: the pods end on SIGTERM within their grace period, so the kubelet stops them,
+    runs CNI DEL and reports them terminal before the API server removes the pod object;
+    ip-scheduler releases on that terminal report, after CNI DEL, and host-local at CNI DEL.
+    "→ CNI DEL" (the pod's veth leaving the bridge, timed from the first deletion request)
+    shows that moment for both. (With a grace period of 0 the API server removes the pod at
+    once, without the kubelet, and ip-scheduler releases before CNI DEL: see the README.)
+
+    Returns the two rows, and "" or why the phase was skipped (not root, no cgroups, ...).
+    """
+    missing = realnode.prerequisites()
+    if missing:
+        reason = f"running: skipped, a real node needs {', '.join(missing)}"
+        print(f"bench: {reason}", file=sys.stderr)
+        return [], reason
+    try:
+        layout = await asyncio.to_thread(cluster.start_real_node, REAL_NODE)
+    except binaries.DevclusterError as e:
+        reason = f"running: the real node did not start: {e}"
+        print(f"bench: {reason}", file=sys.stderr)
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(cluster.stop_real_node, REAL_NODE, True)
+        return [{"phase": "running", "pods": pods, "error": str(e), "correct": False}], reason
+    conf_path = layout.netd / CONFLIST
+    original = conf_path.read_text()
+    subnet = ipaddress.ip_network(layout.subnet)
+    addresses = (str(subnet[10]), str(subnet[10 + pods - 1]))
+    rows: list[dict[str, Any]] = []
+    custom = client.CustomObjectsApi(api)
+    pool = f"bench-{REAL_NODE}"
+    try:
+        body = {
+            "apiVersion": "ipscheduler.io/v1alpha1",
+            "kind": "NodeIPPool",
+            "metadata": {"name": pool},
+            "spec": {
+                "nodeName": layout.name,
+                "addresses": [f"{addresses[0]}-{addresses[1]}"],
+                "subnets": [
+                    {"cidr": layout.subnet, "gateway": layout.node_ip, "routes": [{"dst": "0.0.0.0/0"}]}
+                ],
+            },
+        }
+        await custom.create_cluster_custom_object("ipscheduler.io", "v1alpha1", "nodeippools", body)
+        sched = ours()
+        try:
+            await sched.start()
+            phase = RunningPhase(
+                "ip-scheduler + ipscheduler-ipam", "ip-scheduler", "allocation gone from the pool status"
+            )
+            rows.append(
+                await measure_running(
+                    api,
+                    cluster,
+                    layout,
+                    phase,
+                    pods,
+                    0,
+                    addresses,
+                    lambda p: track_pool_releases(api, pool, p),
+                )
+            )
+            # The pool's finalizer is ip-scheduler's to remove: delete the pool while it runs.
+            await custom.delete_cluster_custom_object("ipscheduler.io", "v1alpha1", "nodeippools", pool)
+            for _ in range(100):
+                try:
+                    await custom.get_cluster_custom_object("ipscheduler.io", "v1alpha1", "nodeippools", pool)
+                except client.exceptions.ApiException:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await sched.stop()
+        await set_conflist(layout, host_local_conflist(original, layout, *addresses), "host-local")
+        kube = KubeScheduler(cluster, 1000, 2000)
+        try:
+            await kube.start()
+            phase = RunningPhase(
+                "kube-scheduler (qps 1000) + host-local",
+                "default-scheduler",
+                "host-local's address file gone (CNI DEL)",
+            )
+            data_dir = host_local_dir(layout) / realnode.NETWORK_NAME
+            rows.append(
+                await measure_running(
+                    api,
+                    cluster,
+                    layout,
+                    phase,
+                    pods,
+                    1,
+                    addresses,
+                    lambda p: track_host_local_releases(data_dir, p),
+                )
+            )
+        finally:
+            await kube.stop()
+    finally:
+        try:
+            if conf_path.exists() and conf_path.read_text() != original:
+                await set_conflist(layout, original, "ipscheduler-ipam")
+        finally:
+            await asyncio.to_thread(cluster.stop_real_node, REAL_NODE, True)
+    return rows, ""
+
+
+def running_table(rows: list[dict[str, Any]]) -> str:
+    """The running phase's Markdown table: seconds, "p50 / p99" per pod; → Running from the
+    pod's create, the rest from its deletion request (→ CNI DEL: from the first one)."""
+    head = (
+        "| on a real node | running | s → Running | all Running s | pods/s | node CPU ms/pod "
+        "| released | s → released | all released s | s → pod gone | s → CNI DEL | correct |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['phase']}: {r['error']} |" + " |" * 10 + " NO |")
+            continue
+
+        def p(key: str, r: dict[str, Any] = r) -> str:
+            return f"{r[key]['p50']} / {r[key]['p99']}"
+
+        lines.append(
+            f"| {r['phase']} | {r['running']}/{r['pods']} | {p('create_to_running_s')} "
+            f"| {r['all_running_s']} | {r['running_pods_per_s']} | {r['node_cpu_ms_per_pod']} "
+            f"| {r['released']}/{r['pods']} | {p('delete_to_released_s')} | {r['all_released_s']} "
+            f"| {p('delete_to_gone_s')} | {p('delete_to_cni_del_s')} | {'yes' if r['correct'] else 'NO'} |"
+        )
+    lines.append("")
+    for r in rows:
+        if "released_means" in r:
+            lines.append(f"- {r['phase']}: released = {r['released_means']}")
+        if r.get("pod_ip_not_reserved"):
+            lines.append(
+                f"- {r['phase']}: {r['pod_ip_not_reserved']} pod(s) whose podIP is not the reserved address"
+            )
+        for name, state in (r.get("not_running") or {}).items():
+            lines.append(f"- {r['phase']}: pod {name} never Running (last seen: {state})")
+        if "veths" in r and r["veths_gone"] < r["veths"]:
+            lines.append(
+                f"- {r['phase']}: {r['veths'] - r['veths_gone']} pod interface(s) never left the bridge"
+            )
+    return "\n".join(lines)
+
+
 async def run_all(
     args: argparse.Namespace, cluster: devcluster.Cluster, shape: tuple[int, int, int], backlog: int
 ) -> Any:
@@ -772,6 +1339,18 @@ async def run_all(
             lease += ["--leader-elect-resource-name", "bench-failover"]
             pair = (ours("ip-scheduler-a", *lease), ours("ip-scheduler-b", *lease))
             results.append(await failover(api, backlog, len(results), cluster, pair, capacity))
+        if "running" in args.phases:
+            try:
+                rows, skipped = await running_phases(
+                    api, cluster, args.running_pods, lambda: ours("ip-scheduler-running")
+                )
+            except Exception as e:  # the other phases' results are still worth printing
+                traceback.print_exc()
+                rows, skipped = [{"phase": "running", "pods": args.running_pods, "error": repr(e)}], ""
+                rows[0]["correct"] = False
+            extra["running"] = rows
+            if skipped:
+                extra["running_skipped"] = skipped
     return results, extra
 
 
@@ -879,8 +1458,15 @@ def main() -> int:
     p.add_argument(
         "--phases",
         type=lambda v: set(v.split(",")),
-        default=set(PHASES),
-        help=f"comma-separated subset of {','.join(PHASES)} (default: all)",
+        default=set(DEFAULT_PHASES),
+        help=f"comma-separated subset of {','.join(PHASES)} (default: all but running, which needs root)",
+    )
+    p.add_argument(
+        "--running-pods",
+        type=int,
+        default=RUNNING_PODS,
+        help=f"pods of the running phase, on one real node (default {RUNNING_PODS}, "
+        f"at most {MAX_RUNNING_PODS})",
     )
     p.add_argument(
         "--backlog-pods",
@@ -899,6 +1485,10 @@ def main() -> int:
         "--scheduler-arg", action="append", default=[], help="extra argument for ipscheduler run (repeatable)"
     )
     args = p.parse_args()
+    if unknown := args.phases - set(PHASES):
+        p.error(f"unknown phase(s) {','.join(sorted(unknown))}; phases: {','.join(PHASES)}")
+    if not 1 <= args.running_pods <= MAX_RUNNING_PODS:
+        p.error(f"--running-pods must be within 1..{MAX_RUNNING_PODS} (the kubelet's maxPods)")
     if args.profile and not Path(sys.executable).with_name("py-spy").exists():
         p.error(f"--profile needs py-spy beside {sys.executable}: pip install -e '.[profile]'")
     n, c, pods = PRESETS[args.preset]
@@ -907,7 +1497,8 @@ def main() -> int:
     arrival = f"steady {args.rate}/s" if args.rate else "all at once"
     print(
         f"# bench: {shape[0]} nodes x {shape[1]} addresses, {shape[2]} pods, {arrival}; "
-        f"backlog {backlog} pods",
+        f"backlog {backlog} pods"
+        + (f"; running: {args.running_pods} pods on one real node" if "running" in args.phases else ""),
         file=sys.stderr,
     )
     cluster = devcluster.Cluster(
@@ -933,7 +1524,15 @@ def main() -> int:
     finally:
         if not args.keep:
             cluster.down()
-    print(table(results))
+    if results:
+        print(table(results))
+    if extra.get("running"):
+        print(
+            f"\nPods that run, on one real node ({args.running_pods} pods created, then deleted, at once):\n"
+        )
+        print(running_table(extra["running"]))
+    if "running_skipped" in extra:
+        print(f"\n{extra['running_skipped']}")
     if "restart_to_first_bind_s" in extra:
         print(
             f"\nip-scheduler restart → first bind with {shape[0]} pools: {extra['restart_to_first_bind_s']} s"
@@ -947,15 +1546,17 @@ def main() -> int:
         "pods": shape[2],
         "rate": args.rate,
         "backlog_pods": backlog,
+        "running_pods": args.running_pods if "running" in args.phases else None,
         "kubernetes": binaries.K8S_VERSION,
         "results": results,
         **extra,
     }
     out.write_text(json.dumps(doc, indent=2))
     print(f"JSON: {out}", file=sys.stderr)
-    if plot(results, out.with_suffix(".png")):
+    if results and plot(results, out.with_suffix(".png")):
         print(f"PNG: {out.with_suffix('.png')}", file=sys.stderr)
-    return 0 if all(correct(r) for r in results) else 1
+    ok = all(correct(r) for r in results) and all(r["correct"] for r in extra.get("running", []))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

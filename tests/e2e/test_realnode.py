@@ -13,12 +13,15 @@ Outside CI a missing prerequisite (root, Go, gcc, apt) skips the module; in CI i
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,6 +87,24 @@ def busybox_template(name: str, **annotations: str) -> dict[str, Any]:
             ],
         },
     }
+
+
+GRACEFUL = {
+    "name": "main",
+    "image": binaries.BUSYBOX_IMAGE,
+    "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"],
+}
+"""A container that ends on SIGTERM, as a well-behaved workload does (busybox ``sleep`` as PID 1
+ignores it, so only a grace period of 0 ends it quickly)."""
+
+
+def host_ifindexes() -> set[int]:
+    """The interface indexes of the host's network namespace (a pod's veth peer among them)."""
+    found = set()
+    for d in Path("/sys/class/net").iterdir():
+        with contextlib.suppress(OSError, ValueError):  # an interface going away meanwhile
+            found.add(int((d / "ifindex").read_text()))
+    return found
 
 
 def busybox_deployment(name: str, replicas: int) -> dict[str, Any]:
@@ -161,14 +182,40 @@ def test_deployment_pods_run_with_the_reserved_address_on_eth0_and_reach_each_ot
 
 
 def test_a_deleted_pods_address_is_released_after_cni_del_and_given_to_the_next_pod(
-    kubectl: Kubectl, scheduler: SchedulerProcess, real_node: realnode.Layout, node_pool: Any, ns: str
+    kubectl: Kubectl,
+    cluster: devcluster.Cluster,
+    scheduler: SchedulerProcess,
+    real_node: realnode.Layout,
+    node_pool: Any,
+    ns: str,
 ) -> None:
+    """A pod deleted as users delete pods (a grace period; its process exits on SIGTERM): the
+    kubelet stops it, CNI DEL takes its veth off the bridge, then reports it terminal, and
+    only then does the scheduler release the address (watched here every 50 ms: the veth is
+    gone before the allocation is). The Deployment's next pod gets that address."""
     base = ipaddress.ip_network(real_node.subnet)
     node_pool("real-churn", [f"{base[20]}-{base[21]}"])  # exactly two addresses
-    kubectl.apply(busybox_deployment("churn", 2), ns)
-    before = {p["metadata"]["name"]: p["status"]["podIP"] for p in wait_running(kubectl, ns, "churn", 2)}
+    body = busybox_deployment("churn", 2)
+    body["spec"]["template"]["spec"].update(terminationGracePeriodSeconds=10, containers=[GRACEFUL])
+    kubectl.apply(body, ns)
+    pods = wait_running(kubectl, ns, "churn", 2)
+    before = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods}
     victim, freed = sorted(before.items())[0]
-    kubectl("delete", "pod", "-n", ns, victim, "--wait=true", "--timeout=60s")
+    uid = next(p["metadata"]["uid"] for p in pods if p["metadata"]["name"] == victim)
+    peer = int(exec_in(kubectl, ns, victim, "cat", "/sys/class/net/eth0/iflink"))  # its veth's ifindex
+    assert peer in host_ifindexes()
+    kubectl("delete", "pod", "-n", ns, victim, "--wait=false")
+    veth_gone = released = None
+    start = time.monotonic()
+    while released is None and time.monotonic() - start < 90:
+        if veth_gone is None and peer not in host_ifindexes():
+            veth_gone = time.monotonic() - start
+        pool = cluster.api.request("GET", "/apis/ipscheduler.io/v1alpha1/nodeippools/real-churn")
+        if uid not in ((pool.get("status") or {}).get("allocations") or {}):
+            released = time.monotonic() - start
+        time.sleep(0.05)
+    assert released is not None, "the address was not released"
+    assert veth_gone is not None and veth_gone <= released, (veth_gone, released)
     after = wait_running(kubectl, ns, "churn", 2)
     ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in after}
     assert victim not in ips
