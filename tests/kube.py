@@ -28,7 +28,7 @@ class Kubectl:
             input=stdin,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=process_timeout(args),
             check=False,
         )
         if check and proc.returncode != 0:
@@ -51,6 +51,15 @@ class Kubectl:
     def create(self, manifest: dict[str, Any], namespace: str | None = None) -> str:
         ns = ["-n", namespace] if namespace else []
         return self("create", *ns, "-f", "-", stdin=json.dumps(manifest))
+
+
+def process_timeout(args: tuple[str, ...] | list[str], default: float = 60) -> float:
+    """How long a kubectl process may run: its own ``--timeout=<N>s`` (a ``--wait``) plus 30 s,
+    so kubectl answers before the process is killed; ``default`` without one."""
+    for arg in args:
+        if m := re.fullmatch(r"--timeout=(\d+)s", arg):
+            return max(default, int(m.group(1)) + 30)
+    return default
 
 
 def create_namespace(kubectl: Kubectl, test_name: str) -> str:
