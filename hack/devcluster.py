@@ -322,13 +322,11 @@ class Cluster:
     ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
 
     def _start(self, name: str) -> None:
-        env = None
         if "@" in name:  # containerd@real-node-1, kubelet@real-node-1
             component, node = name.split("@", 1)
             layout = self.real_layout(node)
             cmd = realnode.commands(layout, layout.root / "kubeconfig")[component]
-            env = realnode.process_env(layout)
-            self._spawn(name, cmd, env)
+            self._spawn(name, cmd, realnode.process_env(layout))
             return
         if name == "kwok":
             # kwok insists on its config file; an empty configuration keeps its default stages
@@ -336,7 +334,7 @@ class Cluster:
             (self.root / "kwok.yaml").write_text(
                 "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
             )
-        self._spawn(name, self._commands()[name], env)
+        self._spawn(name, self._commands()[name], None)
 
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None) -> None:
         with open(self.root / "logs" / f"{name}.log", "ab") as logf:
@@ -523,9 +521,6 @@ class Cluster:
             ports=dict(info["ports"]),
         )
 
-    def real_node_names(self) -> list[str]:
-        return list(self.state.get("real_nodes", {}))
-
     def _ipam_kubeconfig(self) -> Path:
         """The CNI plugin's kubeconfig (a client certificate for ``ipscheduler-ipam``), and its RBAC."""
         path = self.root / "pki" / "ipam.kubeconfig"
@@ -588,10 +583,9 @@ class Cluster:
                     "ports": {"kubelet": free_port(), "kubelet_healthz": free_port()},
                 }
                 self.save()
-                layout = self.real_layout(name)
-                realnode.setup_bridge(layout)
+                realnode.setup_bridge(self.real_layout(name))  # claims the index on the host
         layout = self.real_layout(name)
-        ensure_node_images(layout.bindir)
+        images = ensure_node_images(layout.bindir)
         realnode.setup_bridge(layout)
         realnode.setup_cgroups(layout)
         realnode.ensure_netns_dir()
@@ -603,7 +597,7 @@ class Cluster:
             server = f"https://127.0.0.1:{self.state['ports']['apiserver']}"
             realnode.cert_kubeconfig(layout.root / "kubeconfig", server, crt, key, f"system:node:{name}")
         self.start_component(f"containerd@{name}")
-        realnode.import_images(layout, ensure_node_images(layout.bindir))
+        realnode.import_images(layout, images)
         self.start_component(f"kubelet@{name}")
         self._wait(f"real node {name} Ready", lambda: name in self.ready_nodes(), timeout, f"kubelet@{name}")
         return layout
@@ -758,16 +752,7 @@ def _crictl_ok(layout: realnode.Layout) -> bool:
     if not layout.socket.exists():
         return False
     proc = subprocess.run(
-        [
-            str(layout.bindir / "crictl"),
-            "--runtime-endpoint",
-            f"unix://{layout.socket}",
-            "--timeout",
-            "2s",
-            "version",
-        ],
-        capture_output=True,
-        check=False,
+        [*realnode.crictl(layout), "--timeout", "2s", "version"], capture_output=True, check=False
     )
     return proc.returncode == 0
 
