@@ -433,8 +433,15 @@ def test_a_sandbox_re_created_after_its_pause_process_died_keeps_the_address(
         return ready[0] if ready and ready[0] != sandbox else None
 
     wait_for("a new sandbox", new_sandbox, timeout=90, interval=1)
-    (after,) = wait_running(kubectl, ns, "phoenix", 1)
+
+    def restarted() -> dict[str, Any] | None:
+        """The pod once the kubelet reported its container started again in the new sandbox."""
+        pods = running(kubectl, ns, "phoenix", 1)
+        if pods and pods[0]["status"]["containerStatuses"][0]["restartCount"] >= 1:
+            return pods[0]
+        return None
+
+    after = wait_for("the container running again in the new sandbox", restarted, timeout=90, interval=1)
     assert after["metadata"]["uid"] == pod["metadata"]["uid"]
     assert after["status"]["podIP"] == ip == after["metadata"]["annotations"][IP]
-    assert after["status"]["containerStatuses"][0]["restartCount"] >= 1  # really re-created
     assert_check_clean(kubectl)
