@@ -37,7 +37,8 @@ retain-timeout), ``ipscheduler_cas_conflicts_total``,
 ``ipscheduler_extender_request_duration_seconds{verb, result}`` (extender mode),
 ``ipscheduler_pending_pods_gone_total{found_by}`` (queued pods found gone without a watch
 event), ``ipscheduler_allocations_restored_total`` (running pods' allocations put back
-after a status edit removed them), ``ipscheduler_task_restarts_total{task}`` (a
+after a status edit removed them), ``ipscheduler_adoptions_refused_total`` (pods created
+bound with an address of a pool the tenancy rules refuse them), ``ipscheduler_task_restarts_total{task}`` (a
 long-running task failed and was restarted), ``ipscheduler_task_up{task}`` (1 while
 it runs, 0 once it ended) and ``ipscheduler_network_traffic_query_failures_total``
 (NetworkTraffic's Prometheus queries that failed).
@@ -263,6 +264,12 @@ class Metrics:
         self.allocations_restored = Counter(
             "ipscheduler_allocations_restored",
             "Allocations of running pods put back after a NodeIPPool status edit removed them.",
+            registry=self.registry,
+        )
+        self.adoptions_refused = Counter(
+            "ipscheduler_adoptions_refused",
+            "Pods created bound with an address of a NodeIPPool they may not use (spec.namespaces, "
+            "ipscheduler.io/pools, the namespace's default pools, schedulerName): not recorded.",
             registry=self.registry,
         )
         self.pods_rehomed = Counter(

@@ -31,11 +31,11 @@ from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import POOLS
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, POOLS
 from ipscheduler.underlayip.plugin import Strategy
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.retention import retention_of
-from ipscheduler.underlayip.selection import pool_choice
+from ipscheduler.underlayip.selection import pool_choice, tenancy_problem
 from ipscheduler.underlayip.writer import PoolWriter
 
 
@@ -91,6 +91,26 @@ def pools_line(pod: PodInfo, cache: PoolCache) -> str:
     if not choice.names:
         return f"Pools: any pool of the node{but}"
     return f"Pools: {', '.join(choice.names)} (in this order, from {choice.source}){but}"
+
+
+def address_line(pod: PodInfo, cache: PoolCache) -> str:
+    """For a bound pod carrying ``ipscheduler.io/pool``: its address, its pool, and whether
+    the pool records it; when not, and the pod may not use the pool, the rule that refuses
+    it (:func:`~ipscheduler.underlayip.selection.tenancy_problem`: the scheduler does not
+    adopt such a pod, the CNI plugin refuses it). ``""`` for any other pod."""
+    pool_name = pod.annotations.get(ANNOTATION_POOL)
+    if not pod.node_name or not pool_name:
+        return ""
+    what = f"Address: {pod.annotations.get(ANNOTATION_IP) or '(slot)'} of NodeIPPool {pool_name}"
+    pool = cache.pool(pool_name)
+    if pool is None:
+        return f"{what} (the pool does not exist)"
+    if pod.uid in pool.allocations:
+        return f"{what} (recorded, {pool.allocations[pod.uid].phase})"
+    problem = tenancy_problem(pod, pool, cache.default_pools(pod.namespace))
+    if problem is not None:
+        return f"{what} (not recorded: the pod may not use the pool: {problem})"
+    return f"{what} (not recorded)"
 
 
 def retention_line(pod: PodInfo, cache: PoolCache) -> str:
@@ -270,6 +290,8 @@ async def explain(
         verdicts, summary = evaluate(profile, dataclasses.replace(pod, node_name=""), nodes)
         weights = {p.name: w for p, w in profile.score}
         lines = f"{pools_line(pod, cache)}\n{retention_line(pod, cache)}"
+        if address := address_line(pod, cache):
+            lines += f"\n{address}"
         group = group_line(pod, groups)
         if group:
             lines += f"\n{group}"

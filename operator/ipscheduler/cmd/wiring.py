@@ -56,10 +56,11 @@ from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
-from ipscheduler.underlayip.models import ANNOTATION_DEFAULT_POOLS, ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
+from ipscheduler.underlayip.models import ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.publisher import ResourcePublisher
+from ipscheduler.underlayip.selection import namespace_default_pools
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -294,15 +295,10 @@ def namespace_informer() -> ObjectStore[str]:
     """Namespace name → its ``ipscheduler.io/default-pools`` annotation, for the namespaces
     that carry one (the others are left out of the index)."""
 
-    def parse(body: dict[str, Any]) -> str | None:
-        annotations = (body.get("metadata") or {}).get("annotations") or {}
-        value = annotations.get(ANNOTATION_DEFAULT_POOLS) if isinstance(annotations, dict) else None
-        return value if isinstance(value, str) else None
-
     def endpoint(api_client: client.ApiClient) -> Endpoint:
         return client.CoreV1Api(api_client).list_namespace, (), {}
 
-    return ObjectStore("namespace", endpoint, parse)
+    return ObjectStore("namespace", endpoint, namespace_default_pools)
 
 
 def node_informer() -> ObjectStore[NodeInfo]:

@@ -32,7 +32,7 @@ from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.models import ANNOTATION_PREFIX, POOLS
 from ipscheduler.underlayip.pool import PoolContext, PoolView
-from ipscheduler.underlayip.selection import is_ours
+from ipscheduler.underlayip.selection import is_ours, namespace_default_pools, tenancy_problem
 
 PHASES = ("Reserved", "Bound", "Retained")
 CAS_ATTEMPTS = 5
@@ -42,8 +42,10 @@ CAS_ATTEMPTS = 5
 class AddressRow:
     """One allocation: ``ip`` ("" for a count-only slot), its ``pool`` and ``node``, the
     holder ``pod`` (``namespace/name``) and ``uid``, ``phase``, release ``policy`` (``Pod``
-    when the allocation names none), ``since`` (RFC 3339) and ``holder``: ``running``,
-    ``pending``, ``ended`` (Succeeded/Failed), or ``gone`` (no pod of that UID)."""
+    when the allocation names none), ``since`` (RFC 3339), ``holder``: ``running``,
+    ``pending``, ``ended`` (Succeeded/Failed), or ``gone`` (no pod of that UID), and
+    ``note``: why the running holder may not use the pool (the tenancy rules,
+    :func:`~ipscheduler.underlayip.selection.tenancy_problem`; "" when it may)."""
 
     ip: str
     pool: str
@@ -54,6 +56,7 @@ class AddressRow:
     policy: str
     since: str
     holder: str
+    note: str = ""
 
 
 def _holder(uid: str, pods: Mapping[str, PodInfo]) -> str:
@@ -65,9 +68,21 @@ def _holder(uid: str, pods: Mapping[str, PodInfo]) -> str:
     return "running" if pod.bound else "pending"
 
 
-def address_rows(pools: Iterable[PoolView], pods: Mapping[str, PodInfo]) -> list[AddressRow]:
+def _note(uid: str, pool: PoolView, pods: Mapping[str, PodInfo], default_pools: Mapping[str, str]) -> str:
+    pod = pods.get(uid)
+    if pod is None or pod.terminal or not pod.bound:
+        return ""
+    problem = tenancy_problem(pod, pool, default_pools.get(pod.namespace))
+    return f"may not use the pool: {problem}" if problem else ""
+
+
+def address_rows(
+    pools: Iterable[PoolView], pods: Mapping[str, PodInfo], default_pools: Mapping[str, str] | None = None
+) -> list[AddressRow]:
     """Every allocation of ``pools`` (``pods``: the pods by UID, to tell who still holds
-    what), sorted by pool then address."""
+    what; ``default_pools``: namespace → its ``ipscheduler.io/default-pools``, for the
+    ``note``), sorted by pool then address."""
+    defaults = default_pools or {}
     rows = [
         AddressRow(
             ip=a.ip or "",
@@ -79,6 +94,7 @@ def address_rows(pools: Iterable[PoolView], pods: Mapping[str, PodInfo]) -> list
             policy=a.release_policy or "Pod",
             since=a.since.isoformat().replace("+00:00", "Z"),
             holder=_holder(uid, pods),
+            note=_note(uid, p, pods, defaults),
         )
         for p in pools
         for uid, a in p.allocations.items()
@@ -119,9 +135,12 @@ def why_not_release(row: AddressRow) -> str | None:
 def render_table(rows: Iterable[AddressRow]) -> str:
     """kubectl-style columns."""
     table: list[tuple[str, ...]] = [
-        ("ADDRESS", "POOL", "NODE", "POD", "UID", "PHASE", "POLICY", "HOLDER", "SINCE")
+        ("ADDRESS", "POOL", "NODE", "POD", "UID", "PHASE", "POLICY", "HOLDER", "SINCE", "NOTE")
     ]
-    table += [(r.ip or "-", r.pool, r.node, r.pod, r.uid, r.phase, r.policy, r.holder, r.since) for r in rows]
+    table += [
+        (r.ip or "-", r.pool, r.node, r.pod, r.uid, r.phase, r.policy, r.holder, r.since, r.note)
+        for r in rows
+    ]
     return _columns(table)
 
 
@@ -151,6 +170,17 @@ async def _read(
     return await _pools(api), {uid: p for uid, p in pods.items() if is_ours(p, scheduler_name)}
 
 
+async def read_default_pools(api: KubeApi, namespaces: Iterable[str]) -> dict[str, str]:
+    """Namespace → its ``ipscheduler.io/default-pools``, for those of ``namespaces`` that
+    carry one (one GET per namespace). Raises what the reads raise."""
+    out: dict[str, str] = {}
+    for ns in sorted(set(namespaces)):
+        value = namespace_default_pools(await api.get_namespace(ns) or {})
+        if value is not None:
+            out[ns] = value
+    return out
+
+
 async def _api(kubeconfig: str | None, context: str | None) -> KubeApi:
     return KubeApi(client.ApiClient(await load_client_config(kubeconfig, context)))
 
@@ -172,9 +202,10 @@ async def ip_list(
     api = await _api(kubeconfig, context)
     try:
         pools, pods = await _read(api, scheduler_name, namespace)
+        defaults = await read_default_pools(api, (p.namespace for p in pods.values()))
     finally:
         await api.close()
-    rows = select(address_rows(pools, pods), pool=pool, node=node, phase=phase, namespace=namespace)
+    rows = select(address_rows(pools, pods, defaults), pool=pool, node=node, phase=phase, namespace=namespace)
     if output == "json":
         return 0, json.dumps([asdict(r) for r in rows], indent=2) + "\n"
     return 0, render_table(rows) if rows else "No allocations found.\n"

@@ -7,7 +7,11 @@ Invariants (each violation is one line of output):
   annotations, whatever the pools record);
 - every allocation's pod exists and is not terminal, except a Retained one (kept for the
   pod's identity after it ended), whose pod must not run;
-- every bound, live, non-hostNetwork pod of ours has an allocation;
+- every bound, live, non-hostNetwork pod of ours has an allocation (and when it has none
+  because it may not use the pool its annotation names, the line says which rule refuses
+  it: :func:`~ipscheduler.underlayip.selection.tenancy_problem`);
+- every allocation's pod may use its pool (``spec.namespaces``, ``ipscheduler.io/pools``,
+  the namespace's ``ipscheduler.io/default-pools``);
 - an allocation's pool serves the node its (bound) pod runs on;
 - a pool's ``allocated`` does not exceed its ``capacity``;
 - a bound pod's ``ipscheduler.io/ip`` / ``ipscheduler.io/pool`` annotations
@@ -27,9 +31,10 @@ from kubernetes_asyncio import client
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.addresses import AddressError, canonical
+from ipscheduler.underlayip.addresstool import read_default_pools
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, POOLS
 from ipscheduler.underlayip.pool import PoolView, network_of
-from ipscheduler.underlayip.selection import is_ours
+from ipscheduler.underlayip.selection import is_ours, tenancy_problem
 
 
 def _canon(ip: str) -> str:
@@ -46,8 +51,15 @@ def _json(text: str) -> Any:
         return None
 
 
-def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Violations between NodeIPPool bodies and the pod bodies of our scheduler (all phases)."""
+def find_violations(
+    pools: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    default_pools: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Violations between NodeIPPool bodies and the pod bodies of our scheduler (all phases);
+    ``default_pools``: namespace → its ``ipscheduler.io/default-pools`` (the namespaces
+    that carry one)."""
+    defaults = default_pools or {}
     by_uid: dict[str, PodInfo] = {}
     raw_pods: dict[str, Mapping[str, Any]] = {}
     for body in pods:
@@ -60,11 +72,13 @@ def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
     problems: list[str] = []
     holders: dict[str, str] = {}
     allocated: set[str] = set()
+    by_name: dict[str, PoolView] = {}
     for body in pools:
         try:
             pool = PoolView.from_obj(body)
         except ValueError:
             continue
+        by_name[pool.name] = pool
         raw_status = body.get("status") or {}
         capacity, count = raw_status.get("capacity"), raw_status.get("allocated")
         if isinstance(capacity, int) and isinstance(count, int) and count > capacity:
@@ -89,6 +103,8 @@ def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
                 problems.append(f"{where}: allocation of a {pod.phase} pod")
             if pod.bound and pod.node_name != pool.node_name:
                 problems.append(f"{where}: pod runs on {pod.node_name} but the pool serves {pool.node_name}")
+            if a.phase == "Bound" and (why := tenancy_problem(pod, pool, defaults.get(pod.namespace))):
+                problems.append(f"{where}: the pod may not use the pool: {why}")
             if pod.bound and not pod.terminal:
                 ann_ip = pod.annotations.get(ANNOTATION_IP) or None  # "" means "no address"
                 ann_pool = pod.annotations.get(ANNOTATION_POOL) or None
@@ -114,7 +130,11 @@ def find_violations(pools: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
             and not spec.get("hostNetwork")
             and uid not in allocated
         ):
-            problems.append(f"pod {pod.key} ({uid}) is bound to {pod.node_name} but holds no allocation")
+            line = f"pod {pod.key} ({uid}) is bound to {pod.node_name} but holds no allocation"
+            named = by_name.get(pod.annotations.get(ANNOTATION_POOL) or "")
+            if named is not None and (why := tenancy_problem(pod, named, defaults.get(pod.namespace))):
+                line += f": it may not use NodeIPPool {named.name}: {why}"
+            problems.append(line)
     return problems
 
 
@@ -149,9 +169,11 @@ async def live_violations(
     try:
         pools = await api.list_cluster_objects(POOLS)
         pods = [body for body in await api.list_pods("") if _ours(body, scheduler_name)]
+        namespaces = {str((p.get("metadata") or {}).get("namespace") or "") for p in pods} - {""}
+        defaults = await read_default_pools(api, namespaces)
     finally:
         await api.close()
-    problems = find_violations(pools, pods)
+    problems = find_violations(pools, pods, defaults)
     return problems if namespace is None else naming_namespace(problems, namespace)
 
 

@@ -116,6 +116,7 @@ class PoolController(Reconciler):
         self._pool_reasons: dict[str, str] = {}
         self._stale_since: dict[str, tuple[float, int]] = {}
         self._skew = repair.SkewClock()
+        self._refused: set[str] = set()
 
     # -- tasks -------------------------------------------------------------
     def start(self, supervisor: Supervisor) -> None:
@@ -271,6 +272,7 @@ class PoolController(Reconciler):
         the queue is told once it did)."""
         self.cache.unhold(pod.uid)
         self.cache.unclaim(pod.uid)
+        self._refused.discard(pod.uid)
         if is_ours(pod, self.scheduler_name) and self.cache.pools_holding(pod.uid):
             self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
 
@@ -282,8 +284,10 @@ class PoolController(Reconciler):
         (:meth:`PoolCache.hold`), from this moment until it is gone.
 
         One that no pool records (created already bound: a restore from backup, a
-        migration tool) is adopted at once. A pod we bound ourselves already has its
-        allocation recorded, so nothing more happens. Before the start-up reconcile is
+        migration tool) is adopted at once, if it may use the pool (the tenancy rules,
+        :meth:`tenancy`; else it holds nothing and a Warning ``AdoptionRefused`` says
+        why). A pod we bound ourselves already has its allocation recorded, so nothing
+        more happens. Before the start-up reconcile is
         done the adoption is left to the reconcile (see :meth:`_start`).
         """
         if not is_ours(pod, self.scheduler_name):
@@ -296,6 +300,18 @@ class PoolController(Reconciler):
             ip = None  # adopt() reports it
         if not pool_name or pod.terminal:
             self.cache.unhold(pod.uid)
+            return
+        pool = self.cache.pool(pool_name)
+        if (
+            pool is not None
+            and not self.cache.pools_holding(pod.uid)
+            and (problem := self.tenancy(pod, pool)) is not None
+        ):
+            # Created bound with an address of a pool it may not use: not held, not adopted;
+            # the address stays free (or with its holder) and the CNI plugin refuses the pod.
+            self.cache.unhold(pod.uid)
+            if pod.uid not in self._refused and (self.started.is_set() or self._early is not None):
+                self._tasks.spawn(self.refuse_adoption(pod, pool, problem), f"refuse {pod.key}")
             return
         self.cache.hold(pod.uid, pool_name, ip, pod.node_name)
         if (

@@ -26,7 +26,7 @@ from ipscheduler.framework.klog import kv
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
-from ipscheduler.kube.events import EventRecorder
+from ipscheduler.kube.events import EventRecorder, pod_ref
 from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError
@@ -34,7 +34,7 @@ from ipscheduler.underlayip.cache import PoolCache, rv_number
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_PREFIX, POOLS
 from ipscheduler.underlayip.pool import PoolView, age, network_of, utc_now
 from ipscheduler.underlayip.retention import StatefulSetFacts
-from ipscheduler.underlayip.selection import is_ours
+from ipscheduler.underlayip.selection import is_ours, tenancy_problem
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,39 @@ class Reconciler:
     extender), so the sweeps LIST every pod and keep those :func:`is_ours` says are ours."""
     _statefulsets: Mapping[tuple[str, str], StatefulSetFacts | None] = MappingProxyType({})
     """The StatefulSets of Retained allocations, as the last sweep read them."""
+    _refused: set[str]
+    """UIDs of the pods whose adoption the tenancy rules refused, told once
+    (:meth:`refuse_adoption`); forgotten when the pod is gone."""
+
+    def tenancy(self, pod: PodInfo, pool: PoolView) -> str | None:
+        """Why ``pod`` may not hold an address of ``pool`` without a scheduling cycle
+        (:func:`~ipscheduler.underlayip.selection.tenancy_problem` with the namespace's default
+        pools as the cache has them; the ``schedulerName`` rule only in scheduler mode), or
+        None."""
+        return tenancy_problem(
+            pod,
+            pool,
+            self.cache.default_pools(pod.namespace),
+            None if self.list_all_pods else self.scheduler_name,
+        )
+
+    async def refuse_adoption(self, pod: PodInfo, pool: PoolView, problem: str) -> None:
+        """Say once per pod (log, Warning ``AdoptionRefused`` event on the pod) that its
+        annotated address of ``pool`` is not recorded: the pod may not use the pool
+        (``problem``, the rule). The address stays free, or with its holder."""
+        if pod.uid in self._refused:
+            return
+        if len(self._refused) > 10_000:
+            self._refused.clear()  # a bound on memory; at worst an event is said twice
+        self._refused.add(pod.uid)
+        ip = pod.annotations.get(ANNOTATION_IP) or "a slot"
+        message = (
+            f"NodeIPPool {pool.name} does not record the pod's address {ip}: the pod may not use "
+            f"the pool: {problem}; the CNI plugin refuses the pod"
+        )
+        log.warning("%s: %s", pod.key, message, extra=kv(pod=pod.key, pool=pool.name, uid=pod.uid, ip=ip))
+        self.metrics.adoptions_refused.inc()
+        await self.recorder.record(pod_ref(pod), "Warning", "AdoptionRefused", message)
 
     async def live_pod(self, uid: str, key: str) -> PodInfo | None:
         """Pod ``uid`` as the API server has it now (:func:`ipscheduler.kube.client.live_pod`:
@@ -329,6 +362,10 @@ class Reconciler:
                 # Recorded since the pool LIST this plan read: the pod was reserved and
                 # bound between that LIST and the pod LIST. Nothing to adopt.
                 return counts
+            if r.subject is not None and (problem := self.tenancy(r.subject, pool)) is not None:
+                counts["adopt_refused"] = counts.get("adopt_refused", 0) + 1
+                await self.refuse_adoption(r.subject, pool, problem)
+                return counts
             await self.writer.submit(
                 r.pool, functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip)
             )
@@ -394,6 +431,7 @@ def adoption(pod: PodInfo, pool_name: str, reason: str) -> repair.Repair:
         pod.annotations.get(ANNOTATION_IP) or None,
         node=pod.node_name,
         network=pod.annotations.get(ANNOTATION_NETWORK),
+        subject=pod,
     )
 
 

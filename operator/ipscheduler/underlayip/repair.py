@@ -37,6 +37,9 @@ class Repair:
     node: str = ""
     allocation: Allocation | None = None
     network: str | None = None  # adopt: the pod's ipscheduler.io/network, if any
+    subject: PodInfo | None = None
+    """adopt: the pod itself, for the tenancy rules
+    (:func:`~ipscheduler.underlayip.selection.tenancy_problem`)."""
 
 
 def plan(
@@ -135,6 +138,7 @@ def plan(
                 pod.annotations.get(ANNOTATION_IP),
                 node=pod.node_name,
                 network=pod.annotations.get(ANNOTATION_NETWORK),
+                subject=pod,
             )
         )
     return out

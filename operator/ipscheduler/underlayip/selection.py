@@ -7,13 +7,19 @@
   of that namespace that name none.
 - NodeIPPool ``spec.namespaces`` reserves a pool for pods of those namespaces.
 
-A pod may use a pool when both allow it (:func:`may_use`).
+A pod may use a pool when both allow it (:func:`may_use`). :func:`tenancy_problem` says
+which rule refuses a pod a pool, in words, for every path that lets a pod hold an address
+without a scheduling cycle: adoption (start-up reconcile, GC sweep, a pod created bound),
+``ipscheduler check``, ``explain`` and ``ip list``; the CNI plugin (``cni/``) phrases its
+refusals the same way.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.models import (
@@ -76,6 +82,46 @@ def pool_choice(pod: PodInfo, namespace_default: str | None = None) -> PoolChoic
 def may_use(pod: PodInfo, choice: PoolChoice, pool: PoolView) -> bool:
     """Whether ``pod`` (whose annotation gave ``choice``) may use ``pool``."""
     return (not choice.names or pool.name in choice.names) and pool.serves(pod.namespace)
+
+
+def namespace_default_pools(body: Mapping[str, Any]) -> str | None:
+    """A Namespace body's ``ipscheduler.io/default-pools`` annotation (None: it has none, or
+    it is not a string)."""
+    annotations = (body.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(ANNOTATION_DEFAULT_POOLS) if isinstance(annotations, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def tenancy_problem(
+    pod: PodInfo, pool: PoolView, namespace_default: str | None, scheduler_name: str | None = None
+) -> str | None:
+    """Why ``pod`` may not use ``pool``, or None when it may: the rules Filter applies
+    (UnderlayIP's PreFilter and Filter), checked in this order, the first that refuses
+    named:
+
+    - ``scheduler_name`` (None: not checked, as in extender mode, where kube-scheduler's
+      pods of any ``schedulerName`` hold our addresses): the pod's ``spec.schedulerName``;
+    - a malformed ``ipscheduler.io/pools`` (or namespace default, ``namespace_default``);
+    - the pool's ``spec.namespaces``;
+    - the pools the pod's annotation, else its namespace's ``ipscheduler.io/default-pools``,
+      names.
+    """
+    if scheduler_name is not None and pod.scheduler_name != scheduler_name:
+        return f"spec.schedulerName is {pod.scheduler_name!r}, not {scheduler_name!r}"
+    choice = pool_choice(pod, namespace_default)
+    if choice.problem:
+        return choice.problem
+    if not pool.serves(pod.namespace):
+        reserved = ", ".join(sorted(pool.namespaces or ()))
+        return (
+            f"NodeIPPool {pool.name} is reserved for namespaces {reserved} (spec.namespaces), "
+            f"not {pod.namespace}"
+        )
+    if choice.names and pool.name not in choice.names:
+        own = choice.source == ANNOTATION_POOLS
+        raw = pod.annotations.get(ANNOTATION_POOLS) if own else namespace_default
+        return f"{'annotation ' if own else ''}{choice.source}={raw} does not name NodeIPPool {pool.name}"
+    return None
 
 
 def is_ours(pod: PodInfo, scheduler_name: str) -> bool:

@@ -12,7 +12,15 @@ import pytest
 
 from ipscheduler.cmd import cli
 from ipscheduler.cmd import explain as explain_module
-from ipscheduler.cmd.explain import evaluate, explain_profile, group_line, pools_line, render, retention_line
+from ipscheduler.cmd.explain import (
+    address_line,
+    evaluate,
+    explain_profile,
+    group_line,
+    pools_line,
+    render,
+    retention_line,
+)
 from ipscheduler.cmd.profiles import FILTER_PLUGINS, SCORE_WEIGHTS, load_config
 from ipscheduler.coscheduling.groups import GroupIndex, Member
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView
@@ -226,3 +234,51 @@ def test_group_line(labels: dict[str, str], setup: str, line: str) -> None:
         for i, node in enumerate(("n1", "", "")):
             groups.set_member(f"u{i}", Member(f"u{i}", "ns", f"p{i}", "ns/g", node_name=node))
     assert group_line(pod_info("p1", namespace="ns", labels=labels), groups) == line
+
+
+@pytest.mark.parametrize(
+    ("node", "annotations", "allocated", "line"),
+    [
+        pytest.param(
+            "", {"ipscheduler.io/pool": "team", "ipscheduler.io/ip": "10.0.0.1"}, False, "", id="pending"
+        ),
+        pytest.param("node-a", {}, False, "", id="no-address"),
+        pytest.param(
+            "node-a",
+            {"ipscheduler.io/pool": "team", "ipscheduler.io/ip": "10.0.0.1"},
+            True,
+            "Address: 10.0.0.1 of NodeIPPool team (recorded, Bound)",
+            id="recorded",
+        ),
+        pytest.param(
+            "node-a",
+            {"ipscheduler.io/pool": "team", "ipscheduler.io/ip": "10.0.0.1"},
+            False,
+            "Address: 10.0.0.1 of NodeIPPool team (not recorded: the pod may not use the pool: "
+            "NodeIPPool team is reserved for namespaces team-x (spec.namespaces), not ns)",
+            id="refused-by-spec-namespaces",
+        ),
+        pytest.param(
+            "node-a",
+            {"ipscheduler.io/pool": "gone", "ipscheduler.io/ip": "10.0.0.1"},
+            False,
+            "Address: 10.0.0.1 of NodeIPPool gone (the pool does not exist)",
+            id="no-such-pool",
+        ),
+    ],
+)
+def test_explain_says_whether_a_bound_pods_address_is_recorded_and_why_not(
+    node: str, annotations: dict[str, str], allocated: bool, line: str
+) -> None:
+    allocations = {
+        "uid-p": {"ip": "10.0.0.1", "pod": "ns/p", "phase": "Bound", "since": "2024-01-01T00:00:00Z"}
+    }
+    team = pool(
+        "team",
+        "node-a",
+        addresses=["10.0.0.1-10.0.0.9"],
+        namespaces=["team-x"],
+        allocations=allocations if allocated else None,
+    )
+    cache = pool_cache({}, {"team": [team]})
+    assert address_line(pod_info("p", node_name=node, annotations=annotations), cache) == line

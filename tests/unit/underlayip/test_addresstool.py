@@ -78,7 +78,8 @@ def test_only_what_no_live_pod_holds_may_be_released(row: AddressRow, why: str |
 
 def test_the_table_has_kubectl_columns() -> None:
     lines = render_table(address_rows([POOL], PODS)).splitlines()
-    assert lines[0].split() == ["ADDRESS", "POOL", "NODE", "POD", "UID", "PHASE", "POLICY", "HOLDER", "SINCE"]
+    header = ["ADDRESS", "POOL", "NODE", "POD", "UID", "PHASE", "POLICY", "HOLDER", "SINCE", "NOTE"]
+    assert lines[0].split() == header
     assert lines[1].split() == [
         "10.0.0.1",
         "pool-a",
@@ -176,3 +177,48 @@ def test_the_pools_table_has_kubectl_columns_and_a_total_line() -> None:
     ]
     assert lines[0].index("CAPACITY") == lines[-1].index("18")  # aligned columns
     assert render_pools(pool_rows(POOLS[2:3])).splitlines()[-1].split()[:3] == ["TOTAL", "1", "node"]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "defaults", "note"),
+    [
+        pytest.param("ns", {}, "", id="allowed"),
+        pytest.param(
+            "other",
+            {},
+            "may not use the pool: NodeIPPool pool-a is reserved for namespaces ns (spec.namespaces), "
+            "not other",
+            id="reserved-for-another-namespace",
+        ),
+        pytest.param(
+            "ns",
+            {"ns": "pool-b"},
+            "may not use the pool: namespace ns annotation ipscheduler.io/default-pools=pool-b "
+            "does not name NodeIPPool pool-a",
+            id="namespace-default-names-another-pool",
+        ),
+    ],
+)
+def test_ip_list_notes_a_running_holder_that_may_not_use_its_pool(
+    namespace: str, defaults: dict[str, str], note: str
+) -> None:
+    """ip list agrees with the tenancy rules: an allocation (a status edit) of a running pod
+    that may not use the pool says why; the rest of the row is unchanged."""
+    reserved = pool(
+        "pool-a",
+        "node-a",
+        addresses=["10.0.0.1-10.0.0.4"],
+        namespaces=["ns"],
+        allocations={
+            "u1": {
+                "ip": "10.0.0.1",
+                "pod": f"{namespace}/a",
+                "phase": "Bound",
+                "since": "2024-01-01T00:00:00Z",
+            }
+        },
+    )
+    running = {"u1": pod_info("a", uid="u1", namespace=namespace, node_name="node-a", phase="Running")}
+    (row,) = address_rows([reserved], running, defaults)
+    assert (row.holder, row.note) == ("running", note)
+    assert render_table([row]).splitlines()[1].endswith(note or row.since)

@@ -369,3 +369,49 @@ def test_check_n_keeps_the_violations_that_name_a_pod_of_the_namespace(
         "address 10.0.0.9 used by 2 running pods: ns/a (u1) on node-a, team/b (u2) on node-a",
     ]
     assert naming_namespace(lines, namespace) == [lines[i] for i in kept]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "defaults", "namespaces", "expected"),
+    [
+        pytest.param({}, {}, None, [], id="allowed"),
+        pytest.param(
+            {},
+            {},
+            ["team"],
+            "NodeIPPool pool-a is reserved for namespaces team (spec.namespaces), not ns",
+            id="reserved-for-another-namespace",
+        ),
+        pytest.param(
+            {"ipscheduler.io/pools": "pool-b"},
+            {},
+            None,
+            "annotation ipscheduler.io/pools=pool-b does not name NodeIPPool pool-a",
+            id="pod-names-another-pool",
+        ),
+        pytest.param(
+            {},
+            {"ns": "pool-b"},
+            None,
+            "namespace ns annotation ipscheduler.io/default-pools=pool-b does not name NodeIPPool pool-a",
+            id="namespace-default-names-another-pool",
+        ),
+        pytest.param({}, {"other": "pool-b"}, None, [], id="another-namespaces-default"),
+    ],
+)
+def test_check_names_the_tenancy_rule_of_a_pod_not_adopted_and_of_an_allocation(
+    annotations: dict[str, str], defaults: dict[str, str], namespaces: list[str] | None, expected: Any
+) -> None:
+    """A pod created bound in a pool it may not use is not adopted: check says which rule;
+    an allocation (written by a status edit) of a pod that may not use its pool is a
+    violation too."""
+    unadopted = pod("u1", "a", pool_name="pool-a", ip="10.0.0.1")
+    unadopted["metadata"]["annotations"].update(annotations)
+    got = find_violations([pool(addresses=V4, namespaces=namespaces)], [unadopted], defaults)
+    line = "pod ns/a (u1) is bound to node-a but holds no allocation"
+    assert got == ([line] if not expected else [f"{line}: it may not use NodeIPPool pool-a: {expected}"])
+    recorded = pool(addresses=V4, namespaces=namespaces, allocations={"u1": alloc("10.0.0.1", "ns/a")})
+    got = find_violations([recorded], [unadopted], defaults)
+    assert got == (
+        [] if not expected else [f"pool pool-a: ns/a (u1): the pod may not use the pool: {expected}"]
+    )

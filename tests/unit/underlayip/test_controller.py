@@ -452,3 +452,83 @@ async def test_which_running_pods_hold_an_address(
     assert pool is not None and ctrl.cache.context(pool).pod_held == held
     assert ctrl.cache.holders_of("p") == holders
     assert ctrl.cache.context(pool).pod_holders.keys() == holders
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        pytest.param(
+            {"namespace": "tenant-b"},
+            "NodeIPPool p is reserved for namespaces ns, team (spec.namespaces), not tenant-b",
+            id="pool-reserved-for-other-namespaces",
+        ),
+        pytest.param(
+            {"annotations": {"ipscheduler.io/pools": "q"}},
+            "annotation ipscheduler.io/pools=q does not name NodeIPPool p",
+            id="pod-names-other-pools",
+        ),
+        pytest.param(
+            {"scheduler_name": "default-scheduler"},
+            "spec.schedulerName is 'default-scheduler', not 'ip-scheduler'",
+            id="another-scheduler",
+        ),
+        pytest.param(
+            {"namespace": "team"},
+            "namespace team annotation ipscheduler.io/default-pools=q does not name NodeIPPool p",
+            id="namespace-default-names-other-pools",
+        ),
+    ],
+)
+async def test_a_pod_created_bound_in_a_pool_it_may_not_use_is_neither_held_nor_adopted(
+    change: dict[str, Any], rule: str
+) -> None:
+    """Tenancy in every path: the pod holds nothing (its address stays free), one Warning
+    AdoptionRefused names the rule, however often the pod is seen or swept."""
+    sched, ctrl, api = setup(None)
+    ctrl.started.set()
+    events = Events()
+    ctrl.recorder = events  # type: ignore[assignment]
+    reserved = pool_body("p", "node-1", addresses=["10.0.0.1-10.0.0.4"], rv="20", namespaces=["ns", "team"])
+    ctrl.cache.store_fresh(PoolView.from_obj(reserved))
+    api.bodies["p"] = reserved
+    ctrl.cache.attach_namespaces({"team": ("q",)})
+    base = prebound("u9", "10.0.0.2")
+    pod = dataclasses.replace(
+        base, **{**change, "annotations": {**base.annotations, **change.get("annotations", {})}}
+    )
+    bound(sched, ctrl, pod)
+    bound_event(sched, ctrl, "MODIFIED", pod, dataclasses.replace(pod, resource_version="2"))
+    await settle(ctrl)
+    pool = ctrl.cache.pool("p")
+    assert pool is not None and ctrl.cache.context(pool).pod_held == {}
+    counts = await ctrl.apply_repairs(
+        [Repair("adopt", "p", "u9", pod.key, "swept", "10.0.0.2", subject=pod)], True
+    )
+    assert counts["adopted"] == 0 and counts["adopt_refused"] == 1
+    assert "u9" not in (api.bodies["p"].get("status") or {}).get("allocations", {}) and not api.puts
+    assert [(name, reason) for name, reason, _ in events.seen] == [("pod-u9", "AdoptionRefused")]
+    assert events.seen[0][2] == (
+        f"NodeIPPool p does not record the pod's address 10.0.0.2: the pod may not use the pool: {rule}; "
+        "the CNI plugin refuses the pod"
+    )
+    assert ctrl.metrics.adoptions_refused._value.get() == 1
+
+
+async def test_a_pod_already_holding_its_allocation_keeps_it_when_the_rules_change() -> None:
+    """The rules are for pods that hold an address without a scheduling cycle: a pod whose
+    allocation is recorded (placed when the pool still served its namespace) keeps its hold."""
+    sched, ctrl, _ = setup(None)
+    ctrl.started.set()
+    ctrl.recorder = Events()  # type: ignore[assignment]
+    body = pool_body(
+        "p",
+        "node-1",
+        addresses=["10.0.0.1-10.0.0.4"],
+        rv="21",
+        namespaces=["elsewhere"],
+        allocations={"u1": alloc("10.0.0.1", pod="ns/pod-u1")},
+    )
+    ctrl.cache.store_fresh(PoolView.from_obj(body))
+    bound(sched, ctrl, prebound("u1", "10.0.0.1"))
+    pool = ctrl.cache.pool("p")
+    assert pool is not None and ctrl.cache.context(pool).pod_held == {"10.0.0.1": {"u1"}}

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from ipscheduler.underlayip.selection import ANY, PoolChoice, is_ours, may_use, pool_choice
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.underlayip.selection import (
+    ANY,
+    PoolChoice,
+    is_ours,
+    may_use,
+    namespace_default_pools,
+    pool_choice,
+    tenancy_problem,
+)
 from tests.builders import pod_info, pool
 
 
@@ -106,3 +117,97 @@ def test_a_malformed_namespace_default_names_the_namespace() -> None:
 def test_is_ours(scheduler: str, annotations: dict[str, str], ours: bool) -> None:
     pod = pod_info("p", scheduler_name=scheduler, annotations=annotations)
     assert is_ours(pod, "ip-scheduler") is ours
+
+
+@pytest.mark.parametrize(
+    ("pod", "namespaces", "default", "scheduler", "problem"),
+    [
+        (
+            pod_info(),
+            None,
+            None,
+            "ip-scheduler",
+            "spec.schedulerName is 'default-scheduler', not 'ip-scheduler'",
+        ),
+        (pod_info(scheduler_name="ip-scheduler"), None, None, "ip-scheduler", None),
+        (pod_info(), None, None, None, None),
+        (
+            pod_info(namespace="tenant-b"),
+            ["tenant-a", "shared"],
+            None,
+            None,
+            "NodeIPPool pool-a is reserved for namespaces shared, tenant-a (spec.namespaces), not tenant-b",
+        ),
+        (pod_info(namespace="tenant-a"), ["tenant-a"], None, None, None),
+        (
+            pod_info(annotations={"ipscheduler.io/pools": "pool-b, pool-c"}),
+            None,
+            None,
+            None,
+            "annotation ipscheduler.io/pools=pool-b, pool-c does not name NodeIPPool pool-a",
+        ),
+        (pod_info(annotations={"ipscheduler.io/pools": "pool-b,pool-a"}), None, None, None, None),
+        (
+            pod_info(annotations={"ipscheduler.io/pools": "a,"}),
+            None,
+            None,
+            None,
+            "annotation ipscheduler.io/pools='a,': '' is not a NodeIPPool name "
+            "(a comma-separated list of pool names)",
+        ),
+        (
+            pod_info(),
+            None,
+            "pool-b",
+            None,
+            "namespace ns annotation ipscheduler.io/default-pools=pool-b does not name NodeIPPool pool-a",
+        ),
+        (pod_info(), None, "pool-a", None, None),
+        (pod_info(annotations={"ipscheduler.io/pools": "pool-a"}), None, "pool-b", None, None),
+        (
+            pod_info(
+                scheduler_name="ip-scheduler", namespace="tenant-b", annotations={"ipscheduler.io/pools": "x"}
+            ),
+            ["tenant-a"],
+            None,
+            "ip-scheduler",
+            "NodeIPPool pool-a is reserved for namespaces tenant-a (spec.namespaces), not tenant-b",
+        ),
+    ],
+    ids=[
+        "another-scheduler",
+        "our-scheduler",
+        "scheduler-not-checked-in-extender-mode",
+        "reserved-for-other-namespaces",
+        "reserved-for-its-namespace",
+        "pod-names-other-pools",
+        "pod-names-the-pool",
+        "malformed-annotation",
+        "namespace-default-names-other-pools",
+        "namespace-default-names-the-pool",
+        "the-pods-own-annotation-wins-over-the-namespaces",
+        "namespaces-checked-before-the-pods-annotation",
+    ],
+)
+def test_tenancy_problem_names_the_first_rule_that_refuses(
+    pod: PodInfo,
+    namespaces: list[str] | None,
+    default: str | None,
+    scheduler: str | None,
+    problem: str | None,
+) -> None:
+    assert tenancy_problem(pod, pool(namespaces=namespaces), default, scheduler) == problem
+
+
+@pytest.mark.parametrize(
+    ("body", "value"),
+    [
+        ({}, None),
+        ({"metadata": {"annotations": {"ipscheduler.io/default-pools": "a,b"}}}, "a,b"),
+        ({"metadata": {"annotations": {"ipscheduler.io/default-pools": 3}}}, None),
+        ({"metadata": {"annotations": None}}, None),
+    ],
+    ids=["no-metadata", "set", "not-a-string", "null-annotations"],
+)
+def test_a_namespaces_default_pools_annotation(body: dict[str, Any], value: str | None) -> None:
+    assert namespace_default_pools(body) == value
