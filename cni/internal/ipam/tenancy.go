@@ -20,8 +20,9 @@ import (
 //  3. else its namespace's ipscheduler.io/default-pools, when it has one,
 //     names the pool (the same form).
 //
-// The details of an ErrTenancy error are the scheduler's messages, word for
-// word, so that the pod's events and the CNI error read the same.
+// The details of an ErrTenancy error say which rule refused in the
+// scheduler's words: a malformed list reads exactly as pool_choice's
+// problem (the pod's unschedulable reason), Python repr quoting included.
 
 // poolNameRE is a DNS subdomain, as selection.py's _NAME (at most 253
 // characters, checked apart).
