@@ -77,7 +77,7 @@ NODE_LEASE_SECONDS = 40
 SERVICE_CIDR = "10.96.0.0/16"
 REPO = Path(__file__).resolve().parents[1]
 IPAM_USER = "ipscheduler-ipam"
-"""The real nodes' CNI plugin's identity (a client certificate): ``get`` on pods and NodeIPPools."""
+"""The real nodes' CNI plugin's identity (a client certificate): ``get`` on pods, namespaces, NodeIPPools."""
 
 
 # --------------------------------------------------------------------------
@@ -534,6 +534,7 @@ class Cluster:
             "metadata": {"name": IPAM_USER},
             "rules": [
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
                 {"apiGroups": ["ipscheduler.io"], "resources": ["nodeippools"], "verbs": ["get"]},
             ],
         }

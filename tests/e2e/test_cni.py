@@ -61,7 +61,7 @@ class Cni:
 @pytest.fixture(scope="module")
 def cni(kubectl: Kubectl, crd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cni]:
     """The plugin built as ``make cni`` builds it, cnitool and the reference plugins, and a
-    kubeconfig of a ServiceAccount with only ``get`` on pods and nodeippools."""
+    kubeconfig of a ServiceAccount with only ``get`` on pods, namespaces and nodeippools."""
     out = tmp_path_factory.mktemp("cni-bin") / "ipscheduler-ipam"
     subprocess.run(
         ["go", "build", "-trimpath", "-o", str(out), "./cmd/ipscheduler-ipam"],
@@ -73,7 +73,9 @@ def cni(kubectl: Kubectl, crd: None, tmp_path_factory: pytest.TempPathFactory) -
     name = f"cni-test-{secrets.token_hex(3)}"
     kubectl("create", "namespace", name)
     kubectl("create", "serviceaccount", "ipam", "-n", name)
-    kubectl("create", "clusterrole", name, "--verb=get", "--resource=pods,nodeippools.ipscheduler.io")
+    kubectl(
+        "create", "clusterrole", name, "--verb=get", "--resource=pods,namespaces,nodeippools.ipscheduler.io"
+    )
     kubectl("create", "clusterrolebinding", name, f"--clusterrole={name}", f"--serviceaccount={name}:ipam")
     try:
         kc = token_kubeconfig(kubectl, "ipam", name, tmp_path_factory.mktemp("cni-kc") / "kubeconfig")

@@ -3,7 +3,7 @@
 The DaemonSet's own RBAC manifests are applied, a token of its ServiceAccount
 is laid out the way the kubelet projects it, and the script runs with host
 directories in a temporary folder: the plugin lands in the CNI bin directory
-and the kubeconfig it writes may ``get`` pods and NodeIPPools and nothing else.
+and the kubeconfig it writes may ``get`` pods, namespaces and NodeIPPools and nothing else.
 """
 
 from __future__ import annotations
@@ -95,6 +95,8 @@ def _kubeconfig(env: dict[str, str]) -> Path:
     [
         ("get", "pods", True),
         ("get", "nodeippools.ipscheduler.io", True),
+        ("get", "namespaces", True),
+        ("list", "namespaces", False),
         ("list", "pods", False),
         ("watch", "pods", False),
         ("create", "pods", False),
@@ -105,7 +107,7 @@ def _kubeconfig(env: dict[str, str]) -> Path:
     ],
     ids=str,
 )
-def test_the_written_kubeconfig_may_only_get_pods_and_pools(
+def test_the_written_kubeconfig_may_only_get_pods_namespaces_and_pools(
     node: dict[str, str], verb: str, resource: str, allowed: bool
 ) -> None:
     run = _install(node, "--once")

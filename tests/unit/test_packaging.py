@@ -457,9 +457,15 @@ def _daemonset_pod(manifests: list[Manifest]) -> dict[str, Any]:
     return spec
 
 
-def test_the_plugins_cluster_role_grants_only_get_on_pods_and_nodeippools(manifests: list[Manifest]) -> None:
+def test_the_plugins_cluster_role_grants_only_get_on_pods_namespaces_and_pools(
+    manifests: list[Manifest],
+) -> None:
     role = _one(manifests, "ClusterRole", IPAM)
-    assert _permissions(role) == {("", "pods"): {"get"}, ("ipscheduler.io", "nodeippools"): {"get"}}
+    assert _permissions(role) == {
+        ("", "pods"): {"get"},
+        ("", "namespaces"): {"get"},
+        ("ipscheduler.io", "nodeippools"): {"get"},
+    }
     _assert_binds(manifests, IPAM, {"kind": "ServiceAccount", "name": IPAM, "namespace": NODE_NAMESPACE})
     assert _one(manifests, "ServiceAccount", IPAM)["metadata"]["namespace"] == NODE_NAMESPACE
 

@@ -15,6 +15,12 @@ const (
 	AnnotationIP      = "ipscheduler.io/ip"
 	AnnotationNetwork = "ipscheduler.io/network"
 
+	// AnnotationPools (on the pod) and AnnotationDefaultPools (on its
+	// namespace, for pods without AnnotationPools) name the NodeIPPools the
+	// pod may use: a comma-separated list of pool names.
+	AnnotationPools        = "ipscheduler.io/pools"
+	AnnotationDefaultPools = "ipscheduler.io/default-pools"
+
 	// CapabilityPodAnnotations is the runtimeConfig key (and capability)
 	// under which containerd and CRI-O pass the pod's annotations.
 	CapabilityPodAnnotations = "io.kubernetes.cri.pod-annotations"

@@ -23,6 +23,7 @@ const (
 	ErrCountOnly           uint = 110 // a count-only pool: there is no address to hand out
 	ErrPrevResultMismatch  uint = 111 // CHECK: prevResult does not carry the allocated address
 	ErrAPI                 uint = 112 // the API server refused a request (401/403/4xx) or sent garbage
+	ErrTenancy             uint = 113 // the pool's spec.namespaces or the pod's (namespace's) pool list refuses the pool
 )
 
 // ErrStatusUnavailable is the SPEC's STATUS code "the plugin is not
@@ -57,6 +58,7 @@ const (
 	MsgCountOnly          = "count-only pool: no address to hand out"
 	MsgPrevResultMismatch = "prevResult does not carry the allocated address"
 	MsgAPI                = "Kubernetes API request failed"
+	MsgTenancy            = "the pod may not use this NodeIPPool"
 )
 
 // errorTable is every (code, msg) pair the plugin prints, in the order of
@@ -96,6 +98,7 @@ var errorTable = []struct {
 	{"ErrCountOnly", ErrCountOnly, MsgCountOnly},
 	{"ErrPrevResultMismatch", ErrPrevResultMismatch, MsgPrevResultMismatch},
 	{"ErrAPI", ErrAPI, MsgAPI},
+	{"ErrTenancy", ErrTenancy, MsgTenancy},
 }
 
 // defaultErrorOutputCNIVersion is used when stdin has no readable cniVersion.

@@ -19,6 +19,9 @@ import (
 type API interface {
 	GetPod(ctx context.Context, namespace, name string) (*kube.Pod, error)
 	GetNodeIPPool(ctx context.Context, name string) (*kube.NodeIPPool, error)
+	// GetNamespace is read for its ipscheduler.io/default-pools, only when
+	// the pod has no ipscheduler.io/pools.
+	GetNamespace(ctx context.Context, name string) (*kube.Namespace, error)
 }
 
 // Request is what one ADD/CHECK asks to verify.
@@ -221,7 +224,8 @@ func ipNet(p netip.Prefix) net.IPNet {
 
 // Verify checks, against the API, that the pod named by req holds the
 // address its annotations name: the live pod's UID is K8S_POD_UID, its pool
-// serves this node, and the pool's allocation for that UID is that address.
+// serves this node, the pod may use that pool (the scheduler's tenancy rules:
+// checkTenancy), and the pool's allocation for that UID is that address.
 // Errors are *types.Error (11, or the plugin's codes >= 100).
 func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 	ref := req.Pod
@@ -277,6 +281,11 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 	if pool.Spec.NodeName != req.NodeName {
 		return nil, newErr(ErrPoolOtherNode, MsgPoolOtherNode,
 			"NodeIPPool %s serves node %q, this is node %q", ann.Pool, pool.Spec.NodeName, req.NodeName)
+	}
+	// ipscheduler.io/pools is the live pod's: the runtime's capability is
+	// only trusted for what SelectAnnotations compared.
+	if err := checkTenancy(ctx, api, ref.Namespace, pod.Metadata.Annotations, pool, ann.Pool); err != nil {
+		return nil, err
 	}
 	alloc, held := pool.Status.Allocations[uid]
 	if !ip.IsValid() {

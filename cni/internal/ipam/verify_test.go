@@ -16,13 +16,16 @@ import (
 	"github.com/ipscheduler/ipscheduler/cni/internal/kube"
 )
 
-// fakeAPI serves pods by "namespace/name" and pools by name.
+// fakeAPI serves pods by "namespace/name", pools and namespaces by name (a
+// namespace it does not hold is a 404: no defaults).
 type fakeAPI struct {
-	pods    map[string]*kube.Pod
-	pools   map[string]*kube.NodeIPPool
-	podErr  error
-	poolErr error
-	calls   []string
+	pods       map[string]*kube.Pod
+	pools      map[string]*kube.NodeIPPool
+	namespaces map[string]*kube.Namespace
+	podErr     error
+	poolErr    error
+	nsErr      error
+	calls      []string
 }
 
 func (f *fakeAPI) GetPod(_ context.Context, ns, name string) (*kube.Pod, error) {
@@ -43,6 +46,17 @@ func (f *fakeAPI) GetNodeIPPool(_ context.Context, name string) (*kube.NodeIPPoo
 	}
 	if p, ok := f.pools[name]; ok {
 		return p, nil
+	}
+	return nil, &kube.APIError{StatusCode: http.StatusNotFound}
+}
+
+func (f *fakeAPI) GetNamespace(_ context.Context, name string) (*kube.Namespace, error) {
+	f.calls = append(f.calls, "namespace "+name)
+	if f.nsErr != nil {
+		return nil, f.nsErr
+	}
+	if n, ok := f.namespaces[name]; ok {
+		return n, nil
 	}
 	return nil, &kube.APIError{StatusCode: http.StatusNotFound}
 }
@@ -244,7 +258,7 @@ func TestVerifyReadsThePodEvenWithTheCapability(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"pod default/web-0", "pool pool-a"}; !reflect.DeepEqual(api.calls, want) {
+	if want := []string{"pod default/web-0", "pool pool-a", "namespace default"}; !reflect.DeepEqual(api.calls, want) {
 		t.Fatalf("calls %v, want %v", api.calls, want)
 	}
 }

@@ -1,5 +1,5 @@
 // Package kube is the smallest Kubernetes REST client the plugin needs: GET a
-// pod and GET a NodeIPPool, over net/http with the TLS settings and
+// pod, a NodeIPPool and a namespace, over net/http with the TLS settings and
 // credentials of a kubeconfig. No client-go.
 package kube
 
@@ -58,10 +58,21 @@ type NodeIPPool struct {
 	Spec struct {
 		NodeName  string   `json:"nodeName"`
 		Addresses []string `json:"addresses"`
+		// Namespaces reserves the pool for pods of these namespaces: nil when
+		// absent (or null), any namespace; empty, none.
+		Namespaces []string `json:"namespaces"`
 	} `json:"spec"`
 	Status struct {
 		Allocations map[string]Allocation `json:"allocations"`
 	} `json:"status"`
+}
+
+// Namespace is the part of a v1 Namespace the plugin reads.
+type Namespace struct {
+	Metadata struct {
+		Name        string            `json:"name"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
 }
 
 // APIError is a non-2xx answer of the API server.
@@ -84,6 +95,13 @@ func (e *APIError) Error() string {
 func IsNotFound(err error) bool {
 	var e *APIError
 	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound
+}
+
+// IsForbidden tells whether err is a 403 from the API server (the
+// identity lacks a permission).
+func IsForbidden(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.StatusCode == http.StatusForbidden
 }
 
 // IsTransient tells whether retrying later may help: the server was not
@@ -191,6 +209,16 @@ func (c *Client) GetNodeIPPool(ctx context.Context, name string) (*NodeIPPool, e
 		return nil, err
 	}
 	return pool, nil
+}
+
+// GetNamespace reads /api/v1/namespaces/<name> (the plugin reads only its
+// annotations).
+func (c *Client) GetNamespace(ctx context.Context, name string) (*Namespace, error) {
+	ns := &Namespace{}
+	if err := c.get(ctx, "/api/v1/namespaces/"+url.PathEscape(name), ns); err != nil {
+		return nil, err
+	}
+	return ns, nil
 }
 
 func (c *Client) get(ctx context.Context, path string, into any) error {

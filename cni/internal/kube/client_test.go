@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -25,9 +26,13 @@ const podJSON = `{"kind":"Pod","metadata":{"name":"web-0","namespace":"default",
 "spec":{"nodeName":"node-a","schedulerName":"ip-scheduler"}}`
 
 const poolJSON = `{"kind":"NodeIPPool","metadata":{"name":"node-a"},
-"spec":{"nodeName":"node-a","addresses":["10.0.1.0/28"]},
+"spec":{"nodeName":"node-a","addresses":["10.0.1.0/28"],"namespaces":["team-b","team-a"]},
 "status":{"allocations":{"u-1":{"ip":"10.0.1.12","pod":"default/web-0","phase":"Bound","since":"2024-01-01T00:00:00Z"},
 "u-2":{"ip":null,"pod":"default/x","phase":"Reserved","since":"2024-01-01T00:00:00Z"}}}}`
+
+const namespaceJSON = `{"kind":"Namespace","metadata":{"name":"team-a","uid":"n-1",
+"annotations":{"ipscheduler.io/default-pools":"fast, general","other":"x"},"labels":{"a":"b"}},
+"spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}}`
 
 func apiHandler(t *testing.T, token string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,6 +47,17 @@ func apiHandler(t *testing.T, token string) http.Handler {
 			_, _ = w.Write([]byte(podJSON))
 		case "/apis/ipscheduler.io/v1alpha1/nodeippools/node-a":
 			_, _ = w.Write([]byte(poolJSON))
+		case "/apis/ipscheduler.io/v1alpha1/nodeippools/any-namespace":
+			_, _ = w.Write([]byte(`{"metadata":{"name":"any-namespace"},"spec":{"nodeName":"node-a","namespaces":null}}`))
+		case "/apis/ipscheduler.io/v1alpha1/nodeippools/no-namespace":
+			_, _ = w.Write([]byte(`{"metadata":{"name":"no-namespace"},"spec":{"nodeName":"node-a","namespaces":[]}}`))
+		case "/api/v1/namespaces/team-a":
+			_, _ = w.Write([]byte(namespaceJSON))
+		case "/api/v1/namespaces/a%2Fb":
+			_, _ = w.Write([]byte(namespaceJSON))
+		case "/api/v1/namespaces/locked":
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"kind":"Status","reason":"Forbidden","message":"namespaces \"locked\" is forbidden: User \"ipscheduler-ipam\" cannot get resource \"namespaces\""}`))
 		case "/api/v1/namespaces/default/pods/a%2Fb":
 			_, _ = w.Write([]byte(podJSON))
 		case "/api/v1/namespaces/default/pods/garbage":
@@ -89,12 +105,50 @@ func TestClientTLSWithCAAndToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	if pool.Spec.NodeName != "node-a" || pool.Status.Allocations["u-1"].IP != "10.0.1.12" ||
-		pool.Status.Allocations["u-2"].IP != "" || pool.Status.Allocations["u-1"].Phase != "Bound" {
+		pool.Status.Allocations["u-2"].IP != "" || pool.Status.Allocations["u-1"].Phase != "Bound" ||
+		!reflect.DeepEqual(pool.Spec.Namespaces, []string{"team-b", "team-a"}) {
 		t.Fatalf("pool %+v", pool)
+	}
+	// spec.namespaces null (or absent): nil, any namespace; [] : empty, none.
+	if pool, err = c.GetNodeIPPool(ctx, "any-namespace"); err != nil || pool.Spec.Namespaces != nil {
+		t.Fatalf("pool %+v, %v: want nil namespaces", pool, err)
+	}
+	if pool, err = c.GetNodeIPPool(ctx, "no-namespace"); err != nil || pool.Spec.Namespaces == nil || len(pool.Spec.Namespaces) != 0 {
+		t.Fatalf("pool %+v, %v: want empty, non-nil namespaces", pool, err)
 	}
 	// Names are escaped as one path segment.
 	if _, err := c.GetPod(ctx, "default", "a/b"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestClientGetNamespace(t *testing.T) {
+	srv := httptest.NewTLSServer(apiHandler(t, "s3cr3t"))
+	defer srv.Close()
+	c, err := NewClient(&kubeconfig.Config{Server: srv.URL, CAData: caPEM(srv), Token: "s3cr3t"}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns, err := c.GetNamespace(ctx, "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Metadata.Name != "team-a" ||
+		!reflect.DeepEqual(ns.Metadata.Annotations, map[string]string{"ipscheduler.io/default-pools": "fast, general", "other": "x"}) {
+		t.Fatalf("namespace %+v", ns)
+	}
+	// The name is escaped as one path segment.
+	if _, err := c.GetNamespace(ctx, "a/b"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetNamespace(ctx, "gone")
+	if !IsNotFound(err) || IsForbidden(err) || IsTransient(err) {
+		t.Fatalf("gone: %v: want a 404", err)
+	}
+	_, err = c.GetNamespace(ctx, "locked")
+	if !IsForbidden(err) || IsNotFound(err) || IsTransient(err) || !strings.Contains(err.Error(), `cannot get resource "namespaces"`) {
+		t.Fatalf("locked: %v: want a 403 with the server's message", err)
 	}
 }
 
