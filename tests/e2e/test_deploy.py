@@ -143,6 +143,15 @@ def _dry_run_pod(kubectl: Kubectl, workload: Manifest, ns: str) -> subprocess.Co
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
+ADDRESS_ROLES = ("ip-scheduler-ip-releaser", "ip-scheduler-address-adopter")
+"""deploy/14-address-roles.yaml: for people and tools, bound by nobody."""
+
+
+def _admission_policies() -> list[Manifest]:
+    """deploy/13-admission-policies.yaml as kustomize renders it."""
+    return [d for d in _kustomize() if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
 def _scheduler_rbac() -> list[Manifest]:
     """deploy/'s scheduler namespace, ServiceAccount, ClusterRole, leader-election Role and
     their bindings (not the node installer's)."""
@@ -151,7 +160,7 @@ def _scheduler_rbac() -> list[Manifest]:
         for d in _kustomize()
         if d["kind"] in RBAC_KINDS
         and NODE_NAMESPACE not in (d["metadata"]["name"], d["metadata"].get("namespace"))
-        and d["metadata"]["name"] != "ipscheduler-ipam"
+        and d["metadata"]["name"] not in ("ipscheduler-ipam", *ADDRESS_ROLES)
     ]
     assert sorted(d["kind"] for d in docs) == sorted(RBAC_KINDS)
     return docs
@@ -227,6 +236,7 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         ("get", "statefulsets.apps"),
         ("patch", "nodeippools.ipscheduler.io"),
         ("update", "nodeippools.ipscheduler.io/status"),
+        ("allocate", "nodeippools.ipscheduler.io"),
         ("create", "events"),
         ("patch", "events"),
     ]
@@ -236,6 +246,8 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         ("create", "pods"),
         ("update", "nodes"),
         ("delete", "nodeippools.ipscheduler.io"),
+        ("adopt", "nodeippools.ipscheduler.io"),
+        ("release", "nodeippools.ipscheduler.io"),
         ("list", "secrets"),
         # Granted once, used by nothing (deploy/02-clusterrole.yaml says what each rule is for).
         ("get", "nodes"),
@@ -249,7 +261,9 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         return _can_i(kubectl, verb, res, *where)
 
     name = "ip-scheduler-rbac"
-    with _real(kubectl, docs):
+    # With the admission policies enforced: its Binding carries the address annotations, its
+    # status writes add allocations; the ClusterRole's verb allocate lets both through.
+    with _real(kubectl, docs + _admission_policies()):
         assert {(v, r): can_i(v, r) for v, r in must} == {(v, r): "yes" for v, r in must}
         assert {(v, r): can_i(v, r) for v, r in must_not} == {(v, r): "no" for v, r in must_not}
         for verb in ("get", "create", "update", "list", "watch"):

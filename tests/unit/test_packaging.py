@@ -57,7 +57,7 @@ EXPECTED_CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("", "nodes"): {"list", "watch"},
     ("", "namespaces"): {"list", "watch"},
     ("apps", "statefulsets"): {"get"},
-    ("ipscheduler.io", "nodeippools"): {"get", "list", "watch", "patch"},
+    ("ipscheduler.io", "nodeippools"): {"get", "list", "watch", "patch", "allocate"},
     ("ipscheduler.io", "nodeippools/status"): {"update"},
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
     ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
@@ -266,7 +266,14 @@ def test_namespaced_objects_live_in_their_namespace(manifests: list[Manifest]) -
     """The scheduler in ipscheduler-system; the node installer (hostPath) in its own."""
     _one(manifests, "Namespace", NAMESPACE)
     _one(manifests, "Namespace", NODE_NAMESPACE)
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+    cluster_scoped = {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for doc in manifests:
         if doc["kind"] not in cluster_scoped:
             where = f"{doc['kind']} {doc['metadata']['name']}"
@@ -909,6 +916,12 @@ def test_the_chart_without_cni_renders_only_the_scheduler(
             ("Role", NAMESPACE, "ip-scheduler-leader-election"),
             ("RoleBinding", NAMESPACE, "ip-scheduler-leader-election"),
             ("ServiceAccount", NAMESPACE, SERVICE_ACCOUNT),
+            ("ClusterRole", "", "ip-scheduler-ip-releaser"),
+            ("ClusterRole", "", "ip-scheduler-address-adopter"),
+            ("ValidatingAdmissionPolicy", "", "ip-scheduler-pod-addresses"),
+            ("ValidatingAdmissionPolicyBinding", "", "ip-scheduler-pod-addresses"),
+            ("ValidatingAdmissionPolicy", "", "ip-scheduler-pool-status"),
+            ("ValidatingAdmissionPolicyBinding", "", "ip-scheduler-pool-status"),
         ]
     )
 

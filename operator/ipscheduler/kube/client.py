@@ -370,6 +370,11 @@ class KubeApi:
                 return None
             raise
 
+    async def list_namespaces(self) -> list[dict[str, Any]]:
+        """Every namespace (one LIST). Raises ApiException."""
+        body = await self.read_json(self.core.list_namespace(_preload_content=False))
+        return list(body.get("items", []))
+
     async def get_namespace(self, name: str) -> dict[str, Any] | None:
         """Namespace ``name`` (None when it does not exist). Raises ApiException."""
         try:

@@ -170,14 +170,16 @@ async def _read(
     return await _pools(api), {uid: p for uid, p in pods.items() if is_ours(p, scheduler_name)}
 
 
-async def read_default_pools(api: KubeApi, namespaces: Iterable[str]) -> dict[str, str]:
-    """Namespace → its ``ipscheduler.io/default-pools``, for those of ``namespaces`` that
-    carry one (one GET per namespace). Raises what the reads raise."""
+async def read_default_pools(api: KubeApi) -> dict[str, str]:
+    """Namespace → its ``ipscheduler.io/default-pools``, for the namespaces that carry one
+    (one LIST of namespaces, as the scheduler's informer reads them). Raises what the LIST
+    raises."""
     out: dict[str, str] = {}
-    for ns in sorted(set(namespaces)):
-        value = namespace_default_pools(await api.get_namespace(ns) or {})
-        if value is not None:
-            out[ns] = value
+    for body in await api.list_namespaces():
+        value = namespace_default_pools(body)
+        name = (body.get("metadata") or {}).get("name")
+        if value is not None and isinstance(name, str):
+            out[name] = value
     return out
 
 
@@ -202,7 +204,7 @@ async def ip_list(
     api = await _api(kubeconfig, context)
     try:
         pools, pods = await _read(api, scheduler_name, namespace)
-        defaults = await read_default_pools(api, (p.namespace for p in pods.values()))
+        defaults = await read_default_pools(api)
     finally:
         await api.close()
     rows = select(address_rows(pools, pods, defaults), pool=pool, node=node, phase=phase, namespace=namespace)

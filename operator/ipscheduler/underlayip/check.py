@@ -169,8 +169,7 @@ async def live_violations(
     try:
         pools = await api.list_cluster_objects(POOLS)
         pods = [body for body in await api.list_pods("") if _ours(body, scheduler_name)]
-        namespaces = {str((p.get("metadata") or {}).get("namespace") or "") for p in pods} - {""}
-        defaults = await read_default_pools(api, namespaces)
+        defaults = await read_default_pools(api)
     finally:
         await api.close()
     problems = find_violations(pools, pods, defaults)
