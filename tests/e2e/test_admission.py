@@ -133,6 +133,17 @@ def _bound(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:
     )
 
 
+def _ip_release(address: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    """``ipscheduler ip release ADDRESS`` as the user of ``kubeconfig``."""
+    return subprocess.run(
+        [sys.executable, "-m", "ipscheduler", "ip", "release", address, "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def _refusal(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode != 0, result.stdout
     print(result.stderr.strip())
@@ -244,23 +255,11 @@ def test_only_the_scheduler_writes_addresses_each_refusal_and_each_allowed_path(
     }
     kubectl("replace", "--subresource=status", "-f", "-", stdin=json.dumps(pool))  # admin: allowed
     kc = token_kubeconfig(kubectl, RELEASER_SA, ns, tmp_path / "releaser.kubeconfig")
-    release = subprocess.run(
-        [sys.executable, "-m", "ipscheduler", "ip", "release", "10.87.2.4", "--kubeconfig", str(kc)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    release = _ip_release("10.87.2.4", kc)
     assert release.returncode == 0, release.stdout + release.stderr
     assert "gone-uid" not in (pools.get("adm")["status"].get("allocations") or {})
     # The releaser's `ip release` of a running pod's address is ip release's own refusal.
-    refused = subprocess.run(
-        [sys.executable, "-m", "ipscheduler", "ip", "release", "10.87.2.1", "--kubeconfig", str(kc)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    refused = _ip_release("10.87.2.1", kc)
     assert refused.returncode != 0 and "is held by running pod" in refused.stdout + refused.stderr
     # Allowed: check, read-only, with the releaser's token.
     check = ipscheduler_check(kc)
