@@ -70,6 +70,12 @@ ALGORITHM:HEX fails the rendering and names the value. */}}
 {{- .Values.mode -}}
 {{- end -}}
 
+{{/* extender mode: the name of the Service kube-scheduler calls, and of the ClusterRole
+and binding that let the publisher patch nodes/status. */}}
+{{- define "ipscheduler.extenderName" -}}
+{{- printf "%s-extender" (include "ipscheduler.fullname" . | trunc 54 | trimSuffix "-") -}}
+{{- end -}}
+
 {{/* The Lease of leader election: one per release, named as its objects. */}}
 {{- define "ipscheduler.leaseName" -}}
 {{- include "ipscheduler.fullname" . -}}
