@@ -6,7 +6,8 @@ hadolint, and the manifests are parsed with PyYAML and checked for the
 security properties the deployment depends on (least-privilege RBAC, a
 non-root, read-only container). ``kubectl kustomize`` (offline) renders deploy/;
 helm (``hack/binaries.ensure_helm``, built once with Go) lints and renders the
-chart; go builds the CNI plugin the way ``make cni`` does.
+chart, in every combination of its mode and switches; helm-docs checks its README;
+go builds the CNI plugin the way ``make cni`` does.
 """
 
 from __future__ import annotations
