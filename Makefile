@@ -8,7 +8,7 @@ DEVCLUSTER_DIR ?= .devcluster
 KUBECONFIG_DEV := $(DEVCLUSTER_DIR)/kubeconfig
 KUBECTL := kubectl --kubeconfig $(KUBECONFIG_DEV)
 
-.PHONY: test lint typecheck unit e2e demo down binaries crds clean bench cni cni-test deploy undeploy helm
+.PHONY: test lint typecheck unit e2e demo down binaries crds clean bench cni cni-test deploy undeploy helm chart-docs
 GO ?= go
 # One version for the package (pyproject.toml reads the same file), the images,
 # the Helm chart and the CNI binary.
@@ -79,6 +79,14 @@ helm:
 	helm=$$($(PYTHON) hack/binaries.py helm) && \
 	  $$helm lint --strict deploy/chart/ipscheduler && \
 	  $$helm package deploy/chart/ipscheduler --destination bin/
+
+## chart-docs: write the chart's README.md from its values' `# --` comments (helm-docs,
+## built once by hack/binaries.py) and copy deploy/monitoring's rules and dashboard into the
+## chart's files/ (tests/unit/test_packaging.py fails while either is stale)
+chart-docs:
+	cp deploy/monitoring/dashboard.json deploy/monitoring/prometheusrule.yaml deploy/chart/ipscheduler/files/
+	helm_docs=$$($(PYTHON) hack/binaries.py helm-docs) && \
+	  $$helm_docs --chart-search-root deploy/chart --skip-version-footer
 
 ## crds: regenerate the CRD from the models, and the Helm chart's copy of it
 crds: $(VENV)/.installed

@@ -10,9 +10,10 @@ The dev cluster (``hack/devcluster.py``) runs what this module provides:
 - ``cnitool`` and the reference CNI plugins (bridge, loopback, static,
   host-local) into ``~/.cache/ipscheduler/cni-<version>-plugins-<version>``:
   :func:`ensure_cni_tools`;
-- ``helm`` and ``promtool`` (the chart and the alerting-rule tests) into
-  ``~/.cache/ipscheduler/tools-helm-<version>`` and ``tools-promtool-<version>``:
-  :func:`ensure_helm`, :func:`ensure_promtool`; the ``prometheus`` server of the same
+- ``helm``, ``helm-docs`` and ``promtool`` (the chart, its README and the alerting-rule
+  tests) into ``~/.cache/ipscheduler/tools-helm-<version>``, ``tools-helm-docs-<version>``
+  and ``tools-promtool-<version>``: :func:`ensure_helm`, :func:`ensure_helm_docs`,
+  :func:`ensure_promtool`; the ``prometheus`` server of the same
   version (the NetworkTraffic e2e test) into ``tools-prometheus-<version>``:
   :func:`ensure_prometheus`;
 - a real node's binaries (the kubelet of the same release, containerd, its runc shim and
@@ -25,8 +26,8 @@ A cached binary is checked once (``--version``) and remembered by size and
 mtime; one that does not run is deleted and rebuilt. Concurrent builds
 serialize on a file lock. ``python hack/devcluster.py binaries`` runs the first
 two and prints the two folders; ``python hack/binaries.py tools`` runs the last
-three and prints the three executables (``helm``, ``promtool`` or ``prometheus`` instead
-of ``tools``: that one only), ``python hack/binaries.py node`` the real node's; ``make
+four and prints the four executables (``helm``, ``helm-docs``, ``promtool`` or ``prometheus``
+instead of ``tools``: that one only), ``python hack/binaries.py node`` the real node's; ``make
 binaries`` runs them all (``node`` as root only).
 
 It also holds what both halves share: :class:`DevclusterError` and :func:`log`.
@@ -70,6 +71,9 @@ PROMTOOL_VERSION = "v0.316.0"
 """promtool of Prometheus (checks and unit-tests the alerting rules)."""
 HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
 PROMTOOL_PACKAGE = "github.com/prometheus/prometheus/cmd/promtool"
+HELM_DOCS_VERSION = "v1.14.2"
+"""helm-docs (writes deploy/chart/ipscheduler/README.md from the values' ``# --`` comments)."""
+HELM_DOCS_PACKAGE = "github.com/norwoodj/helm-docs/cmd/helm-docs"
 PROMETHEUS_PACKAGE = "github.com/prometheus/prometheus/cmd/prometheus"
 """Prometheus itself, at PROMTOOL_VERSION (the NetworkTraffic e2e test's metrics source)."""
 
@@ -424,6 +428,14 @@ def ensure_helm() -> Path:
     return _ensure_go_tool("helm", HELM_PACKAGE, HELM_VERSION, " ".join(stamps))
 
 
+def ensure_helm_docs() -> Path:
+    """Return the path of ``helm-docs`` ``HELM_DOCS_VERSION``, building it with ``go install``
+    if missing (about a minute the first time).
+
+    Raises DevclusterError with a one-line reason (no Go toolchain, a failed install)."""
+    return _ensure_go_tool("helm-docs", HELM_DOCS_PACKAGE, HELM_DOCS_VERSION)
+
+
 def ensure_promtool() -> Path:
     """Return the path of Prometheus' ``promtool`` ``PROMTOOL_VERSION``, building it with
     ``go install`` if missing (a few minutes the first time).
@@ -775,19 +787,20 @@ def ensure_node() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python hack/binaries.py tools|helm|promtool|prometheus|node``: ensure the tools, or one,
+    """``python hack/binaries.py tools|helm|helm-docs|promtool|prometheus|node``: ensure the tools, or one,
     or the real-node binaries and images (``node``), and print the path of each
     (``$(python hack/binaries.py helm) lint ...``)."""
     args = sys.argv[1:] if argv is None else argv
     wanted = {
-        "tools": (ensure_helm, ensure_promtool, ensure_prometheus),
+        "tools": (ensure_helm, ensure_helm_docs, ensure_promtool, ensure_prometheus),
         "helm": (ensure_helm,),
+        "helm-docs": (ensure_helm_docs,),
         "promtool": (ensure_promtool,),
         "prometheus": (ensure_prometheus,),
         "node": (ensure_node,),
     }
     if len(args) != 1 or args[0] not in wanted:
-        print("usage: python hack/binaries.py tools|helm|promtool|prometheus|node", file=sys.stderr)
+        print("usage: python hack/binaries.py tools|helm|helm-docs|promtool|prometheus|node", file=sys.stderr)
         return 2
     try:
         for ensure in wanted[args[0]]:

@@ -53,12 +53,12 @@ def _kustomize(folder: str = "deploy") -> list[Manifest]:
     return _rendered("kubectl", "kustomize", str(ROOT / folder))
 
 
-def _helm_template(home: Path, *args: str) -> list[Manifest]:
-    """``helm template`` of the chart into NAMESPACE. helm is built like the cluster's
-    binaries (hack/binaries.ensure_helm; the cluster fixture already needed Go)."""
+def _helm_template(home: Path, *args: str, release: str = "ipscheduler") -> list[Manifest]:
+    """``helm template`` of the chart as ``release`` into NAMESPACE. helm is built like the
+    cluster's binaries (hack/binaries.ensure_helm; the cluster fixture already needed Go)."""
     helm = str(binaries.ensure_helm())
     env = {**os.environ, **{f"HELM_{d}_HOME": str(home / d.lower()) for d in ("CACHE", "CONFIG", "DATA")}}
-    return _rendered(helm, "template", "ipscheduler", str(CHART), "--namespace", NAMESPACE, *args, env=env)
+    return _rendered(helm, "template", release, str(CHART), "--namespace", NAMESPACE, *args, env=env)
 
 
 def _ref(doc: Manifest) -> list[str]:
@@ -217,6 +217,85 @@ def test_the_chart_passes_server_validation_and_admission(
     }
     with _real(kubectl, _needed_for_real(docs)):
         _dry_run(kubectl, docs)
+
+
+def _chart_process(docs: list[Manifest], kubeconfig: Path, log: Path) -> SchedulerProcess:
+    """The arguments of the chart's Deployment as a local `ipscheduler run` under
+    ``kubeconfig``, its Lease in NAMESPACE (in a pod: the pod's namespace). Without
+    --health-addr (SchedulerProcess serves on a loopback port of its own) and, for extender
+    mode, without ``extender --listen``: an extender would publish its resource on the
+    cluster's nodes, which other tests read."""
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    _, *chart_args = container["args"]
+    args: list[str] = []
+    values = iter(chart_args)
+    for arg in values:
+        if arg in ("--health-addr", "--listen"):
+            next(values)
+        else:
+            args.append(arg)
+    return SchedulerProcess(kubeconfig, log, *args, "--leader-elect-namespace", NAMESPACE)
+
+
+def test_two_chart_releases_in_one_namespace_each_lead_on_their_own_lease(
+    kubectl: Kubectl, crd: None, tmp_path: Path
+) -> None:
+    """Two releases in one namespace: the documented `ipscheduler` (with the installer) and
+    `team-b` in extender mode with its own schedulerName. Both pass the server's dry run
+    and admission; each ServiceAccount may read and update its own Lease and not the other's;
+    and each release's arguments, run under its own ServiceAccount's token, take their own
+    Lease and lead, side by side, without one 403."""
+    a = _helm_template(tmp_path, "--set", "cni.enabled=true")
+    b = _helm_template(tmp_path, "--set", "mode=extender,schedulerName=team-b", release="team-b")
+    rbac = [d for d in a + b if d["kind"] in RBAC_KINDS and d["kind"] != "Namespace"]
+    leases = {"ip-scheduler": "ip-scheduler", "team-b-ip-scheduler": "team-b-ip-scheduler"}  # account: lease
+    with _real(kubectl, [*_needed_for_real(a + b), *rbac]):
+        _dry_run(kubectl, a)
+        out = kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(b))
+        assert out.count("(server dry run)") == len(b), out
+        (deployment_b,) = [d for d in b if d["kind"] == "Deployment"]
+        admitted = _dry_run_pod(kubectl, deployment_b, NAMESPACE)
+        assert admitted.returncode == 0, admitted.stderr
+        for account, lease in leases.items():
+            (other,) = set(leases.values()) - {lease}
+            res = "leases.coordination.k8s.io"
+            want = {(verb, f"{res}/{lease}"): "yes" for verb in ("get", "update", "list", "watch")}
+            want |= {(verb, f"{res}/{other}"): "no" for verb in ("get", "update", "list", "watch")}
+            want |= {("create", res): "yes", ("delete", f"{res}/{lease}"): "no"}
+            who = ("--as", f"system:serviceaccount:{NAMESPACE}:{account}", "-n", NAMESPACE)
+            got = {k: kubectl.run("auth", "can-i", *k, *who, check=False).stdout.strip() for k in want}
+            assert got == want, account
+        procs = [
+            _chart_process(
+                docs,
+                token_kubeconfig(kubectl, account, NAMESPACE, tmp_path / f"{account}.kc"),
+                tmp_path / f"{account}.log",
+            )
+            for docs, account in ((a, "ip-scheduler"), (b, "team-b-ip-scheduler"))
+        ]
+        try:
+            for proc in procs:
+                proc.start()
+            for proc in procs:
+                wait_for(
+                    "each leads on its own Lease",
+                    lambda p=proc: p.probe("/readyz") == (200, "ok: leader\n"),
+                    timeout=30,
+                )
+            holders = {
+                name: kubectl.json("get", "lease", name, "-n", NAMESPACE)["spec"]["holderIdentity"]
+                for name in leases.values()
+            }
+            assert all(holders.values()) and len(set(holders.values())) == 2, holders
+            for proc in procs:
+                log = proc.log_path.read_text()
+                assert "Forbidden" not in log and not re.search(r"\b403\b", log), log
+        finally:
+            for proc in procs:
+                proc.stop()
+            for name in leases.values():
+                kubectl.run("delete", "lease", name, "-n", NAMESPACE, "--ignore-not-found", check=False)
 
 
 def test_scheduler_runs_with_the_deploy_service_account_rbac(

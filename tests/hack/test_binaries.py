@@ -147,13 +147,16 @@ def test_the_command_prints_the_tools_paths(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     monkeypatch.setattr(binaries, "ensure_helm", lambda: tmp_path / "helm")
+    monkeypatch.setattr(binaries, "ensure_helm_docs", lambda: tmp_path / "helm-docs")
     monkeypatch.setattr(binaries, "ensure_promtool", lambda: tmp_path / "promtool")
     monkeypatch.setattr(binaries, "ensure_prometheus", lambda: tmp_path / "prometheus")
     assert binaries.main(["tools"]) == 0
-    tools = [str(tmp_path / t) for t in ("helm", "promtool", "prometheus")]
+    tools = [str(tmp_path / t) for t in ("helm", "helm-docs", "promtool", "prometheus")]
     assert capsys.readouterr().out.split() == tools
     assert binaries.main(["helm"]) == 0
     assert capsys.readouterr().out.split() == [str(tmp_path / "helm")]
+    assert binaries.main(["helm-docs"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "helm-docs")]
     assert binaries.main(["promtool"]) == 0
     assert capsys.readouterr().out.split() == [str(tmp_path / "promtool")]
     assert binaries.main(["prometheus"]) == 0

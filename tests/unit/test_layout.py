@@ -23,6 +23,7 @@ WHOLE_TREE = {
     "test_packaging.py",  # Dockerfiles, deploy/ manifests, the CNI installer
     "test_cni_contract.py",  # testdata/cni-contract, shared with the CNI plugin's Go tests
     "test_monitoring.py",  # deploy/monitoring: rules, dashboard, PodMonitor (promtool)
+    "test_stated_facts.py",  # README, pyproject, Chart.yaml, go.mod and CRDs agree with the code
 }
 # Modules in a floor's test folder that are not tests: helpers its tests share.
 HELPERS = {

@@ -265,6 +265,52 @@ def test_each_alert_has_a_severity_and_says_what_to_do(rule: dict[str, Any]) -> 
     assert len(annotations["description"]) > 200, "the description is the runbook: what it means, what to do"
 
 
+RUNBOOKS = "https://github.com/ipscheduler/ipscheduler/blob/main/deploy/monitoring/README.md"
+"""Where the runbooks are published: deploy/monitoring/README.md on the main branch."""
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation other than ``-``
+    and ``_`` dropped, spaces as ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def runbooks() -> dict[str, str]:
+    """The ``### `` sections under ``## Runbooks`` of deploy/monitoring/README.md, by anchor."""
+    text = (MONITORING / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Runbooks\n", 1)[1].split("\n## ", 1)[0]
+    parts = re.split(r"^### (.+)$", section, flags=re.MULTILINE)[1:]
+    return {github_anchor(title): body for title, body in zip(parts[::2], parts[1::2], strict=True)}
+
+
+@pytest.mark.parametrize(
+    ("heading", "anchor"),
+    [("IPSchedulerNoLeader", "ipschedulernoleader"), ("How this is tested", "how-this-is-tested")],
+    ids=["alert", "words"],
+)
+def test_github_anchor(heading: str, anchor: str) -> None:
+    assert github_anchor(heading) == anchor
+
+
+@pytest.mark.parametrize("rule", rules(), ids=lambda r: r["alert"])
+def test_each_alert_has_a_runbook_url_to_its_own_runbook(rule: dict[str, Any]) -> None:
+    """runbook_url is the README's section named as the alert, which says what it means,
+    what to check and what to do."""
+    url = rule["annotations"]["runbook_url"]
+    base, _, anchor = url.partition("#")
+    assert (base, anchor) == (RUNBOOKS, github_anchor(rule["alert"])), url
+    body = runbooks().get(anchor)
+    assert body is not None, (
+        f"no section ### {rule['alert']} under ## Runbooks in deploy/monitoring/README.md"
+    )
+    for part in ("**What it means.**", "**What to check.**", "**What to do.**"):
+        assert part in body, f"{rule['alert']}'s runbook lacks {part}"
+
+
+def test_every_runbook_is_an_alerts() -> None:
+    assert sorted(runbooks()) == sorted(github_anchor(r["alert"]) for r in rules())
+
+
 def test_every_query_reads_only_the_schedulers_series() -> None:
     """kube-scheduler exports scheduler_* under the same names: every selector names the job
     (the rules job="ip-scheduler", which the PodMonitor sets; the dashboard its $job)."""

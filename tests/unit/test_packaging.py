@@ -6,7 +6,8 @@ hadolint, and the manifests are parsed with PyYAML and checked for the
 security properties the deployment depends on (least-privilege RBAC, a
 non-root, read-only container). ``kubectl kustomize`` (offline) renders deploy/;
 helm (``hack/binaries.ensure_helm``, built once with Go) lints and renders the
-chart; go builds the CNI plugin the way ``make cni`` does.
+chart, in every combination of its mode and switches; helm-docs checks its README;
+go builds the CNI plugin the way ``make cni`` does.
 """
 
 from __future__ import annotations
@@ -873,15 +874,51 @@ def test_the_charts_crds_are_those_of_crds() -> None:
 CHART_ONLY_IN_DEPLOY = {("Namespace", "", NAMESPACE)}
 """What kubectl apply -k deploy/ creates and the chart does not: the release namespace
 (helm install --namespace ipscheduler-system --create-namespace; deploy/README.md, Helm)."""
+CHART_ONLY_ARGS = {"--leader-elect-resource-name": "ip-scheduler", "--scheduler-name": "ip-scheduler"}
+"""Flags the chart passes that deploy/ leaves to their defaults: the release's Lease (its
+default for the release ``ipscheduler``) and, in extender mode, the scheduler name."""
 
 
+def _but_for_chart_only(doc: Manifest, deploy: Manifest) -> Manifest:
+    """The chart's ``doc`` without what it adds to deploy/'s ``deploy``: the flags of
+    CHART_ONLY_ARGS that deploy/ does not pass (with their default values), and the Lease's
+    name on the leader-election Role (deploy/'s grants every Lease of its namespace)."""
+    doc = copy.deepcopy(doc)
+    if doc["kind"] == "Deployment":
+        (container,) = _containers(doc)
+        (want,) = _containers(deploy)
+        args = container["args"]
+        for flag, default in CHART_ONLY_ARGS.items():
+            if flag in args and flag not in want["args"]:
+                i = args.index(flag)
+                assert args[i + 1] == default, args
+                del args[i : i + 2]
+    if doc["kind"] == "Role":
+        assert doc["rules"] == [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": ["ip-scheduler"],
+                "verbs": ["get", "update", "list", "watch"],
+            },
+        ]
+        doc["rules"] = copy.deepcopy(deploy["rules"])
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("mode", "folder"), [("scheduler", DEPLOY_DIR), ("extender", DEPLOY_DIR / "extender")], ids=str
+)
 def test_the_chart_renders_deploys_objects(
-    helm: Callable[..., subprocess.CompletedProcess[str]], manifests: list[Manifest]
+    helm: Callable[..., subprocess.CompletedProcess[str]], mode: str, folder: Path
 ) -> None:
-    """With cni.enabled, the chart renders deploy/'s objects (but the release namespace),
-    with the same ClusterRole rules, pod specs and disruption budget."""
-    chart = {_key(d): d for d in _template(helm, "--set", "cni.enabled=true", "--include-crds")}
-    deploy = {_key(d): d for d in manifests}
+    """With cni.enabled, the chart in each mode renders deploy/'s (deploy/extender/'s) objects
+    (but the release namespace), with the same ClusterRole rules, pod specs, disruption budget
+    and Service; it adds only the release's Lease name (CHART_ONLY_ARGS, the Role's
+    resourceNames)."""
+    chart = {_key(d): d for d in _template(helm, "--set", f"cni.enabled=true,mode={mode}", "--include-crds")}
+    deploy = {_key(d): d for d in _kubectl_kustomize(folder)}
     assert set(chart) == (set(deploy) - CHART_ONLY_IN_DEPLOY) | {
         ("CustomResourceDefinition", "", "nodeippools.ipscheduler.io"),
         ("CustomResourceDefinition", "", "podgroups.scheduling.x-k8s.io"),
@@ -889,7 +926,7 @@ def test_the_chart_renders_deploys_objects(
     for key, want in deploy.items():
         if key in CHART_ONLY_IN_DEPLOY:
             continue
-        got = chart[key]
+        got = _but_for_chart_only(chart[key], want)
         assert want["metadata"]["labels"].items() <= got["metadata"]["labels"].items(), key
         if "template" in want.get("spec", {}):
             assert got["spec"]["template"]["spec"] == want["spec"]["template"]["spec"], key
@@ -947,7 +984,8 @@ def test_the_chart_passes_config_and_extra_args(
     pod = docs["Deployment", NAMESPACE, DEPLOYMENT]["spec"]["template"]
     (container,) = pod["spec"]["containers"]
     assert container["args"] == [
-        *("run", "--scheduler-name", "ip-scheduler", "--leader-elect", "--health-addr", "0.0.0.0:8080"),
+        *("run", "--scheduler-name", "ip-scheduler", "--leader-elect"),
+        *("--leader-elect-resource-name", "ip-scheduler", "--health-addr", "0.0.0.0:8080"),
         *("--config", "/etc/ipscheduler/config.yaml", "--ip-strategy", "binpack"),
     ]
     assert {"name": "config", "mountPath": "/etc/ipscheduler", "readOnly": True} in container["volumeMounts"]
@@ -1012,3 +1050,271 @@ def test_the_chart_values(
         ]
     else:
         assert container["image"] == "r.example/ipscheduler:v9"
+
+
+# ------------------------------------------------------- the chart: releases, modes, toggles
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+MONITORING_DIR = DEPLOY_DIR / "monitoring"
+MONITORING_ON = ",".join(
+    f"monitoring.{m}.enabled=true" for m in ("podMonitor", "prometheusRule", "dashboard")
+)
+
+
+def _release(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    release: str,
+    *args: str,
+    namespace: str = NAMESPACE,
+) -> list[Manifest]:
+    """``helm template <release>`` of the chart into ``namespace``."""
+    proc = helm("template", release, str(CHART), "--namespace", namespace, *args)
+    assert proc.returncode == 0, proc.stderr
+    return _documents(proc.stdout, f"helm template {release}")
+
+
+def _scheduler_args(docs: list[Manifest]) -> list[str]:
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = _containers(deployment)
+    args: list[str] = container["args"]
+    return args
+
+
+def _lease(docs: list[Manifest]) -> str:
+    """The Lease the Deployment's replicas elect their leader on (what the CLI parses)."""
+    from ipscheduler.cmd.cli import build_parser
+
+    name: str = build_parser().parse_args(_scheduler_args(docs)).leader_elect_resource_name
+    return name
+
+
+@pytest.mark.parametrize(
+    ("release", "values", "fullname"),
+    [
+        ("ipscheduler", [], "ip-scheduler"),
+        ("ip-scheduler", [], "ip-scheduler"),
+        ("team-b", [], "team-b-ip-scheduler"),
+        ("team-b-ip-scheduler", [], "team-b-ip-scheduler"),
+        ("team-b", ["--set", "fullnameOverride=sched-b"], "sched-b"),
+    ],
+    ids=[
+        "documented-release",
+        "scheduler-named-release",
+        "other-release",
+        "release-with-the-name",
+        "override",
+    ],
+)
+def test_the_release_names_the_objects_and_the_lease(
+    helm: Callable[..., subprocess.CompletedProcess[str]], release: str, values: list[str], fullname: str
+) -> None:
+    docs = _release(helm, release, "--set", "mode=extender", *values)
+    names = {_key(d) for d in docs}
+    assert names == {
+        ("ServiceAccount", NAMESPACE, fullname),
+        ("ClusterRole", "", fullname),
+        ("ClusterRoleBinding", "", fullname),
+        ("Role", NAMESPACE, f"{fullname}-leader-election"),
+        ("RoleBinding", NAMESPACE, f"{fullname}-leader-election"),
+        ("Deployment", NAMESPACE, fullname),
+        ("Service", NAMESPACE, f"{fullname}-extender"),
+        ("ClusterRole", "", f"{fullname}-extender"),
+        ("ClusterRoleBinding", "", f"{fullname}-extender"),
+        ("ClusterRole", "", f"{fullname}-ip-releaser"),
+        ("ClusterRole", "", f"{fullname}-address-adopter"),
+        ("ValidatingAdmissionPolicy", "", f"{fullname}-pod-addresses"),
+        ("ValidatingAdmissionPolicyBinding", "", f"{fullname}-pod-addresses"),
+        ("ValidatingAdmissionPolicy", "", f"{fullname}-pool-status"),
+        ("ValidatingAdmissionPolicyBinding", "", f"{fullname}-pool-status"),
+    }
+    assert _lease(docs) == fullname
+    role = _one(docs, "Role", f"{fullname}-leader-election")
+    assert [r.get("resourceNames") for r in role["rules"]] == [None, [fullname]]
+    for doc in docs:
+        assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == fullname, _key(doc)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (["ipscheduler"], ["team-b", "--set", "schedulerName=team-b"]),
+        (["a", "--set", "fullnameOverride=sched-a"], ["b", "--set", "fullnameOverride=sched-b"]),
+    ],
+    ids=["two-releases", "two-fullname-overrides"],
+)
+def test_two_releases_in_one_namespace_share_no_object_and_no_lease(
+    helm: Callable[..., subprocess.CompletedProcess[str]], first: list[str], second: list[str]
+) -> None:
+    """Each has its own objects, its own Lease, and a Role that grants only that Lease (but
+    create, which RBAC cannot limit to a name), bound to its own ServiceAccount."""
+    a, b = _release(helm, *first), _release(helm, *second)
+    assert {_key(d) for d in a}.isdisjoint({_key(d) for d in b})
+    assert _lease(a) != _lease(b)
+    for docs in (a, b):
+        (role,) = [d for d in docs if d["kind"] == "Role"]
+        (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+        (account,) = [d for d in docs if d["kind"] == "ServiceAccount"]
+        named = [r for r in role["rules"] if "resourceNames" in r]
+        assert named == [
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": [_lease(docs)],
+                "verbs": ["get", "update", "list", "watch"],
+            }
+        ]
+        unnamed = [r for r in role["rules"] if "resourceNames" not in r]
+        assert [r["verbs"] for r in unnamed] == [["create"]]
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}
+        ]
+    selectors = [_one(d, "Deployment", _lease(d))["spec"]["selector"] for d in (a, b)]
+    assert selectors[0] != selectors[1], "each Deployment selects only its own pods"
+
+
+COMBINATIONS = [
+    pytest.param(mode, monitoring, cni, leader, digest, id=f"{mode}-{mon}-{c}-{le}-{dig}")
+    for mode in ("scheduler", "extender")
+    for monitoring, mon in ((False, "nomon"), (True, "mon"))
+    for cni, c in ((False, "nocni"), (True, "cni"))
+    for leader, le in ((True, "elect"), (False, "noelect"))
+    for digest, dig in ((False, "tag"), (True, "digest"))
+]
+
+
+@pytest.mark.parametrize(("mode", "monitoring", "cni", "leader", "digest"), COMBINATIONS)
+def test_every_combination_lints_and_renders_what_it_says(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    mode: str,
+    monitoring: bool,
+    cni: bool,
+    leader: bool,
+    digest: bool,
+) -> None:
+    """mode x monitoring x cni.enabled x leaderElection x image digests: `helm lint --strict`
+    passes, and the rendering holds exactly the objects and arguments those values ask for."""
+    sets = [
+        f"mode={mode}",
+        f"cni.enabled={str(cni).lower()}",
+        f"leaderElection.enabled={str(leader).lower()}",
+    ]
+    if monitoring:
+        sets.append(MONITORING_ON)
+    if digest:
+        sets += [f"image.digest={DIGEST}", f"cni.image.digest={DIGEST}", "image.tag=ignored"]
+    values = ["--set", ",".join(sets)]
+    lint = helm("lint", "--strict", str(CHART), *values)
+    assert lint.returncode == 0 and "[WARNING]" not in lint.stdout, lint.stdout + lint.stderr
+    docs = _release(helm, "ipscheduler", *values)
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    from ipscheduler.cmd.cli import build_parser
+
+    args = _scheduler_args(docs)
+    parsed = build_parser().parse_args(args)
+    assert args[0] == ("run" if mode == "scheduler" else "extender")
+    assert parsed.leader_elect is leader
+    assert ("--leader-elect-resource-name" in args) is leader
+    assert (("Role", "ip-scheduler-leader-election") in kinds) is leader
+    extender = {("Service", EXTENDER), ("ClusterRole", EXTENDER), ("ClusterRoleBinding", EXTENDER)}
+    assert kinds & extender == (extender if mode == "extender" else set())
+    if mode == "extender":
+        assert parsed.listen == "0.0.0.0:8888"
+    assert (("PodDisruptionBudget", DEPLOYMENT) in kinds) is (mode == "scheduler")
+    monitors = {
+        ("PodMonitor", DEPLOYMENT),
+        ("PrometheusRule", DEPLOYMENT),
+        ("ConfigMap", "ip-scheduler-dashboard"),
+    }
+    assert kinds & monitors == (monitors if monitoring else set())
+    assert (("DaemonSet", IPAM) in kinds) is cni
+    images = [c["image"] for d in docs if d["kind"] in ("Deployment", "DaemonSet") for c in _containers(d)]
+    expected = [f"ipscheduler@{DIGEST}" if digest else f"ipscheduler:{VERSION}"]
+    if cni:
+        expected.append(f"ipscheduler-ipam@{DIGEST}" if digest else f"ipscheduler-ipam:{VERSION}")
+    assert sorted(images) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ("mode=second", 'mode: "second" is neither scheduler'),
+        ("mode=", 'mode: "" is neither scheduler'),
+        ("image.digest=latest", 'image.digest: "latest" is not a digest such as sha256:'),
+        ("cni.enabled=true,cni.image.digest=sha256:xyz", 'cni.image.digest: "sha256:xyz" is not a digest'),
+    ],
+    ids=["unknown-mode", "empty-mode", "image-digest", "cni-image-digest"],
+)
+def test_invalid_values_fail_the_rendering_with_a_clear_message(
+    helm: Callable[..., subprocess.CompletedProcess[str]], values: str, message: str
+) -> None:
+    proc = helm("template", "ipscheduler", str(CHART), "--set", values)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["dashboard.json", "prometheusrule.yaml"])
+def test_the_charts_monitoring_files_are_those_of_deploy_monitoring(name: str) -> None:
+    copy_ = CHART / "files" / name
+    assert copy_.read_bytes() == (MONITORING_DIR / name).read_bytes(), (
+        f"{copy_} is not a copy of deploy/monitoring/{name}: run `make chart-docs`"
+    )
+
+
+def test_the_charts_monitoring_renders_deploy_monitoring_for_the_documented_release(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    docs = {
+        d["kind"]: d for d in _release(helm, "ipscheduler", "--set", MONITORING_ON) if "monitoring" in str(d)
+    }
+    want = {d["kind"]: d for d in _kubectl_kustomize(MONITORING_DIR)}
+    assert docs["PodMonitor"]["spec"] == want["PodMonitor"]["spec"]
+    assert docs["PrometheusRule"]["spec"] == want["PrometheusRule"]["spec"]
+    dashboard = _one(list(docs.values()), "ConfigMap", "ip-scheduler-dashboard")
+    assert dashboard["data"] == want["ConfigMap"]["data"]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+
+
+def test_another_releases_rules_select_its_own_job_and_pass_promtool(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """job, namespace and Lease of the release ``team-b`` in ``apps``: no rule reads
+    ip-scheduler's series, and promtool accepts the rules and their annotations."""
+    import binaries
+    from tests.builders import built_tool
+
+    docs = _release(helm, "team-b", "--set", MONITORING_ON, namespace="apps")
+    monitor = _one(docs, "PodMonitor", "team-b-ip-scheduler")
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["apps"]}
+    assert monitor["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "team-b-ip-scheduler"}
+    spec = _one(docs, "PrometheusRule", "team-b-ip-scheduler")["spec"]
+    rules = [r for g in spec["groups"] for r in g["rules"]]
+    assert rules and all('job="team-b-ip-scheduler"' in r["expr"] for r in rules)
+    text = yaml.safe_dump(spec)
+    assert 'job="ip-scheduler"' not in text and "ipscheduler-system" not in text
+    assert "get lease team-b-ip-scheduler" in text
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": spec["groups"]}))
+    promtool = built_tool(binaries.ensure_promtool, "promtool")
+    check = _run(promtool, "check", "rules", path)
+    assert check.returncode == 0 and f"SUCCESS: {len(rules)} rules found" in check.stdout, (
+        check.stdout + check.stderr
+    )
+
+
+def test_the_charts_readme_is_what_helm_docs_writes_from_the_values() -> None:
+    """deploy/chart/ipscheduler/README.md is helm-docs' output (`make chart-docs`), and every
+    value has a description (helm-docs lists an undocumented value with an empty one)."""
+    import binaries
+    from tests.builders import built_tool
+
+    helm_docs = built_tool(binaries.ensure_helm_docs, "helm-docs")
+    proc = _run(helm_docs, "--chart-search-root", CHART.parent, "--dry-run", "--skip-version-footer")
+    assert proc.returncode == 0, proc.stderr
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    assert proc.stdout == readme, "deploy/chart/ipscheduler/README.md is stale: run `make chart-docs`"
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and "`" in line]
+    assert len(rows) > 40
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        assert len(cells) == 4 and cells[3], f"a value without a description: {row}"
+    assert '| mode | string | `"scheduler"` |' in readme

@@ -270,7 +270,7 @@ def crd_manifest() -> dict[str, Any]:
             {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
             {"name": "Succeeded", "type": "integer", "jsonPath": ".status.succeeded"},
             {"name": "Failed", "type": "integer", "jsonPath": ".status.failed"},
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+            crdschema.AGE_COLUMN,
         ],
         schema=openapi_schema(),
     )
@@ -278,6 +278,4 @@ def crd_manifest() -> dict[str, Any]:
 
 def crd_yaml() -> str:
     """The CRD as YAML text, exactly as committed under ``crds/``."""
-    return crdschema.crd_yaml(
-        crd_manifest(), "operator/ipscheduler/coscheduling/models.py by `python -m ipscheduler crd podgroups`"
-    )
+    return crdschema.crd_yaml(crd_manifest(), __name__, "python -m ipscheduler crd podgroups")

@@ -59,6 +59,38 @@ def structural_schema(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str,
     return out
 
 
+AGE_COLUMN: dict[str, Any] = {
+    "name": "Age",
+    "type": "date",
+    "jsonPath": ".metadata.creationTimestamp",
+    "description": "Time since the object was created (metadata.creationTimestamp).",
+}
+"""The Age column kubectl shows for every kind, with its description."""
+
+
+def printer_columns(columns: list[dict[str, Any]], schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """``columns`` (``additionalPrinterColumns`` entries) each with a ``description``: its own,
+    else the ``description`` of the field its ``jsonPath`` names in ``schema`` (the
+    ``openAPIV3Schema``, so the models' field descriptions), for a plain path such as
+    ``.status.free``. Raises ValueError naming a column that has neither (a filter such as
+    ``.status.conditions[?(@.type=="Ready")]`` needs its own)."""
+    out = []
+    for column in columns:
+        description = column.get("description")
+        path = column["jsonPath"]
+        if not description and "[" not in path:
+            node: dict[str, Any] | None = schema
+            for part in path.strip(".").split("."):
+                node = (node or {}).get("properties", {}).get(part)
+            description = (node or {}).get("description")
+        if not description:
+            raise ValueError(
+                f"printer column {column['name']} ({path}): no description, and none in the schema"
+            )
+        out.append({**column, "description": description})
+    return out
+
+
 def crd_manifest(
     *,
     group: str,
@@ -75,7 +107,8 @@ def crd_manifest(
 ) -> dict[str, Any]:
     """A CustomResourceDefinition (``apiextensions.k8s.io/v1``) of one served and stored
     version with a status subresource: ``scope`` is ``Cluster`` or ``Namespaced``,
-    ``columns`` its ``additionalPrinterColumns``, ``schema`` its ``openAPIV3Schema``."""
+    ``columns`` its ``additionalPrinterColumns`` (each given a description by
+    :func:`printer_columns`: ValueError if one has none), ``schema`` its ``openAPIV3Schema``."""
     metadata: dict[str, Any] = {"name": f"{plural}.{group}"}
     if annotations:
         metadata["annotations"] = annotations
@@ -102,7 +135,7 @@ def crd_manifest(
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": columns,
+                    "additionalPrinterColumns": printer_columns(columns, schema),
                     "schema": {"openAPIV3Schema": schema},
                 }
             ],
@@ -110,10 +143,12 @@ def crd_manifest(
     }
 
 
-def crd_yaml(manifest: dict[str, Any], generated_by: str) -> str:
+def crd_yaml(manifest: dict[str, Any], module: str, command: str) -> str:
     """``manifest`` as the YAML committed under ``crds/``, headed by a line naming the
-    command that generates it."""
+    source file of ``module`` (a dotted name under ``operator/``, e.g. ``__name__``) and
+    the ``command`` that generates it."""
     import yaml
 
-    header = f"# Generated from {generated_by}. Do not edit.\n"
+    source = f"operator/{module.replace('.', '/')}.py"
+    header = f"# Generated from {source} by `{command}`. Do not edit.\n"
     return header + yaml.safe_dump(manifest, sort_keys=False, width=100)

@@ -547,17 +547,20 @@ def crd_manifest() -> dict[str, Any]:
             {"name": "Allocated", "type": "integer", "jsonPath": ".status.allocated"},
             {"name": "Free", "type": "integer", "jsonPath": ".status.free"},
             {"name": "Retained", "type": "integer", "jsonPath": ".status.retained"},
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+            crdschema.AGE_COLUMN,
             {
                 "name": "Ready",
                 "type": "string",
                 "priority": 1,
                 "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+                "description": "The Ready condition: True while the pool hands out addresses.",
             },
             {
                 "name": "Reason",
                 "type": "string",
                 "priority": 1,
+                "description": "Why the pool is not Ready (InvalidSpec, NodeNotFound, AddressConflict, "
+                "OverCommitted).",
                 "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
             },
         ],
@@ -567,4 +570,4 @@ def crd_manifest() -> dict[str, Any]:
 
 def crd_yaml() -> str:
     """The CRD as YAML text, exactly as committed under ``crds/``."""
-    return crdschema.crd_yaml(crd_manifest(), "operator/ipscheduler/models.py by `python -m ipscheduler crd`")
+    return crdschema.crd_yaml(crd_manifest(), __name__, "python -m ipscheduler crd")
