@@ -143,6 +143,8 @@ def _dry_run_pod(kubectl: Kubectl, workload: Manifest, ns: str) -> subprocess.Co
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
+LEASE = "ip-scheduler"
+"""deploy/'s Lease (the default --leader-elect-resource-name), the only one its Role names."""
 ADDRESS_ROLES = ("ip-scheduler-ip-releaser", "ip-scheduler-address-adopter")
 """deploy/14-address-roles.yaml: for people and tools, bound by nobody."""
 
@@ -166,12 +168,13 @@ def _scheduler_rbac() -> list[Manifest]:
     return docs
 
 
-def _can_i(kubectl: Kubectl, verb: str, res: str, *where: str) -> str:
+def _can_i(kubectl: Kubectl, verb: str, res: str, *where: str, name: str = "") -> str:
     """``kubectl auth can-i`` as the scheduler's ServiceAccount (all namespaces unless
-    ``where``); ``res`` may name a subresource (``nodes/status``)."""
+    ``where``); ``res`` may name a subresource (``nodes/status``), ``name`` one object."""
     resource, _, sub = res.partition("/")
     extra = ["--subresource", sub] if sub else []
-    args = ("auth", "can-i", verb, resource, *extra, "--as", SERVICE_ACCOUNT, *(where or ("-A",)))
+    target = f"{resource}/{name}" if name else resource
+    args = ("auth", "can-i", verb, target, *extra, "--as", SERVICE_ACCOUNT, *(where or ("-A",)))
     return kubectl.run(*args, check=False).stdout.strip()
 
 
@@ -336,8 +339,8 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         ("create", "events.events.k8s.io"),
     ]
 
-    def can_i(verb: str, res: str, *where: str) -> str:
-        return _can_i(kubectl, verb, res, *where)
+    def can_i(verb: str, res: str, *where: str, name: str = "") -> str:
+        return _can_i(kubectl, verb, res, *where, name=name)
 
     name = "ip-scheduler-rbac"
     # With the admission policies enforced: its Binding carries the address annotations, its
@@ -345,9 +348,13 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
     with _real(kubectl, docs + _admission_policies()):
         assert {(v, r): can_i(v, r) for v, r in must} == {(v, r): "yes" for v, r in must}
         assert {(v, r): can_i(v, r) for v, r in must_not} == {(v, r): "no" for v, r in must_not}
-        for verb in ("get", "create", "update", "list", "watch"):
-            assert can_i(verb, "leases.coordination.k8s.io", "-n", NAMESPACE) == "yes"
-        assert can_i("update", "leases.coordination.k8s.io", "-n", "default") == "no"
+        # Its own Lease only (deploy/04-role-leader-election.yaml): any name may be created,
+        # only ip-scheduler read, updated and watched.
+        for verb in ("get", "update", "list", "watch"):
+            assert can_i(verb, "leases.coordination.k8s.io", "-n", NAMESPACE, name=LEASE) == "yes"
+            assert can_i(verb, "leases.coordination.k8s.io", "-n", NAMESPACE, name="other") == "no"
+        assert can_i("create", "leases.coordination.k8s.io", "-n", NAMESPACE) == "yes"
+        assert can_i("update", "leases.coordination.k8s.io", "-n", "default", name=LEASE) == "no"
         kc = token_kubeconfig(kubectl, "ip-scheduler", NAMESPACE, tmp_path / "sa.kubeconfig")
         pools.create("rbac", "node-3", ["10.10.0.1-10.10.0.3"])
         # Its own schedulerName: the module's scheduler (admin credentials) must not be the one
@@ -355,7 +362,7 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         proc = SchedulerProcess(
             kc,
             tmp_path / "sa-scheduler.log",
-            *("--scheduler-name", name, "--leader-elect-lease-name", name),
+            *("--scheduler-name", name, "--leader-elect-lease-name", LEASE),
             *("--leader-elect", "--leader-elect-namespace", NAMESPACE),
         ).start()
         try:
@@ -395,7 +402,7 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
             assert check.returncode == 0, check.stdout + check.stderr
         finally:
             proc.stop()
-            kubectl.run("delete", "lease", name, "-n", NAMESPACE, "--ignore-not-found", check=False)
+            kubectl.run("delete", "lease", LEASE, "-n", NAMESPACE, "--ignore-not-found", check=False)
 
 
 def test_only_the_extender_rbac_lets_the_publisher_patch_node_status(

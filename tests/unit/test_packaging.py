@@ -881,8 +881,7 @@ default for the release ``ipscheduler``) and, in extender mode, the scheduler na
 
 def _but_for_chart_only(doc: Manifest, deploy: Manifest) -> Manifest:
     """The chart's ``doc`` without what it adds to deploy/'s ``deploy``: the flags of
-    CHART_ONLY_ARGS that deploy/ does not pass (with their default values), and the Lease's
-    name on the leader-election Role (deploy/'s grants every Lease of its namespace)."""
+    CHART_ONLY_ARGS that deploy/ does not pass (with their default values)."""
     doc = copy.deepcopy(doc)
     if doc["kind"] == "Deployment":
         (container,) = _containers(doc)
@@ -893,17 +892,6 @@ def _but_for_chart_only(doc: Manifest, deploy: Manifest) -> Manifest:
                 i = args.index(flag)
                 assert args[i + 1] == default, args
                 del args[i : i + 2]
-    if doc["kind"] == "Role":
-        assert doc["rules"] == [
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-            {
-                "apiGroups": ["coordination.k8s.io"],
-                "resources": ["leases"],
-                "resourceNames": ["ip-scheduler"],
-                "verbs": ["get", "update", "list", "watch"],
-            },
-        ]
-        doc["rules"] = copy.deepcopy(deploy["rules"])
     return doc
 
 
