@@ -42,11 +42,12 @@ def test_a_pod_created_bound_into_another_tenants_pool_is_refused_and_the_addres
 ) -> None:
     """Tenant B (namespace ``ns``) creates pods already bound into tenant A's pool, one per
     rule (the pool's spec.namespaces; a pool its own ipscheduler.io/pools does not name);
-    neither is adopted, by the bound-pods watch or by the GC sweeps that follow, each gets one
-    AdoptionRefused naming its rule, check names both, and tenant A's pods get the addresses."""
+    neither is adopted, by the bound-pods watch, the GC sweeps that follow, or the start-up
+    reconcile of a restarted scheduler; each gets AdoptionRefused naming its rule, check names
+    both, and tenant A's pods get the addresses."""
     pools.create("tenancy-a", "node-1", ["10.84.1.1-10.84.1.2"], namespaces=[tenant_a])
     pools.create("tenancy-b", "node-1", ["10.84.2.1-10.84.2.2"], namespaces=[ns])
-    scheduler_factory("--gc-interval", "2")
+    first = scheduler_factory("--gc-interval", "2")
     kubectl.create(_created_bound("squatter", "node-1", "tenancy-a", "10.84.1.1"), ns)
     kubectl.create(
         _created_bound("wrong-pool", "node-1", "tenancy-b", "10.84.2.1", **{"ipscheduler.io/pools": "other"}),
@@ -68,6 +69,12 @@ def test_a_pod_created_bound_into_another_tenants_pool_is_refused_and_the_addres
     assert check.returncode == 1
     for name, rule in rules.items():
         assert f"{ns}/{name} (" in check.stdout and rule in check.stdout, check.stdout
+
+    # A restart: the start-up reconcile (no sweep before the test ends) refuses them too.
+    first.stop()
+    again = scheduler_factory("--gc-interval", "600")
+    wait_for("the refusal logged again", lambda: again.logged("does not record the pod's address"))
+    assert _allocations(pools, "tenancy-a") == {} and _allocations(pools, "tenancy-b") == {}
 
     # The pool's own tenant is scheduled as usual and gets the lowest address: it stayed free.
     owner = pod_manifest("owner", scheduler=SCHEDULER, terminationGracePeriodSeconds=0)
