@@ -141,7 +141,8 @@ class SchedulerProcess:
         cmd = [sys.executable, "-m", "ipscheduler", self.command, "--kubeconfig", str(self.kubeconfig)]
         # One replica without a Lease unless the test elects (a later --leader-elect wins);
         # -v=2: binds and unschedulable attempts are logged, as tests read them.
-        cmd += ["--leader-elect=false", "-v=2", "--health-addr", f"127.0.0.1:{self.health_port}", *self.extra]
+        cmd += ["--leader-elect=false", "-v=2", "--health-addr", f"127.0.0.1:{self.health_port}"]
+        cmd += ["--secure-port", "0", *self.extra]  # several run at once: no two on 10259
         start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
