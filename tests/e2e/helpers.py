@@ -8,6 +8,7 @@ import os
 import re
 import secrets
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -88,6 +89,25 @@ def token_kubeconfig(kubectl: Kubectl, service_account: str, namespace: str, pat
     }
     path.write_text(json.dumps(cfg))
     return path
+
+
+def https_get(
+    port: int, path: str, token: str | None = None, context: ssl.SSLContext | None = None
+) -> tuple[int, str]:
+    """GET https://127.0.0.1:<port><path> as a scraper would, with ``token`` as the bearer
+    token if given; ``context`` verifies the server (default: not verified, as for the
+    scheduler's self-signed certificate). Returns ``(status, body)``, an error's too."""
+    if context is None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def ipscheduler_check(kubeconfig: Path) -> subprocess.CompletedProcess[str]:

