@@ -14,12 +14,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+import devcluster
 from tests.builders import free_port
 from tests.kube import Kubectl, pod_manifest, wait_for
 
@@ -315,3 +317,61 @@ def published(kubectl: Kubectl) -> dict[str, str | None]:
     """node name → its allocatable RESOURCE (None where the extender published none)."""
     nodes = kubectl.json("get", "nodes")["items"]
     return {n["metadata"]["name"]: (n["status"].get("allocatable") or {}).get(RESOURCE) for n in nodes}
+
+
+def node_annotated(kubectl: Kubectl, node: str) -> bool:
+    return RELEASED_ANNOTATION in (kubectl.json("get", "node", node)["metadata"].get("annotations") or {})
+
+
+@contextmanager
+def running_extender(kubectl: Kubectl, log: Path, port: int, *tls: str) -> Iterator[SchedulerProcess]:
+    """``ipscheduler extender --enable-https`` on 127.0.0.1:``port`` with the ``tls`` flags
+    (none: its self-signed certificate, as deploy/extender runs it), its own schedulerName
+    for scheduler mode beside it; the nodes' extended resource and its stamp are removed
+    afterwards."""
+    proc = SchedulerProcess(
+        kubectl.kubeconfig,
+        log,
+        *("--listen", f"127.0.0.1:{port}", "--enable-https", *tls),
+        *("--scheduler-name", OURS, "--gc-interval", "5s"),
+        command="extender",
+    ).start()
+    wait_for("the extender verbs served", lambda: proc.logged("serving the extender verbs"), timeout=30)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        for node, value in published(kubectl).items():
+            if value is None and not node_annotated(kubectl, node):
+                continue
+            patch = json.dumps(
+                {
+                    "metadata": {"annotations": {RELEASED_ANNOTATION: None}},
+                    "status": {"capacity": {RESOURCE: None}, "allocatable": {RESOURCE: None}},
+                }
+            )
+            kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", patch)
+
+
+@contextmanager
+def running_kube_scheduler(
+    cluster: devcluster.Cluster, port: int, name: str, tls_config: dict[str, Any] | None = None
+) -> Iterator[None]:
+    """The real kube-scheduler with the extender entry deploy/extender/ ships, its urlPrefix
+    (the in-cluster Service) pointed at the extender on 127.0.0.1:``port`` and, if given,
+    ``tls_config`` instead of the entry's ``tlsConfig``."""
+    config = yaml.safe_load((ROOT / "deploy" / "extender" / "kube-scheduler-config.yaml").read_text())
+    (entry,) = config["extenders"]
+    entry = {**entry, "urlPrefix": f"https://127.0.0.1:{port}"}
+    if tls_config is not None:
+        entry["tlsConfig"] = tls_config
+    proc = cluster.start_kube_scheduler(name, scheduler_name=KUBE, extenders=[entry])
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
