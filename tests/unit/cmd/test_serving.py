@@ -79,10 +79,10 @@ class Reviewer:
 
     def __init__(self, fail: bool = False) -> None:
         self.users = {
-            "scraper": UserInfo("system:serviceaccount:ns:scraper"),
+            "scraper": UserInfo(SCRAPER),
             "admin": UserInfo("a", groups=("system:masters",)),
         }
-        self.allowed = {("system:serviceaccount:ns:scraper", "get", "/metrics")}
+        self.allowed = {(SCRAPER, "get", "/metrics")}
         self.asked: list[Any] = []
         self.fail = fail
 
@@ -97,41 +97,25 @@ class Reviewer:
         return Decision((user.name, verb, path) in self.allowed)
 
 
-DENIED = 'forbidden: User "system:serviceaccount:ns:scraper" cannot post path "/metrics"'
-SECRET_DENIED = 'forbidden: User "system:serviceaccount:ns:scraper" cannot get path "/debug"'
+SCRAPER = "system:serviceaccount:ns:scraper"
+
+
+def scraper(method: str, path: str, status: int, case: str) -> Any:
+    """A request with the scraper's token: reviewed (the token, then verb and path)."""
+    verb = method.lower()
+    message = None if status == 200 else f'forbidden: User "{SCRAPER}" cannot {verb} path "{path}"'
+    asked = ["scraper", (SCRAPER, verb, path)]
+    return pytest.param(method, path, "scraper", status, message, asked, id=case)
+
 
 CASES = [
     pytest.param("GET", "/healthz", None, 200, None, [], id="healthz-without-token"),
     pytest.param("GET", "/readyz", "garbage", 503, None, [], id="readyz-never-reviewed"),
     pytest.param("GET", "/metrics", None, 401, "Unauthorized", [], id="metrics-no-token"),
     pytest.param("GET", "/metrics", "garbage", 401, "Unauthorized", ["garbage"], id="garbage-token"),
-    pytest.param(
-        "GET",
-        "/metrics",
-        "scraper",
-        200,
-        None,
-        ["scraper", ("system:serviceaccount:ns:scraper", "get", "/metrics")],
-        id="metrics-allowed",
-    ),
-    pytest.param(
-        "POST",
-        "/metrics",
-        "scraper",
-        403,
-        DENIED,
-        ["scraper", ("system:serviceaccount:ns:scraper", "post", "/metrics")],
-        id="post-is-verb-post",
-    ),
-    pytest.param(
-        "GET",
-        "/debug",
-        "scraper",
-        403,
-        SECRET_DENIED,
-        ["scraper", ("system:serviceaccount:ns:scraper", "get", "/debug")],
-        id="another-path",
-    ),
+    scraper("GET", "/metrics", 200, "metrics-allowed"),
+    scraper("POST", "/metrics", 403, "post-is-verb-post"),
+    scraper("GET", "/debug", 403, "another-path"),
     pytest.param("GET", "/metrics", "admin", 200, None, ["admin"], id="system-masters-always-allowed"),
 ]
 
