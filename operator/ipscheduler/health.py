@@ -1,6 +1,10 @@
-"""``/healthz``, ``/readyz`` and ``/metrics`` on a small aiohttp server.
+"""``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` on a small aiohttp server.
 
-- ``/healthz`` is 200 unless the event loop is lagging (a ticker that should
+:func:`serve` runs them over HTTPS behind the authentication and authorization
+middleware of ``cmd/serving`` (kube-scheduler's secure port, ``--secure-port``), or
+over plain HTTP without one (``--health-addr``, local development only).
+
+- ``/healthz`` (and ``/livez``, the same check) is 200 unless the event loop is lagging (a ticker that should
   run every second has not run for ``max_loop_lag`` seconds), a required
   long-running task has ended (:mod:`ipscheduler.backend.supervisor`), a registered
   check fails (an informer without a working LIST+WATCH for longer than the

@@ -270,3 +270,39 @@ def test_unusable_files_raise(tmp_path: Path, files: tuple[str, str], error: typ
 def test_keypair_files_are_private(tmp_path: Path) -> None:
     cert, key = KeyPair(b"c", b"k").write(str(tmp_path), "x")
     assert (Path(cert).stat().st_mode & 0o777, Path(key).stat().st_mode & 0o777) == (0o600, 0o600)
+
+
+@pytest.mark.parametrize(
+    ("cn", "groups", "status"),
+    [
+        pytest.param("admin", ["system:masters"], 200, id="masters-certificate"),
+        pytest.param(SCRAPER, [], 200, id="allowed-user-certificate"),
+        pytest.param("viewer", [], 403, id="certificate-user-not-allowed"),
+        pytest.param(None, [], 401, id="no-certificate-no-token"),
+    ],
+)
+async def test_a_client_certificate_of_the_client_ca_authenticates_on_the_secure_port(
+    tmp_path: Path, cn: str | None, groups: list[str], status: int
+) -> None:
+    """--client-ca-file on the secure port: a certificate it signed is the user (CN) and
+    groups (O), with no TokenReview; without one, a token is needed as before."""
+    from ipscheduler.metrics import Metrics
+
+    ca = new_certificate("client-ca", is_ca=True)
+    server = new_certificate("server", hosts=["127.0.0.1"]).write(str(tmp_path), "server")
+    ctx = serving.server_context(*server, ca.write(str(tmp_path), "ca")[0])
+    reviewer = Reviewer()
+    middleware = serving.auth_middleware(reviewer, serving.DEFAULT_ALWAYS_ALLOW_PATHS)
+    port = free_port()
+    runner = await serve(HealthState(metrics=Metrics()), f"127.0.0.1:{port}", ctx, [middleware])
+    client = insecure()
+    if cn is not None:
+        client.load_cert_chain(
+            *new_certificate(cn, organizations=groups, issuer=ca).write(str(tmp_path), "client")
+        )
+    try:
+        got, _ = await get(port, client, "/metrics")
+    finally:
+        await runner.cleanup()
+    assert got == status
+    assert not [a for a in reviewer.asked if isinstance(a, str)], "no TokenReview for a certificate"
