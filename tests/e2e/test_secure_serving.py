@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 import secrets
+import signal
 import ssl
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+import devcluster
 from ipscheduler.cmd.serving import new_certificate
 from tests.builders import free_port
 from tests.e2e.helpers import ROOT, SchedulerProcess, https_get
@@ -110,3 +113,59 @@ def test_tls_with_a_self_signed_certificate(scheduler_factory: Callable[..., Sch
     with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED"):
         https_get(port, "/healthz", context=ssl.create_default_context())
     assert https_get(port, "/healthz")[0] == 200, "served to a client that does not verify"
+
+
+@pytest.fixture
+def real_kube_scheduler(cluster: devcluster.Cluster) -> Iterator[int]:
+    """The real kube-scheduler (its own secure port on 127.0.0.1, self-signed); the port."""
+    proc = cluster.start_kube_scheduler("kube-scheduler-secure-port")
+    (port,) = (int(str(a).split("=")[1]) for a in proc.args if str(a).startswith("--secure-port="))
+
+    def healthy() -> bool:
+        try:
+            return https_get(port, "/healthz")[0] == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for("kube-scheduler's secure port", healthy, timeout=60)
+        yield port
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_answers_are_kube_schedulers(
+    scrapers: dict[str, str], scheduler_factory: Callable[..., SchedulerProcess], real_kube_scheduler: int
+) -> None:
+    """The same requests to the real kube-scheduler's secure port and to ours: the same
+    status and, for a refusal, the same Status reason and message. The one difference:
+    kube-scheduler lets a request without credentials through as system:anonymous (403),
+    ours answers it 401."""
+    ours = secure(scheduler_factory)
+
+    def answer(port: int, path: str, token: str | None) -> tuple[int, str, str]:
+        status, body = https_get(port, path, token)
+        if status in (401, 403):
+            status_body = json.loads(body)
+            return status, status_body["reason"], status_body["message"]
+        return status, "", ""
+
+    for path, token in [
+        ("/metrics", scrapers["reader"]),
+        ("/metrics", scrapers["stranger"]),
+        ("/metrics", "garbage"),
+        ("/healthz", None),
+        ("/livez", scrapers["stranger"]),
+    ]:
+        assert answer(ours, path, token) == answer(real_kube_scheduler, path, token), (path, token)
+    assert answer(real_kube_scheduler, "/metrics", None) == (
+        403,
+        "Forbidden",
+        'forbidden: User "system:anonymous" cannot get path "/metrics"',
+    )
+    assert answer(ours, "/metrics", None)[:2] == (401, "Unauthorized")
