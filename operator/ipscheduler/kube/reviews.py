@@ -128,8 +128,6 @@ class DelegatingAuth:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api_client = api_client
-        self._authn: Any = client.AuthenticationV1Api(api_client)
-        self._authz: Any = client.AuthorizationV1Api(api_client)
         self.token_ttl = token_ttl
         self.allow_ttl = allow_ttl
         self.deny_ttl = deny_ttl
@@ -150,7 +148,8 @@ class DelegatingAuth:
             "kind": "TokenReview",
             "spec": {"token": token},
         }
-        answer = await KubeApi.read_json(self._authn.create_token_review(body, _preload_content=False))
+        authn: Any = client.AuthenticationV1Api(self._api_client)
+        answer = await KubeApi.read_json(authn.create_token_review(body, _preload_content=False))
         return dict(answer.get("status") or {})
 
     async def access_review(self, user: UserInfo, verb: str, path: str) -> dict[str, Any]:
@@ -166,9 +165,8 @@ class DelegatingAuth:
         if user.extra:
             spec["extra"] = {k: list(v) for k, v in user.extra}
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
-        answer = await KubeApi.read_json(
-            self._authz.create_subject_access_review(body, _preload_content=False)
-        )
+        authz: Any = client.AuthorizationV1Api(self._api_client)
+        answer = await KubeApi.read_json(authz.create_subject_access_review(body, _preload_content=False))
         return dict(answer.get("status") or {})
 
     async def authenticate(self, token: str) -> UserInfo | None:
