@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import secrets
-import signal
 import ssl
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import yaml
 import devcluster
 from ipscheduler.cmd.serving import new_certificate
 from tests.builders import free_port
-from tests.e2e.helpers import ROOT, SchedulerProcess, https_get
+from tests.e2e.helpers import ROOT, SchedulerProcess, https_get, terminate
 from tests.kube import Kubectl, wait_for
 
 READER = yaml.safe_load((ROOT / "deploy" / "13-clusterrole-metrics-reader.yaml").read_text())
@@ -131,12 +129,7 @@ def real_kube_scheduler(cluster: devcluster.Cluster) -> Iterator[int]:
         wait_for("kube-scheduler's secure port", healthy, timeout=60)
         yield port
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
 
 
 def test_the_answers_are_kube_schedulers(
