@@ -522,6 +522,8 @@ class Ours(SchedulerProcess):
             kubeconfig,
             "--health-addr",
             "",
+            "--secure-port",
+            "0",  # several schedulers at once: none on 10259
             "--leader-elect=false",  # the failover phase's --leader-elect (later) wins
             *extra,
         ]

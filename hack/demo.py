@@ -61,6 +61,8 @@ def start_scheduler(root: Path, python: str, kubeconfig: Path) -> int:
                 "--kubeconfig",
                 str(kubeconfig),
                 "--leader-elect=false",
+                "--secure-port",
+                "0",  # no port to collide with a scheduler or kube-scheduler on this host
                 "-v=2",
             ],
             stdout=log,

@@ -1,6 +1,10 @@
-"""``/healthz``, ``/readyz`` and ``/metrics`` on a small aiohttp server.
+"""``/healthz``, ``/livez``, ``/readyz`` and ``/metrics`` on a small aiohttp server.
 
-- ``/healthz`` is 200 unless the event loop is lagging (a ticker that should
+:func:`serve` runs them over HTTPS behind the authentication and authorization
+middleware of ``cmd/serving`` (kube-scheduler's secure port, ``--secure-port``), or
+over plain HTTP without one (``--health-addr``, local development only).
+
+- ``/healthz`` (and ``/livez``, the same check) is 200 unless the event loop is lagging (a ticker that should
   run every second has not run for ``max_loop_lag`` seconds), a required
   long-running task has ended (:mod:`ipscheduler.backend.supervisor`), a registered
   check fails (an informer without a working LIST+WATCH for longer than the
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
@@ -80,8 +86,9 @@ async def _ticker(state: HealthState) -> None:
         await asyncio.sleep(1.0)
 
 
-def make_app(state: HealthState) -> web.Application:
-    """The probe endpoints as an aiohttp application."""
+def make_app(state: HealthState, middlewares: Iterable[Any] = ()) -> web.Application:
+    """The probe endpoints as an aiohttp application, behind ``middlewares`` (on the
+    secure port: ``cmd/serving.auth_middleware``)."""
 
     async def healthz(_: web.Request) -> web.Response:
         ok, why = state.healthy()
@@ -97,7 +104,7 @@ def make_app(state: HealthState) -> web.Application:
         response: web.StreamResponse = await state.metrics.handler(request)
         return response
 
-    app = web.Application()
+    app = web.Application(middlewares=list(middlewares))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/livez", healthz)
     app.router.add_get("/readyz", readyz)
@@ -105,18 +112,31 @@ def make_app(state: HealthState) -> web.Application:
     return app
 
 
-async def serve(state: HealthState, address: str) -> web.AppRunner:
-    """Start serving on ``host:port``; returns the runner (call ``cleanup()`` to stop).
+async def serve(
+    state: HealthState,
+    address: str,
+    ssl_context: ssl.SSLContext | None = None,
+    middlewares: Iterable[Any] = (),
+) -> web.AppRunner:
+    """Start serving on ``host:port`` (HTTPS with ``ssl_context``, else plain HTTP) behind
+    ``middlewares``; returns the runner (call ``cleanup()`` to stop). The first call also
+    starts the loop-lag ticker.
 
     Raises ValueError for a malformed address, OSError if the port is taken.
     """
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError(f"invalid address {address!r}: expected host:port")
-    runner = web.AppRunner(make_app(state), access_log=None)
+    runner = web.AppRunner(make_app(state, middlewares), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host or "0.0.0.0", int(port))
-    await site.start()
-    state.ticker = asyncio.get_running_loop().create_task(_ticker(state), name="health-ticker")
-    log.info("serving /healthz and /readyz on %s", address)
+    site = web.TCPSite(runner, host.strip("[]") or "0.0.0.0", int(port), ssl_context=ssl_context)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    if state.ticker is None:
+        state.ticker = asyncio.get_running_loop().create_task(_ticker(state), name="health-ticker")
+    scheme = "https" if ssl_context is not None else "http (no authentication)"
+    log.info("serving /healthz, /livez, /readyz and /metrics on %s, %s", address, scheme)
     return runner

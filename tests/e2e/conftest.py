@@ -3,30 +3,22 @@ helpers.py)."""
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import devcluster
 from tests.builders import free_port
 from tests.e2e.helpers import (
-    KUBE,
-    OURS,
-    RELEASED_ANNOTATION,
-    RESOURCE,
-    ROOT,
     Pools,
     SchedulerProcess,
     install_crd,
-    published,
+    running_extender,
+    running_kube_scheduler,
 )
-from tests.kube import Kubectl, create_namespace, wait_for
+from tests.kube import Kubectl, create_namespace
 
 
 @pytest.fixture(scope="session")
@@ -101,55 +93,16 @@ def extender_port() -> int:
 
 @pytest.fixture
 def extender(kubectl: Kubectl, crd: None, tmp_path: Path, extender_port: int) -> Iterator[SchedulerProcess]:
-    """``ipscheduler extender`` (its own schedulerName for scheduler mode beside it); the
-    nodes' extended resource and its stamp are removed afterwards."""
-    proc = SchedulerProcess(
-        kubectl.kubeconfig,
-        tmp_path / "extender.log",
-        "--listen",
-        f"127.0.0.1:{extender_port}",
-        "--scheduler-name",
-        OURS,
-        "--gc-interval",
-        "5s",
-        command="extender",
-    ).start()
-    wait_for("the extender verbs served", lambda: proc.logged("serving the extender verbs"), timeout=30)
-    yield proc
-    proc.stop()
-    for node, value in published(kubectl).items():
-        if value is None and not node_annotated(kubectl, node):
-            continue
-        patch = json.dumps(
-            {
-                "metadata": {"annotations": {RELEASED_ANNOTATION: None}},
-                "status": {"capacity": {RESOURCE: None}, "allocatable": {RESOURCE: None}},
-            }
-        )
-        kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", patch)
+    """``ipscheduler extender`` as deploy/extender runs it (HTTPS, self-signed)."""
+    with running_extender(kubectl, tmp_path / "extender.log", extender_port) as proc:
+        yield proc
 
 
 @pytest.fixture
 def kube_scheduler(
     cluster: devcluster.Cluster, extender: SchedulerProcess, extender_port: int
 ) -> Iterator[None]:
-    """The real kube-scheduler with the extender entry deploy/extender/ ships, its urlPrefix
-    (the in-cluster Service) pointed at this test's extender on 127.0.0.1."""
-    config = yaml.safe_load((ROOT / "deploy" / "extender" / "kube-scheduler-config.yaml").read_text())
-    (entry,) = config["extenders"]
-    proc = cluster.start_kube_scheduler(
-        "kube-scheduler-extender",
-        scheduler_name=KUBE,
-        extenders=[{**entry, "urlPrefix": f"http://127.0.0.1:{extender_port}"}],
-    )
-    yield
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def node_annotated(kubectl: Kubectl, node: str) -> bool:
-    return RELEASED_ANNOTATION in (kubectl.json("get", "node", node)["metadata"].get("annotations") or {})
+    """kube-scheduler calling ``extender`` with deploy/extender's entry as shipped
+    (``enableHTTPS``, ``tlsConfig.insecure``)."""
+    with running_kube_scheduler(cluster, extender_port, "kube-scheduler-extender"):
+        yield

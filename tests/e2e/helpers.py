@@ -8,17 +8,20 @@ import os
 import re
 import secrets
 import signal
+import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+import devcluster
 from tests.builders import free_port
 from tests.kube import Kubectl, pod_manifest, wait_for
 
@@ -90,6 +93,25 @@ def token_kubeconfig(kubectl: Kubectl, service_account: str, namespace: str, pat
     return path
 
 
+def https_get(
+    port: int, path: str, token: str | None = None, context: ssl.SSLContext | None = None
+) -> tuple[int, str]:
+    """GET https://127.0.0.1:<port><path> as a scraper would, with ``token`` as the bearer
+    token if given; ``context`` verifies the server (default: not verified, as for the
+    scheduler's self-signed certificate). Returns ``(status, body)``, an error's too."""
+    if context is None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 def ipscheduler_check(kubeconfig: Path) -> subprocess.CompletedProcess[str]:
     """``ipscheduler check`` as a user runs it."""
     return subprocess.run(
@@ -141,7 +163,8 @@ class SchedulerProcess:
         cmd = [sys.executable, "-m", "ipscheduler", self.command, "--kubeconfig", str(self.kubeconfig)]
         # One replica without a Lease unless the test elects (a later --leader-elect wins);
         # -v=2: binds and unschedulable attempts are logged, as tests read them.
-        cmd += ["--leader-elect=false", "-v=2", "--health-addr", f"127.0.0.1:{self.health_port}", *self.extra]
+        cmd += ["--leader-elect=false", "-v=2", "--health-addr", f"127.0.0.1:{self.health_port}"]
+        cmd += ["--secure-port", "0", *self.extra]  # several run at once: no two on 10259
         start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -294,3 +317,66 @@ def published(kubectl: Kubectl) -> dict[str, str | None]:
     """node name → its allocatable RESOURCE (None where the extender published none)."""
     nodes = kubectl.json("get", "nodes")["items"]
     return {n["metadata"]["name"]: (n["status"].get("allocatable") or {}).get(RESOURCE) for n in nodes}
+
+
+def node_annotated(kubectl: Kubectl, node: str) -> bool:
+    return RELEASED_ANNOTATION in (kubectl.json("get", "node", node)["metadata"].get("annotations") or {})
+
+
+@contextmanager
+def running_extender(kubectl: Kubectl, log: Path, port: int, *tls: str) -> Iterator[SchedulerProcess]:
+    """``ipscheduler extender --enable-https`` on 127.0.0.1:``port`` with the ``tls`` flags
+    (none: its self-signed certificate, as deploy/extender runs it), its own schedulerName
+    for scheduler mode beside it; the nodes' extended resource and its stamp are removed
+    afterwards."""
+    proc = SchedulerProcess(
+        kubectl.kubeconfig,
+        log,
+        *("--listen", f"127.0.0.1:{port}", "--enable-https", *tls),
+        *("--scheduler-name", OURS, "--gc-interval", "5s"),
+        command="extender",
+    ).start()
+    wait_for("the extender verbs served", lambda: proc.logged("serving the extender verbs"), timeout=30)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        for node, value in published(kubectl).items():
+            if value is None and not node_annotated(kubectl, node):
+                continue
+            patch = json.dumps(
+                {
+                    "metadata": {"annotations": {RELEASED_ANNOTATION: None}},
+                    "status": {"capacity": {RESOURCE: None}, "allocatable": {RESOURCE: None}},
+                }
+            )
+            kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", patch)
+
+
+@contextmanager
+def running_kube_scheduler(
+    cluster: devcluster.Cluster, port: int, name: str, tls_config: dict[str, Any] | None = None
+) -> Iterator[None]:
+    """The real kube-scheduler with the extender entry deploy/extender/ ships, its urlPrefix
+    (the in-cluster Service) pointed at the extender on 127.0.0.1:``port`` and, if given,
+    ``tls_config`` instead of the entry's ``tlsConfig``."""
+    config = yaml.safe_load((ROOT / "deploy" / "extender" / "kube-scheduler-config.yaml").read_text())
+    (entry,) = config["extenders"]
+    entry = {**entry, "urlPrefix": f"https://127.0.0.1:{port}"}
+    if tls_config is not None:
+        entry["tlsConfig"] = tls_config
+    proc = cluster.start_kube_scheduler(name, scheduler_name=KUBE, extenders=[entry])
+    try:
+        yield
+    finally:
+        terminate(proc)
+
+
+def terminate(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM ``proc``, SIGKILL it if it has not exited 15 s later; waits for the exit."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

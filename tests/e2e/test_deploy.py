@@ -24,7 +24,7 @@ import yaml
 import binaries
 from ipscheduler.underlayip.publisher import RESOURCE
 from tests.builders import free_port
-from tests.e2e.helpers import ROOT, Pools, SchedulerProcess, token_kubeconfig
+from tests.e2e.helpers import ROOT, Pools, SchedulerProcess, https_get, token_kubeconfig
 from tests.kube import Kubectl, pod_manifest, wait_for
 
 NAMESPACE = "ipscheduler-system"
@@ -162,7 +162,7 @@ def _scheduler_rbac() -> list[Manifest]:
         for d in _kustomize()
         if d["kind"] in RBAC_KINDS
         and NODE_NAMESPACE not in (d["metadata"]["name"], d["metadata"].get("namespace"))
-        and d["metadata"]["name"] not in ("ipscheduler-ipam", *ADDRESS_ROLES)
+        and d["metadata"]["name"] not in ("ipscheduler-ipam", "ip-scheduler-metrics-reader", *ADDRESS_ROLES)
     ]
     assert sorted(d["kind"] for d in docs) == sorted(RBAC_KINDS)
     return docs
@@ -182,7 +182,7 @@ def test_deploy_passes_server_validation_and_admission(kubectl: Kubectl, crd: No
     """`kubectl apply -k deploy/` as a dry run: the PodDisruptionBudget, the anti-affinity,
     and system-cluster-critical outside kube-system (admitted since Kubernetes 1.17)."""
     docs = _kustomize()
-    assert {d["kind"] for d in docs} >= {"Deployment", "DaemonSet", "PodDisruptionBudget"}
+    assert {d["kind"] for d in docs} >= {"Deployment", "DaemonSet", "PodDisruptionBudget", "NetworkPolicy"}
     with _real(kubectl, _needed_for_real(docs)):
         _dry_run(kubectl, docs)
 
@@ -192,7 +192,10 @@ def test_deploy_extender_passes_server_validation_and_admission(kubectl: Kubectl
     extender mode, its Service and the publisher's ClusterRole."""
     docs = _kustomize("deploy/extender")
     kinds = {d["kind"] for d in docs}
-    assert kinds >= {"Deployment", "DaemonSet", "Service"} and "PodDisruptionBudget" not in kinds
+    assert (
+        kinds >= {"Deployment", "DaemonSet", "Service", "NetworkPolicy"}
+        and "PodDisruptionBudget" not in kinds
+    )
     with _real(kubectl, _needed_for_real(docs)):
         _dry_run(kubectl, docs)
 
@@ -224,10 +227,10 @@ def test_the_chart_passes_server_validation_and_admission(
 
 def _chart_process(docs: list[Manifest], kubeconfig: Path, log: Path) -> SchedulerProcess:
     """The arguments of the chart's Deployment as a local `ipscheduler run` under
-    ``kubeconfig``, its Lease in NAMESPACE (in a pod: the pod's namespace). Without
-    --health-addr (SchedulerProcess serves on a loopback port of its own) and, for extender
-    mode, without ``extender --listen``: an extender would publish its resource on the
-    cluster's nodes, which other tests read."""
+    ``kubeconfig``, its Lease in NAMESPACE (in a pod: the pod's namespace). SchedulerProcess
+    serves on loopback ports of its own; for extender mode, without ``extender --listen
+    --enable-https``: an extender would publish its resource on the cluster's nodes, which
+    other tests read."""
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     _, *chart_args = container["args"]
@@ -236,7 +239,7 @@ def _chart_process(docs: list[Manifest], kubeconfig: Path, log: Path) -> Schedul
     for arg in values:
         if arg in ("--health-addr", "--listen"):
             next(values)
-        else:
+        elif arg != "--enable-https":
             args.append(arg)
     return SchedulerProcess(kubeconfig, log, *args, "--leader-elect-namespace", NAMESPACE)
 
@@ -306,7 +309,8 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
 ) -> None:
     """deploy/'s ServiceAccount, ClusterRole, leader-election Role and their bindings, for
     real: `kubectl auth can-i` both ways (the grants removed as unused included), then the
-    scheduler under that ServiceAccount's token binds a pod without one 403."""
+    scheduler under that ServiceAccount's token binds a pod without one 403, and its secure
+    port reviews tokens under it (its own token may not read /metrics: 403, not 500)."""
     docs = _scheduler_rbac()
     must = [
         ("create", "pods/binding"),
@@ -321,6 +325,9 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         ("allocate", "nodeippools.ipscheduler.io"),
         ("create", "events"),
         ("patch", "events"),
+        # The secure port's reviews (as kube-scheduler's system:auth-delegator binding).
+        ("create", "tokenreviews.authentication.k8s.io"),
+        ("create", "subjectaccessreviews.authorization.k8s.io"),
     ]
     must_not = [
         ("delete", "pods"),
@@ -359,11 +366,13 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         pools.create("rbac", "node-3", ["10.10.0.1-10.10.0.3"])
         # Its own schedulerName: the module's scheduler (admin credentials) must not be the one
         # that binds the pod.
+        secure_port = free_port()
         proc = SchedulerProcess(
             kc,
             tmp_path / "sa-scheduler.log",
             *("--scheduler-name", name, "--leader-elect-lease-name", LEASE),
             *("--leader-elect", "--leader-elect-namespace", NAMESPACE),
+            *("--secure-port", str(secure_port), "--bind-address", "127.0.0.1"),
         ).start()
         try:
             manifest = pod_manifest(
@@ -379,6 +388,9 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
                 timeout=60,
             )
             assert pod["metadata"]["annotations"]["ipscheduler.io/ip"] == "10.10.0.1"
+            own_token = yaml.safe_load(kc.read_text())["users"][0]["user"]["token"]
+            assert https_get(secure_port, "/metrics", own_token)[0] == 403
+            assert https_get(secure_port, "/healthz")[0] == 200
             log = proc.log_path.read_text()
             # \b403\b: HTTP 403, not the digits inside a replica identity's UUID.
             assert "Forbidden" not in log and not re.search(r"\b403\b", log), log

@@ -9,15 +9,23 @@ The pods act as a user's would: they keep kube-scheduler and request one address
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import devcluster
+from ipscheduler.cmd.serving import new_certificate
 from tests.builders import bound_pods
 from tests.e2e.helpers import (
     KUBE,
@@ -30,6 +38,8 @@ from tests.e2e.helpers import (
     events_for,
     pods_of,
     published,
+    running_extender,
+    running_kube_scheduler,
     wants_address,
 )
 from tests.kube import Kubectl, pod_manifest, wait_for
@@ -271,3 +281,102 @@ def test_the_published_resource_follows_the_nodes_pools(kubectl: Kubectl, pools:
     wait_for("removed with the last pool", lambda: published(kubectl).get("node-3") is None, timeout=30)
     node = kubectl.json("get", "node", "node-3")
     assert RESOURCE not in (node["status"].get("capacity") or {})
+
+
+# --------------------------------------------------------------------------- mutual TLS
+SERVICE_NAME = "ip-scheduler-extender.ipscheduler-system.svc"
+"""The name kube-scheduler checks the extender's certificate for (tlsConfig.serverName)."""
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> dict[str, Any]:
+    """A CA; the extender's certificate for the Service's name; kube-scheduler's client
+    certificate; and an intruder's, signed by another CA. Files and PEM bytes."""
+    ca = new_certificate("extender-ca", is_ca=True)
+    server = new_certificate("ip-scheduler-extender", hosts=[SERVICE_NAME, "127.0.0.1"], issuer=ca)
+    client = new_certificate("kube-scheduler", issuer=ca)
+    intruder = new_certificate("intruder", issuer=new_certificate("other-ca", is_ca=True))
+    files = {name: pair.write(str(tmp_path), name) for name, pair in (("server", server), ("client", client))}
+    files["intruder"] = intruder.write(str(tmp_path), "intruder")
+    return {"ca": ca, "ca_file": ca.write(str(tmp_path), "ca")[0], "client": client, "files": files}
+
+
+@pytest.fixture
+def mtls_extender(
+    kubectl: Kubectl, crd: None, tmp_path: Path, extender_port: int, pki: dict[str, Any]
+) -> Iterator[SchedulerProcess]:
+    """The extender with a certificate of the test's CA, demanding client certificates it signed."""
+    cert, key = pki["files"]["server"]
+    tls = ("--tls-cert-file", cert, "--tls-private-key-file", key, "--client-ca-file", pki["ca_file"])
+    with running_extender(kubectl, tmp_path / "extender-mtls.log", extender_port, *tls) as proc:
+        yield proc
+
+
+def b64(pem: bytes) -> str:
+    return base64.b64encode(pem).decode()
+
+
+def test_kube_scheduler_binds_through_the_extender_over_mutual_tls(
+    cluster: devcluster.Cluster,
+    kubectl: Kubectl,
+    pools: Pools,
+    ns: str,
+    pki: dict[str, Any],
+    mtls_extender: SchedulerProcess,
+    extender_port: int,
+) -> None:
+    """enableHTTPS with tlsConfig caData (the extender verified, for serverName), certData and
+    keyData (kube-scheduler's client certificate): pods are placed and bound with their address."""
+    tls_config = {
+        "caData": b64(pki["ca"].cert_pem),
+        "serverName": SERVICE_NAME,
+        "certData": b64(pki["client"].cert_pem),
+        "keyData": b64(pki["client"].key_pem),
+    }
+    two_pools(pools, kubectl)
+    with running_kube_scheduler(cluster, extender_port, "kube-scheduler-mtls", tls_config):
+        for i in range(3):
+            kubectl.create(wants_address(f"m{i}"), ns)
+        wait_for("3 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 3, timeout=60)
+    bound = bound_pods(pods_of(kubectl, ns))
+    assert len({ip_of(p) for p in bound}) == 3
+    for pod in bound:
+        node = pod["spec"]["nodeName"]
+        assert node in RANGES and in_range(ip_of(pod), RANGES[node]), (pod["metadata"]["name"], node)
+    assert mtls_extender.logged("https")
+
+
+def post_bind(port: int, ctx: ssl.SSLContext) -> int:
+    """POST an empty /bind over TLS with ``ctx``: the HTTP status. Raises OSError (an
+    ssl.SSLError or a reset) when the handshake is refused."""
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/bind", data=b"{}", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=ctx) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+@pytest.mark.parametrize(
+    ("client_cert", "served"),
+    [
+        pytest.param("client", True, id="kube-schedulers-certificate"),
+        pytest.param(None, False, id="no-certificate"),
+        pytest.param("intruder", False, id="another-cas-certificate"),
+    ],
+)
+def test_only_a_client_with_a_certificate_of_the_ca_reaches_bind(
+    mtls_extender: SchedulerProcess,
+    extender_port: int,
+    pki: dict[str, Any],
+    client_cert: str | None,
+    served: bool,
+) -> None:
+    ctx = ssl.create_default_context(cafile=pki["ca_file"])
+    if client_cert:
+        ctx.load_cert_chain(*pki["files"][client_cert])
+    if served:
+        assert post_bind(extender_port, ctx) == 400, "reached the verb (an empty binding is refused)"
+    else:
+        with pytest.raises(OSError):
+            post_bind(extender_port, ctx)

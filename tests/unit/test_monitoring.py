@@ -418,14 +418,53 @@ def kustomize() -> list[dict[str, Any]]:
 
 def test_kustomize_renders_the_monitor_the_rules_and_the_dashboard() -> None:
     docs = {d["kind"]: d for d in kustomize()}
-    assert sorted(docs) == ["ConfigMap", "PodMonitor", "PrometheusRule"]
-    assert {d["metadata"]["namespace"] for d in docs.values()} == {"ipscheduler-system"}
+    assert sorted(docs) == [
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "PodMonitor",
+        "PrometheusRule",
+        "Secret",
+        "ServiceAccount",
+    ]
+    namespaced = [d for kind, d in docs.items() if kind != "ClusterRoleBinding"]
+    assert {d["metadata"]["namespace"] for d in namespaced} == {"ipscheduler-system"}
+    assert docs["ClusterRoleBinding"]["subjects"][0]["namespace"] == "ipscheduler-system"
     config_map = docs["ConfigMap"]
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert config_map["metadata"]["name"] == "ip-scheduler-dashboard", "no hash suffix: one copy"
     (content,) = config_map["data"].values()
     assert json.loads(content) == dashboard()
     assert docs["PrometheusRule"]["spec"] == prometheus_rule()["spec"]
+
+
+def test_the_pod_monitor_scrapes_with_a_token_allowed_to_get_metrics() -> None:
+    """The bearer token is the scraper ServiceAccount's, from a Secret of the PodMonitor's
+    namespace, and that account is bound to deploy/'s metrics reader ClusterRole."""
+    monitor = yaml.safe_load((MONITORING / "podmonitor.yaml").read_text())
+    scraper = {d["kind"]: d for d in yaml.safe_load_all((MONITORING / "scraper.yaml").read_text())}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    credentials = endpoint["authorization"]["credentials"]
+    assert endpoint["authorization"]["type"] == "Bearer"
+    secret = scraper["Secret"]
+    assert (secret["metadata"]["name"], secret["type"]) == (
+        credentials["name"],
+        "kubernetes.io/service-account-token",
+    )
+    assert credentials["key"] == "token", "the key the API server fills in"
+    namespace = monitor["metadata"]["namespace"]
+    account = scraper["ServiceAccount"]["metadata"]
+    assert secret["metadata"]["namespace"] == account["namespace"] == namespace
+    assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": account["name"]}
+    binding = scraper["ClusterRoleBinding"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": namespace}
+    ]
+    reader = yaml.safe_load((ROOT / "deploy" / "15-clusterrole-metrics-reader.yaml").read_text())
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": reader["metadata"]["name"],
+    }
 
 
 def test_the_pod_monitor_scrapes_every_replica_of_the_deployment() -> None:
@@ -445,5 +484,7 @@ def test_the_pod_monitor_scrapes_every_replica_of_the_deployment() -> None:
     assert endpoint["port"] in ports
     assert (endpoint["path"], endpoint["interval"]) == ("/metrics", "30s")
     args = template["spec"]["containers"][0]["args"]
-    assert args[args.index("--health-addr") + 1].endswith(f":{ports[endpoint['port']]}")
+    assert ports[endpoint["port"]] == 10259 and "--secure-port" not in args, "kube-scheduler's secure port"
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}, "the scheduler's certificate is self-signed"
     assert "--leader-elect" in args, "IPSchedulerNoLeader reads leader_election_master_status"

@@ -62,6 +62,9 @@ EXPECTED_CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("ipscheduler.io", "nodeippools/status"): {"update"},
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
     ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
+    # The secure port's delegated authentication and authorization (kube/reviews.py).
+    ("authentication.k8s.io", "tokenreviews"): {"create"},
+    ("authorization.k8s.io", "subjectaccessreviews"): {"create"},
 }
 FORBIDDEN_VERBS = {"delete", "deletecollection", "escalate", "bind", "impersonate"}
 
@@ -328,6 +331,45 @@ def test_cluster_role_grants_exactly(
     assert granted == verbs, f"({api_group!r}, {resource!r}): granted {sorted(granted)}, want {sorted(verbs)}"
 
 
+SECURE_PORT = 10259
+METRICS_READER = "ip-scheduler-metrics-reader"
+
+
+def test_the_probes_and_metrics_are_on_the_secure_port_only(manifests: list[Manifest]) -> None:
+    """kube-scheduler's contract: HTTPS on 10259 (the flag's default, so the args name no
+    port), the probes need no token (always-allowed paths), no plain HTTP port."""
+    from ipscheduler.cmd.cli import build_parser
+    from ipscheduler.cmd.flags import run_config
+
+    container = _container(manifests)
+    cfg = run_config(build_parser().parse_args(container["args"]))
+    assert (cfg.secure.port, cfg.secure.bind_address, cfg.health_addr) == (SECURE_PORT, "0.0.0.0", "")
+    assert container["ports"] == [{"name": "https", "containerPort": SECURE_PORT, "protocol": "TCP"}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["path"] in cfg.secure.always_allow_paths
+
+
+def test_the_metrics_reader_may_get_metrics_only(manifests: list[Manifest]) -> None:
+    role = _one(manifests, "ClusterRole", METRICS_READER)
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_the_network_policy_admits_the_secure_port_and_lets_out_the_api_server_and_dns(
+    manifests: list[Manifest],
+) -> None:
+    policy = _one(manifests, "NetworkPolicy", DEPLOYMENT)
+    spec = policy["spec"]
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    assert spec["podSelector"] == {"matchLabels": APP_LABEL}
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["ingress"] == [{"ports": [{"port": "https", "protocol": "TCP"}]}], (
+        "the secure port, from anywhere"
+    )
+    egress = sorted((p["port"], p["protocol"]) for rule in spec["egress"] for p in rule["ports"])
+    assert egress == [(53, "TCP"), (53, "UDP"), (443, "TCP"), (6443, "TCP")]
+    assert not any("to" in rule for rule in spec["egress"])
+
+
 def test_cluster_role_grants_nothing_else(manifests: list[Manifest]) -> None:
     extra = set(_permissions(_cluster_role(manifests))) - set(EXPECTED_CLUSTER_PERMISSIONS)
     assert not extra, f"unexpected (apiGroup, resource) grants: {sorted(extra)}"
@@ -382,7 +424,8 @@ def test_deployment_shape(manifests: list[Manifest]) -> None:
     assert APP_LABEL.items() <= deployment["metadata"]["labels"].items()
     assert spec["template"]["metadata"]["annotations"] == {
         "prometheus.io/scrape": "true",
-        "prometheus.io/port": "8080",
+        "prometheus.io/scheme": "https",
+        "prometheus.io/port": str(SECURE_PORT),
         "prometheus.io/path": "/metrics",
     }
     pod = spec["template"]["spec"]
@@ -423,8 +466,8 @@ def test_deployment_container(manifests: list[Manifest]) -> None:
     assert container["imagePullPolicy"] == "IfNotPresent"
     assert container["args"][:3] == ["run", "--scheduler-name", "ip-scheduler"]
     assert "--leader-elect" in container["args"]
-    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
     assert "command" not in container, "the image ENTRYPOINT is `ipscheduler`"
     assert container["resources"] == {
         "requests": {"cpu": "100m", "memory": "256Mi"},
@@ -623,6 +666,8 @@ EXTENDER_ADDS = {
     ("ClusterRole", "", EXTENDER),
     ("ClusterRoleBinding", "", EXTENDER),
 }
+EXTENDER_PATCHES = {("NetworkPolicy", NAMESPACE, DEPLOYMENT)}
+"""deploy/'s objects that deploy/extender patches beyond the Deployment (the extender port's ingress)."""
 EXTENDER_REMOVES = {("PodDisruptionBudget", NAMESPACE, DEPLOYMENT)}
 """What deploy/extender changes in deploy/'s objects, besides the Deployment's args, ports
 and rollout strategy (deploy/extender/README.md, Availability: only the leader is ready)."""
@@ -667,7 +712,8 @@ def test_the_kube_scheduler_entry_calls_exactly_the_four_verbs_served() -> None:
     assert sorted(verbs.values()) == sorted(VERBS), "the routes cmd/extender serves"
     assert entry["nodeCacheCapable"] is True
     assert (entry["weight"], entry["httpTimeout"], entry["ignorable"]) == (1, "5s", False)
-    assert not entry.get("enableHTTPS", False), "cmd/extender serves plain HTTP"
+    assert entry["enableHTTPS"] is True, "deploy/extender runs `ipscheduler extender --enable-https`"
+    assert entry["tlsConfig"] == {"insecure": True}, "the extender's certificate is self-signed as shipped"
 
 
 def test_the_kube_scheduler_entry_manages_the_resource_the_publisher_keeps_on_the_nodes() -> None:
@@ -682,7 +728,7 @@ def test_the_kube_scheduler_entry_calls_the_extender_service(extender_manifests:
     url = urlsplit(_extender_entry()["urlPrefix"])
     (port,) = _one(extender_manifests, "Service", EXTENDER)["spec"]["ports"]
     assert (url.scheme, url.hostname, url.port, url.path) == (
-        "http",
+        "https",
         f"{EXTENDER}.{NAMESPACE}.svc",
         port["port"],
         "",
@@ -726,7 +772,7 @@ def test_deploy_extender_is_deploy_but_for_the_extender(
     deploy = {_key(d): d for d in deploy_rendered}
     extender = {_key(d): d for d in extender_manifests}
     assert set(extender) == (set(deploy) - EXTENDER_REMOVES) | EXTENDER_ADDS
-    for key in set(deploy) - EXTENDER_REMOVES:
+    for key in set(deploy) - EXTENDER_REMOVES - EXTENDER_PATCHES:
         assert _but_for_extender_mode(extender[key]) == _but_for_extender_mode(deploy[key]), key
 
 
@@ -739,11 +785,28 @@ def test_the_extender_deployment_runs_ipscheduler_extender(extender_manifests: l
     args = build_parser().parse_args(container["args"])
     cfg = run_config(args)
     assert args.command == "extender"
-    assert (cfg.extender_listen, cfg.leader_elect, cfg.health_addr) == ("0.0.0.0:8888", True, "0.0.0.0:8080")
+    assert (cfg.extender_listen, cfg.leader_elect, cfg.health_addr) == ("0.0.0.0:8888", True, "")
+    assert (cfg.extender_https, cfg.secure.port) == (True, SECURE_PORT)
     assert cfg.publish_resource == RESOURCE
     ports = {p["name"]: p for p in container["ports"]}
     assert ports["extender"] == {"name": "extender", "containerPort": 8888, "protocol": "TCP"}
-    assert ports["metrics"]["containerPort"] == int(cfg.health_addr.rpartition(":")[2])
+    assert ports["https"]["containerPort"] == SECURE_PORT
+
+
+def test_the_extender_port_is_open_to_kube_scheduler_only(extender_manifests: list[Manifest]) -> None:
+    spec = _one(extender_manifests, "NetworkPolicy", DEPLOYMENT)["spec"]
+    assert spec["ingress"] == [
+        {"ports": [{"port": "https", "protocol": "TCP"}]},
+        {
+            "from": [
+                {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"component": "kube-scheduler"}},
+                }
+            ],
+            "ports": [{"port": "extender", "protocol": "TCP"}],
+        },
+    ]
 
 
 def test_the_extender_rollout_does_not_wait_for_a_standby_to_be_ready(
@@ -947,6 +1010,8 @@ def test_the_chart_without_cni_renders_only_the_scheduler(
             ("ValidatingAdmissionPolicyBinding", "", "ip-scheduler-pod-addresses"),
             ("ValidatingAdmissionPolicy", "", "ip-scheduler-pool-status"),
             ("ValidatingAdmissionPolicyBinding", "", "ip-scheduler-pool-status"),
+            ("ClusterRole", "", "ip-scheduler-metrics-reader"),
+            ("NetworkPolicy", NAMESPACE, DEPLOYMENT),
         ]
     )
 
@@ -973,7 +1038,7 @@ def test_the_chart_passes_config_and_extra_args(
     (container,) = pod["spec"]["containers"]
     assert container["args"] == [
         *("run", "--scheduler-name", "ip-scheduler", "--leader-elect"),
-        *("--leader-elect-resource-name", "ip-scheduler", "--health-addr", "0.0.0.0:8080"),
+        *("--leader-elect-resource-name", "ip-scheduler"),
         *("--config", "/etc/ipscheduler/config.yaml", "--ip-strategy", "binpack"),
     ]
     assert {"name": "config", "mountPath": "/etc/ipscheduler", "readOnly": True} in container["volumeMounts"]
@@ -1114,6 +1179,8 @@ def test_the_release_names_the_objects_and_the_lease(
         ("ValidatingAdmissionPolicyBinding", "", f"{fullname}-pod-addresses"),
         ("ValidatingAdmissionPolicy", "", f"{fullname}-pool-status"),
         ("ValidatingAdmissionPolicyBinding", "", f"{fullname}-pool-status"),
+        ("ClusterRole", "", f"{fullname}-metrics-reader"),
+        ("NetworkPolicy", NAMESPACE, fullname),
     }
     assert _lease(docs) == fullname
     role = _one(docs, "Role", f"{fullname}-leader-election")
@@ -1164,7 +1231,7 @@ def test_two_releases_in_one_namespace_share_no_object_and_no_lease(
 COMBINATIONS = [
     pytest.param(mode, monitoring, cni, leader, digest, id=f"{mode}-{mon}-{c}-{le}-{dig}")
     for mode in ("scheduler", "extender")
-    for monitoring, mon in ((False, "nomon"), (True, "mon"))
+    for monitoring, mon in (("", "nomon"), ("podMonitor", "podmon"), ("serviceMonitor", "servicemon"))
     for cni, c in ((False, "nocni"), (True, "cni"))
     for leader, le in ((True, "elect"), (False, "noelect"))
     for digest, dig in ((False, "tag"), (True, "digest"))
@@ -1175,20 +1242,21 @@ COMBINATIONS = [
 def test_every_combination_lints_and_renders_what_it_says(
     helm: Callable[..., subprocess.CompletedProcess[str]],
     mode: str,
-    monitoring: bool,
+    monitoring: str,
     cni: bool,
     leader: bool,
     digest: bool,
 ) -> None:
-    """mode x monitoring x cni.enabled x leaderElection x image digests: `helm lint --strict`
-    passes, and the rendering holds exactly the objects and arguments those values ask for."""
+    """mode x monitoring (none, a PodMonitor, a ServiceMonitor) x cni.enabled x leaderElection
+    x image digests: `helm lint --strict` passes, and the rendering holds exactly the objects
+    and arguments those values ask for, the secure port's among them."""
     sets = [
         f"mode={mode}",
         f"cni.enabled={str(cni).lower()}",
         f"leaderElection.enabled={str(leader).lower()}",
     ]
     if monitoring:
-        sets.append(MONITORING_ON)
+        sets.append(MONITORING_ON.replace("podMonitor", monitoring))
     if digest:
         sets += [f"image.digest={DIGEST}", f"cni.image.digest={DIGEST}", "image.tag=ignored"]
     values = ["--set", ",".join(sets)]
@@ -1209,12 +1277,33 @@ def test_every_combination_lints_and_renders_what_it_says(
     if mode == "extender":
         assert parsed.listen == "0.0.0.0:8888"
     assert (("PodDisruptionBudget", DEPLOYMENT) in kinds) is (mode == "scheduler")
-    monitors = {
-        ("PodMonitor", DEPLOYMENT),
+    scraper = f"{DEPLOYMENT}-metrics-scraper"
+    common = {
         ("PrometheusRule", DEPLOYMENT),
         ("ConfigMap", "ip-scheduler-dashboard"),
+        ("ServiceAccount", scraper),
+        ("Secret", scraper),
+        ("ClusterRoleBinding", scraper),
     }
-    assert kinds & monitors == (monitors if monitoring else set())
+    monitors = {
+        "": set(),
+        "podMonitor": {("PodMonitor", DEPLOYMENT), *common},
+        "serviceMonitor": {("ServiceMonitor", DEPLOYMENT), ("Service", f"{DEPLOYMENT}-metrics"), *common},
+    }
+    every = set().union(*monitors.values())
+    assert kinds & every == monitors[monitoring]
+    # The secure port: HTTPS probes on port https (10259), the reader role, the NetworkPolicy;
+    # the extender's verbs over HTTPS too.
+    (container,) = _containers(_one(docs, "Deployment", DEPLOYMENT))
+    assert {"name": "https", "containerPort": 10259, "protocol": "TCP"} in container["ports"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert (
+            container[probe]["httpGet"]["scheme"] == "HTTPS"
+            and container[probe]["httpGet"]["port"] == "https"
+        )
+    assert "--health-addr" not in args and parsed.secure_port == 10259
+    assert getattr(parsed, "enable_https", False) is (mode == "extender")  # an extender-only flag
+    assert {("ClusterRole", f"{DEPLOYMENT}-metrics-reader"), ("NetworkPolicy", DEPLOYMENT)} <= kinds
     assert (("DaemonSet", IPAM) in kinds) is cni
     images = [c["image"] for d in docs if d["kind"] in ("Deployment", "DaemonSet") for c in _containers(d)]
     expected = [f"ipscheduler@{DIGEST}" if digest else f"ipscheduler:{VERSION}"]
@@ -1230,8 +1319,12 @@ def test_every_combination_lints_and_renders_what_it_says(
         ("mode=", 'mode: "" is neither scheduler'),
         ("image.digest=latest", 'image.digest: "latest" is not a digest such as sha256:'),
         ("cni.enabled=true,cni.image.digest=sha256:xyz", 'cni.image.digest: "sha256:xyz" is not a digest'),
+        (
+            "monitoring.podMonitor.enabled=true,monitoring.serviceMonitor.enabled=true",
+            "monitoring: enable podMonitor or serviceMonitor, not both",
+        ),
     ],
-    ids=["unknown-mode", "empty-mode", "image-digest", "cni-image-digest"],
+    ids=["unknown-mode", "empty-mode", "image-digest", "cni-image-digest", "two-monitors"],
 )
 def test_invalid_values_fail_the_rendering_with_a_clear_message(
     helm: Callable[..., subprocess.CompletedProcess[str]], values: str, message: str

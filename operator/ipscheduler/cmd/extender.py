@@ -1,4 +1,4 @@
-"""``ipscheduler extender``: kube-scheduler's extender protocol over HTTP (aiohttp).
+"""``ipscheduler extender``: kube-scheduler's extender protocol over HTTP or HTTPS (aiohttp).
 
 kube-scheduler POSTs JSON to ``<urlPrefix>/<verb>`` (``pkg/scheduler/extender.go``,
 ``send``): ``/filter``, ``/prioritize``, ``/bind``, ``/preempt``, as configured in its
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -83,14 +84,22 @@ def make_app(verbs: ExtenderVerbs, metrics: Metrics | None = None) -> web.Applic
     return app
 
 
-async def serve(verbs: ExtenderVerbs, address: str, metrics: Metrics | None = None) -> web.AppRunner:
-    """Serve the verbs on ``host:port``; returns the runner (``cleanup()`` stops it).
+async def serve(
+    verbs: ExtenderVerbs,
+    address: str,
+    metrics: Metrics | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> web.AppRunner:
+    """Serve the verbs on ``host:port``, over HTTPS with ``ssl_context`` (kube-scheduler's
+    ``enableHTTPS``; see :func:`ipscheduler.cmd.serving.server_context`, which can demand a
+    client certificate); returns the runner (``cleanup()`` stops it).
     Raises ValueError for a malformed address, OSError if the port is taken."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError(f"invalid address {address!r}: expected host:port")
     runner = web.AppRunner(make_app(verbs, metrics), access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host or "0.0.0.0", int(port)).start()
-    log.info("serving the extender verbs (%s) on %s", ", ".join(f"/{v}" for v in VERBS), address)
+    await web.TCPSite(runner, host.strip("[]") or "0.0.0.0", int(port), ssl_context=ssl_context).start()
+    scheme = "https" if ssl_context is not None else "http"
+    log.info("serving the extender verbs (%s) on %s, %s", ", ".join(f"/{v}" for v in VERBS), address, scheme)
     return runner

@@ -15,12 +15,15 @@ that contradicts ``--config``.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
+import ssl
 from typing import Any, cast
 
 from ipscheduler.cmd import logs
 from ipscheduler.cmd.election import ElectionSettings
-from ipscheduler.cmd.options import RunConfig
+from ipscheduler.cmd.options import RunConfig, SecureServing
+from ipscheduler.cmd.serving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_SECURE_PORT, server_context
 from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
 from ipscheduler.framework.duration import format_duration, parse_duration
 from ipscheduler.underlayip.multus import MultusError, parse_network_name
@@ -63,6 +66,21 @@ def _verbosity(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"invalid verbosity {text!r} (a number >= 0)")
     return int(text)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r} (0 to 65535)")
+    return int(text)
+
+
+def _paths(text: str) -> tuple[str, ...]:
+    """A comma-separated list of absolute paths (kube's ``--authorization-always-allow-paths``)."""
+    paths = tuple(p.strip() for p in text.split(",") if p.strip())
+    bad = [p for p in paths if not p.startswith("/")]
+    if bad:
+        raise argparse.ArgumentTypeError(f"paths must start with '/': {', '.join(bad)}")
+    return paths
 
 
 def add_run_flags(run: argparse.ArgumentParser) -> None:
@@ -126,8 +144,10 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--health-addr",
-        default="0.0.0.0:8080",
-        help="host:port for /healthz, /readyz and /metrics ('' disables)",
+        default="",
+        metavar="HOST:PORT",
+        help="also serve /healthz, /livez, /readyz and /metrics here over plain HTTP, no "
+        "authentication, for local development only ('' off)",
     )
     run.add_argument(
         "--kube-api-qps",
@@ -152,6 +172,63 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         default=RESOURCE,
         help="the extended resource kept on every node with a NodeIPPool (the sum of its pools' "
         "capacity) for kube-scheduler to count (extender mode, or with --publish-resource)",
+    )
+    secure = run.add_argument_group("secure serving (kube-scheduler's)")
+    secure.add_argument(
+        "--secure-port",
+        type=_port,
+        default=DEFAULT_SECURE_PORT,
+        help="HTTPS port of /healthz, /livez, /readyz and /metrics, with authentication and "
+        "authorization (0: not served)",
+    )
+    secure.add_argument(
+        "--bind-address",
+        default="0.0.0.0",
+        metavar="IP",
+        help="the address --secure-port listens on (0.0.0.0 or :: for all)",
+    )
+    secure.add_argument(
+        "--tls-cert-file",
+        metavar="FILE",
+        help="x509 certificate (PEM, intermediates after it) for HTTPS; with neither this nor "
+        "--tls-private-key-file a self-signed one is generated in memory",
+    )
+    secure.add_argument(
+        "--tls-private-key-file", metavar="FILE", help="the private key (PEM) of --tls-cert-file"
+    )
+    secure.add_argument(
+        "--client-ca-file",
+        metavar="FILE",
+        help="CA bundle (PEM): a client certificate it signed authenticates its CN as the user, "
+        "O as groups; on the extender's --enable-https port every client must present one",
+    )
+    secure.add_argument(
+        "--authorization-always-allow-paths",
+        type=_paths,
+        default=DEFAULT_ALWAYS_ALLOW_PATHS,
+        metavar="PATHS",
+        help="comma-separated paths anyone may request without a token (a trailing * matches a prefix)",
+    )
+    secure.add_argument(
+        "--authentication-token-webhook-cache-ttl",
+        type=_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="how long a TokenReview's answer is cached",
+    )
+    secure.add_argument(
+        "--authorization-webhook-cache-authorized-ttl",
+        type=_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="how long an allowed SubjectAccessReview's answer is cached",
+    )
+    secure.add_argument(
+        "--authorization-webhook-cache-unauthorized-ttl",
+        type=_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="how long a denied SubjectAccessReview's answer is cached",
     )
     elect = run.add_argument_group("leader election")
     elect.add_argument(
@@ -239,6 +316,17 @@ def add_extender_flags(extender: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="where kube-scheduler reaches the extender verbs (/filter, /prioritize, /bind, /preempt)",
     )
+    extender.add_argument(
+        "--enable-https",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="BOOL",
+        help="serve the verbs over HTTPS (kube-scheduler's enableHTTPS) with --tls-cert-file and "
+        "--tls-private-key-file or a generated self-signed certificate; with --client-ca-file "
+        "only clients presenting a certificate it signed are served",
+    )
 
 
 def load_configuration(path: str | None, scheduler_name: str) -> SchedulerConfiguration:
@@ -272,12 +360,54 @@ def _conflicts(args: Any, config: SchedulerConfiguration) -> list[str]:
     return out
 
 
+def secure_serving(args: Any, problems: list[str]) -> SecureServing:
+    """The :class:`SecureServing` of parsed flags; appends to ``problems`` a bad
+    ``--bind-address``, a certificate without its key (or the other way round), a file
+    that cannot be read or is not PEM of its kind, and a malformed ``--health-addr``."""
+    try:
+        ipaddress.ip_address(args.bind_address)
+    except ValueError:
+        problems.append(f"invalid --bind-address {args.bind_address!r}: not an IP address")
+    cert, key, ca = args.tls_cert_file, args.tls_private_key_file, args.client_ca_file
+    if bool(cert) != bool(key):
+        problems.append("--tls-cert-file and --tls-private-key-file go together")
+    elif cert:
+        try:
+            server_context(cert, key)
+        except (OSError, ssl.SSLError) as e:
+            problems.append(f"cannot load --tls-cert-file {cert} with --tls-private-key-file {key}: {e}")
+    if ca:
+        try:
+            ssl.create_default_context(cafile=ca)
+        except (OSError, ssl.SSLError) as e:
+            problems.append(f"cannot load --client-ca-file {ca}: {e}")
+    if args.health_addr:
+        _, sep, port = args.health_addr.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            problems.append(f"invalid --health-addr {args.health_addr!r}: expected host:port")
+    https = getattr(args, "enable_https", False)
+    if ca and getattr(args, "listen", None) and not https:
+        problems.append("--client-ca-file in extender mode needs --enable-https (the verbs would stay open)")
+    return SecureServing(
+        port=args.secure_port,
+        bind_address=args.bind_address,
+        tls_cert_file=cert or None,
+        tls_private_key_file=key or None,
+        client_ca_file=ca or None,
+        always_allow_paths=tuple(args.authorization_always_allow_paths),
+        token_ttl=max(0.0, args.authentication_token_webhook_cache_ttl),
+        allow_ttl=max(0.0, args.authorization_webhook_cache_authorized_ttl),
+        deny_ttl=max(0.0, args.authorization_webhook_cache_unauthorized_ttl),
+    )
+
+
 def run_config(args: Any) -> RunConfig:
     """The :class:`RunConfig` of parsed ``run`` flags.
 
     Raises :class:`UsageError` for an invalid ``--config`` (naming the field), a flag that
     contradicts it, an invalid ``--multus-network``, leader-election timings
-    kube-scheduler would refuse, or a negative rate limit.
+    kube-scheduler would refuse, a negative rate limit, or secure serving flags that do not
+    hold (:func:`secure_serving`).
     """
     try:
         config = load_configuration(args.config, args.scheduler_name or DEFAULT_SCHEDULER_NAME)
@@ -298,6 +428,7 @@ def run_config(args: Any) -> RunConfig:
     )
     if args.leader_elect:
         problems += election.problems()
+    secure = secure_serving(args, problems)
     if args.kube_api_qps < 0 or args.kube_api_burst < 0:
         problems.append("--kube-api-qps and --kube-api-burst must not be negative")
     if problems:
@@ -319,6 +450,8 @@ def run_config(args: Any) -> RunConfig:
         bound_mark_delay=min(max(0.0, args.bound_mark_delay), reserved_ttl / 2),
         multus_network=args.multus_network,
         health_addr=args.health_addr,
+        secure=secure,
+        extender_https=bool(getattr(args, "enable_https", False)),
         watch_timeout=max(1.0, args.watch_timeout),
         leader_elect=args.leader_elect,
         election=election,
@@ -343,6 +476,8 @@ def _default_text(action: argparse.Action) -> str:
         return format_duration(float(default))
     if isinstance(default, bool):
         return str(default).lower()
+    if isinstance(default, tuple):
+        return ",".join(default)
     if default == "":
         return "''"
     return str(default)

@@ -9,6 +9,31 @@ from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.underlayip.plugin import Strategy
 
 
+@dataclass(frozen=True)
+class SecureServing:
+    """kube-scheduler's secure serving and delegated auth flags (``cmd/serving``)."""
+
+    port: int = 10259
+    """``--secure-port``; 0: not served."""
+    bind_address: str = "0.0.0.0"
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    """Both None: a generated self-signed certificate."""
+    client_ca_file: str | None = None
+    always_allow_paths: tuple[str, ...] = ("/healthz", "/readyz", "/livez")
+    token_ttl: float = 10.0
+    """Seconds a TokenReview answer is cached."""
+    allow_ttl: float = 10.0
+    deny_ttl: float = 10.0
+    """Seconds an allowed / denied SubjectAccessReview answer is cached."""
+
+    @property
+    def address(self) -> str:
+        """``host:port`` (an IPv6 host in brackets)."""
+        host = f"[{self.bind_address}]" if ":" in self.bind_address else self.bind_address
+        return f"{host}:{self.port}"
+
+
 @dataclass
 class RunConfig:
     """Options of ``ipscheduler run``."""
@@ -22,7 +47,9 @@ class RunConfig:
     bound_mark_delay: float = 20.0
     """Seconds a deferred Bound mark waits for its pool's next write (``PoolWriter.defer_delay``)."""
     multus_network: str | None = None
-    health_addr: str = "0.0.0.0:8080"
+    health_addr: str = ""
+    """Plain HTTP, no authentication (local development only); '' off."""
+    secure: SecureServing = field(default_factory=SecureServing)
     leader_elect: bool = False
     election: ElectionSettings = field(default_factory=ElectionSettings)
     config: SchedulerConfiguration | None = None
@@ -30,6 +57,9 @@ class RunConfig:
     """Seconds an informer may be without a working LIST+WATCH before /healthz fails."""
     extender_listen: str | None = None
     """host:port of the extender verbs (``ipscheduler extender``); None: not served."""
+    extender_https: bool = False
+    """Serve the extender verbs over HTTPS (``secure``'s certificate; its client CA, if
+    any, then demands a client certificate)."""
     publish_resource: str | None = None
     """The extended resource kept on every node with a pool (its pools' capacity); None: none."""
     kube_api_qps: float = 0.0

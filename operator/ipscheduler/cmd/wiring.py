@@ -42,6 +42,7 @@ from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.cmd import extender as extender_server
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.cmd.profiles import build_profile, extender_profile, network_traffic_reader
+from ipscheduler.cmd.serving import server_context
 from ipscheduler.coscheduling.controller import PodGroupController
 from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.framework.interface import ClusterEvent
@@ -130,8 +131,19 @@ class Components:
         look poolless)."""
         assert self.extender is not None and self.cfg.extender_listen
         await self.controller.ready_to_schedule.wait()
+        secure = self.cfg.secure
+        ctx = (
+            server_context(
+                secure.tls_cert_file,
+                secure.tls_private_key_file,
+                secure.client_ca_file,
+                require_client_cert=True,
+            )
+            if self.cfg.extender_https
+            else None
+        )
         self._extender_runner = await extender_server.serve(
-            self.extender, self.cfg.extender_listen, self.metrics
+            self.extender, self.cfg.extender_listen, self.metrics, ctx
         )
 
     async def stop(self) -> None:

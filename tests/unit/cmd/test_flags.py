@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +268,146 @@ def test_extender_takes_runs_flags_and_where_to_listen() -> None:
     default = flags.run_config(cli.build_parser().parse_args(["extender"]))
     assert default.extender_listen == flags.DEFAULT_EXTENDER_LISTEN
     assert flags.run_config(run_args()).extender_listen is None
+
+
+# --------------------------------------------------------------------------- secure serving
+def test_secure_serving_defaults_are_kube_schedulers() -> None:
+    cfg = config_of()
+    s = cfg.secure
+    assert (s.port, s.bind_address, s.address, s.tls_cert_file, s.tls_private_key_file) == (
+        10259,
+        "0.0.0.0",
+        "0.0.0.0:10259",
+        None,
+        None,
+    )
+    assert s.always_allow_paths == ("/healthz", "/readyz", "/livez")
+    assert (s.token_ttl, s.allow_ttl, s.deny_ttl) == (10.0, 10.0, 10.0)
+    assert cfg.health_addr == "", "plain HTTP only when asked for"
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> dict[str, str]:
+    from ipscheduler.cmd.serving import new_certificate
+
+    ca = new_certificate("ca", is_ca=True)
+    cert, key = new_certificate("server", issuer=ca).write(str(tmp_path), "server")
+    (tmp_path / "garbage.pem").write_text("not PEM\n")
+    return {
+        "CERT": cert,
+        "KEY": key,
+        "CA": ca.write(str(tmp_path), "ca")[0],
+        "GARBAGE": str(tmp_path / "garbage.pem"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "attr", "want"),
+    [
+        pytest.param(["--secure-port", "0"], "port", 0, id="port-0-off"),
+        pytest.param(["--secure-port", "10260"], "port", 10260, id="port"),
+        pytest.param(["--bind-address", "::"], "address", "[::]:10259", id="ipv6-bind"),
+        pytest.param(
+            ["--tls-cert-file", "CERT", "--tls-private-key-file", "KEY"], "tls_cert_file", "CERT", id="cert"
+        ),
+        pytest.param(["--client-ca-file", "CA"], "client_ca_file", "CA", id="client-ca"),
+        pytest.param(
+            ["--authorization-always-allow-paths", "/healthz, /debug/*"],
+            "always_allow_paths",
+            ("/healthz", "/debug/*"),
+            id="allow-paths",
+        ),
+        pytest.param(
+            ["--authorization-always-allow-paths", ""], "always_allow_paths", (), id="allow-no-path"
+        ),
+        pytest.param(["--authentication-token-webhook-cache-ttl", "1m"], "token_ttl", 60.0, id="token-ttl"),
+        pytest.param(
+            ["--authorization-webhook-cache-authorized-ttl", "5m"], "allow_ttl", 300.0, id="allow-ttl"
+        ),
+        pytest.param(
+            ["--authorization-webhook-cache-unauthorized-ttl", "30s"], "deny_ttl", 30.0, id="deny-ttl"
+        ),
+    ],
+)
+def test_secure_serving_flags(tls_files: dict[str, str], argv: list[str], attr: str, want: Any) -> None:
+    argv = [tls_files.get(a, a) for a in argv]
+    if isinstance(want, str):
+        want = tls_files.get(want, want)
+    assert getattr(config_of(*argv).secure, attr) == want
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["--bind-address", "localhost"], "invalid --bind-address 'localhost'", id="bind-not-ip"),
+        pytest.param(
+            ["--tls-cert-file", "CERT"], "--tls-cert-file and --tls-private-key-file go together", id="no-key"
+        ),
+        pytest.param(["--tls-private-key-file", "KEY"], "go together", id="no-cert"),
+        pytest.param(
+            ["--tls-cert-file", "/nonexistent.crt", "--tls-private-key-file", "KEY"],
+            "cannot load --tls-cert-file /nonexistent.crt",
+            id="missing-cert",
+        ),
+        pytest.param(
+            ["--tls-cert-file", "KEY", "--tls-private-key-file", "CERT"],
+            "cannot load --tls-cert-file",
+            id="swapped",
+        ),
+        pytest.param(
+            ["--client-ca-file", "/nonexistent-ca.crt"], "cannot load --client-ca-file", id="missing-ca"
+        ),
+        pytest.param(["--client-ca-file", "GARBAGE"], "cannot load --client-ca-file", id="garbage-ca"),
+        pytest.param(["--health-addr", "8080"], "invalid --health-addr '8080'", id="health-addr"),
+    ],
+)
+def test_secure_serving_flags_that_do_not_hold(
+    tls_files: dict[str, str], argv: list[str], message: str
+) -> None:
+    with pytest.raises(flags.UsageError, match=re.escape(message)):
+        config_of(*[tls_files.get(a, a) for a in argv])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["--secure-port", "65536"], id="port-too-big"),
+        pytest.param(["--secure-port", "-1"], id="negative-port"),
+        pytest.param(["--authorization-always-allow-paths", "healthz"], id="relative-path"),
+    ],
+)
+def test_secure_serving_values_the_parser_refuses(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        run_args(*argv)
+    assert e.value.code == flags.EXIT_USAGE
+    assert argv[0] in capsys.readouterr().err
+
+
+def test_a_missing_certificate_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--tls-cert-file", "/nonexistent.crt", "--tls-private-key-file", "/nonexistent.key"]
+    assert cli.main(argv) == flags.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("ipscheduler: cannot load --tls-cert-file /nonexistent.crt") and err.count("\n") == 1
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "https", "problem"),
+    [
+        pytest.param([], False, None, id="plain-http-by-default"),
+        pytest.param(["--enable-https"], True, None, id="https-self-signed"),
+        pytest.param(["--enable-https=false"], False, None, id="https-false"),
+        pytest.param(["--enable-https", "--client-ca-file", "CA"], True, None, id="mutual-tls"),
+        pytest.param(["--client-ca-file", "CA"], False, "needs --enable-https", id="client-ca-without-https"),
+    ],
+)
+def test_extender_https(tls_files: dict[str, str], argv: list[str], https: bool, problem: str | None) -> None:
+    args = cli.build_parser().parse_args(["extender", *[tls_files.get(a, a) for a in argv]])
+    if problem:
+        with pytest.raises(flags.UsageError, match=problem):
+            flags.run_config(args)
+    else:
+        assert flags.run_config(args).extender_https is https
