@@ -34,7 +34,7 @@ from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, POOLS
 from ipscheduler.underlayip.plugin import Strategy
 from ipscheduler.underlayip.pool import PoolView
-from ipscheduler.underlayip.retention import retention_of
+from ipscheduler.underlayip.retention import retained_claim, retention_of
 from ipscheduler.underlayip.selection import pool_choice, tenancy_problem
 from ipscheduler.underlayip.writer import PoolWriter
 
@@ -122,10 +122,10 @@ def retention_line(pod: PodInfo, cache: PoolCache) -> str:
         line += f" (identity {retention.identity})"
     if retention.problem:
         line += f"; {retention.problem}"
-    for pool, uid, a in cache.kept_for(retention.identity or pod.key):
-        if uid != pod.uid and a.phase == "Retained":
-            line += f"; retained address {a.ip or '(slot)'} of pool {pool.name} on {pool.node_name}"
-            break
+    kept = retained_claim(pod.uid, retention, cache.kept_for(retention.identity or pod.key))
+    if kept is not None:
+        pool, _, a = kept
+        line += f"; retained address {a.ip or '(slot)'} of pool {pool.name} on {pool.node_name}"
     return line
 
 

@@ -35,6 +35,7 @@ from kubernetes_asyncio.config import ConfigException
 
 from ipscheduler import __version__
 from ipscheduler.kube.client import TRANSIENT_ERRORS, context_namespace
+from ipscheduler.underlayip.models import PHASES
 
 COMMANDS = ("explain", "check", "ip", "pools")
 """The subcommands :func:`add_commands` adds and :func:`main` runs."""
@@ -89,7 +90,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     _connection(ip_list, "only allocations of pods in this namespace (default: every namespace)")
     ip_list.add_argument("--pool", help="only this NodeIPPool")
     ip_list.add_argument("--node", help="only pools of this node")
-    ip_list.add_argument("--phase", choices=("Reserved", "Bound", "Retained"), help="only this phase")
+    ip_list.add_argument("--phase", choices=PHASES, help="only this phase")
     ip_list.add_argument("-o", "--output", choices=("table", "json"), default="table")
     pools = sub.add_parser(
         "pools", help="the NodeIPPools: capacity, allocated, free, retained, Ready; totals"

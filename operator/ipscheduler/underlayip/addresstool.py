@@ -30,11 +30,10 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, live_pod, load_client_config
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.models import ANNOTATION_PREFIX, POOLS
+from ipscheduler.underlayip.models import ANNOTATION_PREFIX, POOLS, RETAINED
 from ipscheduler.underlayip.pool import PoolContext, PoolView
 from ipscheduler.underlayip.selection import is_ours, namespace_default_pools, tenancy_problem
 
-PHASES = ("Reserved", "Bound", "Retained")
 CAS_ATTEMPTS = 5
 
 
@@ -124,7 +123,7 @@ def select(
 def why_not_release(row: AddressRow) -> str | None:
     """Why ``row`` may not be released by an operator (None: it may): only a Retained
     allocation, or one whose pod is gone or has ended, may be."""
-    if row.phase == "Retained" or row.holder in ("gone", "ended"):
+    if row.phase == RETAINED or row.holder in ("gone", "ended"):
         return None
     return (
         f"{row.ip or 'the slot'} is held by {row.holder} pod {row.pod} (UID {row.uid}); "

@@ -15,7 +15,7 @@ import datetime
 from typing import Any
 
 from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.models import Allocation, NodeIPPoolStatus
+from ipscheduler.underlayip.models import BOUND, RESERVED, RETAINED, Allocation, NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView, age, desired_status, unrecorded, utc_now
 from ipscheduler.underlayip.retention import NEVER, STATEFULSET, Retention
 
@@ -85,7 +85,7 @@ def abandoned(
     A takeover keeps the address with the same pod UID, so even a Binding of the old cycle
     that lands late finds the pod's address recorded.
     """
-    if allocation.phase != "Reserved":
+    if allocation.phase != RESERVED:
         return False
     if takeover_after is not None and age(allocation.since, now) > takeover_after:
         return True
@@ -155,7 +155,7 @@ def reserve(
     """
     now = now or utc_now()
     existing = pool.allocations.get(uid)
-    if existing is not None and existing.phase == "Retained":
+    if existing is not None and existing.phase == RETAINED:
         return _reclaim(pool, ctx, uid, uid, existing, pod_key, now, owner, retention), existing.ip
     if retention is not None and retention.identity and existing is None:
         found = retained_for(pool, retention.identity, retention.owner_uid)
@@ -175,7 +175,7 @@ def reserve(
         raise PoolFull(pool.name)
     allocs = dict(pool.allocations)
     allocs[uid] = Allocation(
-        ip=ip, pod=pod_key, phase="Reserved", since=now, reserved_by=owner, **_kept(retention)
+        ip=ip, pod=pod_key, phase=RESERVED, since=now, reserved_by=owner, **_kept(retention)
     )
     return desired_status(pool, ctx, allocs, now), ip
 
@@ -197,7 +197,7 @@ def _reclaim(
     allocs[uid] = kept.model_copy(
         update={
             "pod": pod_key,
-            "phase": "Reserved",
+            "phase": RESERVED,
             "since": now,
             "reserved_by": owner,
             "retained_since": None,
@@ -224,7 +224,7 @@ def unreserve(
         return None
     if keep and a.identity and a.release_policy in (STATEFULSET, NEVER):
         allocs = dict(pool.allocations)
-        allocs[uid] = a.model_copy(update={"phase": "Retained", "retained_since": now or utc_now()})
+        allocs[uid] = a.model_copy(update={"phase": RETAINED, "retained_since": now or utc_now()})
         return desired_status(pool, ctx, allocs, now)
     return release(pool, ctx, uid, owner=owner)
 
@@ -236,11 +236,11 @@ def retain(
     policy says so (StatefulSet or Never, with an identity), else remove it (as
     :func:`release`). None when it holds nothing here or is Retained already."""
     a = pool.allocations.get(uid)
-    if a is None or a.phase == "Retained":
+    if a is None or a.phase == RETAINED:
         return None
     if a.release_policy in (STATEFULSET, NEVER) and a.identity:
         allocs = dict(pool.allocations)
-        allocs[uid] = a.model_copy(update={"phase": "Retained", "retained_since": now or utc_now()})
+        allocs[uid] = a.model_copy(update={"phase": RETAINED, "retained_since": now or utc_now()})
         return desired_status(pool, ctx, allocs, now)
     return release(pool, ctx, uid)
 
@@ -248,10 +248,10 @@ def retain(
 def mark_bound(pool: PoolView, ctx: PoolContext, uid: str) -> NodeIPPoolStatus | None:
     """Set ``uid``'s allocation to phase Bound; None if absent or already Bound."""
     a = pool.allocations.get(uid)
-    if a is None or a.phase == "Bound":
+    if a is None or a.phase == BOUND:
         return None
     allocs = dict(pool.allocations)
-    allocs[uid] = a.model_copy(update={"phase": "Bound"})
+    allocs[uid] = a.model_copy(update={"phase": BOUND})
     return desired_status(pool, ctx, allocs)
 
 
@@ -307,7 +307,7 @@ def adopt(
         if pool.addresses is None or ip not in pool.addresses:
             raise AdoptConflict(f"address {ip} is not in pool {pool.name}")
     allocs = dict(pool.allocations)
-    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase="Bound", since=now or utc_now())
+    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase=BOUND, since=now or utc_now())
     return desired_status(pool, ctx, allocs, now)
 
 

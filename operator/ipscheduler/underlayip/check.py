@@ -32,7 +32,14 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.addresstool import read_default_pools
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, POOLS
+from ipscheduler.underlayip.models import (
+    ANNOTATION_IP,
+    ANNOTATION_NETWORK,
+    ANNOTATION_POOL,
+    BOUND,
+    POOLS,
+    RETAINED,
+)
 from ipscheduler.underlayip.pool import PoolView, network_of
 from ipscheduler.underlayip.selection import is_ours, tenancy_problem
 
@@ -92,7 +99,7 @@ def find_violations(
                     problems.append(f"address {ip} held twice: {holders[ip]} and {a.pod} (pool {pool.name})")
                 holders[ip] = f"{a.pod} (pool {pool.name})"
             pod = by_uid.get(uid)
-            if a.phase == "Retained":
+            if a.phase == RETAINED:
                 if pod is not None and pod.bound and not pod.terminal:
                     problems.append(f"{where}: Retained, but its pod runs on {pod.node_name}")
                 continue  # kept for the pod's identity after the pod ended
@@ -103,7 +110,7 @@ def find_violations(
                 problems.append(f"{where}: allocation of a {pod.phase} pod")
             if pod.bound and pod.node_name != pool.node_name:
                 problems.append(f"{where}: pod runs on {pod.node_name} but the pool serves {pool.node_name}")
-            if a.phase == "Bound" and (why := tenancy_problem(pod, pool, defaults.get(pod.namespace))):
+            if a.phase == BOUND and (why := tenancy_problem(pod, pool, defaults.get(pod.namespace))):
                 problems.append(f"{where}: the pod may not use the pool: {why}")
             if pod.bound and not pod.terminal:
                 ann_ip = pod.annotations.get(ANNOTATION_IP) or None  # "" means "no address"

@@ -48,6 +48,7 @@ from ipscheduler.underlayip.models import (
     ANNOTATION_POOL,
     FINALIZER,
     POOLS,
+    RETAINED,
 )
 from ipscheduler.underlayip.pool import EXHAUSTED, READY, PoolView, pool_ref, refresh, utc_now
 from ipscheduler.underlayip.reconciler import Reconciler, adoption
@@ -444,7 +445,7 @@ class PoolController(Reconciler):
         """``(capacity, allocated, free, retained, exhausted)`` of a pool as the scheduler
         sees it; exhausted: 1 while its Exhausted condition (as last written) is True."""
         blocked = self.cache.context(pool).blocked
-        retained = sum(1 for a in pool.allocations.values() if a.phase == "Retained")
+        retained = sum(1 for a in pool.allocations.values() if a.phase == RETAINED)
         cond = pool.condition(EXHAUSTED)
         exhausted = 1 if cond is not None and cond.status == "True" else 0
         return pool.capacity(blocked), len(pool.allocations), pool.free(blocked), retained, exhausted

@@ -202,6 +202,13 @@ class Subnet(_Model):
 
 
 Phase = Literal["Reserved", "Bound", "Retained"]
+RESERVED: Phase = "Reserved"
+"""Taken by a scheduling cycle, not yet bound (released after ``--reserved-ttl`` if never bound)."""
+BOUND: Phase = "Bound"
+"""Held by a pod bound with the address."""
+RETAINED: Phase = "Retained"
+"""Kept for a pod identity (release policies StatefulSet and Never) after its pod ended."""
+PHASES: tuple[Phase, ...] = (RESERVED, BOUND, RETAINED)
 ReleasePolicy = Literal["Pod", "StatefulSet", "Never"]
 
 

@@ -78,10 +78,11 @@ from ipscheduler.underlayip.models import (
     ANNOTATION_NETWORK,
     ANNOTATION_POOL,
     ANNOTATION_POOLS,
+    RETAINED,
     NodeIPPoolStatus,
 )
 from ipscheduler.underlayip.pool import PoolContext, PoolView, age, network_of, utc_now
-from ipscheduler.underlayip.retention import NEVER, Retention, retention_of
+from ipscheduler.underlayip.retention import Retention, claims, retention_of
 from ipscheduler.underlayip.selection import ANY, PoolChoice, may_use, pool_choice
 from ipscheduler.underlayip.writer import MutateFn, PoolWriter
 
@@ -248,10 +249,8 @@ class UnderlayIP:
         about to retain it) leaves the pod unschedulable until AddressReleased. Returns the
         PreFilter status to end with, or None to go on."""
         identity = retention.identity or pod.key
-        for pool, uid, a in self.cache.kept_for(identity):
-            if uid == pod.uid or (a.release_policy != NEVER and (a.owner_uid or "") != retention.owner_uid):
-                continue
-            if a.phase != "Retained":
+        for pool, uid, a in claims(pod.uid, retention, self.cache.kept_for(identity)):
+            if a.phase != RETAINED:
                 if self.cache.node_cache.pod(uid) is None and not self.cache.node_cache.is_assumed(uid):
                     return Status.unschedulable(ERR_RETAINING, plugin=NAME)
                 continue
@@ -433,7 +432,7 @@ class UnderlayIP:
             mine = p.allocations.get(pod.uid)
             identity = (retention.identity if retention else "") or pod.key
             owner_uid = retention.owner_uid if retention else ""
-            taken_back = (mine is not None and mine.phase == "Retained") or (
+            taken_back = (mine is not None and mine.phase == RETAINED) or (
                 mine is None and allocator.retained_for(p, identity, owner_uid) is not None
             )
             new, ip = allocator.reserve(
@@ -484,7 +483,7 @@ class UnderlayIP:
         kept: PoolView | None = state.get(_KEPT)
         for pool in self._candidates(pod, node, kept=kept):
             held = pool.allocations.get(pod.uid)
-            if held is not None and held.phase != "Retained":
+            if held is not None and held.phase != RETAINED:
                 if not allocator.abandoned(held, owner, utc_now(), self.reserved_ttl, self.takeover_before):
                     return Status.error(str(allocator.ReservedElsewhere(pool.name, held)), plugin=NAME)
             elif kept is None and held is None and self.cache.available(pool) <= 0:

@@ -33,6 +33,7 @@ from ipscheduler.underlayip.addresses import (
 from ipscheduler.underlayip.models import (
     API_VERSION,
     KIND,
+    RETAINED,
     Allocation,
     Condition,
     NodeIPPoolSpec,
@@ -156,7 +157,7 @@ class PoolView:
         resourceVersion; the moves copy the allocations, never change them in place)."""
         out: dict[str, list[tuple[str, Allocation]]] = {}
         for uid, a in self.allocations.items():
-            if a.phase == "Retained" and a.identity:
+            if a.phase == RETAINED and a.identity:
                 out.setdefault(a.identity, []).append((uid, a))
         return out
 
@@ -413,7 +414,7 @@ def desired_status(
     return NodeIPPoolStatus(
         capacity=capacity,
         allocated=len(allocs),
-        retained=sum(1 for a in allocs.values() if a.phase == "Retained"),
+        retained=sum(1 for a in allocs.values() if a.phase == RETAINED),
         free=max(0, capacity - len(allocs)),
         allocations=allocs,
         conditions=[ready, exhausted, *others],

@@ -31,7 +31,13 @@ from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError
 from ipscheduler.underlayip.cache import PoolCache, rv_number
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_PREFIX, POOLS
+from ipscheduler.underlayip.models import (
+    ANNOTATION_IP,
+    ANNOTATION_NETWORK,
+    ANNOTATION_PREFIX,
+    POOLS,
+    RESERVED,
+)
 from ipscheduler.underlayip.pool import PoolView, age, network_of, utc_now
 from ipscheduler.underlayip.retention import StatefulSetFacts
 from ipscheduler.underlayip.selection import is_ours, tenancy_problem
@@ -213,7 +219,7 @@ class Reconciler:
         """A planned release of a Reserved allocation whose pod, still pending, is assumed in
         this process's cache: the cycle that reserved it is alive (held at Permit while its
         PodGroup gathers, possibly beyond ``--reserved-ttl``); its Unreserve gives it back."""
-        if r.action != "release" or r.allocation is None or r.allocation.phase != "Reserved":
+        if r.action != "release" or r.allocation is None or r.allocation.phase != RESERVED:
             return False
         pod = pods.get(r.uid)
         return pod is not None and not pod.terminal and self.cache.node_cache.is_assumed(r.uid)

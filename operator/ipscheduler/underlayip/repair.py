@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, Allocation
+from ipscheduler.underlayip.models import (
+    ANNOTATION_IP,
+    ANNOTATION_NETWORK,
+    ANNOTATION_POOL,
+    RESERVED,
+    RETAINED,
+    Allocation,
+)
 from ipscheduler.underlayip.pool import PoolView, age
 from ipscheduler.underlayip.retention import StatefulSetFacts, retained_release_reason, statefulset_of
 
@@ -97,7 +104,7 @@ def plan(
     for pool in pools:
         for uid, a in pool.allocations.items():
             held.add(uid)
-            if a.phase == "Retained":
+            if a.phase == RETAINED:
                 why = _retained_reason(a, statefulsets)
                 if why is not None:
                     out.append(Repair("release", pool.name, uid, a.pod, why, a.ip, allocation=a))
@@ -112,7 +119,7 @@ def plan(
                 out.append(Repair(action, pool.name, uid, a.pod, why, a.ip, allocation=a))
                 continue
             pod = pods.get(uid)
-            if pod is not None and a.phase == "Reserved" and bound_with(pod, pool):
+            if pod is not None and a.phase == RESERVED and bound_with(pod, pool):
                 out.append(
                     Repair(
                         "mark_bound",
@@ -169,7 +176,7 @@ def retained_statefulsets(pools: Iterable[PoolView]) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = set()
     for pool in pools:
         for a in pool.allocations.values():
-            if a.phase == "Retained" and a.release_policy == "StatefulSet":
+            if a.phase == RETAINED and a.release_policy == "StatefulSet":
                 parsed = statefulset_of(a.identity or "")
                 if parsed is not None:
                     out.add((parsed[0], parsed[1]))
@@ -196,7 +203,7 @@ def _release_reason(
         return f"pod is {pod.phase}"
     if age_s <= reserved_ttl:
         return None
-    if a.phase != "Reserved":
+    if a.phase != RESERVED:
         # Pods are never unbound: a Bound record of a pod that is pending in a LIST taken
         # after the pools' is bogus (an edited or restored status).
         return None if pod.bound else "Bound allocation of a pod that is not bound"

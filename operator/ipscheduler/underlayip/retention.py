@@ -22,11 +22,19 @@ how long a pod waits for the node of its retained address before it is placed an
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ipscheduler.framework.duration import parse_duration
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.underlayip.models import ANNOTATION_RELEASE_POLICY, ANNOTATION_RETAIN_TIMEOUT, ReleasePolicy
+from ipscheduler.underlayip.models import (
+    ANNOTATION_RELEASE_POLICY,
+    ANNOTATION_RETAIN_TIMEOUT,
+    RETAINED,
+    Allocation,
+    ReleasePolicy,
+)
 
 POD: ReleasePolicy = "Pod"
 STATEFULSET: ReleasePolicy = "StatefulSet"
@@ -40,6 +48,7 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 """The ordinal label the StatefulSet controller puts on its pods (Kubernetes 1.28+)."""
 
 _ORDINAL = re.compile(r"^(.*)-(\d+)$")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -186,3 +195,25 @@ def retained_release_reason(
             f"(replicas {facts.replicas}, ordinals from {facts.start})"
         )
     return None
+
+
+def claims(
+    pod_uid: str, retention: Retention, kept: Iterable[tuple[T, str, Allocation]]
+) -> list[tuple[T, str, Allocation]]:
+    """Of ``kept`` (the allocations recorded for the pod's identity: ``(pool, UID,
+    allocation)``, e.g. ``PoolCache.kept_for``), those pod ``pod_uid`` of ``retention``
+    takes back: another UID's, kept with policy ``Never`` (any pod of that name) or for the
+    same owner (a StatefulSet re-created under the same name has another UID and does not).
+    The one rule UnderlayIP's PreFilter and ``explain`` share."""
+    return [
+        (pool, uid, a)
+        for pool, uid, a in kept
+        if uid != pod_uid and (a.release_policy == NEVER or (a.owner_uid or "") == retention.owner_uid)
+    ]
+
+
+def retained_claim(
+    pod_uid: str, retention: Retention, kept: Iterable[tuple[T, str, Allocation]]
+) -> tuple[T, str, Allocation] | None:
+    """The first of :func:`claims` already ``Retained`` (its pod ended), or None."""
+    return next(((p, u, a) for p, u, a in claims(pod_uid, retention, kept) if a.phase == RETAINED), None)

@@ -209,6 +209,10 @@ def test_explain_says_the_release_policy_and_the_retained_address() -> None:
         "Release policy: StatefulSet (identity ns/web-0); retained address 10.0.0.5 of pool a on node-a"
     )
     assert retention_line(pod_info("p"), cache) == "Release policy: Pod"
+    # A StatefulSet re-created under the same name (another UID) does not get it back, and
+    # explain says so as the scheduler decides it (retention.claims).
+    other = pod_info("web-0", owner=OwnerRef("StatefulSet", "web", "uid-new"), generate_name="web-")
+    assert retention_line(other, cache) == "Release policy: StatefulSet (identity ns/web-0)"
 
 
 @pytest.mark.parametrize(

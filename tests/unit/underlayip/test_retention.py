@@ -8,10 +8,13 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework.types import OwnerRef
+from ipscheduler.underlayip.models import Allocation
 from ipscheduler.underlayip.retention import (
     DEFAULT_RETAIN_TIMEOUT,
     Retention,
     StatefulSetFacts,
+    claims,
+    retained_claim,
     retained_release_reason,
     retention_of,
     statefulset_of,
@@ -223,3 +226,54 @@ def test_when_a_retained_address_goes(
     policy: Any, identity: str, facts: StatefulSetFacts | None, reason: str | None
 ) -> None:
     assert retained_release_reason(policy, identity, "uid-sts", facts) == reason
+
+
+def _kept(uid: str, phase: str, policy: str, owner: str) -> tuple[str, str, Allocation]:
+    a = Allocation.model_validate(
+        {
+            "ip": "10.0.0.5",
+            "pod": "ns/web-0",
+            "phase": phase,
+            "since": "2024-01-01T00:00:00Z",
+            "releasePolicy": policy,
+            "identity": "ns/web-0",
+            **({"ownerUID": owner} if owner else {}),
+        }
+    )
+    return ("pool-a", uid, a)
+
+
+@pytest.mark.parametrize(
+    ("kept", "owner", "want"),
+    [
+        pytest.param([_kept("old", "Retained", "StatefulSet", "sts-1")], "sts-1", "old", id="same-owner"),
+        pytest.param(
+            [_kept("old", "Retained", "StatefulSet", "sts-1")], "sts-2", None, id="re-created-owner"
+        ),
+        pytest.param([_kept("old", "Retained", "Never", "")], "sts-2", "old", id="never-any-owner"),
+        pytest.param([_kept("me", "Retained", "StatefulSet", "sts-1")], "sts-1", None, id="its-own"),
+        pytest.param([_kept("old", "Bound", "StatefulSet", "sts-1")], "sts-1", None, id="not-retained-yet"),
+        pytest.param(
+            [
+                _kept("other", "Retained", "StatefulSet", "sts-2"),
+                _kept("old", "Retained", "StatefulSet", "sts-1"),
+            ],
+            "sts-1",
+            "old",
+            id="the-owners-among-others",
+        ),
+    ],
+)
+def test_the_address_a_pod_takes_back(
+    kept: list[tuple[str, str, Allocation]], owner: str, want: str | None
+) -> None:
+    """One rule for UnderlayIP's PreFilter (claims) and explain (retained_claim): only an
+    allocation of another UID, kept with Never or for the same owner."""
+    retention = retention_of(
+        pod_info("web-0", uid="me", owner=OwnerRef("StatefulSet", "web", owner), generate_name="web-")
+    )
+    got = retained_claim("me", retention, kept)
+    assert (got[1] if got else None) == want
+    assert {u for _, u, _ in claims("me", retention, kept)} == {u for _, u, _ in kept if u != "me"} - (
+        {u for _, u, a in kept if a.release_policy != "Never" and a.owner_uid != owner}
+    )
