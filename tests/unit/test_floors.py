@@ -64,3 +64,60 @@ def test_a_generic_floor_names_nothing_of_the_podgroup_api(floor: str) -> None:
         if GROUP_API.search(line)
     ]
     assert found == []
+
+
+def _imports() -> dict[str, set[str]]:
+    """Module → the ipscheduler modules it imports, every import counted: top-level, inside
+    a function (lazy) or under ``TYPE_CHECKING``."""
+    import ast
+
+    modules = {
+        ".".join(("ipscheduler", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        ): path
+        for path in PACKAGE.rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                    for a in node.names
+                ]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            graph[name].update(t for t in targets if t in modules and t != name)
+    return graph
+
+
+def test_no_two_modules_import_each_other_even_lazily() -> None:
+    """No import cycle of any length (a strongly connected component of more than one module),
+    whatever the import's kind: a lazy or type-only import still ties two rooms together."""
+    graph = _imports()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = [stack.pop()]
+            while component[-1] != v:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert len(graph) > 50 and cycles == []

@@ -9,7 +9,6 @@ import sys
 
 from ipscheduler import __version__
 from ipscheduler.cmd import flags, logs
-from ipscheduler.framework.config import SchedulerConfiguration
 
 KUBECONFIG_HELP = "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
 
@@ -38,11 +37,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     tools.add_commands(sub)
     return parser
-
-
-def configuration(path: str | None, scheduler_name: str) -> SchedulerConfiguration:
-    """``--config`` of ``run`` and ``explain`` (:func:`ipscheduler.cmd.flags.load_configuration`)."""
-    return flags.load_configuration(path, scheduler_name)
 
 
 def main(argv: list[str] | None = None) -> int:

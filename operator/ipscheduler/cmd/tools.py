@@ -176,7 +176,7 @@ def _explain(
     args: argparse.Namespace, kubeconfig: str | None, context: str | None, namespace: str | None
 ) -> int:
     from ipscheduler.cmd import explain as explain_module
-    from ipscheduler.cmd.cli import configuration
+    from ipscheduler.cmd.flags import load_configuration
     from ipscheduler.framework.config import ConfigError
 
     try:
@@ -185,7 +185,7 @@ def _explain(
         print(f"explain: {e}", file=sys.stderr)
         return 2
     try:
-        explained = configuration(args.config, args.scheduler_name)
+        explained = load_configuration(args.config, args.scheduler_name)
     except ConfigError as e:
         print(f"ipscheduler: invalid --config: {e}", file=sys.stderr)
         return 2

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
+from ipscheduler.framework.status import Code as Code  # noqa: PLC0414 (re-exported)
+from ipscheduler.framework.status import Status as Status  # noqa: PLC0414 (re-exported)
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 if TYPE_CHECKING:
@@ -26,68 +28,6 @@ if TYPE_CHECKING:
 
 MAX_NODE_SCORE = 100
 """Scores are normalized into ``0..MAX_NODE_SCORE`` (framework.MaxNodeScore)."""
-
-
-class Code(enum.Enum):
-    """Result code of a plugin call (framework ``Code``)."""
-
-    SUCCESS = "Success"
-    ERROR = "Error"
-    UNSCHEDULABLE = "Unschedulable"
-    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
-    WAIT = "Wait"
-    """A Permit plugin holds the pod (with a timeout) until it is allowed or rejected."""
-    SKIP = "Skip"
-
-
-@dataclass(frozen=True)
-class Status:
-    """What a plugin call returned: a code, human-readable reasons, the plugin.
-
-    ``reasons`` are the strings that go into the ``FailedScheduling``
-    histogram, e.g. ``"node(s) had untolerated taint {dedicated: gpu}"``.
-    """
-
-    code: Code = Code.SUCCESS
-    reasons: tuple[str, ...] = ()
-    plugin: str = ""
-
-    @classmethod
-    def success(cls) -> Status:
-        return _SUCCESS
-
-    @classmethod
-    def unschedulable(cls, *reasons: str, plugin: str = "") -> Status:
-        return cls(Code.UNSCHEDULABLE, reasons, plugin)
-
-    @classmethod
-    def unresolvable(cls, *reasons: str, plugin: str = "") -> Status:
-        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin)
-
-    @classmethod
-    def error(cls, *reasons: str, plugin: str = "") -> Status:
-        return cls(Code.ERROR, reasons, plugin)
-
-    @classmethod
-    def skip(cls) -> Status:
-        return cls(Code.SKIP)
-
-    @classmethod
-    def wait(cls, plugin: str = "") -> Status:
-        return cls(Code.WAIT, (), plugin)
-
-    def is_success(self) -> bool:
-        return self.code is Code.SUCCESS
-
-    def is_rejected(self) -> bool:
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-
-    @property
-    def message(self) -> str:
-        return ", ".join(self.reasons)
-
-
-_SUCCESS = Status()
 
 
 BIND_ANNOTATIONS = "Bind/annotations"

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Iterator, Mapping
 
 from ipscheduler.framework.duration import format_duration
-from ipscheduler.framework.interface import Status
+from ipscheduler.framework.status import Status
 from ipscheduler.framework.types import PodInfo
 
 
