@@ -387,12 +387,21 @@ class Framework:
         (naming its plugin); if some plugins said Wait and none rejected, the pod is held in
         :attr:`waiting_pods` for them (each with its timeout, at most
         :data:`MAX_PERMIT_TIMEOUT`) and Wait is returned; the binding cycle then awaits
-        :meth:`wait_on_permit`."""
+        :meth:`wait_on_permit`. A plugin that raises is an Error naming it (upstream's
+        ``AsStatus``), never an exception: the cycle then unreserves and forgets the pod like
+        any Permit failure."""
         started = time.perf_counter()
         timeouts: dict[str, float] = {}
         for plugin in self.permit:
             t0 = time.perf_counter()
-            st, timeout = plugin.permit(state, pod, node)
+            try:
+                st, timeout = plugin.permit(state, pod, node)
+            except Exception as e:
+                log.exception("Permit plugin %s failed for %s", plugin.name, pod.key)
+                st, timeout = (
+                    Status.error(f"running Permit plugin {plugin.name}: {e!r}", plugin=plugin.name),
+                    0.0,
+                )
             self._plugin(state, plugin.name, "Permit", t0, st)
             if st.code is Code.WAIT:
                 timeouts[plugin.name] = min(max(timeout, 0.001), MAX_PERMIT_TIMEOUT)

@@ -187,8 +187,11 @@ class Scheduler(EventHandlers):
             self._tasks.spawn(self._binding_cycle(qp, state, host, waiting=True), f"bind {pod.key}")
             return ScheduleResult(pod.key, node=host.name)
         if not st.is_success():
-            qp.unschedulable_plugins = {st.plugin} if st.plugin else set()
-            return await self._scheduling_failed(qp, st.message, assumed=(state, host))
+            # Rejected: parked with the plugin; an Error (a plugin that raised): backoffQ. Both
+            # unreserve and forget the assumed pod (upstream schedulingCycle after RunPermitPlugins).
+            error = st.code is Code.ERROR
+            qp.unschedulable_plugins = {st.plugin} if st.plugin and not error else set()
+            return await self._scheduling_failed(qp, st.message, error=error, assumed=(state, host))
         await self._bind_slots.acquire()
         self._tasks.spawn(self._binding_cycle(qp, state, host), f"bind {pod.key}")
         return ScheduleResult(pod.key, node=host.name)

@@ -125,6 +125,29 @@ async def test_a_pod_timing_out_at_permit_is_unreserved_and_unschedulable() -> N
     assert env.metrics.permit_wait_duration.labels("Success")._sum.get() == 0
 
 
+async def test_a_permit_plugin_that_raises_unreserves_and_forgets_like_any_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its exception becomes an Error status naming it (upstream's AsStatus): the assumed pod
+    is forgotten, the address reserved for it released, the pod sent to backoffQ."""
+    env = SchedulerEnv()
+    env.create("u1")
+    (plugin,) = env.sched.profile.permit
+
+    def broken(*_: object) -> object:
+        raise RuntimeError("permit exploded")
+
+    monkeypatch.setattr(plugin, "permit", broken)
+    qp = env.sched.queue.pop_nowait()
+    assert qp is not None
+    result = await env.sched.schedule_one(qp)
+    await env.writer.flush()
+    assert result.error and "running Permit plugin" in result.message and "permit exploded" in result.message
+    assert env.allocations() == {}, "the reservation was released (Unreserve)"
+    assert env.sched.cache.pod("u1") is None, "the assumed pod was forgotten"
+    assert env.sched.queue.depths()["backoff"] == 1 and env.api.bindings == []
+
+
 async def test_a_pod_deleted_while_held_at_permit_is_unreserved_and_dropped() -> None:
     env = _group_env(3)
     await _schedule_held(env)
