@@ -165,4 +165,11 @@ def object_ref(kind: str, api_version: str, name: str, namespace: str = "", uid:
 
 def pod_ref(pod: PodInfo) -> dict[str, str]:
     """The involvedObject of an event about ``pod``."""
-    return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+    return object_ref("Pod", "v1", pod.name, pod.namespace, pod.uid)
+
+
+def pod_key_ref(key: str, uid: str = "") -> dict[str, str]:
+    """The involvedObject of an event about the pod ``key`` (``namespace/name``, as an
+    allocation records it) of UID ``uid``."""
+    namespace, _, name = key.partition("/")
+    return object_ref("Pod", "v1", name, namespace, uid)

@@ -37,7 +37,7 @@ from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import Conflict, KubeApi
-from ipscheduler.kube.events import EventRecorder
+from ipscheduler.kube.events import EventRecorder, pod_key_ref
 from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, events, repair
@@ -380,9 +380,7 @@ class PoolController(Reconciler):
             f"the status of NodeIPPool {r.pool} was edited and lost the allocation of running pod "
             f"{r.pod} ({what}); restored"
         )
-        namespace, _, name = r.pod.partition("/")
-        ref = {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": name, "uid": r.uid}
-        await self.recorder.record(ref, "Warning", "AllocationRestored", message)
+        await self.recorder.record(pod_key_ref(r.pod, r.uid), "Warning", "AllocationRestored", message)
         await self.recorder.record(pool_ref(pool), "Warning", "AllocationRestored", message)
 
     async def _adopt_claimed(self, r: repair.Repair) -> None:

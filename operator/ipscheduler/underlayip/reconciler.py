@@ -26,7 +26,7 @@ from ipscheduler.framework.klog import kv
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
-from ipscheduler.kube.events import EventRecorder, pod_ref
+from ipscheduler.kube.events import EventRecorder, pod_key_ref, pod_ref
 from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError
@@ -354,8 +354,7 @@ class Reconciler:
         return counts
 
     async def _adopt(self, r: repair.Repair, counts: dict[str, int]) -> dict[str, int]:
-        namespace, _, name = r.pod.partition("/")
-        ref = {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": name, "uid": r.uid}
+        ref = pod_key_ref(r.pod, r.uid)
         pool = self.cache.pool(r.pool)
         try:
             if pool is None:
@@ -387,15 +386,8 @@ class Reconciler:
             )
             holder_ns, _, holder_name = e.holder_pod.partition("/")
             if holder_ns and holder_name:
-                holder = {
-                    "kind": "Pod",
-                    "apiVersion": "v1",
-                    "namespace": holder_ns,
-                    "name": holder_name,
-                    "uid": e.holder_uid,
-                }
                 await self.recorder.record(
-                    holder,
+                    pod_key_ref(e.holder_pod, e.holder_uid),
                     "Warning",
                     "AddressConflict",
                     f"pod {r.pod} (UID {r.uid}) carries this pod's address {r.ip} of pool {r.pool} "

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.kube.events import EventRecorder
+from ipscheduler.kube.events import EventRecorder, pod_key_ref, pod_ref
 
 POD = {"kind": "Pod", "apiVersion": "v1", "namespace": "ns", "name": "p", "uid": "u1"}
 
@@ -100,3 +100,24 @@ async def test_dedup_remembers_the_most_recent_events_only() -> None:
     await rec.record(pods[1], "Normal", "Scheduled", "m")  # forgotten: a new event
     assert (len(api.created), len(api.patched)) == (4, 2)
     assert len(rec._seen) == 2 and set(rec._keys_of) == {"u0", "u1"}
+
+
+@pytest.mark.parametrize(
+    ("key", "uid", "ref"),
+    [
+        (
+            "ns/web-0",
+            "u1",
+            {"kind": "Pod", "apiVersion": "v1", "namespace": "ns", "name": "web-0", "uid": "u1"},
+        ),
+        ("ns/web-0", "", {"kind": "Pod", "apiVersion": "v1", "namespace": "ns", "name": "web-0"}),
+    ],
+    ids=["with-uid", "without-uid"],
+)
+def test_the_ref_of_a_pod_named_by_its_key(key: str, uid: str, ref: dict[str, str]) -> None:
+    """As an allocation records its pod (``namespace/name``); the same as pod_ref's."""
+    assert pod_key_ref(key, uid) == ref
+    if uid:
+        from tests.builders import pod_info
+
+        assert pod_ref(pod_info("web-0", uid=uid)) == ref
