@@ -10,26 +10,19 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from ipscheduler.framework.fields import as_dict, as_list, as_mapping
 from ipscheduler.framework.quantity import parse_quantity
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def is_sidecar(container: Any) -> bool:
     """An init container with ``restartPolicy: Always`` (a sidecar: it runs beside the app)."""
-    return _dict(container).get("restartPolicy") == "Always"
+    return as_dict(container).get("restartPolicy") == "Always"
 
 
 def _requests_of(container: Any) -> dict[str, Decimal]:
-    res = _dict(_dict(container).get("resources"))
+    res = as_dict(as_dict(container).get("resources"))
     # A limit without a request defaults the request to the limit (API server defaulting).
-    merged = {**_dict(res.get("limits")), **_dict(res.get("requests"))}
+    merged = {**as_dict(res.get("limits")), **as_dict(res.get("requests"))}
     out: dict[str, Decimal] = {}
     for name, q in merged.items():
         try:
@@ -65,11 +58,11 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     ``spec.overhead`` is added.
     """
     reqs: dict[str, Decimal] = {}
-    for c in _list(spec.get("containers")):
+    for c in as_list(spec.get("containers")):
         reqs = _add(reqs, _requests_of(c))
     sidecars: dict[str, Decimal] = {}
     init_max: dict[str, Decimal] = {}
-    for c in _list(spec.get("initContainers")):
+    for c in as_list(spec.get("initContainers")):
         r = _requests_of(c)
         if is_sidecar(c):
             sidecars = _add(sidecars, r)
@@ -78,7 +71,7 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
             init_max = _max(init_max, _add(sidecars, r))
     reqs = _max(_add(reqs, sidecars), init_max)
     overhead = {}
-    for name, q in _dict(spec.get("overhead")).items():
+    for name, q in as_dict(spec.get("overhead")).items():
         try:
             overhead[str(name)] = parse_quantity(q)
         except ValueError:
@@ -90,14 +83,6 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 """Non-zero cpu request of a container without one, in millicores (``DefaultMilliCPURequest``)."""
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 """Non-zero memory request of a container without one, in bytes (``DefaultMemoryRequest``)."""
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _seq(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _quantity(value: Any) -> Decimal | None:
@@ -115,8 +100,8 @@ def _container_nonzero(container: Any) -> dict[str, Decimal]:
     stands for the request (API-server defaulting); an unparsable quantity
     counts as missing.
     """
-    resources = _map(_map(container).get("resources"))
-    given = {**_map(resources.get("limits")), **_map(resources.get("requests"))}
+    resources = as_mapping(as_mapping(container).get("resources"))
+    given = {**as_mapping(resources.get("limits")), **as_mapping(resources.get("requests"))}
     defaults = {
         "cpu": Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000,
         "memory": Decimal(DEFAULT_MEMORY_REQUEST),
@@ -146,22 +131,22 @@ def nonzero_requests_from_spec(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     names = ("cpu", "memory")
     zero = {n: Decimal(0) for n in names}
     total = dict(zero)
-    for c in _seq(spec.get("containers")):
+    for c in as_list(spec.get("containers")):
         r = _container_nonzero(c)
         total = {n: total[n] + r[n] for n in names}
     sidecars = dict(zero)
     init_max = dict(zero)
-    for c in _seq(spec.get("initContainers")):
+    for c in as_list(spec.get("initContainers")):
         r = _container_nonzero(c)
-        if _map(c).get("restartPolicy") == "Always":
+        if as_mapping(c).get("restartPolicy") == "Always":
             sidecars = {n: sidecars[n] + r[n] for n in names}
             running = sidecars
         else:
             running = {n: sidecars[n] + r[n] for n in names}
         init_max = {n: max(init_max[n], running[n]) for n in names}
     result = {n: max(total[n] + sidecars[n], init_max[n]) for n in names}
-    pod_level = _map(_map(spec.get("resources")).get("requests"))
-    overhead = _map(spec.get("overhead"))
+    pod_level = as_mapping(as_mapping(spec.get("resources")).get("requests"))
+    overhead = as_mapping(spec.get("overhead"))
     for n in names:
         if (level := _quantity(pod_level.get(n))) is not None:
             result[n] = level
@@ -178,7 +163,7 @@ _QOS_RESOURCES = ("cpu", "memory")
 def _positive(raw: Any) -> dict[str, Decimal]:
     """cpu/memory quantities > 0 of a requests/limits map; malformed ones ignored."""
     out: dict[str, Decimal] = {}
-    for rname, q in _dict(raw).items():
+    for rname, q in as_dict(raw).items():
         if rname not in _QOS_RESOURCES:
             continue
         try:
@@ -202,9 +187,9 @@ def qos_class(spec: Mapping[str, Any]) -> str:
     requests: dict[str, Decimal] = {}
     limits: dict[str, Decimal] = {}
     guaranteed = True
-    containers = _list(spec.get("containers")) + _list(spec.get("initContainers"))
+    containers = as_list(spec.get("containers")) + as_list(spec.get("initContainers"))
     for c in containers:
-        res = _dict(_dict(c).get("resources"))
+        res = as_dict(as_dict(c).get("resources"))
         c_limits = _positive(res.get("limits"))
         # The API server defaults a missing request to the limit (core/v1 defaults).
         c_requests = {**c_limits, **_positive(res.get("requests"))}

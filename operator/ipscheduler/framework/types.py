@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar
 
+from ipscheduler.framework.fields import as_dict, as_list, as_str
 from ipscheduler.framework.quantity import parse_quantity, to_units
 from ipscheduler.framework.resources import (
     QOS_RANK,
@@ -52,20 +53,8 @@ def intern_map(value: Mapping[str, _V]) -> Mapping[str, _V]:
     return got
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _str(value: Any, default: str = "") -> str:
-    return value if isinstance(value, str) else default
-
-
 def _str_map(value: Any) -> dict[str, str]:
-    return {k: v for k, v in _dict(value).items() if isinstance(k, str) and isinstance(v, str)}
+    return {k: v for k, v in as_dict(value).items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def parse_time(value: Any) -> datetime.datetime | None:
@@ -88,10 +77,10 @@ class Taint:
 
     @classmethod
     def from_obj(cls, obj: Any) -> Taint | None:
-        d = _dict(obj)
+        d = as_dict(obj)
         if not isinstance(d.get("key"), str):
             return None
-        return cls(d["key"], _str(d.get("value")), _str(d.get("effect")))
+        return cls(d["key"], as_str(d.get("value")), as_str(d.get("effect")))
 
     def __str__(self) -> str:
         # kube-scheduler prints taints as {key: value}
@@ -113,7 +102,9 @@ class Toleration:
         if not isinstance(obj, dict):
             return None
         d = obj
-        return cls(_str(d.get("key")), _str(d.get("operator")), _str(d.get("value")), _str(d.get("effect")))
+        return cls(
+            as_str(d.get("key")), as_str(d.get("operator")), as_str(d.get("value")), as_str(d.get("effect"))
+        )
 
     def tolerates(self, taint: Taint) -> bool:
         """Whether this toleration tolerates ``taint``.
@@ -180,19 +171,19 @@ class NodeInfo:
     @classmethod
     def from_obj(cls, body: Mapping[str, Any]) -> NodeInfo:
         """Parse a Node. Raises ValueError if it has no name."""
-        meta = _dict(body.get("metadata"))
-        spec = _dict(body.get("spec"))
-        status = _dict(body.get("status"))
-        name = _str(meta.get("name"))
+        meta = as_dict(body.get("metadata"))
+        spec = as_dict(body.get("spec"))
+        status = as_dict(body.get("status"))
+        name = as_str(meta.get("name"))
         if not name:
             raise ValueError("node without metadata.name")
         ready = any(
-            _dict(c).get("type") == "Ready" and _dict(c).get("status") == "True"
-            for c in _list(status.get("conditions"))
+            as_dict(c).get("type") == "Ready" and as_dict(c).get("status") == "True"
+            for c in as_list(status.get("conditions"))
         )
-        taints = tuple(t for t in (Taint.from_obj(x) for x in _list(spec.get("taints"))) if t)
+        taints = tuple(t for t in (Taint.from_obj(x) for x in as_list(spec.get("taints"))) if t)
         alloc: dict[str, Decimal] = {}
-        for k, v in _dict(status.get("allocatable")).items():
+        for k, v in as_dict(status.get("allocatable")).items():
             try:
                 alloc[str(k)] = parse_quantity(v)
             except ValueError:
@@ -204,7 +195,7 @@ class NodeInfo:
             unschedulable=spec.get("unschedulable") is True,
             taints=taints,
             allocatable=alloc,
-            uid=_str(meta.get("uid")),
+            uid=as_str(meta.get("uid")),
         )
 
 
@@ -248,10 +239,10 @@ class OwnerRef:
         """The controller reference of an object's ``metadata``; None when it has none or
         it lacks a kind, name or UID (as ``metav1.GetControllerOf``,
         ``staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/controller_ref.go``)."""
-        for raw in _list(meta.get("ownerReferences")):
-            ref = _dict(raw)
+        for raw in as_list(meta.get("ownerReferences")):
+            ref = as_dict(raw)
             if ref.get("controller") is True:
-                kind, name, uid = _str(ref.get("kind")), _str(ref.get("name")), _str(ref.get("uid"))
+                kind, name, uid = as_str(ref.get("kind")), as_str(ref.get("name")), as_str(ref.get("uid"))
                 return cls(sys.intern(kind), name, uid) if kind and name and uid else None
         return None
 
@@ -353,41 +344,43 @@ class PodInfo:
     @classmethod
     def from_obj(cls, body: Mapping[str, Any]) -> PodInfo:
         """Parse a Pod. Raises ValueError if uid, namespace or name is missing."""
-        meta = _dict(body.get("metadata"))
-        spec = _dict(body.get("spec"))
-        status = _dict(body.get("status"))
-        uid, ns, name = _str(meta.get("uid")), _str(meta.get("namespace")), _str(meta.get("name"))
+        meta = as_dict(body.get("metadata"))
+        spec = as_dict(body.get("spec"))
+        status = as_dict(body.get("status"))
+        uid, ns, name = as_str(meta.get("uid")), as_str(meta.get("namespace")), as_str(meta.get("name"))
         if not (uid and ns and name):
             raise ValueError("pod without metadata.uid/namespace/name")
         priority = spec.get("priority")
-        qos = _str(status.get("qosClass"))
+        qos = as_str(status.get("qosClass"))
         if qos not in QOS_RANK:
             qos = qos_class(spec)
         return cls(
             uid=uid,
             namespace=ns,
             name=name,
-            scheduler_name=_str(spec.get("schedulerName"), "default-scheduler"),
-            node_name=_str(spec.get("nodeName")),
-            phase=_str(status.get("phase"), "Pending"),
+            scheduler_name=as_str(spec.get("schedulerName"), "default-scheduler"),
+            node_name=as_str(spec.get("nodeName")),
+            phase=as_str(status.get("phase"), "Pending"),
             deleting=meta.get("deletionTimestamp") is not None,
             priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
             qos_class=qos,
             creation=parse_time(meta.get("creationTimestamp")),
             node_selector=_str_map(spec.get("nodeSelector")),
-            affinity=_dict(spec.get("affinity")),
-            tolerations=tuple(t for t in map(Toleration.from_obj, _list(spec.get("tolerations"))) if t),
+            affinity=as_dict(spec.get("affinity")),
+            tolerations=tuple(t for t in map(Toleration.from_obj, as_list(spec.get("tolerations"))) if t),
             host_network=spec.get("hostNetwork") is True,
             annotations=_str_map(meta.get("annotations")),
-            scheduling_gates=tuple(_str(_dict(g).get("name")) for g in _list(spec.get("schedulingGates"))),
-            resource_version=_str(meta.get("resourceVersion")),
+            scheduling_gates=tuple(
+                as_str(as_dict(g).get("name")) for g in as_list(spec.get("schedulingGates"))
+            ),
+            resource_version=as_str(meta.get("resourceVersion")),
             labels=_str_map(meta.get("labels")),
             requests=pod_requests(spec),
             host_ports=host_ports(spec),
-            topology_spread=tuple(_dict(c) for c in _list(spec.get("topologySpreadConstraints"))),
+            topology_spread=tuple(as_dict(c) for c in as_list(spec.get("topologySpreadConstraints"))),
             nonzero_requests=nonzero_requests_from_spec(spec),
             owner=OwnerRef.controller_of(meta),
-            generate_name=_str(meta.get("generateName")),
+            generate_name=as_str(meta.get("generateName")),
         )
 
 
@@ -413,14 +406,14 @@ class HostPort:
 
 def host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     """Host ports of app containers and sidecar init containers (``restartPolicy: Always``)."""
-    containers = _list(spec.get("containers")) + [
-        c for c in _list(spec.get("initContainers")) if is_sidecar(c)
+    containers = as_list(spec.get("containers")) + [
+        c for c in as_list(spec.get("initContainers")) if is_sidecar(c)
     ]
     out = []
     for c in containers:
-        for port in _list(_dict(c).get("ports")):
-            d = _dict(port)
+        for port in as_list(as_dict(c).get("ports")):
+            d = as_dict(port)
             hp = d.get("hostPort")
             if isinstance(hp, int) and not isinstance(hp, bool) and 0 < hp < 65536:
-                out.append(HostPort(_str(d.get("hostIP")), _str(d.get("protocol"), "TCP") or "TCP", hp))
+                out.append(HostPort(as_str(d.get("hostIP")), as_str(d.get("protocol"), "TCP") or "TCP", hp))
     return tuple(out)
