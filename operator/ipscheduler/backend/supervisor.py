@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
+from ipscheduler.framework.backoff import Backoff
 from ipscheduler.health import HealthState
 from ipscheduler.metrics import Metrics
 
@@ -52,7 +52,7 @@ class Supervisor:
         return task
 
     async def _forever(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
-        delay = BACKOFF_INITIAL
+        backoff = Backoff(BACKOFF_INITIAL, BACKOFF_MAX)
         while True:
             started = time.monotonic()
             try:
@@ -65,13 +65,12 @@ class Supervisor:
                 outcome = "failed"
                 log.error("%s failed: %s: %s", name, type(e).__name__, e, exc_info=True)
             if time.monotonic() - started > GOOD_RUN:
-                delay = BACKOFF_INITIAL
-            wait = random.uniform(delay / 2, delay)
+                backoff.reset()
+            wait = backoff.next()
             log.warning("%s %s; restarting it in %.1fs", name, outcome, wait)
             if self.metrics is not None:
                 self.metrics.task_restarts.labels(name).inc()
             await asyncio.sleep(wait)
-            delay = min(delay * 2, BACKOFF_MAX)
 
     def _ended(self, name: str, task: asyncio.Task[None]) -> None:
         if self.metrics is not None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
@@ -35,6 +34,7 @@ import aiohttp
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ipscheduler.framework.backoff import Backoff
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import LIST_PAGE_SIZE, KubeApi
 
@@ -176,7 +176,7 @@ class ListWatch:
         """List, then watch, forever; re-list after any failure. Never returns; raises only
         CancelledError."""
         endpoint = self.endpoint(api_client)
-        delay = BACKOFF_INITIAL
+        backoff = Backoff(BACKOFF_INITIAL, BACKOFF_MAX)
         while True:
             try:
                 relisted = self.synced.is_set()
@@ -186,7 +186,7 @@ class ListWatch:
                     for relist_handler in self._relist_handlers:
                         relist_handler()
                 self.down_since = None
-                delay = BACKOFF_INITIAL
+                backoff.reset()
                 await self._watch(endpoint, timeout_seconds, inactivity)
             except asyncio.CancelledError:
                 raise
@@ -195,8 +195,7 @@ class ListWatch:
                 self.last_error = f"{type(e).__name__}: {e}"[:300]
                 if self.down_since is None:
                     self.down_since = time.monotonic()
-                # Full jitter in [delay/2, delay]: replicas and informers do not relist in lockstep.
-                wait = random.uniform(delay / 2, delay)
+                wait = backoff.next()
                 expected = isinstance(e, EXPECTED_FAILURES)
                 log.log(
                     logging.WARNING if expected else logging.ERROR,
@@ -207,7 +206,6 @@ class ListWatch:
                     exc_info=not expected,
                 )
                 await asyncio.sleep(wait)
-                delay = min(delay * 2, BACKOFF_MAX)
 
     async def _list(self, endpoint: Endpoint) -> str:
         """LIST page by page (:data:`LIST_PAGE_SIZE`), applying each as it comes; returns the

@@ -18,7 +18,7 @@ from ipscheduler.metrics import Metrics
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Backoffs of 0 s: the loops run their retries at once."""
-    monkeypatch.setattr("ipscheduler.backend.supervisor.random.uniform", lambda a, b: 0.0)
+    monkeypatch.setattr("ipscheduler.framework.backoff.random.uniform", lambda a, b: 0.0)
 
 
 def sample(metrics: Metrics, name: str, task: str) -> float | None:

@@ -215,7 +215,7 @@ def thing_store() -> ObjectStore[int]:
 @pytest.fixture
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Backoffs of 0 s: the loop runs its retries at once."""
-    monkeypatch.setattr("ipscheduler.kube.informer.random.uniform", lambda a, b: 0.0)
+    monkeypatch.setattr("ipscheduler.framework.backoff.random.uniform", lambda a, b: 0.0)
 
 
 WATCH_FAILURES = [
