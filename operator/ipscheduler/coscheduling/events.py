@@ -14,8 +14,5 @@ POD_GROUP = EventResource(f"{PLURAL}.{VERSION}.{GROUP}")
 POD_GROUP_CHANGE = ClusterEvent(POD_GROUP, ActionType.ADD | ActionType.UPDATE, "PodGroupChange")
 """A PodGroup was created or its spec changed (e.g. a smaller ``minMember``)."""
 
-UNSCHEDULED_POD = EventResource("Pod")
-"""Pods not bound yet (upstream's ``Pod`` resource, as the queue sees a pod added)."""
-
-GROUP_MEMBER_ADD = ClusterEvent(UNSCHEDULED_POD, ActionType.ADD, "PodGroupMemberAdd")
+GROUP_MEMBER_ADD = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD, "PodGroupMemberAdd")
 """A pod joined a group (created with the group label): its siblings may reach minMember."""

@@ -187,12 +187,17 @@ class EventResource(str):
     NODE: ClassVar[EventResource]
     ASSIGNED_POD: ClassVar[EventResource]
     """A pod bound to a node (by any scheduler)."""
+    UNSCHEDULED_POD: ClassVar[EventResource]
+    """A pod not bound yet (upstream's ``Pod``, as the queue sees a pod added)."""
+    NAMESPACE: ClassVar[EventResource]
     WILDCARD: ClassVar[EventResource]
     """Every resource: an event that may help any pod (e.g. the unschedulable timeout)."""
 
 
 EventResource.NODE = EventResource("Node")
 EventResource.ASSIGNED_POD = EventResource("AssignedPod")
+EventResource.UNSCHEDULED_POD = EventResource("Pod")
+EventResource.NAMESPACE = EventResource("Namespace")
 EventResource.WILDCARD = EventResource("*")
 
 

@@ -22,10 +22,7 @@ node set changed its pools' status."""
 ADDRESS_RELEASED = ClusterEvent(NODE_IP_POOL, ActionType.UPDATE_OTHER, "AddressReleased")
 """Addresses of a pool were released (a pod ended)."""
 
-NAMESPACE = EventResource("Namespace")
-"""Namespaces (their ``ipscheduler.io/default-pools`` annotation)."""
-
-DEFAULT_POOLS_CHANGE = ClusterEvent(NAMESPACE, ActionType.ALL, "NamespaceDefaultPoolsChange")
+DEFAULT_POOLS_CHANGE = ClusterEvent(EventResource.NAMESPACE, ActionType.ALL, "NamespaceDefaultPoolsChange")
 """A namespace's ``ipscheduler.io/default-pools`` annotation was set, changed or removed."""
 
 RETAIN_TIMEOUT = ClusterEvent(NODE_IP_POOL, ActionType.UPDATE_OTHER, "RetainTimeout")
