@@ -121,3 +121,16 @@ def test_no_two_modules_import_each_other_even_lazily() -> None:
         if v not in index:
             visit(v)
     assert len(graph) > 50 and cycles == []
+
+
+def test_docstrings_cite_no_internal_numbers_and_no_file_outside_the_repository() -> None:
+    """A reader of the code has the repository only: no "issue 21" or "seed 002" (the
+    project's own tracker), no path to a file beside the checkout."""
+    internal = re.compile(r"\b(issue|seed) \d+\b|\.\./shared|shared/NOTES")
+    found = [
+        f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if internal.search(line)
+    ]
+    assert found == []

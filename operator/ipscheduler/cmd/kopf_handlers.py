@@ -12,7 +12,7 @@ would store ``last-handled-configuration``).
 object of an indexed resource's first LIST has been indexed, with one readiness
 toggle per object, and each new toggle wakes every waiting worker
 (``ToggleSet.make_toggle`` → ``Condition.notify_all``, kopf 1.45): start-up is
-quadratic in the backlog. Measured on aeaae62 (issue 21), 5000 pending pods over
+quadratic in the backlog. Measured with 5000 pending pods over
 1000 nodes: no pod bound for 170-190 s after start, 50 % of the CPU in
 ``make_toggle`` and 38 % in ``ToggleSet.wait_for``. The index served only as a
 parse cache; without it the first bind comes within seconds (README,
@@ -145,7 +145,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     # kopf opens its watches once the startup handlers are done. Waiting here for the
     # informers (nodes, NodeIPPools, bound pods) keeps kopf's LIST of the pending pods off
     # the API server and this event loop until they are listed, so the first page of a
-    # backlog is scheduled as soon as it arrives (issue 21: with 20 000 pending pods and
+    # backlog is scheduled as soon as it arrives (with 20 000 pending pods and
     # 5000 nodes, both LISTs at once delayed the first bind).
     await components.controller.ready_to_schedule.wait()
 

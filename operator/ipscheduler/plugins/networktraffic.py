@@ -1,11 +1,11 @@
 """NetworkTraffic (Score): prefer the nodes whose underlay interface carries the least traffic.
 
-The plugin of seed 002 (a Score plugin that reads each node's network traffic from
-Prometheus and gives the busiest node the lowest score), done as scheduler-plugins'
-network-aware plugins are (``kubernetes-sigs/scheduler-plugins``, ``pkg/networkaware``
-and trimaran's load-watcher): the scheduling cycle never waits for Prometheus. A reader
-in the I/O floor (:class:`~ipscheduler.kube.prometheus.PrometheusReader`) queries it every
-``interval`` in the background; Score only looks at the last reading, through the
+A Score plugin that reads each node's network traffic from Prometheus and gives the
+busiest node the lowest score, done as scheduler-plugins' network-aware plugins are
+(``kubernetes-sigs/scheduler-plugins``, ``pkg/networkaware`` and trimaran's load-watcher):
+the scheduling cycle never waits for Prometheus. A reader in the I/O floor
+(:class:`~ipscheduler.kube.prometheus.PrometheusReader`) queries it every ``interval`` in
+the background; Score only looks at the last reading, through the
 :class:`RateSource` protocol.
 
 Scores, per scheduling cycle (one reading for all the nodes of the cycle):

@@ -139,8 +139,8 @@ class PoolController(Reconciler):
         claimed for adoption) and let scheduling start; then the start-up reconcile, retried
         until it succeeds.
 
-        Scheduling does not wait for the reconcile (issue 21: under 20 000 pending pods it
-        took 9.5 s, and every pod waited for it). What the reconcile does is safe beside
+        Scheduling does not wait for the reconcile (under 20 000 pending pods it took 9.5 s,
+        and every pod waited for it). What the reconcile does is safe beside
         scheduling: its releases apply only to the very allocation they planned on (CAS),
         its Bound marks are what PostBind writes too, and the only state that scheduling
         could get wrong before it, the addresses of pods bound with our annotations but

@@ -243,7 +243,7 @@ class PoolContext:
     e.g. after a spec change. An address held by another pool is never
     handed out here.
 
-    What running pods hold, whatever the pool status says (issue 22: a status edit
+    What running pods hold, whatever the pool status says (a status edit
     that removes a running pod's allocation must not free its address): ``pod_held``:
     canonical address → UIDs of the bound, live pods of our scheduler that carry it in
     their ``ipscheduler.io/ip`` annotation, never handed out either; ``pod_holders``:

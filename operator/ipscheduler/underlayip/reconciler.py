@@ -131,8 +131,8 @@ class Reconciler:
         (Warning event on the pod when its address is taken). Returns the
         number of repairs done per action.
 
-        The pools are not LISTed a second time (issue 21: at 5000 pools that LIST was about
-        0.5 s of a 4 s restart). What the cache holds was read from the API server before
+        The pools are not LISTed a second time (at 5000 pools that LIST was about 0.5 s of a
+        4 s restart). What the cache holds was read from the API server before
         the pod LIST starts, which is all the plan needs (see below); a pool that failed to
         parse is not in it, so one malformed pool cannot stop the start-up.
         """

@@ -1,7 +1,7 @@
 """Release policies: when a pod's address goes, and which pod gets it back (pure, no I/O).
 
 A pod's policy comes from its annotation ``ipscheduler.io/release-policy``, else from its
-owner (as Kube-OVN and Galaxy decide it; ../shared/NOTES.md §8):
+owner (as Kube-OVN decides it for StatefulSet pods, and Galaxy with its release policies):
 
 - ``Pod``: the address goes when the pod ends. The default for pods not owned by a
   StatefulSet.
