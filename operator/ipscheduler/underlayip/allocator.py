@@ -17,7 +17,7 @@ from typing import Any
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.models import BOUND, RESERVED, RETAINED, Allocation, NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView, age, desired_status, unrecorded, utc_now
-from ipscheduler.underlayip.retention import NEVER, STATEFULSET, Retention
+from ipscheduler.underlayip.retention import NEVER, STATEFULSET, Retention, takes_back
 
 
 def pick(pool: PoolView, ctx: PoolContext, uid: str) -> tuple[bool, str | None]:
@@ -104,9 +104,26 @@ def retained_for(pool: PoolView, identity: str, owner_uid: str = "") -> tuple[st
     kept with policy Never matches any pod of that name. A lookup in the view's
     :attr:`~ipscheduler.underlayip.pool.PoolView.retained` (every reservation asks)."""
     for uid, a in pool.retained.get(identity, ()):
-        if a.release_policy == NEVER or (a.owner_uid or "") == owner_uid:
+        if takes_back(a, owner_uid):
             return uid, a
     return None
+
+
+def to_take_back(
+    pool: PoolView, uid: str, pod_key: str, retention: Retention | None
+) -> tuple[str, Allocation] | None:
+    """The Retained allocation :func:`reserve` gives pod ``uid`` (``namespace/name``
+    ``pod_key``) back instead of a new address: ``(the UID it is recorded under, the
+    allocation)``, or None. Its own (a Retained allocation under its UID), else, when it
+    holds none here, its identity's (:func:`retained_for`; the identity is the pod's name
+    whatever its policy, so a pod of policy Pod takes back what was kept with Never for its
+    name, as PreFilter restricts it to that node)."""
+    existing = pool.allocations.get(uid)
+    if existing is not None:
+        return (uid, existing) if existing.phase == RETAINED else None
+    identity = (retention.identity if retention is not None else "") or pod_key
+    owner_uid = retention.owner_uid if retention is not None else ""
+    return retained_for(pool, identity, owner_uid)
 
 
 def _kept(retention: Retention | None) -> dict[str, Any]:
@@ -145,8 +162,8 @@ def reserve(
       :class:`ReservedElsewhere`: it is never adopted as this cycle's own.
 
     ``retention`` (the pod's release policy, :func:`ipscheduler.underlayip.retention.retention_of`)
-    is recorded on a new allocation. A Retained allocation of the pod's identity
-    (:func:`retained_for`) is taken back instead of a new address: keyed by ``uid`` from
+    is recorded on a new allocation. A Retained allocation of the pod or its identity
+    (:func:`to_take_back`) is taken back instead of a new address: keyed by ``uid`` from
     now on, phase Reserved, the same address.
 
     ``owner`` None keeps the pre-ownership behaviour (any held allocation is
@@ -154,14 +171,11 @@ def reserve(
     nothing to give.
     """
     now = now or utc_now()
+    found = to_take_back(pool, uid, pod_key, retention)
+    if found is not None:
+        old_uid, kept = found
+        return _reclaim(pool, ctx, old_uid, uid, kept, pod_key, now, owner, retention), kept.ip
     existing = pool.allocations.get(uid)
-    if existing is not None and existing.phase == RETAINED:
-        return _reclaim(pool, ctx, uid, uid, existing, pod_key, now, owner, retention), existing.ip
-    if retention is not None and retention.identity and existing is None:
-        found = retained_for(pool, retention.identity, retention.owner_uid)
-        if found is not None:
-            old_uid, kept = found
-            return _reclaim(pool, ctx, old_uid, uid, kept, pod_key, now, owner, retention), kept.ip
     if existing is not None:
         if owner is None or existing.reserved_by == owner:
             return None, existing.ip

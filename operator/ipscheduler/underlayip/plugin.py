@@ -429,12 +429,7 @@ class UnderlayIP:
         def mutate(p: PoolView, ctx: PoolContext) -> NodeIPPoolStatus | None:
             if p.node_name != node.name:
                 raise allocator.PoolFull(p.name)
-            mine = p.allocations.get(pod.uid)
-            identity = (retention.identity if retention else "") or pod.key
-            owner_uid = retention.owner_uid if retention else ""
-            taken_back = (mine is not None and mine.phase == RETAINED) or (
-                mine is None and allocator.retained_for(p, identity, owner_uid) is not None
-            )
+            taken_back = allocator.to_take_back(p, pod.uid, pod.key, retention) is not None
             new, ip = allocator.reserve(
                 p,
                 ctx,

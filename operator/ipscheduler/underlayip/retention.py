@@ -205,11 +205,14 @@ def claims(
     takes back: another UID's, kept with policy ``Never`` (any pod of that name) or for the
     same owner (a StatefulSet re-created under the same name has another UID and does not).
     The one rule UnderlayIP's PreFilter and ``explain`` share."""
-    return [
-        (pool, uid, a)
-        for pool, uid, a in kept
-        if uid != pod_uid and (a.release_policy == NEVER or (a.owner_uid or "") == retention.owner_uid)
-    ]
+    return [(pool, uid, a) for pool, uid, a in kept if uid != pod_uid and takes_back(a, retention.owner_uid)]
+
+
+def takes_back(allocation: Allocation, owner_uid: str) -> bool:
+    """Whether a pod owned by ``owner_uid`` ("" for none) takes ``allocation``, kept for its
+    identity, back: one kept with ``Never`` (any pod of that name), or for the same owner
+    (a StatefulSet re-created under the same name has another UID and does not)."""
+    return allocation.release_policy == NEVER or (allocation.owner_uid or "") == owner_uid
 
 
 def retained_claim(

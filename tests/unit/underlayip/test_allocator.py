@@ -23,6 +23,7 @@ from ipscheduler.underlayip.allocator import (
     reserve,
     retain,
     retained_for,
+    to_take_back,
     unreserve,
 )
 from ipscheduler.underlayip.models import NodeIPPoolStatus
@@ -863,6 +864,20 @@ def test_an_address_kept_with_policy_never_goes_to_any_pod_of_that_name() -> Non
     assert retained_for(kept, "ns/other") is None
     new, got = reserve(kept, CTX, "u2", "ns/db", now=T0, owner="r/2", retention=Retention("Never", "ns/db"))
     assert new is not None and got == "10.0.0.1" and list(new.allocations) == ["u2"]
+
+
+def test_a_pod_of_policy_pod_takes_back_what_was_kept_with_never_for_its_name() -> None:
+    """PreFilter restricts such a pod to the kept address's node; Reserve gives it that very
+    address (to_take_back: the identity is the pod's name whatever its policy), and the plugin
+    asks the same function whether it was taken back."""
+    status = retain(_reserved_sticky(Retention("Never", "ns/db")), CTX, "u1", now=T0)
+    assert status is not None
+    kept = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
+    assert to_take_back(kept, "u2", "ns/db", Retention("Pod")) == ("u1", status.allocations["u1"])
+    assert to_take_back(kept, "u2", "ns/other", Retention("Pod")) is None
+    new, got = reserve(kept, CTX, "u2", "ns/db", now=T0, owner="r/2", retention=Retention("Pod"))
+    assert new is not None and got == "10.0.0.1" and list(new.allocations) == ["u2"]
+    assert new.allocations["u2"].release_policy is None, "from now on it goes with its pod (policy Pod)"
 
 
 @pytest.mark.parametrize(
