@@ -294,6 +294,11 @@ class SchedulingQueue:
                 moved += 1
         return moved
 
+    def knows(self, uid: str) -> bool:
+        """Whether pod ``uid`` is queued (active, backoff, unschedulable), gated, or in a
+        scheduling or binding cycle."""
+        return uid in self or uid in self._gated or uid in self._in_flight
+
     def in_flight(self, uid: str) -> bool:
         """Whether the pod is in a scheduling or binding cycle (popped, not yet done, failed
         or deleted)."""

@@ -197,6 +197,10 @@ class EventHandlers:
         event: :meth:`check_queue` confirms it by a live read and drops it (``found_by``
         labels the log line and ``ipscheduler_pending_pods_gone_total``). Pods queued after
         this call are not suspects: the LIST may predate them.
+
+        The other way round, a pending pod of ours the LIST shows and the queue does not know
+        (nor a cycle) missed its ADDED event (kopf's watch has been seen to deliver nothing
+        after a restart): :meth:`requeue_missed` reads it live and queues it.
         """
         before = {qp.pod.uid: qp.pod for qp in self.queue.queued()}
 
@@ -204,8 +208,47 @@ class EventHandlers:
             suspects = [pod for uid, pod in before.items() if not _pending(listed.get(uid))]
             if suspects:
                 self._tasks.spawn(self.check_queue(suspects, found_by), f"queue check ({found_by})")
+            missed = [
+                pod
+                for uid, pod in listed.items()
+                if _pending(pod)
+                and not pod.deleting
+                and pod.scheduler_name == self.name
+                and uid not in before
+                and not self.queue.knows(uid)
+                and uid not in self._binding
+            ]
+            if missed:
+                self._tasks.spawn(self.requeue_missed(missed, found_by), f"queue missed ({found_by})")
 
         return check
+
+    async def requeue_missed(self, missed: list[PodInfo], found_by: str) -> int:
+        """Queue the pending pods of ``missed`` (a LIST showed them, the queue did not know
+        them) that a live read by UID still shows pending and unknown, as their ADDED event
+        would have (the LIST's lean form lacks the spec; the live read has it). A failed read
+        leaves the pod to the next check. Returns the number queued."""
+        queued = 0
+        for pod in missed:
+            try:
+                live = await live_pod(self.api, pod.uid, pod.key)
+            except Exception as e:
+                log.warning("could not read %s to queue it (%r)", pod.key, e)
+                continue
+            if live is None or not _pending(live) or live.deleting or self.queue.knows(pod.uid):
+                continue
+            if pod.uid in self._binding or self.cache.pod(pod.uid) is not None:
+                continue
+            log.warning(
+                "pending pod %s (UID %s) was missing from the scheduling queue "
+                "(no watch event; found by %s): queued",
+                pod.key,
+                pod.uid,
+                found_by,
+            )
+            self._on_pending_pod("ADDED", live)
+            queued += 1
+        return queued
 
     def on_informer_relisted(self) -> None:
         """One of our informers had to re-LIST (its watch failed: an API server restart, a 410

@@ -119,6 +119,30 @@ async def test_the_gc_sweeps_list_drops_queued_pods_it_lacks() -> None:
     assert env.gone_count("gc") == 1, "only the pod that no longer exists counts as gone"
 
 
+async def test_the_gc_sweeps_list_queues_a_pending_pod_whose_watch_event_never_came() -> None:
+    """A pending pod of ours that kopf's watch never delivered (seen after a restart: no
+    event at all) is found in the sweep's LIST, read live (the LIST's lean form lacks the
+    spec) and queued; one of another scheduler, a bound one, and one already queued are not."""
+    env = SchedulerEnv()
+    env.create("known", nodeSelector={"none": "such"})
+    missed = pod_body("missed", "pod-missed")
+    other = pod_body("other", "pod-other")
+    other["spec"]["schedulerName"] = "default-scheduler"
+    bound = pod_body("bound", "pod-bound", node="node-1")
+    for body in (missed, other, bound):
+        env.api.put_pod(body)
+    check = env.sched.queue_check("gc")
+    listed = {b["metadata"]["uid"]: PodInfo.from_obj(b).lean() for b in env.api.pods.values()}
+    check(listed)
+    await env.settle()
+    assert env.api.reads == ["pod-missed"]
+    assert env.sched.queue.knows("missed") and not env.sched.queue.knows("other")
+    assert not env.sched.queue.knows("bound") and env.sched.queue.knows("known")
+    # Queued with its whole spec (the live read's), not the LIST's lean form.
+    queued = {qp.pod.uid: qp.pod for qp in env.sched.queue.queued()}
+    assert "missed" not in queued or queued["missed"] == PodInfo.from_obj(missed)
+
+
 async def test_an_informer_relist_reconciles_the_queue_with_a_fresh_list() -> None:
     """kopf's re-LIST of no pod at all sends no event: our informers' re-LIST triggers the
     check (after a freeze or an API server restart every watch was away)."""
