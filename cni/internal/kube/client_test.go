@@ -84,13 +84,21 @@ func caPEM(srv *httptest.Server) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 }
 
-func TestClientTLSWithCAAndToken(t *testing.T) {
+// tlsClient is a Client of the test API server over TLS (its CA) with the token it expects;
+// the server stops at the end of the test.
+func tlsClient(t *testing.T) *Client {
+	t.Helper()
 	srv := httptest.NewTLSServer(apiHandler(t, "s3cr3t"))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	c, err := NewClient(&kubeconfig.Config{Server: srv.URL, CAData: caPEM(srv), Token: "s3cr3t"}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func TestClientTLSWithCAAndToken(t *testing.T) {
+	c := tlsClient(t)
 	ctx := context.Background()
 	pod, err := c.GetPod(ctx, "default", "web-0")
 	if err != nil {
@@ -123,12 +131,7 @@ func TestClientTLSWithCAAndToken(t *testing.T) {
 }
 
 func TestClientGetNamespace(t *testing.T) {
-	srv := httptest.NewTLSServer(apiHandler(t, "s3cr3t"))
-	defer srv.Close()
-	c, err := NewClient(&kubeconfig.Config{Server: srv.URL, CAData: caPEM(srv), Token: "s3cr3t"}, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := tlsClient(t)
 	ctx := context.Background()
 	ns, err := c.GetNamespace(ctx, "team-a")
 	if err != nil {
