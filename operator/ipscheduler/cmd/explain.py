@@ -14,6 +14,7 @@ evaluated and printed. The command line (``-n``, ``--context``) is in
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -34,8 +35,9 @@ from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, POOLS
 from ipscheduler.underlayip.plugin import Strategy
 from ipscheduler.underlayip.pool import PoolView
-from ipscheduler.underlayip.retention import retained_claim, retention_of
+from ipscheduler.underlayip.retention import retention_of
 from ipscheduler.underlayip.selection import pool_choice, tenancy_problem
+from ipscheduler.underlayip.sticky import kept_address
 from ipscheduler.underlayip.writer import PoolWriter
 
 
@@ -122,10 +124,9 @@ def retention_line(pod: PodInfo, cache: PoolCache) -> str:
         line += f" (identity {retention.identity})"
     if retention.problem:
         line += f"; {retention.problem}"
-    kept = retained_claim(pod.uid, retention, cache.kept_for(retention.identity or pod.key))
+    kept = kept_address(cache, pod, retention, datetime.datetime.now(datetime.UTC))
     if kept is not None:
-        pool, _, a = kept
-        line += f"; retained address {a.ip or '(slot)'} of pool {pool.name} on {pool.node_name}"
+        line += f"; {kept.describe()}"
     return line
 
 

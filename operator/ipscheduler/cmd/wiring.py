@@ -45,7 +45,6 @@ from ipscheduler.cmd.profiles import build_profile, extender_profile, network_tr
 from ipscheduler.cmd.serving import server_context
 from ipscheduler.coscheduling.controller import PodGroupController
 from ipscheduler.coscheduling.groups import GroupIndex
-from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi, live_pod
@@ -172,9 +171,6 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     recorder = EventRecorder(api)
     metrics = health.metrics if health.metrics is not None else Metrics(cfg.scheduler_name)
 
-    def requeue(event: ClusterEvent) -> None:  # the queue is made from the profile, below
-        queue.move_all_to_active_or_backoff(event)
-
     deps = UnderlayIPDeps(
         pool_cache,
         writer,
@@ -185,7 +181,6 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         # under it): reservations another replica made before now are the last leader's.
         takeover_before=datetime.datetime.now(datetime.UTC) if cfg.leader_elect else None,
         recorder=recorder,
-        requeue=requeue,
         rehomed=metrics.pods_rehomed.inc,
     )
     groups = GroupIndex()
@@ -206,6 +201,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         traffic.on_failure = metrics.network_traffic_failures.inc
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
     queue.on_incoming = metrics.observe_incoming
+    profile.set_pod_activator(queue)
     ready_to_schedule = asyncio.Event()
     scheduler = Scheduler(
         name=cfg.scheduler_name,

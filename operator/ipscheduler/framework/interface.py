@@ -370,9 +370,23 @@ class Binder(Protocol):
         """Bind ``pod`` (by UID) to ``node`` with ``annotations``; raises what the API call raises."""
 
 
+class PodActivator(Protocol):
+    """Moves pending pods to activeQ now (upstream ``framework.PodActivator``: the scheduling
+    queue, given to each profile by ``SetPodActivator``)."""
+
+    def activate(self, uids: set[str]) -> object:
+        """Move the pods of these UIDs to activeQ, out of backoffQ or the unschedulable pods;
+        pods elsewhere (active, in flight, unknown) are left alone."""
+
+
 class Handle(Protocol):
     """What a plugin may use from outside the framework (upstream ``framework.Handle``, kept
     to what in-tree plugins need). Given to every plugin factory ``new(args, handle)``."""
+
+    def activate(self, uids: set[str]) -> None:
+        """Move the pods of these UIDs to activeQ (upstream ``Handle.Activate``), e.g. a pod
+        whose wait a plugin's timer ended; nothing before the profile's activator is set.
+        Within a cycle, a plugin asks the same through :data:`PODS_TO_ACTIVATE`."""
 
     @property
     def binder(self) -> Binder:

@@ -41,6 +41,7 @@ from ipscheduler.framework.interface import (
     MetricsRecorder,
     PermitPlugin,
     Plugin,
+    PodActivator,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -157,12 +158,20 @@ class Framework:
     """Where the next limited search starts (upstream ``nextStartNodeIndex``)."""
     waiting_pods: WaitingPods = field(default_factory=WaitingPods, compare=False)
     """The pods held at Permit (shared with the plugins' handle)."""
+    pod_activator: PodActivator | None = field(default=None, compare=False)
+    """The scheduling queue, where the handle's ``activate`` moves pods (upstream
+    ``SetPodActivator``: set once the queue, which is made from this profile, exists)."""
     recorder: MetricsRecorder | None = field(default=None, compare=False)
     """Where extension-point and plugin timings go (None: not timed). Every extension point
     is timed in every cycle; each plugin in the cycles whose CycleState says
     ``record_plugin_metrics``. Filter and Score plugins are timed once per cycle, their time
     summed over the nodes they saw (upstream observes each node: that many observations
     would cost more than the plugins)."""
+
+    def set_pod_activator(self, activator: PodActivator) -> None:
+        """Where the plugins' ``handle.activate`` moves pods: the scheduling queue (upstream
+        ``SetPodActivator``; the queue is made from the profile, so after it)."""
+        self.pod_activator = activator
 
     def _point(self, point: str, started: float, st: Status | None = None) -> None:
         if self.recorder is not None:
@@ -488,6 +497,10 @@ class PluginHandle:
     binder: Binder
     waiting_pods: WaitingPods = field(default_factory=WaitingPods)
     framework: Framework | None = field(default=None, repr=False)
+
+    def activate(self, uids: set[str]) -> None:
+        if self.framework is not None and self.framework.pod_activator is not None:
+            self.framework.pod_activator.activate(uids)
 
     def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
         return self.framework.room_for(pod, nodes) if self.framework is not None else None

@@ -12,7 +12,7 @@ should have, is in :mod:`ipscheduler.underlayip.pool`.
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.models import BOUND, RESERVED, RETAINED, Allocation, NodeIPPoolStatus
@@ -137,6 +137,19 @@ def _kept(retention: Retention | None) -> dict[str, Any]:
     }
 
 
+class Reservation(NamedTuple):
+    """What :func:`reserve` decided for one pod in one pool.
+
+    ``status``: the pool's new status to write (None: nothing to write, the pod's
+    allocation there is this cycle's already); ``ip``: the address given (None for a
+    count-only slot); ``taken_back``: it is the pod identity's Retained address
+    (:func:`to_take_back`), which Unreserve retains again instead of releasing."""
+
+    status: NodeIPPoolStatus | None
+    ip: str | None
+    taken_back: bool = False
+
+
 def reserve(
     pool: PoolView,
     ctx: PoolContext,
@@ -147,14 +160,14 @@ def reserve(
     takeover_after: float | None = None,
     takeover_before: datetime.datetime | None = None,
     retention: Retention | None = None,
-) -> tuple[NodeIPPoolStatus | None, str | None]:
+) -> Reservation:
     """Reserve an address for pod ``uid`` (``namespace/name``) on behalf of the scheduling
     cycle ``owner`` (``<replica identity>/<cycle token>``, stored as ``reservedBy``).
 
-    Returns ``(new_status, ip)``. When the pod already holds an allocation here:
+    Returns a :class:`Reservation`. When the pod already holds an allocation here:
 
     - made by this very cycle (``reservedBy == owner``: our earlier write landed,
-      e.g. a retry after a timeout): ``(None, ip)``, nothing to write;
+      e.g. a retry after a timeout): status None, nothing to write;
     - abandoned (:func:`abandoned`: ``Reserved`` by another cycle for longer than
       ``takeover_after`` seconds, or by another replica before ``takeover_before``):
       taken over, same address, ``reservedBy`` and ``since`` renewed;
@@ -174,15 +187,16 @@ def reserve(
     found = to_take_back(pool, uid, pod_key, retention)
     if found is not None:
         old_uid, kept = found
-        return _reclaim(pool, ctx, old_uid, uid, kept, pod_key, now, owner, retention), kept.ip
+        status = _reclaim(pool, ctx, old_uid, uid, kept, pod_key, now, owner, retention)
+        return Reservation(status, kept.ip, taken_back=True)
     existing = pool.allocations.get(uid)
     if existing is not None:
         if owner is None or existing.reserved_by == owner:
-            return None, existing.ip
+            return Reservation(None, existing.ip)
         if abandoned(existing, owner, now, takeover_after, takeover_before):
             allocs = dict(pool.allocations)
             allocs[uid] = existing.model_copy(update={"reserved_by": owner, "since": now})
-            return desired_status(pool, ctx, allocs, now), existing.ip
+            return Reservation(desired_status(pool, ctx, allocs, now), existing.ip)
         raise ReservedElsewhere(pool.name, existing)
     possible, ip = _pick_new(pool, ctx)
     if not possible:
@@ -191,7 +205,7 @@ def reserve(
     allocs[uid] = Allocation(
         ip=ip, pod=pod_key, phase=RESERVED, since=now, reserved_by=owner, **_kept(retention)
     )
-    return desired_status(pool, ctx, allocs, now), ip
+    return Reservation(desired_status(pool, ctx, allocs, now), ip)
 
 
 def _reclaim(

@@ -24,7 +24,3 @@ ADDRESS_RELEASED = ClusterEvent(NODE_IP_POOL, ActionType.UPDATE_OTHER, "AddressR
 
 DEFAULT_POOLS_CHANGE = ClusterEvent(EventResource.NAMESPACE, ActionType.ALL, "NamespaceDefaultPoolsChange")
 """A namespace's ``ipscheduler.io/default-pools`` annotation was set, changed or removed."""
-
-RETAIN_TIMEOUT = ClusterEvent(NODE_IP_POOL, ActionType.UPDATE_OTHER, "RetainTimeout")
-"""A pod held to the node of its retained address reached its retain-timeout: it may be
-placed anew now."""

@@ -39,19 +39,13 @@ the command that wires the scheduler (``cmd/profiles``, as upstream's
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-import functools
 import json
 import logging
-import secrets
-import socket
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import Field, model_validator
 
 from ipscheduler.framework.interface import (
@@ -69,43 +63,28 @@ from ipscheduler.framework.interface import (
 )
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
-from ipscheduler.kube.events import EventRecorder, pod_ref
-from ipscheduler.underlayip import allocator, events, multus
+from ipscheduler.kube.client import KubeApi
+from ipscheduler.kube.events import EventRecorder
+from ipscheduler.underlayip import events, multus
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import (
-    ANNOTATION_IP,
-    ANNOTATION_NETWORK,
-    ANNOTATION_POOL,
-    ANNOTATION_POOLS,
-    RETAINED,
-    NodeIPPoolStatus,
-)
-from ipscheduler.underlayip.pool import PoolContext, PoolView, age, network_of, utc_now
-from ipscheduler.underlayip.retention import Retention, claims, retention_of
-from ipscheduler.underlayip.selection import ANY, PoolChoice, may_use, pool_choice
-from ipscheduler.underlayip.writer import MutateFn, PoolWriter
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, ANNOTATION_POOLS
+from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.reservation import ERR_NO_FREE, NAME, CycleReservation, ReservationManager
+from ipscheduler.underlayip.retention import Retention, retention_of
+from ipscheduler.underlayip.selection import PoolChoice, may_use, pool_choice
+from ipscheduler.underlayip.sticky import HELD, REHOME, WAITING, KeptAddress, StickyAddresses, kept_address
+from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
 
-NAME = "UnderlayIP"
+__all__ = ["ERR_NO_FREE", "NAME", "UnderlayIP", "UnderlayIPArgs", "UnderlayIPDeps", "new"]
+
 ERR_NO_POOL = "node(s) had no NodeIPPool"
-ERR_NO_FREE = "node(s) had no free underlay IPs"
 ERR_NO_USABLE_POOL = "node(s) had no NodeIPPool the pod may use"
 ERR_RETAINED = "node(s) didn't hold the pod's retained address"
 ERR_RETAINING = "the pod's retained address is still recorded for its previous pod"
-_FREE = f"{NAME}/free"
-_ALLOC = f"{NAME}/allocation"
-_PENDING = f"{NAME}/pending"
-_OWNER = f"{NAME}/owner"
-_MINE = f"{NAME}/written"
-_NETWORK = f"{NAME}/network"
-_CHOICE = f"{NAME}/choice"
-_RETENTION = f"{NAME}/retention"
-_KEPT = f"{NAME}/kept"
-_REHOME = f"{NAME}/rehome"
-_TAKEN_BACK = f"{NAME}/taken-back"
-_RANK = f"{NAME}/rank"
+_STATE = f"{NAME}/cycle"
+
 
 Strategy = Literal["spread", "binpack"]
 
@@ -136,8 +115,51 @@ class UnderlayIPArgs(PluginArgs):
         )
 
 
+@dataclass
+class _Cycle:
+    """UnderlayIP's part of one scheduling cycle (one CycleState key).
+
+    ``choice``: the pools the pod may use; ``retention``: its release policy; ``kept``: the
+    address its identity keeps (:func:`~ipscheduler.underlayip.sticky.kept_address`);
+    ``free``: pods each node's usable pools can take (PreFilter's count, by node name);
+    ``ranks``: by node, the rank of its first pool in ``ipscheduler.io/pools``;
+    ``reservation``: what Reserve and PreBind did."""
+
+    choice: PoolChoice
+    retention: Retention
+    kept: KeptAddress | None = None
+    free: dict[str, int] = field(default_factory=dict)
+    ranks: dict[str, int] = field(default_factory=dict)
+    reservation: CycleReservation = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reservation = CycleReservation(self.choice, self.retention, self.held)
+
+    @property
+    def held(self) -> PoolView | None:
+        """The pool of the Retained address the pod is held to (None: not held)."""
+        return self.kept.claim.pool if self.kept is not None and self.kept.kind == HELD else None
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """PreFilter's outcome before any act: the cycle state, or the status to end with."""
+
+    cycle: _Cycle | None
+    status: Status
+
+
 class UnderlayIP:
-    """Filter/Score/Reserve/PreBind/PostBind on NodeIPPool addresses (see module doc)."""
+    """PreFilter/Filter/Score/Reserve/PreBind/PostBind on NodeIPPool addresses (module doc),
+    a thin plugin over :class:`~ipscheduler.underlayip.reservation.ReservationManager` and
+    :class:`~ipscheduler.underlayip.sticky.StickyAddresses`.
+
+    ``api`` is read live by Unreserve (None: release without it). ``identity``,
+    ``reserved_ttl`` and ``takeover_before``: the reservation manager's.
+    ``multus_network`` (``[namespace/]name``, validated by the caller with
+    :func:`ipscheduler.underlayip.multus.parse_network_name`): PreBind also puts the address
+    into the ``ips`` of that element of the pod's ``k8s.v1.cni.cncf.io/networks``.
+    ``activate``, ``recorder``, ``rehomed``: the sticky-address acts'."""
 
     name = NAME
 
@@ -152,38 +174,23 @@ class UnderlayIP:
         multus_network: str | None = None,
         takeover_before: datetime.datetime | None = None,
         recorder: EventRecorder | None = None,
-        requeue: Callable[[ClusterEvent], object] | None = None,
+        activate: Callable[[set[str]], object] | None = None,
         rehomed: Callable[[], object] | None = None,
     ) -> None:
-        """``api`` is used by Unreserve for a live read of the pod (None: release without it).
-        ``identity``: this replica's, recorded in every reservation (default: host name and a
-        random suffix). ``reserved_ttl``: seconds after which a Reserved allocation of a pod
-        that is still pending counts as abandoned by its cycle and may be taken over.
-        ``takeover_before``: when this replica took the scheduler's Lease (None: no leader
-        election); another replica's Reserved allocations made before then are abandoned at
-        once (:func:`ipscheduler.underlayip.allocator.abandoned`), so the pods the previous
-        leader was binding when it died keep their address without waiting ``reserved_ttl``.
-        ``multus_network`` (``[namespace/]name``, validated by the caller with
-        :func:`ipscheduler.underlayip.multus.parse_network_name`): PreBind also puts the address into
-        the ``ips`` of that element of the pod's ``k8s.v1.cni.cncf.io/networks``."""
         self.cache = cache
-        self.writer = writer
         self.strategy = strategy
-        self.api = api
-        self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:12]}"
-        self.reserved_ttl = reserved_ttl
         self.multus_network = multus_network
-        self.takeover_before = takeover_before
-        self.recorder = recorder
-        """Posts the pod's ``AddressRehomed`` event (None: logged only)."""
-        self.requeue = requeue
-        """Moves the pods this plugin rejected when a cluster event may help them: told
-        :data:`~ipscheduler.underlayip.events.RETAIN_TIMEOUT` when a pod held to the node of
-        its retained address reaches its retain-timeout (None: they wait for another event)."""
-        self.rehomed = rehomed
-        """Counts the pods placed anew after their retain-timeout (``ipscheduler_pods_rehomed_total``)."""
-        self._timeouts: dict[str, asyncio.TimerHandle] = {}
-        self._refusals: set[str] = set()  # UIDs told ReleasePolicyRefused
+        self.reservations = ReservationManager(cache, writer, api, identity, reserved_ttl, takeover_before)
+        self.sticky = StickyAddresses(writer, activate, recorder, rehomed)
+
+    def _cycle(self, state: CycleState, pod: PodInfo) -> _Cycle:
+        """This cycle's state; made from the pod when PreFilter did not run (the extender's
+        verbs each start a new cycle state)."""
+        cycle: _Cycle | None = state.get(_STATE)
+        if cycle is None:
+            cycle = _Cycle(pool_choice(pod, self.cache.default_pools(pod.namespace)), retention_of(pod))
+            state.write(_STATE, cycle)
+        return cycle
 
     # -- PreFilter -----------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
@@ -191,130 +198,85 @@ class UnderlayIP:
         the pools the pod may use (:mod:`ipscheduler.underlayip.selection`: its
         ``ipscheduler.io/pools`` and the pools' ``spec.namespaces``); skip for hostNetwork.
         A malformed ``ipscheduler.io/pools``, or one naming a pool that does not exist,
-        leaves the pod unschedulable with that reason."""
+        leaves the pod unschedulable with that reason. A pod held to its retained address's
+        node is activated again at its retain-timeout; a release policy that cannot be
+        honoured is said once in a Warning event."""
         if pod.host_network:
             return Status.success()
+        verdict = self._verdict(pod)
+        if verdict.cycle is not None:
+            state.write(_STATE, verdict.cycle)
+            if verdict.cycle.retention.problem:
+                self.sticky.refused(pod, verdict.cycle.retention.problem)
+            kept = verdict.cycle.kept
+            if kept is not None and kept.kind == HELD and kept.timeout_in is not None:
+                self.sticky.activate_at_timeout(pod.uid, kept.timeout_in)
+        return verdict.status
+
+    def _verdict(self, pod: PodInfo) -> _Verdict:
+        """PreFilter's computation, without its acts (events, timers)."""
         choice = pool_choice(pod, self.cache.default_pools(pod.namespace))
         if choice.problem:
-            return Status.unschedulable(choice.problem, plugin=NAME)
-        state.write(_CHOICE, choice)
+            return _Verdict(None, Status.unschedulable(choice.problem, plugin=NAME))
         retention = retention_of(pod)
-        state.write(_RETENTION, retention)
-        if retention.problem:
-            self._refused(pod, retention.problem)
-        kept = self._kept_address(state, pod, retention)
-        if kept is not None:
-            return kept
+        kept = kept_address(self.cache, pod, retention, datetime.datetime.now(datetime.UTC))
+        cycle = _Cycle(choice, retention, kept)
+        if kept is not None and kept.kind == WAITING:
+            return _Verdict(cycle, Status.unschedulable(ERR_RETAINING, plugin=NAME))
+        if kept is not None and kept.kind == HELD:
+            return _Verdict(cycle, Status.success())
         pools = self.cache.pools()
         if choice.names:
             unknown = [n for n in choice.names if n not in pools]
             if unknown:
-                return Status.unschedulable(
-                    f"NodeIPPool(s) {', '.join(unknown)} named by {ANNOTATION_POOLS} do not exist",
-                    plugin=NAME,
-                )
-            free: dict[str, int] = {}
-            ranks: dict[str, int] = {}
+                message = f"NodeIPPool(s) {', '.join(unknown)} named by {ANNOTATION_POOLS} do not exist"
+                return _Verdict(cycle, Status.unschedulable(message, plugin=NAME))
             for rank, name in enumerate(choice.names):
                 pool = pools[name]
                 if pool.serves(pod.namespace):
-                    free[pool.node_name] = free.get(pool.node_name, 0) + self.cache.available(pool)
-                    ranks.setdefault(pool.node_name, rank)
-            state.write(_RANK, ranks)
+                    cycle.free[pool.node_name] = cycle.free.get(pool.node_name, 0) + self.cache.available(
+                        pool
+                    )
+                    cycle.ranks.setdefault(pool.node_name, rank)
         else:
-            free = dict(self.cache.node_free())
+            cycle.free = dict(self.cache.node_free())
             for pool in self.cache.namespaced_pools().values():
-                if not pool.serves(pod.namespace) and pool.node_name in free:
-                    free[pool.node_name] -= self.cache.available(pool)
+                if not pool.serves(pod.namespace) and pool.node_name in cycle.free:
+                    cycle.free[pool.node_name] -= self.cache.available(pool)
         for pool in self.cache.pools_holding(pod.uid):
-            if not may_use(pod, choice, pool):
-                continue
-            # The address the pod already holds there counts as free for it.
-            free[pool.node_name] = (
-                free.get(pool.node_name, 0)
-                - self.cache.available(pool)
-                + pool.free(self.cache.context(pool).blocked)
-                + 1
-            )
-        state.write(_FREE, free)
-        return Status.success()
-
-    def _kept_address(self, state: CycleState, pod: PodInfo, retention: Retention) -> Status | None:
-        """Look for the address the pod's identity kept (release policies StatefulSet and
-        Never; a pod of policy Pod still gets back one kept with Never for its name). A
-        Retained one restricts the pod to its pool's node (``_KEPT``), unless the pod has
-        waited longer than its retain-timeout: then it is placed anew and the old address
-        released once the new one is written (``_REHOME``). An allocation of the identity
-        still recorded for its previous pod (gone from the node cache; the pool controller is
-        about to retain it) leaves the pod unschedulable until AddressReleased. Returns the
-        PreFilter status to end with, or None to go on."""
-        identity = retention.identity or pod.key
-        for pool, uid, a in claims(pod.uid, retention, self.cache.kept_for(identity)):
-            if a.phase != RETAINED:
-                if self.cache.node_cache.pod(uid) is None and not self.cache.node_cache.is_assumed(uid):
-                    return Status.unschedulable(ERR_RETAINING, plugin=NAME)
-                continue
-            start = max(t for t in (pod.creation, a.retained_since, a.since) if t is not None)
-            waited = age(start, datetime.datetime.now(datetime.UTC))  # to the microsecond
-            if retention.timeout is not None and waited > retention.timeout:
-                state.write(_REHOME, (pool.name, uid, a))
-                return None
-            state.write(_KEPT, pool)
-            if retention.timeout is not None:
-                self._retry_at_timeout(pod.uid, retention.timeout - waited)
-            return None
-        return None
-
-    def _refused(self, pod: PodInfo, problem: str) -> None:
-        """Say once per pod (Warning ``ReleasePolicyRefused``) that its release-policy or
-        retain-timeout annotation cannot be honoured as written, and what is used instead."""
-        if pod.uid in self._refusals:
-            return
-        if len(self._refusals) > 10_000:
-            self._refusals.clear()  # a bound on memory; at worst an event is said twice
-        self._refusals.add(pod.uid)
-        log.warning("%s: %s", pod.key, problem)
-        if self.recorder is not None:
-            self.recorder.emit(pod_ref(pod), "Warning", "ReleasePolicyRefused", problem)
-
-    def _retry_at_timeout(self, uid: str, seconds: float) -> None:
-        """Requeue the pods this plugin rejected once pod ``uid``'s retain-timeout is reached
-        (``seconds`` from now; one timer per pod)."""
-        if self.requeue is None or uid in self._timeouts:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no event loop (a synchronous caller: explain, tests)
-        requeue = self.requeue
-
-        def fire() -> None:
-            self._timeouts.pop(uid, None)
-            requeue(events.RETAIN_TIMEOUT)
-
-        self._timeouts[uid] = loop.call_later(max(0.0, seconds) + 0.1, fire)
+            if may_use(pod, choice, pool):  # the address the pod already holds counts as free for it
+                cycle.free[pool.node_name] = (
+                    cycle.free.get(pool.node_name, 0)
+                    - self.cache.available(pool)
+                    + pool.free(self.cache.context(pool).blocked)
+                    + 1
+                )
+        return _Verdict(cycle, Status.success())
 
     # -- Filter --------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Unschedulable when no pool the pod may use on the node has a free address (evicting
         a pod may free one); UnschedulableAndUnresolvable when the node has no pool, none the
         pod may use, or the pod's retained address is on another node (no eviction helps:
-        kube-scheduler's preemption, and the extender's ``FailedAndUnresolvableNodes``)."""
+        kube-scheduler's preemption, and the extender's ``FailedAndUnresolvableNodes``).
+        Raises KeyError when PreFilter did not run in ``state``."""
         if pod.host_network:
             return Status.success()
-        kept: PoolView | None = state.get(_KEPT)
-        if kept is not None:
-            if node.name != kept.node_name:
-                return Status.unresolvable(ERR_RETAINED, plugin=NAME)
-            return Status.success()
-        free = state.read(_FREE).get(node.name)
+        cycle: _Cycle = state.read(_STATE)
+        held = cycle.held
+        if held is not None:
+            return (
+                Status.success()
+                if node.name == held.node_name
+                else Status.unresolvable(ERR_RETAINED, plugin=NAME)
+            )
+        free = cycle.free.get(node.name)
         if free is not None and free > 0:  # only nodes with pools have a count
             return Status.success()
         pools = self.cache.pools_for_node(node.name)
         if not pools:
             return Status.unresolvable(ERR_NO_POOL, plugin=NAME)
-        choice: PoolChoice = state.get(_CHOICE) or ANY
-        if not any(may_use(pod, choice, p) for p in pools):
+        if not any(may_use(pod, cycle.choice, p) for p in pools):
             return Status.unresolvable(ERR_NO_USABLE_POOL, plugin=NAME)
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
 
@@ -325,16 +287,16 @@ class UnderlayIP:
         """Pods like ``pod`` the pools it may use on ``nodes`` can take now (free addresses,
         assumed reservations deducted: PreFilter's count, summed); 0 when PreFilter would
         reject it, 1 for a pod held to its retained address; None for hostNetwork pods
-        (they take no address). Coscheduling asks before a group reserves anything."""
+        (they take no address). Coscheduling asks before a group reserves anything. Changes
+        nothing (no event, no timer)."""
         if pod.host_network:
             return None
-        state = CycleState()
-        if not self.pre_filter(state, pod, nodes).is_success():
+        verdict = self._verdict(pod)
+        if verdict.cycle is None or not verdict.status.is_success():
             return 0
-        if state.get(_KEPT) is not None:
+        if verdict.cycle.held is not None:
             return 1
-        free: dict[str, int] = state.get(_FREE) or {}
-        return sum(n for name, n in free.items() if n > 0 and name in nodes)
+        return sum(n for name, n in verdict.cycle.free.items() if n > 0 and name in nodes)
 
     def fits_after_evicting(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, victims: frozenset[str]
@@ -345,16 +307,15 @@ class UnderlayIP:
         to its retained address's node fits only there, whatever the victims."""
         if self.filter(state, pod, node).is_success():
             return True
-        if state.get(_KEPT) is not None:
+        cycle: _Cycle = state.read(_STATE)
+        if cycle.held is not None:
             return False
-        choice: PoolChoice = state.get(_CHOICE) or ANY
         return any(
-            pool.node_name == node.name and may_use(pod, choice, pool)
+            pool.node_name == node.name and may_use(pod, cycle.choice, pool)
             for uid in victims
             for pool in self.cache.pools_holding(uid)
         )
 
-    # -- Score ---------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """A NodeIPPool added, changed or deleted, or addresses released
         (:data:`~ipscheduler.underlayip.events.NODE_IP_POOL_CHANGE`,
@@ -369,260 +330,72 @@ class UnderlayIP:
             ClusterEventWithHint(events.DEFAULT_POOLS_CHANGE),
         ]
 
+    # -- Score ---------------------------------------------------------
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Free addresses on the node (0 for hostNetwork pods)."""
         if pod.host_network:
             return 0
-        return int(state.read(_FREE).get(node.name, 0))
+        cycle: _Cycle = state.read(_STATE)
+        return cycle.free.get(node.name, 0)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         """spread: most free → 100; binpack: fewest free → 100. A pod naming several pools
         (``ipscheduler.io/pools``) prefers the nodes of an earlier one whatever their free
         counts: of ``n`` pools, the ``r``-th (from 0) gives ``((n-1-r)*100 + free score) / n``."""
         default_normalize(scores, reverse=self.strategy == "binpack")
-        choice: PoolChoice | None = state.get(_CHOICE)
-        if choice is None or len(choice.names) < 2:
+        cycle: _Cycle | None = state.get(_STATE)
+        if cycle is None or len(cycle.choice.names) < 2:
             return
-        n = len(choice.names)
-        ranks: dict[str, int] = state.get(_RANK) or {}
+        n = len(cycle.choice.names)
         for node, score in scores.items():
-            scores[node] = ((n - 1 - ranks.get(node, n - 1)) * 100 + score) // n
+            scores[node] = ((n - 1 - cycle.ranks.get(node, n - 1)) * 100 + score) // n
 
     # -- Reserve / Unreserve ---------------------------------------------
-    def _candidates(
-        self, pod: PodInfo, node: NodeInfo, skip: str = "", kept: PoolView | None = None
-    ) -> list[PoolView]:
-        """The node's pools the pod may use to reserve in: the one keeping its retained
-        address (``kept``) alone, else one holding the pod's allocation first, then in the
-        pod's order of preference (``ipscheduler.io/pools``), then by most available
-        (assumed reservations deducted), then by name."""
-        if kept is not None:
-            pool = self.cache.pool(kept.name)
-            return [pool] if pool is not None and pool.node_name == node.name and pool.name != skip else []
-        choice = pool_choice(pod, self.cache.default_pools(pod.namespace))
-        pools = [
-            p
-            for p in self.cache.pools_for_node(node.name)
-            if p.node_name == node.name and p.name != skip and may_use(pod, choice, p)
-        ]
-        held = [p for p in pools if pod.uid in p.allocations]
-        rest = sorted(
-            (p for p in pools if pod.uid not in p.allocations),
-            key=lambda p: (choice.rank(p.name), -self.cache.available(p), p.name),
-        )
-        return held + rest
-
-    def _mutation(
-        self,
-        pod: PodInfo,
-        node: NodeInfo,
-        owner: str,
-        got: dict[str, str | None],
-        retention: Retention | None,
-    ) -> MutateFn:
-        """allocator.reserve for ``pod`` on behalf of cycle ``owner``, refusing a pool that no
-        longer serves ``node``; the address taken goes into ``got["ip"]`` (the last call is
-        the one written), and ``got["taken_back"]`` is set when it was the pod identity's
-        Retained address."""
-        ttl, before = self.reserved_ttl, self.takeover_before
-
-        def mutate(p: PoolView, ctx: PoolContext) -> NodeIPPoolStatus | None:
-            if p.node_name != node.name:
-                raise allocator.PoolFull(p.name)
-            taken_back = allocator.to_take_back(p, pod.uid, pod.key, retention) is not None
-            new, ip = allocator.reserve(
-                p,
-                ctx,
-                pod.uid,
-                pod.key,
-                owner=owner,
-                takeover_after=ttl,
-                takeover_before=before,
-                retention=retention,
-            )
-            got["ip"] = ip
-            if taken_back:
-                got["taken_back"] = "yes"
-            else:
-                got.pop("taken_back", None)
-            return new
-
-        return mutate
-
-    def _submit(
-        self, state: CycleState, pod: PodInfo, node: NodeInfo, pool: str
-    ) -> tuple[asyncio.Future[PoolView | None], dict[str, str | None]]:
-        """Queue this cycle's reservation write for ``pool``; remember the pool for Unreserve."""
-        got: dict[str, str | None] = {}
-        written: set[str] = state.get(_MINE) or set()
-        written.add(pool)
-        state.write(_MINE, written)
-        mutate = self._mutation(pod, node, state.read(_OWNER), got, state.get(_RETENTION))
-        return self.writer.submit(pool, mutate), got
-
     async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Assume a place for the pod in the node's pool with the most available addresses
-        and queue its compare-and-swap write (no I/O here: PreBind waits for the write).
-
-        Until the write lands the cache counts the place as taken, so the next
-        scheduling cycles, running meanwhile, do not give it away again; concurrent
-        reservations in one pool are coalesced into one write by the PoolWriter.
-        A pod whose allocation on the node is another cycle's, still in flight (not
-        :func:`~ipscheduler.underlayip.allocator.abandoned`), gets an error status: that
-        cycle binds or releases it, and this pod is retried after backoff.
-        """
+        """Assume a place in the node's pool with the most available addresses and queue its
+        compare-and-swap write (no I/O here: PreBind waits for the write); see
+        :meth:`~ipscheduler.underlayip.reservation.ReservationManager.reserve`."""
         if pod.host_network:
             return Status.success()
-        owner = f"{self.identity}/{secrets.token_hex(4)}"
-        state.write(_OWNER, owner)
-        kept: PoolView | None = state.get(_KEPT)
-        for pool in self._candidates(pod, node, kept=kept):
-            held = pool.allocations.get(pod.uid)
-            if held is not None and held.phase != RETAINED:
-                if not allocator.abandoned(held, owner, utc_now(), self.reserved_ttl, self.takeover_before):
-                    return Status.error(str(allocator.ReservedElsewhere(pool.name, held)), plugin=NAME)
-            elif kept is None and held is None and self.cache.available(pool) <= 0:
-                continue
-            future, got = self._submit(state, pod, node, pool.name)
-            self.cache.assume(pool.name, pod.uid)
-            state.write(_PENDING, (pool.name, future, got))
-            return Status.success()
-        return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
-
-    async def _commit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Wait for the write Reserve queued; if that pool turned out full (a stale cache,
-        another replica), try the node's other pools one by one (CAS each)."""
-        pending = state.get(_PENDING)
-        if pending is None:
-            return Status.success()
-        state.write(_PENDING, None)
-        pool_name, future, got = pending
-        try:
-            written = await future
-        except allocator.PoolFull:
-            written = None
-        except Exception as e:
-            return Status.error(f"reserving an address in NodeIPPool {pool_name}: {e}", plugin=NAME)
-        finally:
-            self.cache.forget_assumed(pool_name, pod.uid)
-        if written is not None and "ip" in got:
-            self._allocated(state, written, got)
-            return Status.success()
-        for pool in self._candidates(pod, node, skip=pool_name, kept=state.get(_KEPT)):
-            future, got = self._submit(state, pod, node, pool.name)
-            try:
-                written = await future
-            except allocator.PoolFull:
-                continue
-            except Exception as e:
-                return Status.error(f"reserving an address in NodeIPPool {pool.name}: {e}", plugin=NAME)
-            if written is not None and "ip" in got:
-                self._allocated(state, written, got)
-                return Status.success()
-        return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
-
-    @staticmethod
-    def _allocated(state: CycleState, pool: PoolView, got: dict[str, str | None]) -> None:
-        """Record the allocation this cycle got, with its network facts (address pools), and
-        whether it was the pod identity's Retained address (Unreserve keeps it then)."""
-        ip = got["ip"]
-        state.write(_ALLOC, (pool.name, ip))
-        if got.get("taken_back"):
-            state.write(_TAKEN_BACK, pool.name)
-        if ip:
-            state.write(_NETWORK, json.dumps(network_of(pool, ip), separators=(",", ":")))
-
-    async def _bound_pool(self, pod: PodInfo) -> str | None:
-        """The pool named by the live pod's ``ipscheduler.io/pool`` if the pod (same UID) is
-        bound ("" when bound without one: a count-only slot), else None (also when it is
-        gone). Raises what the read raises."""
-        if self.api is None:
-            return None
-        live = await live_pod(self.api, pod.uid, pod.key)
-        if live is None or not live.bound:
-            return None
-        return live.annotations.get(ANNOTATION_POOL) or ""
+        return self.reservations.reserve(self._cycle(state, pod).reservation, pod, node)
 
     async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
-        """Release what this cycle's reservation wrote; logs instead of raising.
-
-        A reservation still being written is waited for first (its outcome does
-        not matter: a write that failed on a timeout may still have landed). Then
-        a live read of the pod: the pool it is bound with (our Binding may have
-        landed although it reported an error) keeps its allocation; if the read
-        fails everything is kept and the GC decides later. In the other pools
-        this cycle wrote to, the pod's allocation is released only if its
-        ``reservedBy`` is this cycle's: never another replica's reservation; one that was
-        the pod identity's Retained address is Retained again instead.
-        """
-        await self._commit(state, pod, node)
-        written: set[str] = state.get(_MINE) or set()
-        if not written:
+        """Wait for a write still pending, then release what this cycle's reservation wrote
+        (:meth:`~ipscheduler.underlayip.reservation.ReservationManager.unreserve`); the pod
+        identity's Retained address taken back, or held to, is Retained again. Logs instead
+        of raising."""
+        c: _Cycle | None = state.get(_STATE)
+        if c is None:
             return
-        state.write(_MINE, set())
-        owner = state.read(_OWNER)
-        try:
-            bound = await self._bound_pool(pod)
-        except Exception as e:
-            log.warning(
-                "unreserve of %s keeps its reservation: live read failed (%s); the GC decides", pod.key, e
-            )
-            return
-        if bound == "":
-            log.info(
-                "unreserve of %s keeps its reservations in %s: the pod is bound (count-only slot); "
-                "the GC releases any it is not bound with",
-                pod.key,
-                ", ".join(sorted(written)),
-            )
-            return
-        keep = {bound} if bound else set()
-        kept: PoolView | None = state.get(_KEPT)
-        retained = {state.get(_TAKEN_BACK), kept.name if kept is not None else None}
-        for pool_name in sorted(written - keep):
-            try:
-                await self.writer.submit(
-                    pool_name,
-                    functools.partial(
-                        allocator.unreserve, uid=pod.uid, owner=owner, keep=pool_name in retained
-                    ),
-                )
-            except Exception as e:
-                log.log(
-                    logging.WARNING if isinstance(e, (*TRANSIENT_ERRORS, ApiException)) else logging.ERROR,
-                    "unreserve of %s in pool %s failed (%r); the GC will release it",
-                    pod.key,
-                    pool_name,
-                    e,
-                    exc_info=not isinstance(e, (*TRANSIENT_ERRORS, ApiException)),
-                )
-        if bound and bound in written:
-            log.info(
-                "unreserve of %s keeps its allocation in pool %s: the pod is bound with it", pod.key, bound
-            )
+        await self.reservations.commit(c.reservation, pod, node)
+        await self.reservations.unreserve(c.reservation, pod)
 
     # -- PreBind / PostBind ----------------------------------------------
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Wait for the reservation's write, then add the address annotations to the binding;
         a pod re-homed after its retain-timeout releases its old address now."""
-        st = await self._commit(state, pod, node)
-        if not st.is_success():
-            return st
-        alloc = state.get(_ALLOC)
-        if alloc is None:
+        c: _Cycle | None = state.get(_STATE)
+        if c is None:
             return Status.success()
-        if state.get(_REHOME) is not None:
-            await self._rehome(state, pod, node, alloc)
+        r = c.reservation
+        st = await self.reservations.commit(r, pod, node)
+        if not st.is_success() or r.pool is None:
+            return st
+        if (
+            c.kept is not None
+            and c.kept.kind == REHOME
+            and not (r.pool == c.kept.claim.pool.name and r.taken_back == r.pool)
+        ):
+            await self.sticky.rehome(pod, c.retention.timeout, c.kept.claim, node.name, r.pool, r.ip)
         annotations = dict(state.get(BIND_ANNOTATIONS) or {})
-        if alloc[1]:
-            network = state.read(_NETWORK)
-            annotations[ANNOTATION_POOL] = alloc[0]
-            annotations[ANNOTATION_IP] = alloc[1]
-            state.write(SCHEDULED_NOTE, f"IP {alloc[1]}")
-            state.write(LOG_FIELDS, {"pool": alloc[0], "ip": alloc[1]})
-            annotations[ANNOTATION_NETWORK] = network
+        if r.ip:
+            annotations[ANNOTATION_POOL] = r.pool
+            annotations[ANNOTATION_IP] = r.ip
+            annotations[ANNOTATION_NETWORK] = r.network
+            state.write(SCHEDULED_NOTE, f"IP {r.ip}")
+            state.write(LOG_FIELDS, {"pool": r.pool, "ip": r.ip})
             if self.multus_network:
-                self._multus_ips(pod, json.loads(network), annotations)
+                self._multus_ips(pod, json.loads(r.network), annotations)
         else:
             # Count-only slot: none of the three (the pool's status records the slot). A
             # Binding can only add annotations, so any of them the pod was created with (stale
@@ -632,33 +405,6 @@ class UnderlayIP:
                     annotations[key] = ""
         state.write(BIND_ANNOTATIONS, annotations)
         return Status.success()
-
-    async def _rehome(
-        self, state: CycleState, pod: PodInfo, node: NodeInfo, got: tuple[str, str | None]
-    ) -> None:
-        """The pod waited longer than its retain-timeout for its retained address's node and
-        got ``got`` (pool, address) instead: release the retained allocation (exactly the one
-        read) and say so in a Warning ``AddressRehomed`` event. Nothing to do when the cycle
-        took the retained address back after all."""
-        old_pool, old_uid, old = state.read(_REHOME)
-        if got[0] == old_pool and state.get(_TAKEN_BACK) == old_pool:
-            return
-        retention: Retention = state.read(_RETENTION)
-        timeout = f"{retention.timeout:.0f}s" if retention.timeout is not None else "ever"
-        message = (
-            f"retained address {old.ip or '(slot)'} of NodeIPPool {old_pool} released: its node could not "
-            f"take the pod for {timeout}; the pod now has {got[1] or 'a slot'} of {got[0]} on {node.name}"
-        )
-        try:
-            await self.writer.submit(old_pool, functools.partial(allocator.release, uid=old_uid, expect=old))
-        except Exception as e:
-            log.warning("%s: releasing its retained address %s failed (%r); kept", pod.key, old.ip, e)
-            return
-        log.warning("%s: %s", pod.key, message)
-        if self.rehomed is not None:
-            self.rehomed()
-        if self.recorder is not None:
-            self.recorder.emit(pod_ref(pod), "Warning", "AddressRehomed", message)
 
     def _multus_ips(self, pod: PodInfo, network: dict[str, Any], annotations: dict[str, str]) -> None:
         """Put the address (with its prefix) into the ``ips`` of the pod's Multus element
@@ -678,19 +424,18 @@ class UnderlayIP:
             annotations[multus.NETWORKS_ANNOTATION] = updated
 
     async def post_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
-        """Mark the allocation Bound: a deferred write that rides along with the pool's next
-        write (at most ``PoolWriter.defer_delay`` later); if lost, the start-up reconcile
-        and the GC sweep mark it."""
-        alloc = state.get(_ALLOC)
-        if alloc is None:
-            return
-        self.writer.defer(alloc[0], functools.partial(allocator.mark_bound, uid=pod.uid))
+        """Mark the allocation Bound (a deferred write that rides along with the pool's next
+        write; if lost, the start-up reconcile and the GC sweep mark it)."""
+        c: _Cycle | None = state.get(_STATE)
+        if c is not None:
+            self.reservations.mark_bound(c.reservation, pod.uid)
 
 
 @dataclass(frozen=True)
 class UnderlayIPDeps:
-    """What UnderlayIP's factory binds besides its args (see :class:`UnderlayIP` for each):
-    the pool cache and writer it reserves through, and the rest of the process it talks to."""
+    """What UnderlayIP's factory binds besides its args and the handle (see
+    :class:`UnderlayIP` for each): the pool cache and writer it reserves through, and the
+    rest of the process it talks to."""
 
     cache: PoolCache
     writer: PoolWriter
@@ -699,12 +444,12 @@ class UnderlayIPDeps:
     reserved_ttl: float = 60.0
     takeover_before: datetime.datetime | None = None
     recorder: EventRecorder | None = None
-    requeue: Callable[[ClusterEvent], object] | None = None
     rehomed: Callable[[], object] | None = None
 
 
 def new(args: UnderlayIPArgs, handle: Handle, deps: UnderlayIPDeps) -> UnderlayIP:
-    """UnderlayIP's factory ``new(args, handle)`` once its registration has bound ``deps``."""
+    """UnderlayIP's factory ``new(args, handle)`` once its registration has bound ``deps``;
+    a pod held to its retained address's node is activated through ``handle.activate``."""
     return UnderlayIP(
         deps.cache,
         deps.writer,
@@ -715,6 +460,6 @@ def new(args: UnderlayIPArgs, handle: Handle, deps: UnderlayIPDeps) -> UnderlayI
         args.multus_network,
         deps.takeover_before,
         deps.recorder,
-        deps.requeue,
+        handle.activate,
         deps.rehomed,
     )

@@ -31,7 +31,6 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.models import (
     ANNOTATION_RELEASE_POLICY,
     ANNOTATION_RETAIN_TIMEOUT,
-    RETAINED,
     Allocation,
     ReleasePolicy,
 )
@@ -204,7 +203,8 @@ def claims(
     allocation)``, e.g. ``PoolCache.kept_for``), those pod ``pod_uid`` of ``retention``
     takes back: another UID's, kept with policy ``Never`` (any pod of that name) or for the
     same owner (a StatefulSet re-created under the same name has another UID and does not).
-    The one rule UnderlayIP's PreFilter and ``explain`` share."""
+    The one rule UnderlayIP's PreFilter and ``explain`` share (through
+    :func:`ipscheduler.underlayip.sticky.kept_address`)."""
     return [(pool, uid, a) for pool, uid, a in kept if uid != pod_uid and takes_back(a, retention.owner_uid)]
 
 
@@ -213,10 +213,3 @@ def takes_back(allocation: Allocation, owner_uid: str) -> bool:
     identity, back: one kept with ``Never`` (any pod of that name), or for the same owner
     (a StatefulSet re-created under the same name has another UID and does not)."""
     return allocation.release_policy == NEVER or (allocation.owner_uid or "") == owner_uid
-
-
-def retained_claim(
-    pod_uid: str, retention: Retention, kept: Iterable[tuple[T, str, Allocation]]
-) -> tuple[T, str, Allocation] | None:
-    """The first of :func:`claims` already ``Retained`` (its pod ended), or None."""
-    return next(((p, u, a) for p, u, a in claims(pod_uid, retention, kept) if a.phase == RETAINED), None)

@@ -206,7 +206,18 @@ def test_explain_says_the_release_policy_and_the_retained_address() -> None:
     )
     web0 = pod_info("web-0", owner=OwnerRef("StatefulSet", "web", "uid-sts"), generate_name="web-")
     assert retention_line(web0, cache) == (
-        "Release policy: StatefulSet (identity ns/web-0); retained address 10.0.0.5 of pool a on node-a"
+        "Release policy: StatefulSet (identity ns/web-0); retained address 10.0.0.5 of pool a on node-a: "
+        "past the pod's retain-timeout, so placed anew and that address released"
+    ), "retained since 2024, past the default 5m: as the scheduler's PreFilter decides (sticky.kept_address)"
+    waits = pod_info(
+        "web-0",
+        owner=OwnerRef("StatefulSet", "web", "uid-sts"),
+        generate_name="web-",
+        annotations={"ipscheduler.io/retain-timeout": "0"},
+    )
+    assert retention_line(waits, cache) == (
+        "Release policy: StatefulSet (identity ns/web-0); retained address 10.0.0.5 of pool a on node-a: "
+        "the pod may go to node-a only"
     )
     assert retention_line(pod_info("p"), cache) == "Release policy: Pod"
     # A StatefulSet re-created under the same name (another UID) does not get it back, and

@@ -35,6 +35,9 @@ class Handle:
     def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
         return self.room
 
+    def activate(self, uids: set[str]) -> None:
+        raise AssertionError("Coscheduling activates pods through the cycle state")
+
 
 def member_pod(name: str, group: str = "g", node: str = "", **fields: object) -> PodInfo:
     return pod_info(name, uid=name, namespace=NS, labels={POD_GROUP_LABEL: group}, node_name=node, **fields)

@@ -150,7 +150,7 @@ def test_pick(
 
 def test_reserve_writes_a_reserved_allocation_and_is_pure() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.1", phase="Bound")})
-    new, ip = reserve(p, CTX, "b", "ns/b", now=NOW)
+    new, ip, _ = reserve(p, CTX, "b", "ns/b", now=NOW)
     assert ip == "10.0.0.2"
     assert new is not None
     assert ips(new) == {"a": "10.0.0.1", "b": "10.0.0.2"}
@@ -163,7 +163,7 @@ def test_reserve_writes_a_reserved_allocation_and_is_pure() -> None:
 
 def test_reserve_already_holding_writes_nothing() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.3")})
-    assert reserve(p, CTX, "a", "ns/a") == (None, "10.0.0.3")
+    assert reserve(p, CTX, "a", "ns/a") == (None, "10.0.0.3", False)
 
 
 RESERVE_FULL_CASES = [
@@ -205,7 +205,7 @@ def test_reserve_count_only_gives_no_ip_and_respects_capacity() -> None:
     b = body(capacity=2)
     p = PoolView.from_obj(b)
     for uid in ("a", "b"):
-        new, ip = reserve(p, CTX, uid, f"ns/{uid}", now=NOW)
+        new, ip, _ = reserve(p, CTX, uid, f"ns/{uid}", now=NOW)
         assert ip is None
         assert new is not None
         assert new.allocations[uid].ip is None
@@ -213,7 +213,7 @@ def test_reserve_count_only_gives_no_ip_and_respects_capacity() -> None:
     assert (p.status.capacity, p.status.allocated, p.status.free) == (2, 2, 0)
     with pytest.raises(PoolFull):
         reserve(p, CTX, "c", "ns/c")
-    assert reserve(p, CTX, "a", "ns/a") == (None, None)
+    assert reserve(p, CTX, "a", "ns/a") == (None, None, False)
 
 
 def test_reserve_never_double_allocates() -> None:
@@ -228,7 +228,7 @@ def test_reserve_never_double_allocates() -> None:
     got: list[str] = []
     for i in range(50):
         uid = f"uid-{i}"
-        new, ip = reserve(p, CTX, uid, f"ns/pod-{i}", now=NOW)
+        new, ip, _ = reserve(p, CTX, uid, f"ns/pod-{i}", now=NOW)
         assert new is not None
         assert ip is not None
         got.append(ip)
@@ -245,9 +245,9 @@ def test_reserve_never_double_allocates() -> None:
         assert p.addresses is not None
         assert ip in p.addresses
     # Re-reserving is idempotent, the rest fills up, then the pool is full.
-    assert reserve(p, CTX, "uid-7", "ns/pod-7") == (None, got[7])
+    assert reserve(p, CTX, "uid-7", "ns/pod-7") == (None, got[7], False)
     for i in range(50, usable):
-        new, ip = reserve(p, CTX, f"uid-{i}", f"ns/pod-{i}")
+        new, ip, _ = reserve(p, CTX, f"uid-{i}", f"ns/pod-{i}")
         assert new is not None
         assert ip is not None
         got.append(ip)
@@ -418,7 +418,7 @@ def test_reserve_on_behalf_of_a_cycle(existing: dict[str, Any] | None, expected:
         with pytest.raises(ReservedElsewhere, match="allocation of the pod made by"):
             reserve(p, CTX, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
         return
-    new, ip = reserve(p, CTX, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
+    new, ip, _ = reserve(p, CTX, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
     kind, want_ip = expected
     assert ip == want_ip
     if kind == "none":
@@ -464,7 +464,7 @@ def test_reserve_takes_over_the_previous_leaders_reservations(
         with pytest.raises(ReservedElsewhere):
             reserve(p, CTX, "a", "ns/a", takeover_before=takeover_before, **kwargs)
         return
-    new, ip = reserve(p, CTX, "a", "ns/a", takeover_before=takeover_before, **kwargs)
+    new, ip, _ = reserve(p, CTX, "a", "ns/a", takeover_before=takeover_before, **kwargs)
     assert new is not None and ip == "10.0.0.3"
     got = new.allocations["a"]
     assert (got.ip, got.reserved_by, got.since, got.phase) == ("10.0.0.3", "me/1", NOW, "Reserved")
@@ -498,7 +498,7 @@ def test_conditional_release(kw: dict[str, Any], released: bool) -> None:
 def test_addresses_running_pods_carry_are_never_picked() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.3"], allocations={"x": alloc("10.0.0.2")})
     ctx = PoolContext(pod_held={"10.0.0.1": {"pre-bound-uid"}})
-    _, ip = reserve(p, ctx, "a", "ns/a", now=NOW)
+    _, ip, _ = reserve(p, ctx, "a", "ns/a", now=NOW)
     assert ip == "10.0.0.3"
     full = PoolContext(pod_held={"10.0.0.1": {"u1"}, "10.0.0.3": {"u3"}})
     with pytest.raises(PoolFull):
@@ -567,7 +567,7 @@ def test_a_gateway_is_never_handed_out() -> None:
     assert p.spec_error is None and p.subnets[0].gateway == "10.0.1.1"
     got = []
     for i in range(5):
-        new, ip = reserve(p, CTX, f"u{i}", f"ns/u{i}", now=NOW)
+        new, ip, _ = reserve(p, CTX, f"u{i}", f"ns/u{i}", now=NOW)
         assert new is not None
         p = with_status(b, new)
         got.append(ip)
@@ -602,7 +602,7 @@ def test_existing_holder_keeps_its_allocation_in_deleting_pool(kw: dict[str, Any
     p = view(deleting=True, **kw)
     ip = p.allocations["u1"].ip
     assert pick(p, CTX, "u1") == (True, ip)
-    assert reserve(p, CTX, "u1", "ns/p", NOW) == (None, ip)
+    assert reserve(p, CTX, "u1", "ns/p", NOW) == (None, ip, False)
 
 
 # --------------------------------------------------------------------------- shrinking the spec
@@ -672,7 +672,7 @@ def _fill(b: dict[str, Any], ctx: PoolContext = CTX) -> list[str]:
     p = PoolView.from_obj(b)
     for i in range(100):
         try:
-            status, ip = reserve(p, ctx, f"new{i}", f"ns/new{i}", NOW)
+            status, ip, _ = reserve(p, ctx, f"new{i}", f"ns/new{i}", NOW)
         except PoolFull:
             return got
         assert status is not None
@@ -791,18 +791,20 @@ def _retained_pool(**allocations: Any) -> PoolView:
 
 
 def test_reserve_records_the_pods_release_policy() -> None:
-    status, ip = reserve(_retained_pool(), CTX, "u1", "ns/web-0", now=T0, owner="r/1", retention=STS_KEEP)
+    status, ip, _ = reserve(_retained_pool(), CTX, "u1", "ns/web-0", now=T0, owner="r/1", retention=STS_KEEP)
     assert status is not None and ip == "10.0.0.1"
     a = status.allocations["u1"]
     assert (a.release_policy, a.identity, a.owner_uid) == ("StatefulSet", "ns/web-0", "uid-sts")
     assert status.to_wire()["allocations"]["u1"]["releasePolicy"] == "StatefulSet"
-    plain, _ = reserve(_retained_pool(), CTX, "u2", "ns/p", now=T0, owner="r/1", retention=Retention("Pod"))
+    plain, _, _ = reserve(
+        _retained_pool(), CTX, "u2", "ns/p", now=T0, owner="r/1", retention=Retention("Pod")
+    )
     assert plain is not None and "releasePolicy" not in plain.to_wire()["allocations"]["u2"]
 
 
 def _reserved_sticky(retention: Retention = STS_KEEP, uid: str = "u1") -> PoolView:
     body_ = body(addresses=["10.0.0.1-10.0.0.3"], allocations={})
-    status, _ = reserve(
+    status, _, _ = reserve(
         PoolView.from_obj(body_), CTX, uid, retention.identity, now=T0, owner="r/1", retention=retention
     )
     assert status is not None
@@ -819,7 +821,7 @@ def test_a_sticky_pods_end_retains_its_address_which_stays_taken() -> None:
     assert (status.allocated, status.retained, status.free) == (1, 1, 2)
     kept = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
     assert retain(kept, CTX, "u1") is None, "Retained already"
-    other, ip = reserve(kept, CTX, "u9", "ns/other", now=later, owner="r/2")
+    other, ip, _ = reserve(kept, CTX, "u9", "ns/other", now=later, owner="r/2")
     assert other is not None and ip == "10.0.0.2", "a retained address is taken for everyone else"
 
 
@@ -846,7 +848,7 @@ def test_the_next_pod_of_the_identity_gets_the_retained_address_back(
     status = retain(_reserved_sticky(), CTX, "u1", now=T0)
     assert status is not None
     kept = with_status(body_, status)
-    new, got = reserve(kept, CTX, "u2", "ns/web-0", now=T0, owner="r/2", retention=retention)
+    new, got, _ = reserve(kept, CTX, "u2", "ns/web-0", now=T0, owner="r/2", retention=retention)
     assert new is not None and got == ip
     assert ("u1" in new.allocations) is not reclaimed
     a = new.allocations["u2"]
@@ -862,7 +864,10 @@ def test_an_address_kept_with_policy_never_goes_to_any_pod_of_that_name() -> Non
     assert retained_for(kept, "ns/db") == ("u1", status.allocations["u1"])
     assert retained_for(kept, "ns/db", "uid-whatever") is not None
     assert retained_for(kept, "ns/other") is None
-    new, got = reserve(kept, CTX, "u2", "ns/db", now=T0, owner="r/2", retention=Retention("Never", "ns/db"))
+    new, got, taken_back = reserve(
+        kept, CTX, "u2", "ns/db", now=T0, owner="r/2", retention=Retention("Never", "ns/db")
+    )
+    assert taken_back, "the address kept with Never for the name is taken back"
     assert new is not None and got == "10.0.0.1" and list(new.allocations) == ["u2"]
 
 
@@ -875,7 +880,7 @@ def test_a_pod_of_policy_pod_takes_back_what_was_kept_with_never_for_its_name() 
     kept = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
     assert to_take_back(kept, "u2", "ns/db", Retention("Pod")) == ("u1", status.allocations["u1"])
     assert to_take_back(kept, "u2", "ns/other", Retention("Pod")) is None
-    new, got = reserve(kept, CTX, "u2", "ns/db", now=T0, owner="r/2", retention=Retention("Pod"))
+    new, got, _ = reserve(kept, CTX, "u2", "ns/db", now=T0, owner="r/2", retention=Retention("Pod"))
     assert new is not None and got == "10.0.0.1" and list(new.allocations) == ["u2"]
     assert new.allocations["u2"].release_policy is None, "from now on it goes with its pod (policy Pod)"
 

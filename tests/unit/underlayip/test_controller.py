@@ -348,7 +348,7 @@ def next_address(ctrl: PoolController) -> str | None:
     """The address a new pod would get in pool ``p`` now."""
     pool = ctrl.cache.pool("p")
     assert pool is not None
-    _, ip = allocator.reserve(pool, ctrl.cache.context(pool), "new", "ns/new")
+    _, ip, _ = allocator.reserve(pool, ctrl.cache.context(pool), "new", "ns/new")
     return ip
 
 

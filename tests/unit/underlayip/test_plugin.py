@@ -43,13 +43,24 @@ def pool(name: str, node: str = "node-a", **kw: Any) -> dict[str, Any]:
 
 
 class Env:
-    def __init__(self, pools: list[dict[str, Any]], strategy: str = "spread", nodes: tuple[str, ...] = NODES):
+    """UnderlayIP over an in-memory API server. ``live_reads``: Unreserve reads pods from it;
+    ``plugin``: more of UnderlayIP's constructor arguments (recorder, activate, ...)."""
+
+    def __init__(
+        self,
+        pools: list[dict[str, Any]],
+        strategy: str = "spread",
+        nodes: tuple[str, ...] = NODES,
+        live_reads: bool = False,
+        **plugin: Any,
+    ):
         node_index = {n: [NodeInfo(name=n, ready=True)] for n in nodes}
         pool_index = {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in pools}
         self.cache = pool_cache(node_index, pool_index)
         self.api = FakePoolApi(pools)
         self.writer = PoolWriter(self.api, self.cache)  # type: ignore[arg-type]
-        self.plugin = UnderlayIP(self.cache, self.writer, strategy)
+        api = self.api if live_reads else None
+        self.plugin = UnderlayIP(self.cache, self.writer, strategy, api, **plugin)  # type: ignore[arg-type]
 
     def node(self, name: str) -> NodeInfo:
         got = self.cache.node_cache.node(name)
@@ -393,7 +404,9 @@ async def test_an_abandoned_reservation_is_taken_over_with_its_address() -> None
     assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
     assert allocated_ip(state) == "10.0.0.3"
     mine = env.cache.pool("p1").allocations["uid-me"]  # type: ignore[union-attr]
-    assert mine.reserved_by is not None and mine.reserved_by.startswith(env.plugin.identity + "/")
+    assert mine.reserved_by is not None and mine.reserved_by.startswith(
+        env.plugin.reservations.identity + "/"
+    )
     assert mine.since > datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -410,16 +423,20 @@ async def test_two_replicas_one_failing_its_bind_leave_the_winner_its_allocation
     assert (await a.reserve(state_a, POD, node_a)).is_success()  # A's write lands first
     assert (await b.plugin.reserve(state_b, POD, node_b)).is_success()  # B's cache is stale
     st = await b.plugin.pre_bind(state_b, POD, node_b)
-    assert st.code == Code.ERROR and "made by " + a.plugin.identity in st.message
+    assert st.code == Code.ERROR and "made by " + a.plugin.reservations.identity in st.message
     await b.plugin.unreserve(state_b, POD, node_b)  # B's failure handler
-    assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(a.plugin.identity)
+    assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(
+        a.plugin.reservations.identity
+    )
     await a.plugin.unreserve(state_a, POD, node_a)  # A's bind failed (403): A releases its own
     assert "uid-me" not in a.api.bodies["p"]["status"]["allocations"]
     # B's watch delivers A's release; B's retry gets a fresh reservation of its own.
     b.cache.store_fresh(PoolView.from_obj(a.api.bodies["p"]))
     state_b = b.pre_filter(POD)
     assert (await b.reserve(state_b, POD, node_b)).is_success()
-    assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(b.plugin.identity)
+    assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(
+        b.plugin.reservations.identity
+    )
 
 
 async def test_unreserve_never_removes_a_reservation_taken_over_meanwhile() -> None:
@@ -434,7 +451,7 @@ async def test_unreserve_never_removes_a_reservation_taken_over_meanwhile() -> N
 
 
 async def test_unreserve_keeps_what_the_pod_is_bound_with_and_what_it_cannot_confirm() -> None:
-    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])], live_reads=True)
     node = env.node("node-a")
     state = env.pre_filter(POD)
     assert (await env.reserve(state, POD, node)).is_success()
@@ -442,7 +459,6 @@ async def test_unreserve_keeps_what_the_pod_is_bound_with_and_what_it_cannot_con
         "metadata": {"uid": POD.uid, "namespace": "ns", "name": "me", "annotations": {ANNOTATION_POOL: "p"}},
         "spec": {"nodeName": "node-a", "schedulerName": "ip-scheduler"},
     }
-    env.plugin.api = env.api  # type: ignore[assignment]
     env.api.pods[("ns", "me")] = bound  # our Binding landed although it reported an error
     await env.plugin.unreserve(state, POD, node)
     assert "uid-me" in env.api.bodies["p"]["status"]["allocations"]
@@ -643,11 +659,10 @@ async def test_pre_bind_of_a_count_only_slot_blanks_annotations_the_pod_came_wit
 
 
 async def test_unreserve_keeps_a_count_only_slot_of_a_pod_bound_without_annotations() -> None:
-    env = Env([pool("slots", capacity=2)])
+    env = Env([pool("slots", capacity=2)], live_reads=True)
     node = env.node("node-a")
     state = env.pre_filter(POD)
     assert (await env.reserve(state, POD, node)).is_success()
-    env.plugin.api = env.api  # type: ignore[assignment]
     env.api.pods[("ns", "me")] = {
         "metadata": {"uid": POD.uid, "namespace": "ns", "name": "me"},
         "spec": {"nodeName": "node-a", "schedulerName": "ip-scheduler"},
@@ -674,9 +689,9 @@ async def test_pre_bind_puts_the_address_into_the_multus_element(
             with_subnets(
                 pool("p", addresses=["10.0.1.1-10.0.1.9"]), {"cidr": "10.0.1.0/24", "gateway": "10.0.1.1"}
             )
-        ]
+        ],
+        multus_network="underlay",
     )
-    env.plugin.multus_network = "underlay"
     pod = PodInfo(
         uid="uid-me",
         namespace="ns",
@@ -847,12 +862,13 @@ class Events:
         self.seen.append((obj["name"], reason, message))
 
 
-def sticky_env(allocations: dict[str, Any]) -> Env:
+def sticky_env(allocations: dict[str, Any], **plugin: Any) -> Env:
     return Env(
         [
             pool("pa", "node-a", addresses=["10.0.1.1-10.0.1.9"]),
             pool("pb", "node-b", addresses=["10.0.2.1-10.0.2.9"], allocations=allocations),
-        ]
+        ],
+        **plugin,
     )
 
 
@@ -896,9 +912,8 @@ async def test_a_recreated_statefulset_does_not_inherit_the_address() -> None:
 
 
 async def test_after_its_retain_timeout_the_pod_is_placed_anew_and_says_so() -> None:
-    env = sticky_env({"uid-old": kept("10.0.2.5")})
     events = Events()
-    env.plugin.recorder = events  # type: ignore[assignment]
+    env = sticky_env({"uid-old": kept("10.0.2.5")}, recorder=events)
     created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=31)
     pod = web0("uid-new", created, **{"ipscheduler.io/retain-timeout": "30s"})
     state = env.pre_filter(pod)
@@ -928,23 +943,21 @@ def test_an_address_still_recorded_for_the_previous_pod_holds_the_new_one_back()
 
 
 async def test_a_pod_held_to_its_retained_address_is_retried_at_its_retain_timeout() -> None:
-    env = sticky_env({"uid-old": kept("10.0.2.5")})
-    moved: list[str] = []
-    env.plugin.requeue = lambda event: moved.append(event.label)
+    activated: list[set[str]] = []
+    env = sticky_env({"uid-old": kept("10.0.2.5")}, activate=activated.append)
     pod = web0("uid-new", **{"ipscheduler.io/retain-timeout": "200ms"})
     env.pre_filter(pod)
     env.pre_filter(pod)  # a second attempt meanwhile: one timer per pod
-    assert moved == []
+    assert activated == []
     await asyncio.sleep(0.5)
-    assert moved == ["RetainTimeout"]
+    assert activated == [{"uid-new"}], "the pod itself is activated, and no other"
     state = env.pre_filter(pod)  # past its timeout now: free to go anywhere
     assert env.plugin.filter(state, pod, env.node("node-a")).is_success()
 
 
 def test_a_release_policy_that_cannot_be_honoured_is_said_once() -> None:
-    env = sticky_env({})
     events = Events()
-    env.plugin.recorder = events  # type: ignore[assignment]
+    env = sticky_env({}, recorder=events)
     pod = PodInfo(
         uid="uid-gen",
         namespace="ns",

@@ -628,7 +628,7 @@ def test_refresh_on_context_change() -> None:
 def test_last_transition_time_kept_while_ready_status_unchanged() -> None:
     b, p = settled(addresses=["10.0.0.1-10.0.0.4"])
     # True -> True (message changes): time kept.
-    new, _ = reserve(p, CTX, "a", "ns/a", now=NOW)
+    new, _, _ = reserve(p, CTX, "a", "ns/a", now=NOW)
     assert new is not None
     assert new.conditions[0].status == "True"
     assert new.conditions[0].message == "3 of 4 free"

@@ -14,7 +14,6 @@ from ipscheduler.underlayip.retention import (
     Retention,
     StatefulSetFacts,
     claims,
-    retained_claim,
     retained_release_reason,
     retention_of,
     statefulset_of,
@@ -267,12 +266,13 @@ def _kept(uid: str, phase: str, policy: str, owner: str) -> tuple[str, str, Allo
 def test_the_address_a_pod_takes_back(
     kept: list[tuple[str, str, Allocation]], owner: str, want: str | None
 ) -> None:
-    """One rule for UnderlayIP's PreFilter (claims) and explain (retained_claim): only an
-    allocation of another UID, kept with Never or for the same owner."""
+    """One rule for what a pod takes back (claims, which UnderlayIP's PreFilter and explain
+    both decide with, through sticky.kept_address): only an allocation of another UID, kept
+    with Never or for the same owner."""
     retention = retention_of(
         pod_info("web-0", uid="me", owner=OwnerRef("StatefulSet", "web", owner), generate_name="web-")
     )
-    got = retained_claim("me", retention, kept)
+    got = next((c for c in claims("me", retention, kept) if c[2].phase == "Retained"), None)
     assert (got[1] if got else None) == want
     assert {u for _, u, _ in claims("me", retention, kept)} == {u for _, u, _ in kept if u != "me"} - (
         {u for _, u, a in kept if a.release_policy != "Never" and a.owner_uid != owner}
