@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-PAGES = [README, *sorted(DOCS.glob("*.md"))]
+PAGES = [README, ROOT / "ARCHITECTURE.md", *sorted(DOCS.glob("*.md"))]
 """The pages whose links are checked."""
 
 README_MAX_LINES = 400
