@@ -1122,7 +1122,7 @@ async def running_phases(
     ip-scheduler releases on that terminal report, after CNI DEL, and host-local at CNI DEL.
     "→ CNI DEL" (the pod's veth leaving the bridge, timed from the first deletion request)
     shows that moment for both. (With a grace period of 0 the API server removes the pod at
-    once, without the kubelet, and ip-scheduler releases before CNI DEL: see the README.)
+    once, without the kubelet, and ip-scheduler releases before CNI DEL: docs/cni.md, Known gap.)
 
     Returns the two rows, and "" or why the phase was skipped (not root, no cgroups, ...).
     """

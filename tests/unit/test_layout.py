@@ -23,7 +23,9 @@ WHOLE_TREE = {
     "test_packaging.py",  # Dockerfiles, deploy/ manifests, the CNI installer
     "test_cni_contract.py",  # testdata/cni-contract, shared with the CNI plugin's Go tests
     "test_monitoring.py",  # deploy/monitoring: rules, dashboard, PodMonitor (promtool)
-    "test_stated_facts.py",  # README, pyproject, Chart.yaml, go.mod and CRDs agree with the code
+    "test_stated_facts.py",  # README, docs/, pyproject, Chart.yaml, go.mod and CRDs agree with the code
+    "test_docs.py",  # README stays short; every link of README, ARCHITECTURE and docs/ leads somewhere
+    "test_architecture_doc.py",  # every module ARCHITECTURE.md names exists
 }
 # Modules in a floor's test folder that are not tests: helpers its tests share.
 HELPERS = {

@@ -1,7 +1,8 @@
 """What the project states about itself agrees with what it is: the dependency floors of
-pyproject.toml with the APIs the code imports, the README's Go and Kubernetes versions with
-cni/go.mod and the chart's kubeVersion, the event API it names with the one the code
-writes, the CRDs' headers with their generator, their printer columns' descriptions.
+pyproject.toml with the APIs the code imports, the Go and Kubernetes versions of the README
+and docs/ with cni/go.mod and the chart's kubeVersion, the event API they name with the one
+the code writes, the pool-size ceiling and the annotations they document with the code's,
+the CRDs' headers with their generator, their printer columns' descriptions.
 
 Each test reads the files as committed; none needs a cluster or the network.
 """
@@ -23,7 +24,9 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "operator" / "ipscheduler"
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = "\n".join(p.read_text(encoding="utf-8") for p in DOC_FILES)
+"""README.md and docs/*.md: what the project states about itself to its users."""
 CHART = ROOT / "deploy" / "chart" / "ipscheduler"
 CRD_FILES = sorted([*(ROOT / "crds").glob("*.yaml"), *(CHART / "crds").glob("*.yaml")])
 
@@ -100,28 +103,36 @@ def test_a_dependencys_floor_is_the_first_release_with_the_module_imported(
     assert _floor(_dependencies()[dist]) == Version(floor), f"{dist}: {module} is new in {floor}"
 
 
-# -------------------------------------------------------------- versions in README
+def section(heading: str) -> str:
+    """The text under the one heading ``heading`` (any level) of README.md and docs/*.md, up
+    to the next heading."""
+    found = re.findall(rf"^#+ {re.escape(heading)}\n(.*?)(?=^#+ |\Z)", DOCS, flags=re.MULTILINE | re.DOTALL)
+    assert len(found) == 1, f"{len(found)} sections {heading!r} in README.md and docs/"
+    return str(found[0])
 
 
-def test_the_readmes_go_version_is_cni_go_mods() -> None:
-    """Every "Go >= X" of the README is the ``go`` line of cni/go.mod (``make test`` builds
-    the plugin with the local toolchain)."""
+# ----------------------------------------------------------- versions in the docs
+
+
+def test_the_docs_go_version_is_cni_go_mods() -> None:
+    """Every "Go >= X" of README.md and docs/ is the ``go`` line of cni/go.mod (``make test``
+    builds the plugin with the local toolchain)."""
     gomod = (ROOT / "cni" / "go.mod").read_text(encoding="utf-8")
     (go,) = re.findall(r"^go (\d+\.\d+)(?:\.\d+)?$", gomod, flags=re.MULTILINE)
-    stated = re.findall(r"Go >= (\d+\.\d+)", README)
-    assert stated and set(stated) == {go}, f"README says Go >= {stated}, cni/go.mod says go {go}"
+    stated = re.findall(r"Go >= (\d+\.\d+)", DOCS)
+    assert stated and set(stated) == {go}, f"the docs say Go >= {stated}, cni/go.mod says go {go}"
 
 
-def test_the_readmes_minimum_kubernetes_is_the_charts_kube_version() -> None:
+def test_the_docs_minimum_kubernetes_is_the_charts_kube_version() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
     m = re.fullmatch(r">=\s*1\.(\d+)\.0-0", chart["kubeVersion"])
     assert m, chart["kubeVersion"]
-    (oldest,) = re.findall(r"GA since v1\.(\d+), the oldest release we expect\s+to work", README)
-    assert oldest == m.group(1), f"README: v1.{oldest}; Chart.yaml kubeVersion: {chart['kubeVersion']}"
+    (oldest,) = re.findall(r"GA since v1\.(\d+), the oldest release we expect\s+to work", DOCS)
+    assert oldest == m.group(1), f"docs: v1.{oldest}; Chart.yaml kubeVersion: {chart['kubeVersion']}"
 
 
-def test_the_readme_names_the_event_api_the_code_writes() -> None:
-    """The recorder posts core/v1 Events (CoreV1Api), and the README says so."""
+def test_the_docs_name_the_event_api_the_code_writes() -> None:
+    """The recorder posts core/v1 Events (CoreV1Api), and the docs say so."""
     import inspect
 
     from kubernetes_asyncio.client import CoreV1Api
@@ -133,9 +144,51 @@ def test_the_readme_names_the_event_api_the_code_writes() -> None:
         (call,) = re.findall(r"self\.core\.(\w+)\(", source)
         assert hasattr(CoreV1Api, call), call
         assert "events.k8s.io" not in source
-    compatibility = README.split("### Compatibility and stability", 1)[1].split("\n- **The", 1)[0]
+    compatibility = section("Compatibility and stability").split("\n- **The", 1)[0]
     assert "core/v1 Events" in compatibility
     assert "`events.k8s.io/v1`," not in compatibility
+
+
+def test_the_docs_pool_size_ceiling_is_the_models() -> None:
+    from ipscheduler.underlayip.models import MAX_POOL_ADDRESSES
+
+    stated = re.findall(r"Pool-size ceiling: (\d+) addresses", DOCS)
+    assert stated == [str(MAX_POOL_ADDRESSES)], f"docs: {stated}; models: {MAX_POOL_ADDRESSES}"
+    assert f"ceiling of {MAX_POOL_ADDRESSES}" in DOCS
+
+
+def _names_the_code_defines() -> dict[str, str]:
+    """Every annotation, label, finalizer and extended resource the code reads or writes on
+    Kubernetes objects, by the constant that holds it."""
+    from ipscheduler.coscheduling import models as podgroups
+    from ipscheduler.underlayip import models, publisher
+
+    names = {
+        f"models.{k}": v
+        for k, v in vars(models).items()
+        if k.startswith("ANNOTATION_") and k != "ANNOTATION_PREFIX" and isinstance(v, str)
+    }
+    names |= {
+        "models.FINALIZER": models.FINALIZER,
+        "publisher.RESOURCE": publisher.RESOURCE,
+        "publisher.RELEASED_ANNOTATION": publisher.RELEASED_ANNOTATION,
+        "coscheduling.POD_GROUP_LABEL": podgroups.POD_GROUP_LABEL,
+    }
+    return names
+
+
+def test_the_docs_list_every_annotation_label_and_finalizer_the_code_uses() -> None:
+    rows = section("Annotations, labels and finalizers")
+    documented = set(re.findall(r"^\| `([^`]+)` \|", rows, flags=re.MULTILINE))
+    missing = {k: v for k, v in _names_the_code_defines().items() if v not in documented}
+    assert missing == {}, "not in docs/configuration.md's table of annotations"
+    unknown = {
+        name
+        for name in documented
+        if name.startswith(("ipscheduler.io/", "scheduling.x-k8s.io/"))
+        and name not in _names_the_code_defines().values()
+    }
+    assert unknown == set(), "documented, but the code defines no such name"
 
 
 # ------------------------------------------------------------------------ CRDs

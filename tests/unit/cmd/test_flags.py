@@ -242,13 +242,17 @@ def test_every_flag_has_help() -> None:
     assert missing == []
 
 
-def test_the_readme_lists_every_flag_as_the_parser_has_it() -> None:
-    """README's flag table is :func:`flags.reference` (regenerate it with
-    ``python -m ipscheduler.cmd.flags``)."""
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
-    begin, end = readme.find(flags.README_BEGIN), readme.find(flags.README_END)
-    assert begin >= 0 and end > begin, "README.md has no generated flag table"
-    assert readme[begin : end + len(flags.README_END)] + "\n" == flags.reference()
+def test_the_docs_list_every_flag_as_the_parser_has_it() -> None:
+    """The flag table of the docs (one, in README.md or docs/*.md: docs/configuration.md) is
+    :func:`flags.reference` (regenerate it with ``python -m ipscheduler.cmd.flags``)."""
+    root = Path(__file__).parents[3]
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    holding = [p for p in pages if flags.README_BEGIN in p.read_text(encoding="utf-8")]
+    assert len(holding) == 1, f"generated flag tables in {[p.name for p in holding]}"
+    text = holding[0].read_text(encoding="utf-8")
+    begin, end = text.find(flags.README_BEGIN), text.find(flags.README_END)
+    assert begin >= 0 and end > begin, f"{holding[0].name}: the flag table has no end"
+    assert text[begin : end + len(flags.README_END)] + "\n" == flags.reference()
 
 
 def test_the_reference_has_a_row_per_flag_with_go_durations() -> None:

@@ -174,7 +174,7 @@ def test_the_ceiling_is_computed_from_the_worst_case_allocation() -> None:
     assert models.MAX_POOL_ADDRESSES == (models.ETCD_MAX_REQUEST_BYTES - models.RESERVED_BYTES) // (
         models.SAFETY_MARGIN * models.ALLOCATION_BYTES
     )
-    assert models.MAX_POOL_ADDRESSES == 448  # the figure the module docstring and README give
+    assert models.MAX_POOL_ADDRESSES == 448  # the figure the module docstring and docs/configuration.md give
 
 
 def test_a_full_worst_case_pool_fits_half_of_etcds_limit() -> None:
