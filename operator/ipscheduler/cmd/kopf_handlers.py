@@ -15,8 +15,8 @@ toggle per object, and each new toggle wakes every waiting worker
 quadratic in the backlog. Measured with 5000 pending pods over
 1000 nodes: no pod bound for 170-190 s after start, 50 % of the CPU in
 ``make_toggle`` and 38 % in ``ToggleSet.wait_for``. The index served only as a
-parse cache; without it the first bind comes within seconds (README,
-Performance, backlog).
+parse cache; without it the first bind comes within seconds (docs/performance.md,
+backlog and failover).
 The pod watch is narrowed server-side to ``spec.schedulerName=<ours>``.
 All handlers are ``async``: kopf runs sync handlers in a thread pool, and the
 queue and caches belong to the event loop.

@@ -156,7 +156,7 @@ def nonzero_requests_from_spec(spec: Mapping[str, Any]) -> dict[str, Decimal]:
 
 QOS_RANK = {"Guaranteed": 2, "Burstable": 1, "BestEffort": 0}
 """Higher is scheduled first among pods of one priority: Guaranteed > Burstable > BestEffort
-(ipscheduler's own tie-break, README "How it schedules"; kube-scheduler's PrioritySort
+(ipscheduler's own tie-break, docs/scheduling.md; kube-scheduler's PrioritySort
 has none)."""
 
 _QOS_RESOURCES = ("cpu", "memory")
