@@ -27,6 +27,7 @@ from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo, Snapshot
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
 
 KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
@@ -79,7 +80,7 @@ def world(nodes: int, capacity: int, bound: int) -> tuple[Framework, Snapshot]:
     cache.ready.set()
     pool_cache = PoolCache(cache)
     pool_cache.attach(pools)
-    return build_profile(pool_cache, None, None), cache.snapshot()  # type: ignore[arg-type]
+    return build_profile(UnderlayIPDeps(pool_cache, None)), cache.snapshot()  # type: ignore[arg-type]
 
 
 def cycle(fw: Framework, pod: PodInfo, snapshot: Snapshot) -> int:

@@ -29,6 +29,7 @@ from ipscheduler.cmd.explain import caches_from, evaluate
 from ipscheduler.cmd.profiles import build_profile
 from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR
 from ipscheduler.framework.types import PodInfo
+from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from tests.e2e.helpers import SCHEDULER, SchedulerProcess
 from tests.kube import Kubectl, create_namespace, wait_for
 
@@ -201,7 +202,7 @@ def _ours_feasible(kubectl: Kubectl, pod: dict[str, Any], ns: str) -> list[str]:
         kubectl.json("get", "pods", "-A", "--field-selector", BOUND_PODS_SELECTOR)["items"],
         kubectl.json("get", "nodeippools")["items"],
     )
-    profile = build_profile(cache, None, None)  # type: ignore[arg-type]  # filters need no API
+    profile = build_profile(UnderlayIPDeps(cache, None))  # type: ignore[arg-type]  # filters need no API
     body = {**pod, "metadata": {**pod["metadata"], "uid": "shaping", "namespace": ns}}
     verdicts, _ = evaluate(profile, PodInfo.from_obj(body), cache.node_cache.snapshot())
     return [v.node for v in verdicts if v.feasible]

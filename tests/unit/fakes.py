@@ -159,7 +159,7 @@ class SchedulerEnv:
         )
         self.api = PodApi([pool])
         self.writer = PoolWriter(self.api, self.cache)  # type: ignore[arg-type]
-        profile = build_profile(self.cache, self.api, self.writer)  # type: ignore[arg-type]
+        profile = build_profile(UnderlayIPDeps(self.cache, self.writer, self.api))  # type: ignore[arg-type]
         self.metrics = Metrics()
         self.sched = Scheduler(
             name=SCHEDULER,

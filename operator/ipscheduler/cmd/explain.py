@@ -33,7 +33,7 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, POOLS
-from ipscheduler.underlayip.plugin import Strategy
+from ipscheduler.underlayip.plugin import Strategy, UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.retention import retention_of
 from ipscheduler.underlayip.selection import pool_choice, tenancy_problem
@@ -196,7 +196,7 @@ def explain_profile(
     UnderlayIP filter)."""
     if config is None:
         config = SchedulerConfiguration.defaults(scheduler_name)
-    return build_profile(cache, api, writer, config, strategy, groups=groups)
+    return build_profile(UnderlayIPDeps(cache, writer, api), config, strategy, groups=groups)
 
 
 async def group_index_for(api: KubeApi, pod: PodInfo) -> GroupIndex:

@@ -20,25 +20,23 @@ framework with :func:`build_profile`, so both honour ``--config``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ipscheduler.coscheduling import plugin as coscheduling
 from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.coscheduling.plugin import Coscheduling, CoschedulingArgs
-from ipscheduler.framework.config import ConfigError, Plugins, SchedulerConfiguration, load
-from ipscheduler.framework.interface import Binder, Handle
+from ipscheduler.framework.config import ConfigError, Plugins, ProfileConfig, SchedulerConfiguration, load
+from ipscheduler.framework.interface import Binder, Handle, MetricsRecorder
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
-from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.prometheus import PrometheusReader
 from ipscheduler.plugins import defaultbinder, networktraffic, queuesort
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip import plugin as underlay
-from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.plugin import Strategy, UnderlayIP, UnderlayIPArgs, UnderlayIPDeps
-from ipscheduler.underlayip.writer import PoolWriter
 
 FILTER_PLUGINS: tuple[str, ...] = (
     "NodeReady",
@@ -132,37 +130,57 @@ def with_coscheduling(groups: GroupIndex, recorder: EventRecorder | None = None)
     return with_plugin(coscheduling.NAME, new, CoschedulingArgs)
 
 
-def with_network_traffic() -> Registry:
+def network_traffic_reader(
+    config: SchedulerConfiguration, on_failure: Callable[[], object] = lambda: None
+) -> PrometheusReader | None:
+    """The Prometheus reader NetworkTraffic's ``pluginConfig`` args in ``config`` describe
+    (``on_failure()``: called once per failed query), None when the profile has no args for
+    it (it cannot be enabled without them: ``prometheusAddress`` is required). The one
+    place the reader is made: the wiring runs it when the profile scores with NetworkTraffic.
+    Raises ValueError for invalid args (a checked configuration has none)."""
+    raw = config.profile.plugin_args().get(networktraffic.NAME)
+    if raw is None:
+        return None
+    args = networktraffic.NetworkTrafficArgs.model_validate(raw)
+    return PrometheusReader(
+        args.prometheus_address,
+        args.promql(),
+        args.node_label,
+        args.interval,
+        args.query_timeout,
+        on_failure=on_failure,
+    )
+
+
+def with_network_traffic(reader: PrometheusReader | None) -> Registry:
     """NetworkTraffic's registration (out-of-tree style: the plugin imports only the
-    framework). Its factory makes the :class:`~ipscheduler.kube.prometheus.PrometheusReader`
-    of its args, which :func:`network_traffic_reader` finds for the wiring to run."""
+    framework): its factory hands the plugin ``reader`` (:func:`network_traffic_reader`).
+    Making the plugin without one raises ValueError."""
 
     def new(args: networktraffic.NetworkTrafficArgs, handle: Handle) -> networktraffic.NetworkTraffic:
-        reader = PrometheusReader(
-            args.prometheus_address, args.promql(), args.node_label, args.interval, args.query_timeout
-        )
+        if reader is None:
+            raise ValueError("NetworkTraffic needs its Prometheus reader (its pluginConfig args)")
         return networktraffic.new(args, handle, reader)
 
     return with_plugin(networktraffic.NAME, new, networktraffic.NetworkTrafficArgs)
 
 
-def network_traffic_reader(profile: Framework) -> PrometheusReader | None:
-    """The Prometheus reader of ``profile``'s NetworkTraffic, None when the profile does not
-    score with it (then nothing queries Prometheus)."""
-    for plugin, _ in profile.score:
-        if isinstance(plugin, networktraffic.NetworkTraffic) and isinstance(plugin.source, PrometheusReader):
-            return plugin.source
-    return None
+def scores_with_network_traffic(profile: Framework) -> bool:
+    """Whether ``profile`` scores with NetworkTraffic (then its reader must run)."""
+    return any(plugin.name == networktraffic.NAME for plugin, _ in profile.score)
 
 
 def plugin_registry(
-    out_of_tree: Registry, groups: GroupIndex | None = None, group_recorder: EventRecorder | None = None
+    out_of_tree: Registry,
+    groups: GroupIndex | None = None,
+    group_recorder: EventRecorder | None = None,
+    traffic: PrometheusReader | None = None,
 ) -> Registry:
-    """The in-tree registry with NetworkTraffic, ``out_of_tree`` and Coscheduling (over
-    ``groups``, a fresh index when None, posting PodGroup events through ``group_recorder``)
-    merged in. Raises ValueError on a name two of them have."""
+    """The in-tree registry with NetworkTraffic (over ``traffic``), ``out_of_tree`` and
+    Coscheduling (over ``groups``, a fresh index when None, posting PodGroup events through
+    ``group_recorder``) merged in. Raises ValueError on a name two of them have."""
     registry = new_in_tree_registry()
-    registry.merge(with_network_traffic())
+    registry.merge(with_network_traffic(traffic))
     registry.merge(out_of_tree)
     registry.merge(with_coscheduling(groups if groups is not None else GroupIndex(), group_recorder))
     return registry
@@ -200,8 +218,14 @@ def underlay_ip_refusal(config: SchedulerConfiguration) -> str | None:
     return None
 
 
-def new_profile(registry: Registry, config: SchedulerConfiguration, handle: Handle) -> Framework:
-    """The framework of ``config``'s profile, from ``registry`` over :func:`default_plugins`.
+def new_profile(
+    registry: Registry,
+    config: SchedulerConfiguration,
+    handle: Handle,
+    recorder: MetricsRecorder | None = None,
+) -> Framework:
+    """The framework of ``config``'s profile, from ``registry`` over :func:`default_plugins`,
+    timed into ``recorder`` (None: not timed).
 
     Raises ValueError when the profile disables UnderlayIP at a point of
     :data:`UNDISABLEABLE` (even with ``*``), and whatever
@@ -211,31 +235,55 @@ def new_profile(registry: Registry, config: SchedulerConfiguration, handle: Hand
     if refusal is not None:
         raise ValueError(refusal)
     return new_framework(
-        registry, config.profile, handle, default_plugins(), config.percentage_of_nodes_to_score
+        registry,
+        config.profile,
+        handle,
+        default_plugins(),
+        config.percentage_of_nodes_to_score,
+        recorder=recorder,
     )
 
 
 def build_profile(
-    cache: PoolCache,
-    api: KubeApi,
-    writer: PoolWriter,
+    deps: UnderlayIPDeps,
     config: SchedulerConfiguration | None = None,
     strategy: Strategy | None = None,
     multus_network: str | None = None,
-    deps: UnderlayIPDeps | None = None,
     groups: GroupIndex | None = None,
     group_recorder: EventRecorder | None = None,
+    recorder: MetricsRecorder | None = None,
+    traffic: PrometheusReader | None = None,
 ) -> Framework:
-    """The profile described by ``config`` (None: all defaults), UnderlayIP wired to ``cache``,
-    ``writer`` and ``api`` (or to ``deps``, which then carries them with the rest),
-    Coscheduling to ``groups`` (None: an empty index) posting PodGroup events through
-    ``group_recorder``; binds through ``api``.
+    """The profile described by ``config`` (None: all defaults): UnderlayIP over ``deps``
+    (``strategy``, ``multus_network``: ``--ip-strategy``, ``--multus-network``),
+    Coscheduling over ``groups`` (None: an empty index) posting PodGroup events through
+    ``group_recorder``, NetworkTraffic over ``traffic`` (None: a reader made from the
+    config's args, not run); binds through ``deps.api``; timed into ``recorder``.
 
     Raises ValueError as :func:`new_profile` does.
     """
-    deps = deps if deps is not None else UnderlayIPDeps(cache, writer, api)
-    registry = plugin_registry(with_underlay_ip(deps, strategy, multus_network), groups, group_recorder)
-    return new_profile(registry, config or SchedulerConfiguration.defaults(), PluginHandle(binder=api))
+    config = config or SchedulerConfiguration.defaults()
+    traffic = traffic if traffic is not None else network_traffic_reader(config)
+    registry = plugin_registry(
+        with_underlay_ip(deps, strategy, multus_network), groups, group_recorder, traffic
+    )
+    binder = cast(Binder, deps.api)  # None only where nothing binds (explain, tests)
+    return new_profile(registry, config, PluginHandle(binder=binder), recorder)
+
+
+EXTENDER_PLUGINS = Plugins.model_validate(
+    {
+        "queueSort": {"enabled": [{"name": queuesort.NAME}]},
+        **{point: {"enabled": [{"name": underlay.NAME}]} for point in ("preFilter", "filter", "reserve")},
+        "score": {"enabled": [{"name": underlay.NAME, "weight": 1}]},
+        "preBind": {"enabled": [{"name": underlay.NAME}]},
+        "bind": {"enabled": [{"name": defaultbinder.NAME}]},
+        "postBind": {"enabled": [{"name": underlay.NAME}]},
+    }
+)
+"""The extender's plugins: UnderlayIP at PreFilter, Filter, Score, Reserve, PreBind and
+PostBind, DefaultBinder at Bind (kube-scheduler ran every other plugin before it calls the
+extender)."""
 
 
 def extender_profile(
@@ -245,19 +293,10 @@ def extender_profile(
     multus_network: str | None = None,
     scheduler_name: str = "ip-scheduler",
 ) -> Framework:
-    """The profile the extender verbs run (``ipscheduler extender``): UnderlayIP at
-    PreFilter, Filter, Score, Reserve, PreBind and PostBind, DefaultBinder binding through
-    ``binder``. kube-scheduler ran every other plugin before it calls the extender."""
-    handle = PluginHandle(binder=binder)
-    plugin = underlay.new(UnderlayIPArgs().defaulted(strategy, multus_network), handle, deps)
-    return Framework(
-        scheduler_name=scheduler_name,
-        queue_sort=queuesort.PrioritySort(),
-        pre_filter=[plugin],
-        filter=[plugin],
-        score=[(plugin, 1)],
-        reserve=[plugin],
-        pre_bind=[plugin],
-        bind=[defaultbinder.DefaultBinder(binder)],
-        post_bind=[plugin],
-    )
+    """The profile the extender verbs run (``ipscheduler extender``): :data:`EXTENDER_PLUGINS`
+    built by :func:`~ipscheduler.framework.runtime.new_framework` as every profile is,
+    DefaultBinder binding through ``binder``."""
+    registry = with_underlay_ip(deps, strategy, multus_network)
+    registry.merge(new_in_tree_registry())
+    profile = ProfileConfig.model_validate({"schedulerName": scheduler_name})
+    return new_framework(registry, profile, PluginHandle(binder=binder), EXTENDER_PLUGINS)

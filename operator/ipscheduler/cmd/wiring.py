@@ -41,15 +41,22 @@ from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.cmd import extender as extender_server
 from ipscheduler.cmd.options import RunConfig
-from ipscheduler.cmd.profiles import build_profile, extender_profile, network_traffic_reader
+from ipscheduler.cmd.profiles import (
+    build_profile,
+    extender_profile,
+    network_traffic_reader,
+    scores_with_network_traffic,
+)
 from ipscheduler.cmd.serving import server_context
 from ipscheduler.coscheduling.controller import PodGroupController
 from ipscheduler.coscheduling.groups import GroupIndex
+from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi, live_pod
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.informer import Endpoint, ObjectStore, PendingPodEvents, uid_key
+from ipscheduler.kube.prometheus import PrometheusReader
 from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.extender import ExtenderVerbs
 from ipscheduler.scheduler.scheduler import Scheduler
@@ -92,6 +99,8 @@ class Components:
     """Keeps the extended resource on the nodes (extender mode, ``--publish-resource``)."""
     extender: ExtenderVerbs | None = None
     """The extender verbs (``ipscheduler extender``), served once the caches are ready."""
+    traffic: PrometheusReader | None = None
+    """NetworkTraffic's Prometheus reader, run when the profile scores with it."""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _extender_runner: web.AppRunner | None = None
 
@@ -115,9 +124,8 @@ class Components:
         self.supervisor.start("scheduling-loop", self.scheduler.run)
         if self.pod_groups is not None:
             self.supervisor.start("podgroups", functools.partial(self.pod_groups.run, self.api.client))
-        traffic = network_traffic_reader(self.scheduler.profile)
-        if traffic is not None:  # only when the profile scores with NetworkTraffic
-            self.supervisor.start("network-traffic", traffic.run)
+        if self.traffic is not None and scores_with_network_traffic(self.scheduler.profile):
+            self.supervisor.start("network-traffic", self.traffic.run)
         if self.publisher is not None:
             self.supervisor.start(
                 "node-resources", functools.partial(self.publisher.run, self.controller.ready_to_schedule)
@@ -184,21 +192,18 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         rehomed=metrics.pods_rehomed.inc,
     )
     groups = GroupIndex()
+    config = cfg.config or SchedulerConfiguration.defaults(cfg.scheduler_name)
+    traffic = network_traffic_reader(config, on_failure=metrics.network_traffic_failures.inc)
     profile = build_profile(
-        pool_cache,
-        api,
-        writer,
-        cfg.config,
+        deps,
+        config,
         cfg.ip_strategy,
         cfg.multus_network,
-        deps=deps,
         groups=groups,
         group_recorder=recorder,
+        recorder=metrics,
+        traffic=traffic,
     )
-    profile.recorder = metrics
-    traffic = network_traffic_reader(profile)
-    if traffic is not None:
-        traffic.on_failure = metrics.network_traffic_failures.inc
     queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
     queue.on_incoming = metrics.observe_incoming
     profile.set_pod_activator(queue)
@@ -296,6 +301,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         extender=extender,
         publisher=publisher,
         pod_groups=pod_groups,
+        traffic=traffic,
     )
 
 

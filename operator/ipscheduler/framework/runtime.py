@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -484,6 +484,25 @@ class Framework:
             self._plugin(state, plugin.name, "PostBind", t0, None)
         self._point("PostBind", started)
 
+    async def run_binding_cycle(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, binding: Callable[[], object] | None = None
+    ) -> Status:
+        """PreBind → Bind → PostBind for a pod reserved (and permitted) on ``node``: the one
+        binding cycle of the scheduler (upstream ``bindingCycle``,
+        ``pkg/scheduler/schedule_one.go``) and of the extender's ``bind`` verb. ``binding()``
+        is called just before Bind (the Binding may land from then on). Returns the failing
+        PreBind or Bind status, after which the caller's failure handler unreserves; raises
+        what a plugin raises."""
+        st = await self.run_pre_bind(state, pod, node)
+        if not st.is_success():
+            return st
+        if binding is not None:
+            binding()
+        st = await self.run_bind(state, pod, node)
+        if st.is_success():
+            await self.run_post_bind(state, pod, node)
+        return st
+
 
 # --------------------------------------------------------------------------- building
 
@@ -528,8 +547,10 @@ def new_framework(
     handle: Handle,
     defaults: Plugins | None = None,
     percentage_of_nodes_to_score: int | None = None,
+    recorder: MetricsRecorder | None = None,
 ) -> Framework:
-    """The framework of ``profile``: every extension point filled with plugins made by ``registry``.
+    """The framework of ``profile``: every extension point filled with plugins made by
+    ``registry``, timed into ``recorder`` (None: not timed).
 
     As upstream ``NewFramework`` (``pkg/scheduler/framework/runtime/framework.go``):
     each point's plugins are ``defaults`` merged with the profile's set
@@ -614,6 +635,7 @@ def new_framework(
             if profile.percentage_of_nodes_to_score is not None
             else percentage_of_nodes_to_score
         ),
+        recorder=recorder,
     )
     if isinstance(handle, PluginHandle):
         handle.framework = framework

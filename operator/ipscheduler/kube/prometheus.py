@@ -77,6 +77,7 @@ class PrometheusReader:
         interval: float,
         timeout: float,
         clock: Callable[[], float] = time.monotonic,
+        on_failure: Callable[[], object] = lambda: None,
     ) -> None:
         self.url = address.rstrip("/") + QUERY_PATH
         self.query = query
@@ -84,7 +85,7 @@ class PrometheusReader:
         self.interval = interval
         self.timeout = timeout
         self.clock = clock
-        self.on_failure: Callable[[], None] = lambda: None
+        self.on_failure = on_failure
         """Called once per failed query (the failure counter)."""
         self._reading: tuple[Mapping[str, float], float] | None = None
         self._failing = False

@@ -138,8 +138,8 @@ class ExtenderVerbs:
 
     # -- bind --------------------------------------------------------------------------
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
-        """Reserve, PreBind and Bind the pod on ``args.node``; ``Error`` (and nothing
-        reserved) when it cannot be."""
+        """Reserve the pod on ``args.node``, then the framework's binding cycle (PreBind, Bind,
+        PostBind, as the scheduler binds); ``Error`` (and nothing reserved) when it cannot be."""
         key = f"{args.pod_namespace}/{args.pod_name}"
         try:
             pod = await self.read_pod(args.pod_uid, key)
@@ -163,9 +163,7 @@ class ExtenderVerbs:
         if not st.is_success():
             return ExtenderBindingResult(error=f"reserve failed: {'; '.join(st.reasons)}")
         try:
-            st = await self.profile.run_pre_bind(state, pod, node)
-            if st.is_success():
-                st = await self.profile.run_bind(state, pod, node)
+            st = await self.profile.run_binding_cycle(state, pod, node)
         except Exception as e:
             st = Status.error(repr(e))
         if not st.is_success():
@@ -178,7 +176,6 @@ class ExtenderVerbs:
                 extra=kv(pod=key, node=node.name, uid=pod.uid),
             )
             return ExtenderBindingResult(error="; ".join(st.reasons) or st.code.value)
-        await self.profile.run_post_bind(state, pod, node)
         log.log(V2, "extender bound %s to %s", key, node.name, extra=kv(pod=key, node=node.name, uid=pod.uid))
         return ExtenderBindingResult()
 

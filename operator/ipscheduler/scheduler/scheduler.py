@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import random
 import time
@@ -219,10 +220,9 @@ class Scheduler(EventHandlers):
                 return
             await self._bind_slots.acquire()
         try:
-            st = await self.profile.run_pre_bind(state, pod, host)
-            if st.is_success():
-                self._binding.add(pod.uid)
-                st = await self.profile.run_bind(state, pod, host)
+            st = await self.profile.run_binding_cycle(
+                state, pod, host, binding=functools.partial(self._binding.add, pod.uid)
+            )
             if not st.is_success():
                 await self._binding_failed(qp, state, host, st.message)
                 return
@@ -230,7 +230,6 @@ class Scheduler(EventHandlers):
             self._unschedulable_msg.pop(pod.uid, None)
             if qp.initial_attempt_timestamp is not None:
                 self.metrics.observe_bound(time.monotonic() - qp.initial_attempt_timestamp, qp.attempts)
-            await self.profile.run_post_bind(state, pod, host)
             note = state.get(SCHEDULED_NOTE)
             suffix = f" ({note})" if note else ""
             log.log(

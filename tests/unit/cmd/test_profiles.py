@@ -18,6 +18,7 @@ from ipscheduler.cmd.profiles import (
     load_config,
     network_traffic_reader,
     plugin_registry,
+    scores_with_network_traffic,
     underlay_ip_refusal,
     with_underlay_ip,
 )
@@ -37,7 +38,7 @@ HANDLE = PluginHandle(binder=None)  # type: ignore[arg-type]
 
 
 def profile_of(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
-    return build_profile(pool_cache(), None, None, load_config(config_file(tmp_path, text)))  # type: ignore[arg-type]
+    return build_profile(UnderlayIPDeps(pool_cache(), None), load_config(config_file(tmp_path, text)))  # type: ignore[arg-type]
 
 
 def names(plugins: Sequence[Any]) -> list[str]:
@@ -88,9 +89,8 @@ profiles:
 def test_multus_network_from_flag_or_file(
     tmp_path: Path, text: str, flag: str | None, expected: str | None
 ) -> None:
-    prof = build_profile(
-        pool_cache(), None, None, load_config(config_file(tmp_path, text)), multus_network=flag
-    )  # type: ignore[arg-type]
+    deps = UnderlayIPDeps(pool_cache(), None)  # type: ignore[arg-type]
+    prof = build_profile(deps, load_config(config_file(tmp_path, text)), multus_network=flag)
     underlay = next(p for p in prof.filter if p.name == "UnderlayIP")
     assert underlay.multus_network == expected
 
@@ -180,7 +180,7 @@ def test_disabling_another_score_plugin_loads() -> None:
 
 
 def test_the_default_plugins_fill_their_points() -> None:
-    fw = build_profile(pool_cache(), None, None)  # type: ignore[arg-type]
+    fw = build_profile(UnderlayIPDeps(pool_cache(), None))  # type: ignore[arg-type]
     assert fw.queue_sort.name == "Coscheduling"
     assert names(fw.pre_filter) == [
         "Coscheduling",
@@ -240,7 +240,7 @@ def test_underlay_ip_cannot_be_disabled(point: str, name: str) -> None:
         context={REGISTRY_CONTEXT: config_registry()},
     )
     with pytest.raises(ValueError, match=f"the UnderlayIP {point}"):
-        build_profile(pool_cache(), None, None, cfg)  # type: ignore[arg-type]
+        build_profile(UnderlayIPDeps(pool_cache(), None), cfg)  # type: ignore[arg-type]
 
 
 def test_config_registry_cannot_make_underlay_ip() -> None:
@@ -285,13 +285,17 @@ profiles:
 def test_network_traffic_is_off_by_default(tmp_path: Path) -> None:
     assert "NetworkTraffic" in config_registry()
     assert "NetworkTraffic" not in SCORE_WEIGHTS
-    assert network_traffic_reader(profile_of(tmp_path, "")) is None
+    assert network_traffic_reader(load_config(config_file(tmp_path, ""))) is None
+    assert not scores_with_network_traffic(profile_of(tmp_path, ""))
 
 
 def test_network_traffic_enabled_through_the_config_gets_its_reader(tmp_path: Path) -> None:
-    prof = profile_of(tmp_path, NETWORK_TRAFFIC)
+    failures: list[str] = []
+    config = load_config(config_file(tmp_path, NETWORK_TRAFFIC))
+    reader = network_traffic_reader(config, on_failure=lambda: failures.append("x"))
+    prof = build_profile(UnderlayIPDeps(pool_cache(), None), config, traffic=reader)  # type: ignore[arg-type]
     assert {p.name: w for p, w in prof.score}["NetworkTraffic"] == 3
-    reader = network_traffic_reader(prof)
+    assert scores_with_network_traffic(prof)
     assert reader is not None
     assert (reader.url, reader.node_label, reader.interval, reader.timeout) == (
         "http://127.0.0.1:9090/api/v1/query",
@@ -302,6 +306,9 @@ def test_network_traffic_enabled_through_the_config_gets_its_reader(tmp_path: Pa
     assert reader.query.startswith("sum by (node) (rate(node_network_receive_bytes_total")
     [plugin] = [p for p, _ in prof.score if p.name == "NetworkTraffic"]
     assert isinstance(plugin, NetworkTraffic) and plugin.max_age == 30.0
+    assert plugin.source is reader, "the plugin reads what the wiring runs"
+    reader.on_failure()
+    assert failures == ["x"]
 
 
 @pytest.mark.parametrize(
@@ -323,6 +330,8 @@ def test_network_traffic_args_are_checked_by_the_config(tmp_path: Path, args: st
 
 def test_the_example_config_enables_network_traffic() -> None:
     example = Path(__file__).resolve().parents[3] / "examples" / "networktraffic-config.yaml"
-    prof = build_profile(pool_cache(), None, None, load_config(example))  # type: ignore[arg-type]
-    reader = network_traffic_reader(prof)
+    config = load_config(example)
+    prof = build_profile(UnderlayIPDeps(pool_cache(), None), config)  # type: ignore[arg-type]
+    assert scores_with_network_traffic(prof)
+    reader = network_traffic_reader(config)
     assert reader is not None and reader.interval == 15.0

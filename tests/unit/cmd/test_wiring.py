@@ -9,7 +9,7 @@ import pytest
 
 from ipscheduler.cmd import wiring
 from ipscheduler.cmd.options import RunConfig
-from ipscheduler.cmd.profiles import load_config, network_traffic_reader
+from ipscheduler.cmd.profiles import load_config, scores_with_network_traffic
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.health import HealthState
@@ -140,14 +140,14 @@ async def test_extender_mode_wires_the_verbs_the_publisher_and_the_wide_sweep(
 
 
 async def test_network_traffic_failures_reach_the_metric_only_when_enabled(tmp_path: Path) -> None:
-    assert network_traffic_reader(wiring.build(RunConfig(), _NO_API, HealthState()).scheduler.profile) is None
+    assert wiring.build(RunConfig(), _NO_API, HealthState()).traffic is None
     text = """
 profiles:
   - plugins: {score: {enabled: [{name: NetworkTraffic, weight: 5}]}}
     pluginConfig: [{name: NetworkTraffic, args: {prometheusAddress: "http://127.0.0.1:1"}}]
 """
     c = wiring.build(RunConfig(config=load_config(config_file(tmp_path, text))), _NO_API, HealthState())
-    reader = network_traffic_reader(c.scheduler.profile)
-    assert reader is not None
+    reader = c.traffic
+    assert reader is not None and scores_with_network_traffic(c.scheduler.profile)
     reader.on_failure()
     assert c.metrics.network_traffic_failures._value.get() == 1
