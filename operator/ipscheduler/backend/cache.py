@@ -44,6 +44,7 @@ class Cache:
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, PodInfo] = {}  # bound pods by UID
         self._assumed: dict[str, PodInfo] = {}  # assumed pods by UID (node_name set)
+        self._binding_finished: set[str] = set()  # assumed pods whose Binding was posted
         self._bound_on: dict[str, dict[str, PodInfo]] = {}  # node → UID → bound pod
         self._assumed_on: dict[str, dict[str, PodInfo]] = {}  # node → UID → assumed pod
         self._snapshot = Snapshot()
@@ -144,6 +145,17 @@ class Cache:
         self._assumed_on.setdefault(pod.node_name, {})[pod.uid] = pod
         self._touch(pod.node_name)
 
+    def finish_binding(self, uid: str) -> None:
+        """Assumed pod ``uid``'s Binding is being posted (upstream ``FinishBinding``): from now
+        on its pending-pod watch may report it gone because it was bound, and it stays
+        counted until the bound-pods informer adds it or :meth:`forget_pod`."""
+        if uid in self._assumed:
+            self._binding_finished.add(uid)
+
+    def binding_finished(self, uid: str) -> bool:
+        """Whether pod ``uid`` is assumed and its Binding was posted (:meth:`finish_binding`)."""
+        return uid in self._binding_finished
+
     def forget_pod(self, uid: str) -> None:
         """Stop counting assumed pod ``uid`` (its binding failed, or it went away unbound).
         A pod the informer already added stays."""
@@ -175,6 +187,7 @@ class Cache:
         self._dirty.add(node)
 
     def _drop_assumed(self, uid: str) -> None:
+        self._binding_finished.discard(uid)
         pod = self._assumed.pop(uid, None)
         if pod is not None:
             self._unlink(self._assumed_on, pod)

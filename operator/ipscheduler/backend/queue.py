@@ -89,6 +89,7 @@ class SchedulingQueue:
         max_unschedulable: float = 300.0,
         clock: Clock = time.monotonic,
         hints: PluginHints | None = None,
+        on_incoming: Callable[[str, str], object] | None = None,
     ) -> None:
         self._less = sort.less
         self.initial_backoff = initial_backoff
@@ -112,7 +113,7 @@ class SchedulingQueue:
         self._closed = False
         self._waker: asyncio.Task[None] | None = None
         self._gated: set[str] = set()
-        self.on_incoming: Callable[[str, str], None] | None = None
+        self.on_incoming = on_incoming
         """Told ``(queue, event)`` for every pod entering activeQ, backoffQ or the
         unschedulable pods (``scheduler_queue_incoming_pods_total``): event ``PodAdd``,
         ``PodUpdate``, ``ScheduleAttemptFailure``, ``BackoffComplete``,

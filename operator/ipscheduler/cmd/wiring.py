@@ -204,8 +204,9 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         recorder=metrics,
         traffic=traffic,
     )
-    queue = SchedulingQueue(profile.queue_sort, hints=profile.queueing_hints())
-    queue.on_incoming = metrics.observe_incoming
+    queue = SchedulingQueue(
+        profile.queue_sort, hints=profile.queueing_hints(), on_incoming=metrics.observe_incoming
+    )
     profile.set_pod_activator(queue)
     ready_to_schedule = asyncio.Event()
     scheduler = Scheduler(

@@ -89,7 +89,6 @@ class EventHandlers:
     metrics: Metrics
     _tasks: TaskSet
     _unschedulable_msg: dict[str, str]
-    _binding: set[str]
     _list_burst: _ListBurst | None = None
 
     # -- subscriptions ------------------------------------------------------
@@ -130,8 +129,7 @@ class EventHandlers:
             # Held at Permit: its binding cycle gives its reservation back (upstream
             # RejectWaitingPod on a pod delete).
             self.profile.waiting_pods.reject(pod.uid, "", "pod deleted while waiting at Permit")
-            if pod.uid in self._binding:  # we bound it: the bound-pods informer follows it now
-                self._binding.discard(pod.uid)
+            if self.cache.binding_finished(pod.uid):  # we bound it: the bound-pods informer follows it
                 return
             self.cache.forget_pod(pod.uid)
             return
@@ -216,7 +214,7 @@ class EventHandlers:
                 and pod.scheduler_name == self.name
                 and uid not in before
                 and not self.queue.knows(uid)
-                and uid not in self._binding
+                and not self.cache.binding_finished(uid)
             ]
             if missed:
                 self._tasks.spawn(self.requeue_missed(missed, found_by), f"queue missed ({found_by})")
@@ -237,7 +235,7 @@ class EventHandlers:
                 continue
             if live is None or not _pending(live) or live.deleting or self.queue.knows(pod.uid):
                 continue
-            if pod.uid in self._binding or self.cache.pod(pod.uid) is not None:
+            if self.cache.binding_finished(pod.uid) or self.cache.pod(pod.uid) is not None:
                 continue
             log.warning(
                 "pending pod %s (UID %s) was missing from the scheduling queue "
@@ -316,7 +314,7 @@ class EventHandlers:
             found_by,
         )
         self.metrics.pods_gone.labels(found_by).inc()
-        self._binding.discard(pod.uid)
+        self.cache.forget_pod(pod.uid)
         self._on_pending_pod("DELETED", pod)
 
     # -- bound pods --------------------------------------------------------
@@ -339,7 +337,6 @@ class EventHandlers:
             return
         assert old is not None
         self.cache.remove_pod(old)
-        self._binding.discard(old.uid)
         self.on_cluster_event(events.ASSIGNED_POD_DELETE, old, None)
 
     # -- nodes -------------------------------------------------------------

@@ -99,7 +99,6 @@ class Scheduler(EventHandlers):
         self._tasks = TaskSet()
         self._unschedulable_msg: dict[str, str] = {}
         self.health = health if health is not None else HealthState()
-        self._binding: set[str] = set()  # UIDs whose Binding we POSTed (until kopf sees them leave)
         self.metrics = metrics if metrics is not None else Metrics(name)
         self.start_after = start_after
 
@@ -221,7 +220,7 @@ class Scheduler(EventHandlers):
             await self._bind_slots.acquire()
         try:
             st = await self.profile.run_binding_cycle(
-                state, pod, host, binding=functools.partial(self._binding.add, pod.uid)
+                state, pod, host, binding=functools.partial(self.cache.finish_binding, pod.uid)
             )
             if not st.is_success():
                 await self._binding_failed(qp, state, host, st.message)
@@ -277,7 +276,6 @@ class Scheduler(EventHandlers):
         is dropped, one bound meanwhile leaves the queue, any other goes to backoffQ. A
         failed read counts as "still there"."""
         pod = qp.pod
-        self._binding.discard(pod.uid)
         self.metrics.bind_failures.inc()
         self.cache.forget_pod(pod.uid)
         await self.profile.run_unreserve(state, pod, host)

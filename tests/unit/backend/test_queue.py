@@ -36,7 +36,7 @@ class FakeClock:
         self.now += seconds
 
 
-def make_queue(fake: FakeClock, **kw: float) -> SchedulingQueue:
+def make_queue(fake: FakeClock, **kw: Any) -> SchedulingQueue:
     return SchedulingQueue(PrioritySort(), clock=lambda: fake.now, **kw)
 
 
@@ -432,9 +432,8 @@ def test_gated_pods_are_counted_until_added_without_gates_or_deleted(clock: Fake
 
 
 def test_incoming_pods_by_queue_and_event(clock: FakeClock) -> None:
-    q = make_queue(clock)
     seen: list[tuple[str, str]] = []
-    q.on_incoming = lambda queue, event: seen.append((queue, event))
+    q = make_queue(clock, on_incoming=lambda queue, event: seen.append((queue, event)))
     for name in "abc":
         q.add(pod(name))
     q.add_unschedulable(pop(q), error=True)

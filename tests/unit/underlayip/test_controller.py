@@ -140,12 +140,12 @@ async def test_leaving_the_pending_watch_releases_only_what_a_live_read_confirms
 
 async def test_a_pod_we_bound_leaves_the_watch_without_any_read_or_release() -> None:
     sched, ctrl, api = setup(None)
-    sched._binding.add("u1")  # our Binding POST went out, for the pod assumed on its node
     sched.cache.assume_pod(PodInfo.from_obj(pod_body(node="node-1")))
+    sched.cache.finish_binding("u1")  # our Binding POST went out, for the pod assumed on its node
     pending(sched, ctrl, "DELETED", pod_body())
     await settle(ctrl)
     assert api.reads == 0 and held(api)
-    assert "u1" not in sched._binding
+    assert sched.cache.is_assumed("u1"), "counted on its node until the bound-pods informer adds it"
 
 
 async def test_a_terminal_pending_pod_is_released_at_once() -> None:
