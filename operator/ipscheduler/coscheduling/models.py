@@ -225,13 +225,8 @@ def openapi_schema() -> dict[str, Any]:
     status_schema["description"] = (
         "Status represents the current information about a pod group. This data may not be up to date."
     )
-    return crdschema.object_schema(
-        api_version=API_VERSION,
-        kind=KIND,
-        description="PodGroup is a collection of Pod; used for batch workload.",
-        spec=spec_schema,
-        status=status_schema,
-    )
+    description = "PodGroup is a collection of Pod; used for batch workload."
+    return crdschema.object_schema(API_VERSION, KIND, description, spec_schema, status_schema)
 
 
 def crd_manifest() -> dict[str, Any]:

@@ -31,7 +31,6 @@ def spec_and_status(spec: type[BaseModel], status: type[BaseModel]) -> tuple[dic
 
 
 def object_schema(
-    *,
     api_version: str,
     kind: str,
     description: str,

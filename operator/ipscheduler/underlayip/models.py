@@ -512,14 +512,8 @@ class NodeIPPool(CrdModel):
 def openapi_schema() -> dict[str, Any]:
     """The ``openAPIV3Schema`` of NodeIPPool, derived from the models."""
     spec, status = crdschema.spec_and_status(NodeIPPoolSpec, NodeIPPoolStatus)
-    return crdschema.object_schema(
-        api_version=API_VERSION,
-        kind=KIND,
-        description="NodeIPPool declares the underlay addresses (or a count) pods on one node may use.",
-        spec=spec,
-        status=status,
-        required=["spec"],
-    )
+    description = "NodeIPPool declares the underlay addresses (or a count) pods on one node may use."
+    return crdschema.object_schema(API_VERSION, KIND, description, spec, status, required=["spec"])
 
 
 def crd_manifest() -> dict[str, Any]:
