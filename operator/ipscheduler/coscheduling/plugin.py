@@ -116,10 +116,8 @@ class Coscheduling:
             return first
         if POD_GROUP_LABEL not in a.pod.labels and POD_GROUP_LABEL not in b.pod.labels:
             return a.timestamp < b.timestamp  # PrioritySort's order, at its cost
-        (ta, ka), (tb, kb) = self.manager.sort_time(a), self.manager.sort_time(b)
-        if (ta, ka) != (tb, kb):
-            return (ta, ka) < (tb, kb)
-        return a.timestamp < b.timestamp
+        ta, tb = self.manager.sort_time(a), self.manager.sort_time(b)  # (time, group key)
+        return ta < tb if ta != tb else a.timestamp < b.timestamp
 
     # -- PreFilter -------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
