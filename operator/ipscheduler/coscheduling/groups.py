@@ -1,9 +1,10 @@
 """The PodGroups and their members as the scheduler knows them (no I/O).
 
-:class:`GroupIndex` is fed by two informers (built in ``coscheduling/controller``): the PodGroups, and every pod
-carrying the group label in any phase (``scheduling.x-k8s.io/pod-group``, narrowed
-server-side). Coscheduling reads it in PreFilter (enough members?), the PodGroup controller
-to write each group's status (:func:`desired_status`, upstream's
+:class:`GroupIndex` is fed by two informers (built in ``coscheduling/controller``): the
+PodGroups, and every pod carrying the group label in any phase
+(``scheduling.x-k8s.io/pod-group``, narrowed server-side). Coscheduling and ``explain``
+resolve a pod's group with :meth:`GroupIndex.lookup`; Coscheduling reads it in PreFilter
+(enough members?), the PodGroup controller to write each group's status (:func:`desired_status`, upstream's
 ``pkg/controllers/podgroup_controller.go``).
 """
 
