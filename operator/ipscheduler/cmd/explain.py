@@ -134,13 +134,12 @@ def group_line(pod: PodInfo, groups: GroupIndex) -> str:
     """The pod's PodGroup as Coscheduling sees it (``""`` for a pod outside a group): its
     ``minMember``, its pods bound and pending, and that a node found here still waits at
     Permit for the rest of the group."""
-    key = group_key(pod.namespace, pod.labels)
-    if key is None:
+    found = groups.lookup(pod.namespace, pod.labels)
+    if found.key is None:
         return ""
-    group = groups.group(key)
-    if group is None:
-        why = groups.invalid.get(key) or ("the PodGroup API is not installed" if not groups.installed else "")
-        return f"PodGroup: {key} ({why or 'not found'})"
+    if found.group is None:
+        return f"PodGroup: {found.key} ({found.why})"
+    key, group = found.key, found.group
     members = [m for m in groups.members_of(key) if m.active]
     bound = sum(1 for m in members if m.node_name)
     line = f"PodGroup: {key}, minMember {group.min_member}: {len(members)} pods, {bound} bound"

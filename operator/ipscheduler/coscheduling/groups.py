@@ -1,9 +1,11 @@
 """The PodGroups and their members as the scheduler knows them (no I/O).
 
 :class:`GroupIndex` is fed by two informers (built in ``coscheduling/controller``): the
-PodGroups, and every pod carrying the group label in any phase (``scheduling.x-k8s.io/pod-group``, narrowed
-server-side). Coscheduling reads it in PreFilter (enough members?), the PodGroup controller
-to write each group's status (:func:`desired_status`, upstream's
+PodGroups, and every pod carrying the group label in any phase
+(``scheduling.x-k8s.io/pod-group``, narrowed server-side). Coscheduling and ``explain``
+resolve a pod's group with :meth:`GroupIndex.lookup`; Coscheduling reads it in PreFilter
+(enough members?), the PodGroup controller to write each group's status
+(:func:`desired_status`, upstream's
 ``pkg/controllers/podgroup_controller.go``).
 """
 
@@ -14,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ipscheduler.coscheduling.models import PodGroupView, group_key
+from ipscheduler.coscheduling.models import API_VERSION, PodGroupView, group_key
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,23 @@ def _text(obj: Any, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+@dataclass(frozen=True)
+class GroupLookup:
+    """A pod's PodGroup as Coscheduling resolves it (upstream ``PodGroupManager.GetPodGroup``,
+    scheduler-plugins ``pkg/coscheduling/core/core.go``).
+
+    ``key`` is ``<namespace>/<name>`` from the pod's label ``scheduling.x-k8s.io/pod-group``
+    (None: the pod is in no group); ``group`` its PodGroup, or None when it cannot be used,
+    and then ``why`` says why in a few words (``not found``, the parse error of an invalid PodGroup,
+    ``the PodGroup API is not installed``) and ``message`` is Coscheduling's rejection.
+    """
+
+    key: str | None
+    group: PodGroupView | None = None
+    why: str = ""
+    message: str = ""
+
+
 class GroupIndex:
     """PodGroups by ``<namespace>/<name>`` and their member pods by UID.
 
@@ -108,6 +127,23 @@ class GroupIndex:
 
     def group(self, key: str) -> PodGroupView | None:
         return self.groups.get(key)
+
+    def lookup(self, namespace: str, labels: Mapping[str, str]) -> GroupLookup:
+        """The PodGroup of a pod in ``namespace`` with ``labels``: the one resolution
+        Coscheduling's extension points and ``explain`` share (see :class:`GroupLookup`)."""
+        key = group_key(namespace, labels)
+        if key is None:
+            return GroupLookup(None)
+        if not self.installed:
+            message = f"PodGroup API {API_VERSION} is not installed (kubectl apply -f crds/)"
+            return GroupLookup(key, why="the PodGroup API is not installed", message=message)
+        group = self.groups.get(key)
+        if group is not None:
+            return GroupLookup(key, group)
+        invalid = self.invalid.get(key)
+        if invalid:
+            return GroupLookup(key, why=invalid, message=f"PodGroup {key} is invalid: {invalid}")
+        return GroupLookup(key, why="not found", message=f"PodGroup {key} not found")
 
     # -- members ---------------------------------------------------------------
     def set_member(self, uid: str, member: Member | None) -> None:

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from ipscheduler.framework import crdschema
-from ipscheduler.framework.crdschema import structural_schema
+from ipscheduler.framework.crdschema import CrdModel
 from ipscheduler.framework.quantity import parse_quantity
 
 GROUP = "scheduling.x-k8s.io"
@@ -44,11 +44,7 @@ PHASES = ("Pending", "PreScheduling", "Scheduling", "Scheduled", "Running", "Fin
 INT32_MAX = 2**31 - 1
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
-
-
-class PodGroupSpec(_Model):
+class PodGroupSpec(CrdModel, frozen=True):
     """What the group needs before any of its pods may bind."""
 
     min_member: int = Field(
@@ -86,7 +82,7 @@ class PodGroupSpec(_Model):
     )
 
 
-class PodGroupStatus(_Model):
+class PodGroupStatus(CrdModel, frozen=True):
     """The group as its pods show it (written by the scheduler; may lag)."""
 
     phase: str | None = Field(None, description="Current phase of PodGroup.")
@@ -212,10 +208,7 @@ def group_key(namespace: str, labels: Any) -> str | None:
 def openapi_schema() -> dict[str, Any]:
     """The ``openAPIV3Schema`` of PodGroup, from the models (``minResources`` as upstream: a
     map of int-or-string quantities)."""
-    spec = PodGroupSpec.model_json_schema(by_alias=True)
-    status = PodGroupStatus.model_json_schema(by_alias=True)
-    defs = {**spec.pop("$defs", {}), **status.pop("$defs", {})}
-    spec_schema = structural_schema(spec, defs)
+    spec_schema, status_schema = crdschema.spec_and_status(PodGroupSpec, PodGroupStatus)
     spec_schema["description"] = "Specification of the desired behavior of the pod group."
     spec_schema["properties"]["minResources"] = {
         "description": spec_schema["properties"]["minResources"]["description"],
@@ -229,24 +222,11 @@ def openapi_schema() -> dict[str, Any]:
             "x-kubernetes-int-or-string": True,
         },
     }
-    status_schema = structural_schema(status, defs)
     status_schema["description"] = (
         "Status represents the current information about a pod group. This data may not be up to date."
     )
-    return {
-        "type": "object",
-        "description": "PodGroup is a collection of Pod; used for batch workload.",
-        "properties": {
-            "apiVersion": {
-                "type": "string",
-                "description": f"The versioned schema of this object: {API_VERSION}.",
-            },
-            "kind": {"type": "string", "description": f"The object's type: {KIND}."},
-            "metadata": {"type": "object"},
-            "spec": spec_schema,
-            "status": status_schema,
-        },
-    }
+    description = "PodGroup is a collection of Pod; used for batch workload."
+    return crdschema.object_schema(API_VERSION, KIND, description, spec_schema, status_schema)
 
 
 def crd_manifest() -> dict[str, Any]:

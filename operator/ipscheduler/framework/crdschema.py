@@ -1,10 +1,61 @@
 """CRD schemas from pydantic models: a model's JSON schema as a Kubernetes structural
 schema (``apiextensions.k8s.io/v1``), so each CRD in ``crds/`` is generated from the
-models that parse its objects (NodeIPPool, PodGroup)."""
+models that parse its objects (NodeIPPool, PodGroup): :class:`CrdModel` is the base of those
+models, :func:`object_schema` the envelope (``apiVersion``, ``kind``, ``metadata``, ``spec``,
+``status``) every kind's ``openAPIV3Schema`` shares."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class CrdModel(BaseModel):
+    """Base of the pydantic models a custom resource is parsed with and its CRD generated
+    from: wire names are the fields' aliases (camelCase), Python names are accepted too, and
+    fields the model does not know are ignored (as the API server prunes them). A subclass
+    adds to the config (``frozen=True``, ``json_schema_extra``) without repeating it."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+
+def spec_and_status(spec: type[BaseModel], status: type[BaseModel]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The structural schemas (:func:`structural_schema`) of a kind's ``spec`` and ``status``
+    models, by alias, their ``$defs`` shared."""
+    spec_json = spec.model_json_schema(by_alias=True)
+    status_json = status.model_json_schema(by_alias=True)
+    defs = {**spec_json.pop("$defs", {}), **status_json.pop("$defs", {})}
+    return structural_schema(spec_json, defs), structural_schema(status_json, defs)
+
+
+def object_schema(
+    api_version: str,
+    kind: str,
+    description: str,
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    required: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The ``openAPIV3Schema`` of a kind (``api_version`` ``<group>/<version>``): an object
+    described by ``description``, its ``apiVersion`` and ``kind`` strings, ``metadata`` a
+    bare object (the API server forbids anything more there), and the ``spec`` and
+    ``status`` schemas given; ``required`` the top-level fields that must be set."""
+    out: dict[str, Any] = {"type": "object", "description": description}
+    if required:
+        out["required"] = list(required)
+    out["properties"] = {
+        "apiVersion": {
+            "type": "string",
+            "description": f"The versioned schema of this object: {api_version}.",
+        },
+        "kind": {"type": "string", "description": f"The object's type: {kind}."},
+        "metadata": {"type": "object"},
+        "spec": spec,
+        "status": status,
+    }
+    return out
 
 
 def structural_schema(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:

@@ -48,11 +48,11 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ipscheduler.framework import crdschema
-from ipscheduler.framework.crdschema import structural_schema
+from ipscheduler.framework.crdschema import CrdModel
 from ipscheduler.kube.client import ClusterResource
 from ipscheduler.underlayip.addresses import AddressError, AddressSet
 
@@ -129,10 +129,6 @@ NamespaceName = Annotated[
 ]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="ignore")
-
-
 IPText = Annotated[
     str,
     Field(
@@ -159,13 +155,11 @@ def _cel(*rules: tuple[str, str]) -> ConfigDict:
     """Model config carrying CEL rules (``x-kubernetes-validations``) into the CRD schema;
     the CIDR and IP functions are Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library)."""
     return ConfigDict(
-        populate_by_name=True,
-        extra="ignore",
         json_schema_extra={"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]},
     )
 
 
-class SubnetRoute(_Model):
+class SubnetRoute(CrdModel):
     """A route the pod gets; ``gw`` defaults to the subnet's gateway."""
 
     model_config = _cel(
@@ -177,7 +171,7 @@ class SubnetRoute(_Model):
     gw: IPText | None = Field(default=None, description="The next hop; absent: the subnet's gateway.")
 
 
-class Subnet(_Model):
+class Subnet(CrdModel):
     """The network an address lives in: its prefix length, gateway and routes."""
 
     model_config = _cel(
@@ -212,7 +206,7 @@ PHASES: tuple[Phase, ...] = (RESERVED, BOUND, RETAINED)
 ReleasePolicy = Literal["Pod", "StatefulSet", "Never"]
 
 
-class Allocation(_Model):
+class Allocation(CrdModel):
     """One pod's claim on the pool, keyed by pod UID in status.allocations."""
 
     ip: str | None = Field(default=None, description="The address (absent in count-only pools).")
@@ -368,7 +362,7 @@ def declared_size(spec: NodeIPPoolSpec) -> int | None:
     return _declared_size(tuple(spec.addresses), (*spec.exclude, *gateways))
 
 
-class NodeIPPoolSpec(_Model):
+class NodeIPPoolSpec(CrdModel):
     """Desired state: which node, which addresses, how many pods at most."""
 
     model_config = _cel(
@@ -444,7 +438,7 @@ class NodeIPPoolSpec(_Model):
         return value
 
 
-class Condition(_Model):
+class Condition(CrdModel):
     """A standard Kubernetes condition (metav1.Condition)."""
 
     type: str = Field(
@@ -473,7 +467,7 @@ class Condition(_Model):
     )
 
 
-class NodeIPPoolStatus(_Model):
+class NodeIPPoolStatus(CrdModel):
     """Observed state; allocations (by pod UID) are the source of truth for who holds what."""
 
     capacity: int = Field(default=0, description="Usable addresses (or slots), after the capacity cap.")
@@ -500,7 +494,7 @@ class NodeIPPoolStatus(_Model):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-class NodeIPPool(_Model):
+class NodeIPPool(CrdModel):
     """The whole object (metadata kept as a raw mapping)."""
 
     api_version: str = Field(default=API_VERSION, alias="apiVersion")
@@ -517,24 +511,9 @@ class NodeIPPool(_Model):
 
 def openapi_schema() -> dict[str, Any]:
     """The ``openAPIV3Schema`` of NodeIPPool, derived from the models."""
-    spec = NodeIPPoolSpec.model_json_schema(by_alias=True)
-    status = NodeIPPoolStatus.model_json_schema(by_alias=True)
-    defs = {**spec.pop("$defs", {}), **status.pop("$defs", {})}
-    return {
-        "type": "object",
-        "description": "NodeIPPool declares the underlay addresses (or a count) pods on one node may use.",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {
-                "type": "string",
-                "description": f"The versioned schema of this object: {API_VERSION}.",
-            },
-            "kind": {"type": "string", "description": f"The object's type: {KIND}."},
-            "metadata": {"type": "object"},  # the API server forbids anything else here
-            "spec": structural_schema(spec, defs),
-            "status": structural_schema(status, defs),
-        },
-    }
+    spec, status = crdschema.spec_and_status(NodeIPPoolSpec, NodeIPPoolStatus)
+    description = "NodeIPPool declares the underlay addresses (or a count) pods on one node may use."
+    return crdschema.object_schema(API_VERSION, KIND, description, spec, status, required=["spec"])
 
 
 def crd_manifest() -> dict[str, Any]:

@@ -99,3 +99,46 @@ def test_the_index_follows_members_across_groups_and_deletes() -> None:
     assert (idx.active_count("ns/g"), idx.active_count("ns/h")) == (1, 1)
     idx.set_member("b", None)
     assert "ns/g" not in idx.members
+
+
+@pytest.mark.parametrize(
+    ("labels", "setup", "found"),
+    [
+        ({}, "group", (None, False, "", "")),
+        ({POD_GROUP_LABEL: ""}, "group", (None, False, "", "")),
+        ({POD_GROUP_LABEL: "g"}, "group", ("ns/g", True, "", "")),
+        ({POD_GROUP_LABEL: "h"}, "group", ("ns/h", False, "not found", "PodGroup ns/h not found")),
+        (
+            {POD_GROUP_LABEL: "g"},
+            "invalid",
+            (
+                "ns/g",
+                False,
+                "spec.minMember: too small",
+                "PodGroup ns/g is invalid: spec.minMember: too small",
+            ),
+        ),
+        (
+            {POD_GROUP_LABEL: "g"},
+            "uninstalled",
+            (
+                "ns/g",
+                False,
+                "the PodGroup API is not installed",
+                "PodGroup API scheduling.x-k8s.io/v1alpha1 is not installed (kubectl apply -f crds/)",
+            ),
+        ),
+    ],
+    ids=["no-label", "empty-label", "found", "not-found", "invalid", "api-not-installed"],
+)
+def test_lookup_resolves_a_pods_group_or_says_why_not(
+    labels: dict[str, str], setup: str, found: tuple[str | None, bool, str, str]
+) -> None:
+    index = GroupIndex()
+    if setup == "invalid":
+        index.invalid["ns/g"] = "spec.minMember: too small"
+    else:
+        index.set_group("ns/g", PodGroupView("ns", "g", min_member=2))
+    index.installed = setup != "uninstalled"
+    got = index.lookup("ns", labels)
+    assert (got.key, got.group is not None, got.why, got.message) == found

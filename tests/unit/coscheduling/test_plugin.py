@@ -11,9 +11,10 @@ from decimal import Decimal
 
 import pytest
 
+from ipscheduler.coscheduling.core import format_gap, resource_gap
 from ipscheduler.coscheduling.groups import GroupIndex, Member
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView
-from ipscheduler.coscheduling.plugin import Coscheduling, CoschedulingArgs, format_gap, resource_gap
+from ipscheduler.coscheduling.plugin import Coscheduling, CoschedulingArgs
 from ipscheduler.framework.interface import PODS_TO_ACTIVATE, Code, CycleState, QueuedPodInfo, Room, Status
 from ipscheduler.framework.quantity import parse_quantity
 from ipscheduler.framework.types import NodeInfo, PodInfo
