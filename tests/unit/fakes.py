@@ -159,7 +159,7 @@ class SchedulerEnv:
         )
         self.api = PodApi([pool])
         self.writer = PoolWriter(self.api, self.cache)  # type: ignore[arg-type]
-        profile = build_profile(UnderlayIPDeps(self.cache, self.writer, self.api))  # type: ignore[arg-type]
+        profile = build_profile(UnderlayIPDeps(self.cache, self.writer), api=self.api)  # type: ignore[arg-type]
         self.metrics = Metrics()
         self.sched = Scheduler(
             name=SCHEDULER,
@@ -220,7 +220,7 @@ class ExtenderEnv:
         )
         self.api = PodApi([self.p1, self.p3])
         writer = PoolWriter(self.api, self.cache)  # type: ignore[arg-type]
-        deps = UnderlayIPDeps(self.cache, writer, self.api)  # type: ignore[arg-type]
+        deps = UnderlayIPDeps(self.cache, writer)
         profile = extender_profile(deps, self.api)  # type: ignore[arg-type]
 
         async def read(uid: str, key: str) -> PodInfo | None:

@@ -195,7 +195,7 @@ def explain_profile(
     UnderlayIP filter)."""
     if config is None:
         config = SchedulerConfiguration.defaults(scheduler_name)
-    return build_profile(UnderlayIPDeps(cache, writer, api), config, strategy, groups=groups)
+    return build_profile(UnderlayIPDeps(cache, writer), config, api=api, strategy=strategy, groups=groups)
 
 
 async def group_index_for(api: KubeApi, pod: PodInfo) -> GroupIndex:

@@ -31,6 +31,7 @@ from ipscheduler.framework.config import ConfigError, Plugins, ProfileConfig, Sc
 from ipscheduler.framework.interface import Binder, Handle, MetricsRecorder
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
+from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.prometheus import PrometheusReader
 from ipscheduler.plugins import defaultbinder, networktraffic, queuesort
@@ -120,12 +121,12 @@ def with_underlay_ip(
     return _underlay_ip(new)
 
 
-def with_coscheduling(groups: GroupIndex, recorder: EventRecorder | None = None) -> Registry:
+def with_coscheduling(groups: GroupIndex) -> Registry:
     """Coscheduling's out-of-tree registration: its factory binds the PodGroup index (fed by
-    the PodGroup informers) and the recorder of its PodGroup events."""
+    the PodGroup informers); its PodGroup events go through the handle's recorder."""
 
     def new(args: CoschedulingArgs | None, handle: Handle) -> Coscheduling:
-        return coscheduling.new(args, handle, groups, recorder)
+        return coscheduling.new(args, handle, groups)
 
     return with_plugin(coscheduling.NAME, new, CoschedulingArgs)
 
@@ -173,16 +174,15 @@ def scores_with_network_traffic(profile: Framework) -> bool:
 def plugin_registry(
     out_of_tree: Registry,
     groups: GroupIndex | None = None,
-    group_recorder: EventRecorder | None = None,
     traffic: PrometheusReader | None = None,
 ) -> Registry:
     """The in-tree registry with NetworkTraffic (over ``traffic``), ``out_of_tree`` and
-    Coscheduling (over ``groups``, a fresh index when None, posting PodGroup events through
-    ``group_recorder``) merged in. Raises ValueError on a name two of them have."""
+    Coscheduling (over ``groups``, a fresh index when None) merged in. Raises ValueError on
+    a name two of them have."""
     registry = new_in_tree_registry()
     registry.merge(with_network_traffic(traffic))
     registry.merge(out_of_tree)
-    registry.merge(with_coscheduling(groups if groups is not None else GroupIndex(), group_recorder))
+    registry.merge(with_coscheduling(groups if groups is not None else GroupIndex()))
     return registry
 
 
@@ -247,28 +247,29 @@ def new_profile(
 def build_profile(
     deps: UnderlayIPDeps,
     config: SchedulerConfiguration | None = None,
+    *,
+    api: KubeApi | None = None,
     strategy: Strategy | None = None,
     multus_network: str | None = None,
     groups: GroupIndex | None = None,
-    group_recorder: EventRecorder | None = None,
-    recorder: MetricsRecorder | None = None,
+    events: EventRecorder | None = None,
+    metrics: MetricsRecorder | None = None,
     traffic: PrometheusReader | None = None,
 ) -> Framework:
     """The profile described by ``config`` (None: all defaults): UnderlayIP over ``deps``
     (``strategy``, ``multus_network``: ``--ip-strategy``, ``--multus-network``),
-    Coscheduling over ``groups`` (None: an empty index) posting PodGroup events through
-    ``group_recorder``, NetworkTraffic over ``traffic`` (None: a reader made from the
-    config's args, not run); binds through ``deps.api``; timed into ``recorder``.
+    Coscheduling over ``groups`` (None: an empty index), NetworkTraffic over ``traffic``
+    (None: a reader made from the config's args, not run). Its handle gives the plugins
+    ``api`` (the client and the binder; None only where nothing binds: explain, tests) and
+    ``events`` (the event recorder); the framework is timed into ``metrics``.
 
     Raises ValueError as :func:`new_profile` does.
     """
     config = config or SchedulerConfiguration.defaults()
     traffic = traffic if traffic is not None else network_traffic_reader(config)
-    registry = plugin_registry(
-        with_underlay_ip(deps, strategy, multus_network), groups, group_recorder, traffic
-    )
-    binder = cast(Binder, deps.api)  # None only where nothing binds (explain, tests)
-    return new_profile(registry, config, PluginHandle(binder=binder), recorder)
+    registry = plugin_registry(with_underlay_ip(deps, strategy, multus_network), groups, traffic)
+    handle = PluginHandle(binder=cast(Binder, api), recorder=events, client=api)
+    return new_profile(registry, config, handle, metrics)
 
 
 EXTENDER_PLUGINS = Plugins.model_validate(
@@ -288,15 +289,17 @@ extender)."""
 
 def extender_profile(
     deps: UnderlayIPDeps,
-    binder: Binder,
+    api: KubeApi,
     strategy: Strategy | None = None,
     multus_network: str | None = None,
     scheduler_name: str = "ip-scheduler",
+    events: EventRecorder | None = None,
 ) -> Framework:
     """The profile the extender verbs run (``ipscheduler extender``): :data:`EXTENDER_PLUGINS`
-    built by :func:`~ipscheduler.framework.runtime.new_framework` as every profile is,
-    DefaultBinder binding through ``binder``."""
+    built by :func:`~ipscheduler.framework.runtime.new_framework` as every profile is, its
+    handle giving ``api`` (DefaultBinder binds through it) and ``events``."""
     registry = with_underlay_ip(deps, strategy, multus_network)
     registry.merge(new_in_tree_registry())
     profile = ProfileConfig.model_validate({"schedulerName": scheduler_name})
-    return new_framework(registry, profile, PluginHandle(binder=binder), EXTENDER_PLUGINS)
+    handle = PluginHandle(binder=api, recorder=events, client=api)
+    return new_framework(registry, profile, handle, EXTENDER_PLUGINS)

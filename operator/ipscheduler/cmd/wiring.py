@@ -182,13 +182,11 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     deps = UnderlayIPDeps(
         pool_cache,
         writer,
-        api,
         identity=cfg.identity,
         reserved_ttl=cfg.reserved_ttl,
         # build() runs once this replica holds the Lease (cmd/runner: the operator starts
         # under it): reservations another replica made before now are the last leader's.
         takeover_before=datetime.datetime.now(datetime.UTC) if cfg.leader_elect else None,
-        recorder=recorder,
         rehomed=metrics.pods_rehomed.inc,
     )
     groups = GroupIndex()
@@ -197,11 +195,12 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     profile = build_profile(
         deps,
         config,
-        cfg.ip_strategy,
-        cfg.multus_network,
+        api=api,
+        strategy=cfg.ip_strategy,
+        multus_network=cfg.multus_network,
         groups=groups,
-        group_recorder=recorder,
-        recorder=metrics,
+        events=recorder,
+        metrics=metrics,
         traffic=traffic,
     )
     queue = SchedulingQueue(
@@ -274,7 +273,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
             return await live_pod(api, uid, key)
 
         extender = ExtenderVerbs(
-            extender_profile(deps, api, cfg.ip_strategy, cfg.multus_network, cfg.scheduler_name),
+            extender_profile(deps, api, cfg.ip_strategy, cfg.multus_network, cfg.scheduler_name, recorder),
             cache,
             read_pod,
         )

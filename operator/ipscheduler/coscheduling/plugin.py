@@ -52,6 +52,7 @@ from ipscheduler.framework.interface import (
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
+    EventRecorder,
     EventResource,
     Handle,
     QueuedPodInfo,
@@ -61,7 +62,6 @@ from ipscheduler.framework.interface import (
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.framework.waiting import WaitingPod
-from ipscheduler.kube.events import EventRecorder
 from ipscheduler.plugins.queuesort import priority_then_qos
 
 log = logging.getLogger(__name__)
@@ -265,8 +265,7 @@ def _same_group_as_pod(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.QUEUE
 
 
-def new(
-    args: CoschedulingArgs | None, handle: Handle, index: GroupIndex, recorder: EventRecorder | None = None
-) -> Coscheduling:
-    """The plugin's factory (registered by ``cmd/profiles`` with its index and recorder)."""
-    return Coscheduling(args or CoschedulingArgs(), handle, index, recorder)
+def new(args: CoschedulingArgs | None, handle: Handle, index: GroupIndex) -> Coscheduling:
+    """The plugin's factory (registered by ``cmd/profiles`` with its index); its PodGroup
+    events go through ``handle.recorder``."""
+    return Coscheduling(args or CoschedulingArgs(), handle, index, handle.recorder)

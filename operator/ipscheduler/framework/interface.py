@@ -379,9 +379,28 @@ class PodActivator(Protocol):
         pods elsewhere (active, in flight, unknown) are left alone."""
 
 
+class EventRecorder(Protocol):
+    """Posts Kubernetes Events (upstream ``Handle.EventRecorder``; in the process,
+    ``kube/events.EventRecorder``)."""
+
+    def emit(
+        self, obj: dict[str, str], event_type: str, reason: str, message: str, namespace: str | None = None
+    ) -> None:
+        """Post an Event about ``obj`` (an involvedObject reference) without waiting for it."""
+
+
 class Handle(Protocol):
     """What a plugin may use from outside the framework (upstream ``framework.Handle``, kept
     to what in-tree plugins need). Given to every plugin factory ``new(args, handle)``."""
+
+    @property
+    def recorder(self) -> EventRecorder | None:
+        """Posts the plugins' Events (None: they are only logged: ``explain``, tests)."""
+
+    @property
+    def client(self) -> Any:
+        """The API client (upstream ``Handle.ClientSet``; in the process
+        ``kube/client.KubeApi``; None where nothing talks to the API server: tests)."""
 
     def activate(self, uids: set[str]) -> None:
         """Move the pods of these UIDs to activeQ (upstream ``Handle.Activate``), e.g. a pod

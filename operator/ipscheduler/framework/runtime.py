@@ -36,6 +36,7 @@ from ipscheduler.framework.interface import (
     Code,
     CycleState,
     EnqueueExtensions,
+    EventRecorder,
     FilterPlugin,
     Handle,
     MetricsRecorder,
@@ -516,6 +517,8 @@ class PluginHandle:
     binder: Binder
     waiting_pods: WaitingPods = field(default_factory=WaitingPods)
     framework: Framework | None = field(default=None, repr=False)
+    recorder: EventRecorder | None = None
+    client: Any = None
 
     def activate(self, uids: set[str]) -> None:
         if self.framework is not None and self.framework.pod_activator is not None:

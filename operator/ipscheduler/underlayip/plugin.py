@@ -56,6 +56,7 @@ from ipscheduler.framework.interface import (
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
+    EventRecorder,
     EventResource,
     Handle,
     Status,
@@ -64,7 +65,6 @@ from ipscheduler.framework.interface import (
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi
-from ipscheduler.kube.events import EventRecorder
 from ipscheduler.underlayip import events, multus
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, ANNOTATION_POOLS
@@ -434,32 +434,33 @@ class UnderlayIP:
 @dataclass(frozen=True)
 class UnderlayIPDeps:
     """What UnderlayIP's factory binds besides its args and the handle (see
-    :class:`UnderlayIP` for each): the pool cache and writer it reserves through, and the
-    rest of the process it talks to."""
+    :class:`UnderlayIP` for each): the pool cache and writer it reserves through, this
+    replica's identity and timings, and the re-homing counter."""
 
     cache: PoolCache
     writer: PoolWriter
-    api: KubeApi | None = None
     identity: str = ""
     reserved_ttl: float = 60.0
     takeover_before: datetime.datetime | None = None
-    recorder: EventRecorder | None = None
     rehomed: Callable[[], object] | None = None
 
 
 def new(args: UnderlayIPArgs, handle: Handle, deps: UnderlayIPDeps) -> UnderlayIP:
-    """UnderlayIP's factory ``new(args, handle)`` once its registration has bound ``deps``;
-    a pod held to its retained address's node is activated through ``handle.activate``."""
+    """UnderlayIP's factory ``new(args, handle)`` once its registration has bound ``deps``.
+    From the handle: the API client (Unreserve's live reads), the event recorder, and
+    ``activate`` (a pod held to its retained address's node, at its retain-timeout)."""
+    api: KubeApi | None = handle.client
+    recorder: EventRecorder | None = handle.recorder
     return UnderlayIP(
         deps.cache,
         deps.writer,
         args.strategy,
-        deps.api,
+        api,
         deps.identity,
         deps.reserved_ttl,
         args.multus_network,
         deps.takeover_before,
-        deps.recorder,
+        recorder,
         handle.activate,
         deps.rehomed,
     )

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from ipscheduler.framework.interface import EventRecorder
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.kube.events import EventRecorder, pod_ref
+from ipscheduler.kube.events import pod_ref
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import RETAINED, Allocation
