@@ -27,10 +27,11 @@ from typing import Any, cast
 from ipscheduler.coscheduling import plugin as coscheduling
 from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.coscheduling.plugin import Coscheduling, CoschedulingArgs
+from ipscheduler.framework.building import PluginHandle, new_framework
 from ipscheduler.framework.config import ConfigError, Plugins, ProfileConfig, SchedulerConfiguration, load
 from ipscheduler.framework.interface import Binder, Handle, MetricsRecorder
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
-from ipscheduler.framework.runtime import Framework, PluginHandle, new_framework
+from ipscheduler.framework.runtime import Framework
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.prometheus import PrometheusReader
@@ -82,7 +83,7 @@ def default_plugins() -> Plugins:
     profile has it (PrioritySort's order for pods outside a group), and runs at
     PreFilter, PostFilter, Permit and Reserve; a pod without the group label passes it
     untouched. Besides it, PreFilter and PreScore default to the Filter and Score plugins
-    that implement them (see :func:`~ipscheduler.framework.runtime.new_framework`).
+    that implement them (see :func:`~ipscheduler.framework.building.new_framework`).
     """
     return Plugins.model_validate(
         {
@@ -229,7 +230,7 @@ def new_profile(
 
     Raises ValueError when the profile disables UnderlayIP at a point of
     :data:`UNDISABLEABLE` (even with ``*``), and whatever
-    :func:`~ipscheduler.framework.runtime.new_framework` raises.
+    :func:`~ipscheduler.framework.building.new_framework` raises.
     """
     refusal = underlay_ip_refusal(config)
     if refusal is not None:
@@ -296,7 +297,7 @@ def extender_profile(
     events: EventRecorder | None = None,
 ) -> Framework:
     """The profile the extender verbs run (``ipscheduler extender``): :data:`EXTENDER_PLUGINS`
-    built by :func:`~ipscheduler.framework.runtime.new_framework` as every profile is, its
+    built by :func:`~ipscheduler.framework.building.new_framework` as every profile is, its
     handle giving ``api`` (DefaultBinder binds through it) and ``events``."""
     registry = with_underlay_ip(deps, strategy, multus_network)
     registry.merge(new_in_tree_registry())

@@ -24,7 +24,7 @@ Shaped like kube-scheduler's KubeSchedulerConfiguration
 This module is the shape only. Plugin names and each plugin's ``args`` are
 checked against a :class:`~ipscheduler.framework.registry.Registry` when one
 is given in the validation context (:func:`load` always gives one); the
-framework builder (:func:`ipscheduler.framework.runtime.new_framework`)
+framework builder (:func:`ipscheduler.framework.building.new_framework`)
 checks them again. Unknown keys, unknown plugin names, duplicates and bad
 weights or args are errors with the field path in the message.
 """

@@ -22,13 +22,13 @@ from ipscheduler.cmd.profiles import (
     underlay_ip_refusal,
     with_underlay_ip,
 )
+from ipscheduler.framework.building import PluginHandle
 from ipscheduler.framework.config import (
     EXTENSION_POINTS,
     REGISTRY_CONTEXT,
     ConfigError,
     SchedulerConfiguration,
 )
-from ipscheduler.framework.runtime import PluginHandle
 from ipscheduler.plugins.networktraffic import NetworkTraffic
 from ipscheduler.underlayip.plugin import UnderlayIP, UnderlayIPDeps
 from tests.builders import config_file

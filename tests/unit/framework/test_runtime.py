@@ -17,6 +17,7 @@ from ipscheduler.cmd.profiles import (
     with_underlay_ip,
 )
 from ipscheduler.framework import events
+from ipscheduler.framework.building import PluginHandle, new_framework
 from ipscheduler.framework.config import (
     EXTENSION_POINTS,
     REGISTRY_CONTEXT,
@@ -38,8 +39,6 @@ from ipscheduler.framework.registry import PluginArgs, Registry, with_plugin
 from ipscheduler.framework.runtime import (
     Diagnosis,
     Framework,
-    PluginHandle,
-    new_framework,
     num_feasible_nodes_to_find,
 )
 from ipscheduler.framework.types import NodeInfo, PodInfo

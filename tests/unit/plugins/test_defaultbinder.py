@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ipscheduler.framework.building import PluginHandle
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState
-from ipscheduler.framework.runtime import PluginHandle
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins import defaultbinder
 from ipscheduler.plugins.registry import new_in_tree_registry

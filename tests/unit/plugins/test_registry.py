@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ipscheduler.framework.building import PluginHandle
 from ipscheduler.framework.interface import Handle
-from ipscheduler.framework.runtime import PluginHandle
 from ipscheduler.plugins import interpodaffinity, noderesources
 from ipscheduler.plugins.registry import new_in_tree_registry
 
