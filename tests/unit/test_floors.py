@@ -4,6 +4,7 @@ wing (import-linter keeps the imports out; this keeps the literals and names out
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -69,7 +70,6 @@ def test_a_generic_floor_names_nothing_of_the_podgroup_api(floor: str) -> None:
 def _imports() -> dict[str, set[str]]:
     """Module → the ipscheduler modules it imports, every import counted: top-level, inside
     a function (lazy) or under ``TYPE_CHECKING``."""
-    import ast
 
     modules = {
         ".".join(("ipscheduler", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(
@@ -134,3 +134,21 @@ def test_docstrings_cite_no_internal_numbers_and_no_file_outside_the_repository(
         if internal.search(line)
     ]
     assert found == []
+
+
+MODULE_LINES = 550
+"""A module longer than this says in its docstring why its size is earned."""
+
+
+def test_a_long_module_says_why_its_size_is_earned() -> None:
+    """Rooms stay small: a module over :data:`MODULE_LINES` lines carries a docstring
+    paragraph beginning ``Size:`` that says why it is one module."""
+
+    long = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > MODULE_LINES:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if not re.search(r"^Size: \S", doc, re.MULTILINE):
+                long[str(path.relative_to(PACKAGE))] = text.count("\n")
+    assert long == {}

@@ -1,4 +1,5 @@
-"""The only code that talks to the API server: the client (generic cluster objects,
-binding, pod status), the event recorder and list+watch informers. Nothing here knows
-what a NodeIPPool is.
+"""All I/O with the outside: the API server (the client for generic cluster objects,
+binding and pod status; the event recorder; list+watch informers; TokenReview and
+SubjectAccessReview) and Prometheus' HTTP API (``kube/prometheus``, what NetworkTraffic
+reads). Nothing here knows what a NodeIPPool is.
 """

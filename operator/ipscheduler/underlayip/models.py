@@ -38,6 +38,9 @@ the subnets' gateways) number more than 448 without a ``spec.capacity`` of at
 most 448 fails :class:`NodeIPPoolSpec`'s validation, so the pool is
 ``Ready=False`` (``InvalidSpec``, with a Warning event) and hands out nothing.
 A pool with a ``capacity`` of at most 448 may declare any number of addresses.
+
+Size: the API's one source of truth, so every field with its description and CEL rule,
+and the ceiling above computed from the same models, stay in one module.
 """
 
 from __future__ import annotations
