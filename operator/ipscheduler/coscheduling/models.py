@@ -26,6 +26,7 @@ from pydantic import Field, ValidationError
 from ipscheduler.framework import crdschema
 from ipscheduler.framework.crdschema import CrdModel
 from ipscheduler.framework.quantity import parse_quantity
+from ipscheduler.kube.events import object_ref
 
 GROUP = "scheduling.x-k8s.io"
 VERSION = "v1alpha1"
@@ -141,6 +142,10 @@ class PodGroupView:
     min_resources: Mapping[str, Decimal] = field(default_factory=dict)
     """``spec.minResources`` parsed: resource name → quantity in base units (cpu in cores,
     memory in bytes)."""
+
+    def ref(self) -> dict[str, str]:
+        """The involvedObject of an event about this PodGroup."""
+        return object_ref(KIND, API_VERSION, self.name, self.namespace, self.uid)
 
     @property
     def key(self) -> str:

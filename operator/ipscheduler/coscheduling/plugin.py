@@ -44,7 +44,7 @@ from pydantic import Field
 from ipscheduler.coscheduling import events
 from ipscheduler.coscheduling.core import Clock, PodGroupManager, calculate_assigned_pods
 from ipscheduler.coscheduling.groups import GroupIndex
-from ipscheduler.coscheduling.models import API_VERSION, KIND, POD_GROUP_LABEL, PodGroupView, group_key
+from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView, group_key
 from ipscheduler.framework.events import ASSIGNED_POD_DELETE
 from ipscheduler.framework.interface import (
     PODS_TO_ACTIVATE,
@@ -225,14 +225,7 @@ class Coscheduling:
     def _group_event(self, group: PodGroupView, reason: str, message: str) -> None:
         log.info("PodGroup %s: %s", group.key, message)
         if self.recorder is not None:
-            ref = {
-                "apiVersion": API_VERSION,
-                "kind": KIND,
-                "namespace": group.namespace,
-                "name": group.name,
-                "uid": group.uid,
-            }
-            self.recorder.emit(ref, "Warning", reason, message)
+            self.recorder.emit(group.ref(), "Warning", reason, message)
 
     # -- EnqueueExtensions ---------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:

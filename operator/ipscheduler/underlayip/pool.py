@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from ipscheduler.kube.events import object_ref
 from ipscheduler.underlayip.addresses import (
     AddressError,
     AddressSet,
@@ -466,4 +467,4 @@ def network_of(pool: PoolView, ip: str) -> dict[str, Any]:
 
 def pool_ref(pool: PoolView) -> dict[str, str]:
     """The involvedObject of an event about a (cluster-scoped) NodeIPPool."""
-    return {"kind": KIND, "apiVersion": API_VERSION, "name": pool.name, "uid": pool.uid}
+    return object_ref(KIND, API_VERSION, pool.name, uid=pool.uid)
