@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
+from ipscheduler.framework.backoff import Backoff
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
@@ -155,15 +156,15 @@ class PoolController(Reconciler):
         for pod in list(self.cache.node_cache.bound_pods().values()):
             self.on_bound_pod(pod)
         self.ready_to_schedule.set()
-        delay = 1.0
+        backoff = Backoff(1.0, 30.0, jitter=0.0)
         while True:
             try:
                 await self.reconcile()
                 break
             except Exception as e:
+                delay = backoff.next()
                 log.warning("start-up reconcile failed (%r); retrying in %.0fs", e, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
         self._mark_pools_dirty()
         self.started.set()
         # The reconcile adopted what its LIST showed; a claim it did not settle (a pod bound

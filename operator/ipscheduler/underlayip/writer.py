@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ipscheduler.framework.backoff import Backoff
 from ipscheduler.kube.client import Conflict, KubeApi
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import FINALIZER, POOLS, NodeIPPoolStatus
@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 
 CAS_ATTEMPTS = 20
 """Conflicting writes after which a batch gives up (RuntimeError)."""
+CONFLICT_BACKOFF_INITIAL = 0.01
+CONFLICT_BACKOFF_MAX = 0.64
+"""Seconds before the re-read after a conflict: drawn in ``[0, delay]`` ("full jitter"),
+the delay doubling from 10 ms to 640 ms."""
 
 MutateFn = Callable[[PoolView, PoolContext], NodeIPPoolStatus | None]
 
@@ -174,7 +178,8 @@ class PoolWriter:
         """Write ``batch`` in one CAS (retrying on conflicts) and settle its futures."""
         try:
             pool = self.cache.pool(name) or await self._reread(name)
-            for attempt in range(CAS_ATTEMPTS):
+            backoff = Backoff(CONFLICT_BACKOFF_INITIAL, CONFLICT_BACKOFF_MAX, jitter=1.0)
+            for _ in range(CAS_ATTEMPTS):
                 if pool is None:
                     _settle(name, batch, None, {})
                     return
@@ -191,7 +196,7 @@ class PoolWriter:
                 except Conflict:
                     self.conflicts += 1
                     self.on_conflict()
-                    await asyncio.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
+                    await asyncio.sleep(backoff.next())
                     pool = await self._reread(name)
                     continue
                 except ApiException as e:
