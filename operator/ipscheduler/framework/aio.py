@@ -91,6 +91,10 @@ class KeyedTimers(Generic[K]):
     def __len__(self) -> int:
         return len(self._timers)
 
+    def __iter__(self) -> Iterator[K]:
+        """The keys with a pending timer."""
+        return iter(list(self._timers))
+
 
 class WorkQueue(Generic[K]):
     """Keys to handle, each once however often it was added, by one worker (see the module

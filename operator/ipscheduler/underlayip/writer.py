@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ipscheduler.framework.aio import KeyedTimers
 from ipscheduler.framework.backoff import Backoff
 from ipscheduler.kube.client import Conflict, KubeApi
 from ipscheduler.underlayip.cache import PoolCache
@@ -80,7 +81,7 @@ class PoolWriter:
         self.defer_delay = defer_delay
         self._queues: dict[str, list[_Write]] = {}
         self._flushers: dict[str, asyncio.Task[None]] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._timers: KeyedTimers[str] = KeyedTimers()  # deferred writes' deadlines, by pool
         self.conflicts = 0
         self.writes = 0
         """Successful PUTs (for tests and the benchmark)."""
@@ -102,9 +103,8 @@ class PoolWriter:
         after ``defer_delay`` s. Failures are logged; the start-up reconcile and the GC
         sweep repair what a lost deferred write would have done."""
         self._queues.setdefault(name, []).append(_Write(mutate, None))
-        if name not in self._flushers and name not in self._timers:
-            loop = asyncio.get_running_loop()
-            self._timers[name] = loop.call_later(self.defer_delay, self._kick, name)
+        if name not in self._flushers:
+            self._timers.call_later(name, self.defer_delay, self._kick)
 
     def pending(self, name: str) -> int:
         """Mutations queued for pool ``name`` and not yet taken into a write."""
@@ -118,9 +118,7 @@ class PoolWriter:
             await asyncio.gather(*self._flushers.values(), return_exceptions=True)
 
     def _kick(self, name: str) -> None:
-        timer = self._timers.pop(name, None)
-        if timer is not None:
-            timer.cancel()
+        self._timers.cancel(name)
         if name not in self._flushers:
             loop = asyncio.get_running_loop()
             self._flushers[name] = loop.create_task(self._flush(name), name=f"write NodeIPPool {name}")
