@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipscheduler.framework.backoff import exponential
 from ipscheduler.framework.interface import (
     WILDCARD_EVENT,
     ClusterEvent,
@@ -163,7 +164,7 @@ class SchedulingQueue:
         """Seconds a pod with ``qp.attempts`` failures backs off."""
         if qp.attempts <= 0:
             return 0.0
-        return float(min(self.max_backoff, self.initial_backoff * 2 ** (qp.attempts - 1)))
+        return exponential(self.initial_backoff, self.max_backoff, qp.attempts - 1)
 
     def _backoff_expiry(self, qp: QueuedPodInfo) -> float:
         return qp.timestamp + self.backoff_duration(qp)

@@ -33,6 +33,8 @@ from ipscheduler.coscheduling.models import (
     VERSION,
     PodGroupView,
 )
+from ipscheduler.framework.aio import Batch, WorkQueue
+from ipscheduler.framework.backoff import Backoff
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.health import HealthState
 from ipscheduler.kube.client import TRANSIENT_ERRORS, ClusterResource, KubeApi
@@ -49,6 +51,10 @@ PROBE_INTERVAL = 30.0
 
 WRITE_DELAY = 0.2
 """Seconds status writes are gathered for (a gang's pods bind within moments)."""
+
+RETRY_MAX = 5.0
+"""Seconds a group whose status write keeps failing waits at most before the next try
+(the wait doubles from :data:`WRITE_DELAY`)."""
 
 Requeue = Callable[[ClusterEvent, Any, Any], object]
 
@@ -119,8 +125,8 @@ class PodGroupController:
         self.members = member_informer()
         self.groups.subscribe(self.on_group)
         self.members.subscribe(self.on_member)
-        self._dirty: set[str] = set()
-        self._wake = asyncio.Event()
+        self.status_queue: WorkQueue[str] = WorkQueue(WRITE_DELAY, lambda: Backoff(WRITE_DELAY, RETRY_MAX))
+        """Group keys whose status to write (:meth:`sync`), gathered for :data:`WRITE_DELAY`."""
         self.probe_interval = PROBE_INTERVAL
         self.writes = 0
         """Status writes made (for tests and logs)."""
@@ -139,7 +145,7 @@ class PodGroupController:
         ):
             self.requeue(events.POD_GROUP_CHANGE, old, new)
         if new is not None:
-            self._mark(key)
+            self.status_queue.add(key)
 
     def on_member(self, kind: str | None, uid: str, body: Any, old: Any, new: Any) -> None:
         """A pod with the group label came, changed or went: index it; a new member moves
@@ -149,11 +155,7 @@ class PodGroupController:
             self.requeue(events.GROUP_MEMBER_ADD, None, new)
         for member in (old, new):
             if member is not None:
-                self._mark(member.group)
-
-    def _mark(self, key: str) -> None:
-        self._dirty.add(key)
-        self._wake.set()
+                self.status_queue.add(member.group)
 
     # -- running -------------------------------------------------------------------
     async def run(self, api_client: client.ApiClient) -> None:
@@ -171,7 +173,7 @@ class PodGroupController:
         await asyncio.gather(
             self.groups.run(api_client),
             self.members.run(api_client),
-            self._write_loop(),
+            self.status_queue.run(self._write),
         )
 
     async def _served(self) -> bool:
@@ -194,19 +196,17 @@ class PodGroupController:
                 self.requeue(events.POD_GROUP_CHANGE, None, None)
         return served
 
-    async def _write_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            await asyncio.sleep(WRITE_DELAY)
-            self._wake.clear()
-            dirty, self._dirty = self._dirty, set()
-            for key in sorted(dirty):
-                try:
-                    await self.sync(key)
-                except (ApiException, *TRANSIENT_ERRORS) as e:
-                    log.warning("could not write the status of PodGroup %s: %r", key, e)
-                    self._dirty.add(key)
-                    self._wake.set()
+    async def _write(self, keys: Batch[str]) -> None:
+        """:meth:`sync` each group of the batch (keys are only ever added one by one); a
+        failed write is tried again after the group's backoff."""
+        for key in sorted(keys or ()):
+            try:
+                await self.sync(key)
+            except (ApiException, *TRANSIENT_ERRORS) as e:
+                log.warning("could not write the status of PodGroup %s: %r", key, e)
+                self.status_queue.add_rate_limited(key)
+            else:
+                self.status_queue.forget(key)
 
     async def sync(self, key: str) -> bool:
         """Write the status of group ``key`` if its pods say something else than it does;

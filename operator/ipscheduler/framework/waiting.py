@@ -12,8 +12,10 @@ runs Unreserve. Plugins reach the map through their
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterator, Mapping
 
+from ipscheduler.framework.aio import KeyedTimers
 from ipscheduler.framework.duration import format_duration
 from ipscheduler.framework.status import Status
 from ipscheduler.framework.types import PodInfo
@@ -32,12 +34,11 @@ class WaitingPod:
         """``timeouts``: plugin name → seconds it lets the pod wait (> 0)."""
         self.pod = pod
         self.node = node
-        loop = asyncio.get_running_loop()
-        self._outcome: asyncio.Future[Status] = loop.create_future()
-        self._pending: dict[str, asyncio.TimerHandle] = {}
+        self._outcome: asyncio.Future[Status] = asyncio.get_running_loop().create_future()
+        self._pending: KeyedTimers[str] = KeyedTimers()
         for plugin, seconds in timeouts.items():
             message = f"rejected due to timeout after waiting {format_duration(seconds)} at plugin {plugin}"
-            self._pending[plugin] = loop.call_later(seconds, self.reject, plugin, message)
+            self._pending.call_later(plugin, seconds, functools.partial(self.reject, message=message))
 
     @property
     def pending_plugins(self) -> list[str]:
@@ -47,18 +48,14 @@ class WaitingPod:
     def allow(self, plugin: str) -> None:
         """``plugin`` lets the pod go; once no plugin is pending, it binds. A pod already
         rejected or allowed is left as it is."""
-        timer = self._pending.pop(plugin, None)
-        if timer is not None:
-            timer.cancel()
+        self._pending.cancel(plugin)
         if not self._pending and not self._outcome.done():
             self._outcome.set_result(Status.success())
 
     def reject(self, plugin: str, message: str) -> None:
         """Send the pod back as Unschedulable by ``plugin`` with ``message`` (no-op once
         decided)."""
-        for timer in self._pending.values():
-            timer.cancel()
-        self._pending.clear()
+        self._pending.cancel_all()
         if not self._outcome.done():
             self._outcome.set_result(Status.unschedulable(message, plugin=plugin))
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from kubernetes_asyncio import client
 
+from ipscheduler.framework.aio import TTLMap
 from ipscheduler.kube.client import KubeApi
 
 DEFAULT_TOKEN_TTL = 10.0
@@ -41,42 +41,6 @@ DEFAULT_DENY_TTL = 10.0
 MAX_ENTRIES = 4096
 """Entries each cache keeps at most; the oldest goes first (a flood of random tokens
 cannot grow memory without bound)."""
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class TTLCache(Generic[K, V]):
-    """``key → value`` kept for a per-entry number of seconds of ``clock`` (monotonic by
-    default), at most ``max_entries`` (least recently stored evicted first)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic, max_entries: int = MAX_ENTRIES) -> None:
-        self._clock = clock
-        self._max = max_entries
-        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
-
-    def get(self, key: K) -> V | None:
-        """The value of ``key`` while it is fresh, else None (and an expired one is dropped)."""
-        hit = self._entries.get(key)
-        if hit is None:
-            return None
-        expires, value = hit
-        if self._clock() >= expires:
-            del self._entries[key]
-            return None
-        return value
-
-    def put(self, key: K, value: V, ttl: float) -> None:
-        """Keep ``value`` for ``ttl`` seconds (``ttl <= 0``: not at all)."""
-        if ttl <= 0:
-            return
-        self._entries[key] = (self._clock() + ttl, value)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 @dataclass(frozen=True)
@@ -131,9 +95,9 @@ class DelegatingAuth:
         self.token_ttl = token_ttl
         self.allow_ttl = allow_ttl
         self.deny_ttl = deny_ttl
-        self._tokens: TTLCache[str, tuple[UserInfo | None]] = TTLCache(clock)
+        self._tokens: TTLMap[str, tuple[UserInfo | None]] = TTLMap(clock, MAX_ENTRIES)
         """sha256(token) → (the user,); a 1-tuple so a rejected token (None) is cached too."""
-        self._decisions: TTLCache[tuple[UserInfo, str, str], Decision] = TTLCache(clock)
+        self._decisions: TTLMap[tuple[UserInfo, str, str], Decision] = TTLMap(clock, MAX_ENTRIES)
         self.reviews = 0
         """TokenReviews and SubjectAccessReviews sent (what the caches saved shows here)."""
 

@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
+from ipscheduler.framework.aio import Batch, WorkQueue
+from ipscheduler.framework.backoff import Backoff
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.health import HealthState
@@ -56,6 +58,11 @@ from ipscheduler.underlayip.selection import is_ours
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
+
+STATUS_DELAY = 0.05
+"""Seconds pool status refreshes are gathered for after the first change."""
+STATUS_RETRY = 1.0
+"""Seconds after which a pool whose status refresh failed is looked at again."""
 
 
 class PoolController(Reconciler):
@@ -111,8 +118,10 @@ class PoolController(Reconciler):
         """Set once the start-up reconcile is done (adoption and the GC wait for it)."""
         self._early: set[str] | None = None  # UIDs claimed before `started`; None: not yet
         self._tasks = TaskSet()
-        self._pools_dirty = asyncio.Event()
-        self._dirty_pools: set[str] | None = None  # None: every pool
+        self.status_queue: WorkQueue[str] = WorkQueue(
+            STATUS_DELAY, lambda: Backoff(STATUS_RETRY, STATUS_RETRY, 0.0)
+        )
+        """Pools whose status to recompute (None: every pool), gathered for :data:`STATUS_DELAY`."""
         self._layout_seen = -1
         self._pool_reasons: dict[str, str] = {}
         self._stale_since: dict[str, tuple[float, int]] = {}
@@ -155,16 +164,16 @@ class PoolController(Reconciler):
         for pod in list(self.cache.node_cache.bound_pods().values()):
             self.on_bound_pod(pod)
         self.ready_to_schedule.set()
-        delay = 1.0
+        backoff = Backoff(1.0, 30.0, jitter=0.0)
         while True:
             try:
                 await self.reconcile()
                 break
             except Exception as e:
+                delay = backoff.next()
                 log.warning("start-up reconcile failed (%r); retrying in %.0fs", e, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-        self._mark_pools_dirty()
+        self.status_queue.add()
         self.started.set()
         # The reconcile adopted what its LIST showed; a claim it did not settle (a pod bound
         # after that LIST, a conflict) goes the way of any pod that arrives bound.
@@ -238,7 +247,7 @@ class PoolController(Reconciler):
         pool is recomputed). The queue hears of it from the scheduler's own node handler
         (``NodeAdd``/``NodeDelete``), not from here: one fact moves the queue once."""
         if kind is not None and (old is None) != (new is None):
-            self._mark_pools_dirty()
+            self.status_queue.add()
 
     def on_pool_store_event(
         self, kind: str | None, name: str, body: dict[str, Any], old: PoolView | None, new: PoolView | None
@@ -399,15 +408,8 @@ class PoolController(Reconciler):
         Recomputes that pool's status (debounced) and retries pending pods
         (``NodeIPPoolChange``).
         """
-        self._mark_pools_dirty(name)
+        self.status_queue.add(name)
         self.on_capacity_freed(events.NODE_IP_POOL_CHANGE)
-
-    def _mark_pools_dirty(self, name: str | None = None) -> None:
-        if name is None:
-            self._dirty_pools = None
-        elif self._dirty_pools is not None:
-            self._dirty_pools.add(name)
-        self._pools_dirty.set()
 
     # -- release -----------------------------------------------------------
     async def release_if_gone(self, pod: PodInfo) -> None:
@@ -454,27 +456,29 @@ class PoolController(Reconciler):
         capacity/allocated/free/conditions and finalizer right (debounced)."""
         if not self.started.is_set():
             await self._start()
-        while True:
-            await self._pools_dirty.wait()
-            await asyncio.sleep(0.05)
-            self._pools_dirty.clear()
-            names, self._dirty_pools = self._dirty_pools, set()
-            pools = self.cache.pools()
-            self.cache.ensure_contexts()
-            if self.cache.layout_version != self._layout_seen:  # conflicts may have changed anywhere
-                self._layout_seen, names = self.cache.layout_version, None
-            for pool in [pools[n] for n in sorted(pools) if names is None or n in names]:
-                try:
-                    await self.refresh_pool(pool)
-                    await self._finalize(self.cache.pool(pool.name) or pool)
-                except Conflict:
-                    self._mark_pools_dirty(pool.name)  # changed meanwhile: look again
-                except Exception as e:
-                    # Any failure (API down, connection reset...): look again after a pause, so an
-                    # outage neither kills this task nor turns it into a busy loop.
-                    log.warning("refreshing NodeIPPool %s status failed: %r", pool.name, e)
-                    self._mark_pools_dirty(pool.name)
-                    await asyncio.sleep(1.0)
+        await self.status_queue.run(self._refresh_pools)
+
+    async def _refresh_pools(self, names: Batch[str]) -> None:
+        """Refresh the status and finalizer of the pools ``names`` (None: every pool; every
+        pool too when the pools' layout changed, conflicts may have changed anywhere). A
+        pool changed meanwhile (Conflict) is looked at again at once; any other failure (API
+        down, connection reset...) again after :data:`STATUS_RETRY`, so that an outage neither
+        kills this task nor turns it into a busy loop."""
+        pools = self.cache.pools()
+        self.cache.ensure_contexts()
+        if self.cache.layout_version != self._layout_seen:
+            self._layout_seen, names = self.cache.layout_version, None
+        for pool in [pools[n] for n in sorted(pools) if names is None or n in names]:
+            try:
+                await self.refresh_pool(pool)
+                await self._finalize(self.cache.pool(pool.name) or pool)
+            except Conflict:
+                self.status_queue.add(pool.name)
+            except Exception as e:
+                log.warning("refreshing NodeIPPool %s status failed: %r", pool.name, e)
+                self.status_queue.add_rate_limited(pool.name)
+            else:
+                self.status_queue.forget(pool.name)
 
     async def _finalize(self, pool: PoolView) -> None:
         """Keep our finalizer on live pools; drop it once a deleted pool holds nothing."""

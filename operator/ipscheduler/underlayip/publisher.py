@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ipscheduler.framework import klog
+from ipscheduler.framework.aio import Batch, WorkQueue
+from ipscheduler.framework.backoff import Backoff
 from ipscheduler.framework.types import NodeInfo
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.informer import ObjectStore
@@ -44,6 +46,11 @@ log = logging.getLogger(__name__)
 
 RESOURCE = "ipscheduler.io/underlay-ip"
 """The extended resource pods request to be placed by kube-scheduler with our addresses."""
+
+LOOK_DELAY = 0.2
+"""Seconds the publisher gathers pool and node events for before it looks."""
+RETRY_DELAY = 1.0
+"""Seconds after a failed patch before the publisher looks again."""
 
 RELEASED_ANNOTATION = "ipscheduler.io/underlay-ip-released"
 """Node annotation: when an underlay address of the node was last freed (RFC 3339, UTC,
@@ -124,8 +131,9 @@ class ResourcePublisher:
         self.api = api
         self.cache = cache
         self.resource = resource
-        self._dirty = asyncio.Event()
-        self._dirty.set()
+        self.queue: WorkQueue[str] = WorkQueue(LOOK_DELAY, lambda: Backoff(RETRY_DELAY, RETRY_DELAY, 0.0))
+        """Whether to look again (only ever every key: :meth:`look` compares every node)."""
+        self.queue.add()
         self._free: dict[str, tuple[str, int]] | None = None
         self._wake: set[str] = set()
 
@@ -135,7 +143,7 @@ class ResourcePublisher:
         pools.subscribe(self._on_event)
 
     def _on_event(self, *args: Any) -> None:
-        self._dirty.set()
+        self.queue.add()
 
     def pending(self) -> dict[str, int | None]:
         """The resource changes :meth:`run` would patch now: node name → quantity (None:
@@ -181,29 +189,33 @@ class ResourcePublisher:
 
     async def run(self, ready: asyncio.Event) -> None:
         """The publisher task: once ``ready`` (the caches hold the cluster), patch what
-        :meth:`look` finds whenever something changed (debounced 0.2 s); a failed patch
-        is retried after a pause."""
+        :meth:`look` finds whenever something changed (debounced :data:`LOOK_DELAY`); after
+        a failed patch the publisher looks again in :data:`RETRY_DELAY`."""
         await ready.wait()
-        while True:
-            await self._dirty.wait()
-            await asyncio.sleep(0.2)
-            self._dirty.clear()
-            for node, patch in self.look().items():
-                try:
-                    await self.api.patch_node_status(node, patch)
-                except Exception as e:
-                    log.warning("patching node %s (%s) failed: %r; retrying", node, self.resource, e)
-                    self._dirty.set()
-                    await asyncio.sleep(1.0)
-                    continue
-                self.patched(node)
-                if "status" in patch:
-                    quantity = patch["status"]["allocatable"][self.resource]
-                    log.info(
-                        "node %s: %s %s",
-                        node,
-                        self.resource,
-                        "removed (no NodeIPPool)" if quantity is None else f"= {quantity}",
-                    )
-                if "metadata" in patch:
-                    log.log(klog.V4, "node %s: an underlay address was freed; stamped", node)
+        await self.queue.run(self._publish)
+
+    async def _publish(self, batch: Batch[str]) -> None:
+        """Patch what :meth:`look` finds (``batch`` is always None: every node)."""
+        failed = False
+        for node, patch in self.look().items():
+            try:
+                await self.api.patch_node_status(node, patch)
+            except Exception as e:
+                log.warning("patching node %s (%s) failed: %r; retrying", node, self.resource, e)
+                failed = True
+                continue
+            self.patched(node)
+            if "status" in patch:
+                quantity = patch["status"]["allocatable"][self.resource]
+                log.info(
+                    "node %s: %s %s",
+                    node,
+                    self.resource,
+                    "removed (no NodeIPPool)" if quantity is None else f"= {quantity}",
+                )
+            if "metadata" in patch:
+                log.log(klog.V4, "node %s: an underlay address was freed; stamped", node)
+        if failed:
+            self.queue.add_rate_limited(None)
+        else:
+            self.queue.forget(None)

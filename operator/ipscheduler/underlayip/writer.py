@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ipscheduler.framework.aio import KeyedTimers
+from ipscheduler.framework.backoff import Backoff
 from ipscheduler.kube.client import Conflict, KubeApi
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import FINALIZER, POOLS, NodeIPPoolStatus
@@ -26,6 +27,10 @@ log = logging.getLogger(__name__)
 
 CAS_ATTEMPTS = 20
 """Conflicting writes after which a batch gives up (RuntimeError)."""
+CONFLICT_BACKOFF_INITIAL = 0.01
+CONFLICT_BACKOFF_MAX = 0.64
+"""Seconds before the re-read after a conflict: drawn in ``[0, delay]`` ("full jitter"),
+the delay doubling from 10 ms to 640 ms."""
 
 MutateFn = Callable[[PoolView, PoolContext], NodeIPPoolStatus | None]
 
@@ -76,7 +81,7 @@ class PoolWriter:
         self.defer_delay = defer_delay
         self._queues: dict[str, list[_Write]] = {}
         self._flushers: dict[str, asyncio.Task[None]] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._timers: KeyedTimers[str] = KeyedTimers()  # deferred writes' deadlines, by pool
         self.conflicts = 0
         self.writes = 0
         """Successful PUTs (for tests and the benchmark)."""
@@ -98,9 +103,8 @@ class PoolWriter:
         after ``defer_delay`` s. Failures are logged; the start-up reconcile and the GC
         sweep repair what a lost deferred write would have done."""
         self._queues.setdefault(name, []).append(_Write(mutate, None))
-        if name not in self._flushers and name not in self._timers:
-            loop = asyncio.get_running_loop()
-            self._timers[name] = loop.call_later(self.defer_delay, self._kick, name)
+        if name not in self._flushers:
+            self._timers.call_later(name, self.defer_delay, self._kick)
 
     def pending(self, name: str) -> int:
         """Mutations queued for pool ``name`` and not yet taken into a write."""
@@ -114,9 +118,7 @@ class PoolWriter:
             await asyncio.gather(*self._flushers.values(), return_exceptions=True)
 
     def _kick(self, name: str) -> None:
-        timer = self._timers.pop(name, None)
-        if timer is not None:
-            timer.cancel()
+        self._timers.cancel(name)
         if name not in self._flushers:
             loop = asyncio.get_running_loop()
             self._flushers[name] = loop.create_task(self._flush(name), name=f"write NodeIPPool {name}")
@@ -174,7 +176,8 @@ class PoolWriter:
         """Write ``batch`` in one CAS (retrying on conflicts) and settle its futures."""
         try:
             pool = self.cache.pool(name) or await self._reread(name)
-            for attempt in range(CAS_ATTEMPTS):
+            backoff = Backoff(CONFLICT_BACKOFF_INITIAL, CONFLICT_BACKOFF_MAX, jitter=1.0)
+            for _ in range(CAS_ATTEMPTS):
                 if pool is None:
                     _settle(name, batch, None, {})
                     return
@@ -191,7 +194,7 @@ class PoolWriter:
                 except Conflict:
                     self.conflicts += 1
                     self.on_conflict()
-                    await asyncio.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
+                    await asyncio.sleep(backoff.next())
                     pool = await self._reread(name)
                     continue
                 except ApiException as e:

@@ -53,10 +53,10 @@ async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
     c.bound_pods.apply("DELETED", running)  # a bound pod left its node; it holds no allocation
     assert c.cache.pods_on("node-1") == () and c.pool_cache.holds() == {}
     c.nodes.synced.set()
-    c.controller._dirty_pools = set()
+    c.controller.status_queue.take()
     c.nodes.apply("ADDED", {"metadata": {"name": "node-9"}, "status": {}})
     assert c.cache.node("node-9") is not None, "the scheduler's cache has it"
-    assert c.controller._dirty_pools is None, "the controller recomputes every pool's status"
+    assert c.controller.status_queue.pending() is None, "the controller recomputes every pool's status"
     c.pools.apply("ADDED", {"metadata": {"name": "pool-a"}, "spec": {"nodeName": "node-9", "count": 2}})
     pending = body("u2")
     pending["spec"]["nodeName"] = ""
@@ -84,11 +84,11 @@ async def test_the_echo_of_our_own_status_write_moves_nothing() -> None:
     c.pools.apply("ADDED", pool_a("1"))
     moved.clear()
     c.pool_cache.store_fresh(PoolView.from_obj(pool_a("2")), own_write=True)
-    c.controller._dirty_pools = set()
+    c.controller.status_queue.take()
     c.pools.apply("MODIFIED", pool_a("2"))
-    assert moved == [] and c.controller._dirty_pools == set()
+    assert moved == [] and c.controller.status_queue.pending() == set()
     c.pools.apply("MODIFIED", pool_a("3"))  # someone else's edit
-    assert moved == ["NodeIPPoolChange"] and c.controller._dirty_pools == {"pool-a"}
+    assert moved == ["NodeIPPoolChange"] and c.controller.status_queue.pending() == {"pool-a"}
     c.pool_cache.store_fresh(PoolView.from_obj(pool_a("4")))  # read by us, not written
     c.pools.apply("MODIFIED", pool_a("4"))
     assert moved == ["NodeIPPoolChange", "NodeIPPoolChange"]

@@ -99,3 +99,36 @@ def test_without_the_api_the_index_says_so() -> None:
         return await c._served() or c.index.installed
 
     assert asyncio.run(go()) is False
+
+
+def test_events_queue_the_groups_status_write() -> None:
+    c, _, _ = controller()
+    c.on_group(None, "ns/g", {}, None, GROUP)
+    c.on_member("ADDED", "a", {}, None, dataclasses.replace(member("a"), group="ns/h"))
+    assert c.status_queue.pending() == frozenset({"ns/g", "ns/h"})
+
+
+def test_a_failed_status_write_is_retried_after_its_backoff_and_forgotten_once_written() -> None:
+    class Failing(Api):
+        fail = True
+
+        async def patch_namespaced_status(
+            self, res: object, ns: str, name: str, status: dict[str, Any]
+        ) -> bool:
+            if self.fail:
+                raise OSError("connection refused")
+            return await super().patch_namespaced_status(res, ns, name, status)
+
+    async def go() -> tuple[int, int, int]:
+        api = Failing()
+        c, _, _ = controller(api)
+        c.on_group(None, "ns/g", {}, None, GROUP)
+        c.on_member("ADDED", "a", {}, None, member("a", "n1"))
+        await c._write(c.status_queue.take())
+        failed = c.status_queue.num_requeues("ns/g")
+        api.fail = False
+        await c._write(frozenset({"ns/g"}))
+        c.status_queue.shut_down()
+        return failed, c.status_queue.num_requeues("ns/g"), len(api.patches)
+
+    assert asyncio.run(go()) == (1, 0, 1)

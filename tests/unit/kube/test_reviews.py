@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ipscheduler.kube import reviews
-from ipscheduler.kube.reviews import Decision, DelegatingAuth, TTLCache, UserInfo
+from ipscheduler.kube.reviews import Decision, DelegatingAuth, UserInfo
 
 
 class Clock:
@@ -123,14 +123,6 @@ async def test_a_failed_review_is_not_cached() -> None:
     with pytest.raises(OSError):
         await auth.authenticate("good")
     assert await auth.authenticate("good") is not None
-
-
-def test_the_cache_keeps_at_most_max_entries_oldest_out() -> None:
-    cache: TTLCache[int, int] = TTLCache(Clock(), max_entries=3)
-    for i in range(5):
-        cache.put(i, i, 10)
-    assert [cache.get(i) for i in range(5)] == [None, None, 2, 3, 4]
-    assert len(cache) == 3
 
 
 @pytest.mark.parametrize(

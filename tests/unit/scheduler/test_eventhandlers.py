@@ -270,8 +270,8 @@ def test_added_node_refreshes_every_pool_and_retries(
     listed(nodes)
     nodes.apply("ADDED", node())
     assert moves(sched) == ["NodeAdd"], "one fact moves the queue once"
-    assert ctrl._dirty_pools is None  # every pool (NodeNotFound may clear)
-    assert ctrl._pools_dirty.is_set()
+    assert ctrl.status_queue.pending() is None  # every pool (NodeNotFound may clear)
+    assert ctrl.status_queue.dirty
     assert "node-1" in sched.cache.snapshot()
 
 
@@ -279,10 +279,10 @@ def test_deleted_node_refreshes_every_pool_and_retries(
     sched: Scheduler, ctrl: PoolController, nodes: ObjectStore[NodeInfo]
 ) -> None:
     listed(nodes, node())
-    ctrl._dirty_pools = set()
+    ctrl.status_queue.take()
     nodes.apply("DELETED", node())
     assert moves(sched) == ["NodeDelete"]
-    assert ctrl._dirty_pools is None
+    assert ctrl.status_queue.pending() is None
     assert sched.cache.node("node-1") is None and "node-1" not in sched.cache.snapshot()
 
 
@@ -290,10 +290,10 @@ def test_a_node_gone_from_a_relist_counts_as_deleted(
     sched: Scheduler, ctrl: PoolController, nodes: ObjectStore[NodeInfo]
 ) -> None:
     listed(nodes, node(), node("node-2"))
-    ctrl._dirty_pools = set()
+    ctrl.status_queue.take()
     nodes.replace_all([node()])
     assert moves(sched) == ["NodeDelete"]
-    assert ctrl._dirty_pools is None
+    assert ctrl.status_queue.pending() is None
     assert list(sched.cache.snapshot()) == ["node-1"]
 
 
@@ -354,12 +354,12 @@ def test_pool_event_marks_only_that_pool(
     sched: Scheduler, ctrl: PoolController, nodes: ObjectStore[NodeInfo]
 ) -> None:
     listed(nodes)
-    ctrl._dirty_pools = set()
+    ctrl.status_queue.take()
     ctrl.on_pool_event("pool-a")
     ctrl.on_pool_event("pool-b")
-    assert ctrl._dirty_pools == {"pool-a", "pool-b"}
+    assert ctrl.status_queue.pending() == {"pool-a", "pool-b"}
     assert moves(sched) == ["NodeIPPoolChange", "NodeIPPoolChange"]
     nodes.apply("ADDED", node())
-    assert ctrl._dirty_pools is None
+    assert ctrl.status_queue.pending() is None
     ctrl.on_pool_event("pool-c")  # "every pool" absorbs a single one
-    assert ctrl._dirty_pools is None
+    assert ctrl.status_queue.pending() is None

@@ -19,6 +19,7 @@ import pytest
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.kube.client import Conflict
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip import allocator
@@ -532,3 +533,30 @@ async def test_a_pod_already_holding_its_allocation_keeps_it_when_the_rules_chan
     bound(sched, ctrl, prebound("u1", "10.0.0.1"))
     pool = ctrl.cache.pool("p")
     assert pool is not None and ctrl.cache.context(pool).pod_held == {"10.0.0.1": {"u1"}}
+
+
+@pytest.mark.parametrize(
+    ("failure", "again_at_once", "requeues"),
+    [
+        pytest.param(None, False, 0, id="refreshed"),
+        pytest.param(Conflict("changed"), True, 0, id="conflict-looks-again-at-once"),
+        pytest.param(OSError("connection refused"), False, 1, id="error-looks-again-after-a-pause"),
+    ],
+)
+async def test_a_pool_status_refresh_that_fails_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch, failure: Exception | None, again_at_once: bool, requeues: int
+) -> None:
+    _, ctrl, _ = setup(None)
+    refreshed: list[str] = []
+
+    async def refresh(pool: PoolView) -> None:
+        refreshed.append(pool.name)
+        if failure is not None:
+            raise failure
+
+    monkeypatch.setattr(ctrl, "refresh_pool", refresh)
+    await ctrl._refresh_pools(frozenset({"p", "gone"}))
+    ctrl.status_queue.shut_down()
+    assert refreshed == ["p"], "the pools that exist"
+    assert ctrl.status_queue.pending() == (frozenset({"p"}) if again_at_once else frozenset())
+    assert ctrl.status_queue.num_requeues("p") == requeues

@@ -97,7 +97,7 @@ async def test_conflict_rereads_and_reapplies_every_mutation() -> None:
 
 
 async def test_gives_up_after_cas_attempts_conflicts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ipscheduler.underlayip.writer.random.uniform", lambda a, b: 0.0)  # no jitter sleeps
+    monkeypatch.setattr("ipscheduler.underlayip.writer.CONFLICT_BACKOFF_INITIAL", 0.0)  # no sleeps
     api, _, writer = setup(body())
     real = api.replace_cluster_status
 
