@@ -13,11 +13,11 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.backend.cache import Cache
+from ipscheduler.backend.metrics import Metrics
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.cmd.profiles import build_profile, extender_profile
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import Conflict, live_pod
-from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.extender import ExtenderVerbs
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.cache import IndexLike, PoolCache

@@ -134,7 +134,7 @@ def test_the_page_names_every_floor_and_wing() -> None:
         ("`framework/waiting`", {}),
         ("`cmd/wiring.build`", {}),
         ("`underlayip/pool.PoolView.from_obj`", {}),
-        ("`health.py`", {}),
+        ("`backend/health.py`", {}),
         ("`deploy/13-admission-policies.yaml`, `cni/`", {}),
         ("`ipscheduler.io/ip`, `k8s.v1.cni.cncf.io/networks`, `pkg/scheduler/`", {}),
         ("`underlayip/gone.py`", {"underlayip/gone.py": "no such module, package or file"}),

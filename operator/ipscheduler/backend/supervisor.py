@@ -21,9 +21,9 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
+from ipscheduler.backend.health import HealthState
+from ipscheduler.backend.metrics import Metrics
 from ipscheduler.framework.backoff import Backoff
-from ipscheduler.health import HealthState
-from ipscheduler.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

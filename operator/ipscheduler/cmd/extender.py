@@ -22,13 +22,13 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from ipscheduler.backend.metrics import Metrics
 from ipscheduler.framework.extender import (
     ExtenderArgs,
     ExtenderBindingArgs,
     ExtenderFilterResult,
     ExtenderPreemptionArgs,
 )
-from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.extender import ExtenderVerbs
 
 log = logging.getLogger(__name__)

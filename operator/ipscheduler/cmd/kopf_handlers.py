@@ -35,9 +35,9 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client
 
+from ipscheduler.backend.health import HealthState
 from ipscheduler.cmd import wiring
 from ipscheduler.cmd.options import RunConfig
-from ipscheduler.health import HealthState
 from ipscheduler.kube.client import LIST_PAGE_SIZE, KubeApi, load_client_config
 from ipscheduler.kube.ratelimit import limit_requests
 

@@ -12,14 +12,15 @@ from contextlib import AsyncExitStack
 
 from kubernetes_asyncio import client
 
+from ipscheduler.backend.health import HealthState, serve
+from ipscheduler.backend.metrics import Metrics
 from ipscheduler.cmd.election import LostLeadership, run_elected
 from ipscheduler.cmd.kopf_handlers import run_operator
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.cmd.serving import auth_middleware, server_context
-from ipscheduler.health import HealthState, serve
 from ipscheduler.kube.client import load_client_config
 from ipscheduler.kube.reviews import DelegatingAuth
-from ipscheduler.metrics import Metrics
+from ipscheduler.underlayip.metrics import UnderlayIPMetrics
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 async def main(cfg: RunConfig) -> int:
     """Run until stopped; returns the process exit status (1 after losing the lease)."""
     metrics = Metrics(cfg.scheduler_name)
+    UnderlayIPMetrics.on(metrics.registry)  # the wing's series, on a standby too
     health = HealthState(
         metrics=metrics, standby_ready=not cfg.extender_listen
     )  # /metrics from the start: a standby is scraped too

@@ -37,6 +37,8 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from ipscheduler.backend.cache import Cache
+from ipscheduler.backend.health import HealthState
+from ipscheduler.backend.metrics import Metrics
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.cmd import extender as extender_server
@@ -52,17 +54,16 @@ from ipscheduler.coscheduling.controller import PodGroupController
 from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi, live_pod
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.informer import Endpoint, ObjectStore, PendingPodEvents, uid_key
 from ipscheduler.kube.prometheus import PrometheusReader
-from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.extender import ExtenderVerbs
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
+from ipscheduler.underlayip.metrics import UnderlayIPMetrics
 from ipscheduler.underlayip.models import ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
@@ -175,9 +176,16 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     """
     cache = Cache()
     pool_cache = PoolCache(cache)
-    writer = PoolWriter(api, pool_cache, defer_delay=cfg.bound_mark_delay)
     recorder = EventRecorder(api)
     metrics = health.metrics if health.metrics is not None else Metrics(cfg.scheduler_name)
+    pool_metrics = UnderlayIPMetrics.on(metrics.registry)
+    writer = PoolWriter(
+        api,
+        pool_cache,
+        defer_delay=cfg.bound_mark_delay,
+        on_conflict=pool_metrics.cas_conflicts.inc,
+        on_write=pool_metrics.count_write,
+    )
 
     deps = UnderlayIPDeps(
         pool_cache,
@@ -187,7 +195,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         # build() runs once this replica holds the Lease (cmd/runner: the operator starts
         # under it): reservations another replica made before now are the last leader's.
         takeover_before=datetime.datetime.now(datetime.UTC) if cfg.leader_elect else None,
-        rehomed=metrics.pods_rehomed.inc,
+        rehomed=pool_metrics.pods_rehomed.inc,
     )
     groups = GroupIndex()
     config = cfg.config or SchedulerConfiguration.defaults(cfg.scheduler_name)
@@ -229,7 +237,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         gc_interval=cfg.gc_interval,
         reserved_ttl=cfg.reserved_ttl,
         health=health,
-        metrics=metrics,
+        metrics=pool_metrics,
         on_capacity_freed=queue.move_all_to_active_or_backoff,
         queue_check=scheduler.queue_check,
         wait_for=(cache.ready,),
@@ -255,13 +263,6 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     controller.subscribe(
         pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes, pools=pools, namespaces=namespaces
     )
-    writer.on_conflict = metrics.cas_conflicts.inc
-
-    def count_write(mutations: int) -> None:
-        metrics.pool_writes.inc()
-        metrics.pool_mutations.inc(mutations)
-
-    writer.on_write = count_write
     publisher = None
     if cfg.publish_resource:
         publisher = ResourcePublisher(api, pool_cache, cfg.publish_resource)
@@ -277,9 +278,12 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
             cache,
             read_pod,
         )
-    metrics.scrape_from(
-        queue.depths, queue.unschedulable_by_plugin, underlay.NAME, pool_cache.pools, controller.pool_counts
-    )
+    metrics.scrape_from(queue.depths, queue.unschedulable_by_plugin)
+
+    def waiting_for_address() -> int:
+        return queue.unschedulable_by_plugin().get(underlay.NAME, 0)
+
+    pool_metrics.scrape_from(waiting_for_address, pool_cache.pools, controller.pool_counts)
     health.metrics = metrics
     return Components(
         cfg=cfg,

@@ -22,6 +22,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ipscheduler.backend.health import HealthState
 from ipscheduler.coscheduling import events
 from ipscheduler.coscheduling.groups import GroupIndex, Member, desired_status
 from ipscheduler.coscheduling.models import (
@@ -36,7 +37,6 @@ from ipscheduler.coscheduling.models import (
 from ipscheduler.framework.aio import Batch, WorkQueue
 from ipscheduler.framework.backoff import Backoff
 from ipscheduler.framework.interface import ClusterEvent
-from ipscheduler.health import HealthState
 from ipscheduler.kube.client import TRANSIENT_ERRORS, ClusterResource, KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.informer import Endpoint, ObjectStore

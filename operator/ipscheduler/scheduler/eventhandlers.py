@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipscheduler.backend.cache import Cache
+from ipscheduler.backend.metrics import Metrics
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework import events
@@ -48,7 +49,6 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
-from ipscheduler.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.backend.cache import Cache
+from ipscheduler.backend.health import HealthState
+from ipscheduler.backend.metrics import Metrics
 from ipscheduler.backend.queue import QueueClosed, SchedulingQueue
 from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework.interface import (
@@ -46,10 +48,8 @@ from ipscheduler.framework.interface import (
 from ipscheduler.framework.klog import V2, kv
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.health import HealthState
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.kube.events import EventRecorder, pod_ref
-from ipscheduler.metrics import Metrics
 from ipscheduler.scheduler.eventhandlers import EventHandlers
 
 log = logging.getLogger(__name__)

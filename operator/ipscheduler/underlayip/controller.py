@@ -32,19 +32,21 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
+from ipscheduler.backend.health import HealthState
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
 from ipscheduler.framework.aio import Batch, WorkQueue
 from ipscheduler.framework.backoff import Backoff
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.health import HealthState
 from ipscheduler.kube.client import Conflict, KubeApi
 from ipscheduler.kube.events import EventRecorder, pod_key_ref
 from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
-from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.metrics import UnderlayIPMetrics
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
     ANNOTATION_POOL,
@@ -79,7 +81,7 @@ class PoolController(Reconciler):
         gc_interval: float = 30.0,
         reserved_ttl: float = 60.0,
         health: HealthState | None = None,
-        metrics: Metrics | None = None,
+        metrics: UnderlayIPMetrics | None = None,
         on_capacity_freed: Callable[[ClusterEvent], object] = lambda event: None,
         queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]] | None = None,
         wait_for: Sequence[asyncio.Event] = (),
@@ -104,7 +106,7 @@ class PoolController(Reconciler):
         self.gc_interval = gc_interval
         self.reserved_ttl = reserved_ttl
         self.health = health if health is not None else HealthState()
-        self.metrics = metrics if metrics is not None else Metrics(scheduler_name)
+        self.metrics = metrics if metrics is not None else UnderlayIPMetrics(CollectorRegistry())
         self.on_capacity_freed = on_capacity_freed
         self.wait_for = tuple(wait_for)
         self.queue_check = queue_check if queue_check is not None else _no_queue_check

@@ -21,16 +21,16 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ipscheduler.backend.health import HealthState
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.klog import kv
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.health import HealthState
 from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
 from ipscheduler.kube.events import EventRecorder, pod_key_ref, pod_ref
-from ipscheduler.metrics import Metrics
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError
 from ipscheduler.underlayip.cache import PoolCache, rv_number
+from ipscheduler.underlayip.metrics import UnderlayIPMetrics
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
     ANNOTATION_NETWORK,
@@ -68,7 +68,7 @@ class Reconciler:
     writer: PoolWriter
     recorder: EventRecorder
     health: HealthState
-    metrics: Metrics
+    metrics: UnderlayIPMetrics
     gc_interval: float
     reserved_ttl: float
     watch_timeout: float

@@ -75,7 +75,17 @@ class PoolWriter:
     after CAS_ATTEMPTS conflicts. Every future is settled, whatever happens.
     """
 
-    def __init__(self, api: KubeApi, cache: PoolCache, defer_delay: float = 5.0) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        cache: PoolCache,
+        defer_delay: float = 5.0,
+        on_conflict: Callable[[], object] = lambda: None,
+        on_write: Callable[[int], object] = lambda mutations: None,
+    ) -> None:
+        """``defer_delay``: seconds a deferred mutation waits for a write to ride along with;
+        ``on_conflict()`` is called for every 409 Conflict, ``on_write(mutations)`` for every
+        write that landed, with the mutations it carried (the wing's metrics)."""
         self.api = api
         self.cache = cache
         self.defer_delay = defer_delay
@@ -85,8 +95,8 @@ class PoolWriter:
         self.conflicts = 0
         self.writes = 0
         """Successful PUTs (for tests and the benchmark)."""
-        self.on_conflict: Callable[[], None] = lambda: None
-        self.on_write: Callable[[int], None] = lambda mutations: None
+        self.on_conflict = on_conflict
+        self.on_write = on_write
 
     # -- queueing --------------------------------------------------------
     def submit(self, name: str, mutate: MutateFn) -> asyncio.Future[PoolView | None]:

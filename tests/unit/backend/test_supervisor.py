@@ -10,9 +10,9 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ipscheduler.backend.health import HealthState
+from ipscheduler.backend.metrics import Metrics
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
-from ipscheduler.health import HealthState
-from ipscheduler.metrics import Metrics
 
 
 @pytest.fixture(autouse=True)

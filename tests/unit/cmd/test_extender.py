@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from aiohttp import test_utils
 
+from ipscheduler.backend.metrics import Metrics
 from ipscheduler.cmd.extender import make_app, serve
-from ipscheduler.metrics import Metrics
 from tests.unit.fakes import ExtenderEnv as Env
 
 

@@ -14,9 +14,9 @@ import pytest
 from aiohttp import test_utils, web
 from cryptography import x509
 
+from ipscheduler.backend.health import HealthState, make_app, serve
 from ipscheduler.cmd import serving
 from ipscheduler.cmd.serving import KeyPair, new_certificate
-from ipscheduler.health import HealthState, make_app, serve
 from ipscheduler.kube.reviews import Decision, UserInfo
 from tests.builders import free_port
 
@@ -124,7 +124,7 @@ CASES = [
 async def test_the_filter_answers_as_kube_schedulers(
     method: str, path: str, token: str | None, status: int, message: str | None, asked: list[Any]
 ) -> None:
-    from ipscheduler.metrics import Metrics
+    from ipscheduler.backend.metrics import Metrics
 
     reviewer = Reviewer()
     app = make_app(
@@ -286,7 +286,7 @@ async def test_a_client_certificate_of_the_client_ca_authenticates_on_the_secure
 ) -> None:
     """--client-ca-file on the secure port: a certificate it signed is the user (CN) and
     groups (O), with no TokenReview; without one, a token is needed as before."""
-    from ipscheduler.metrics import Metrics
+    from ipscheduler.backend.metrics import Metrics
 
     ca = new_certificate("client-ca", is_ca=True)
     server = new_certificate("server", hosts=["127.0.0.1"]).write(str(tmp_path), "server")

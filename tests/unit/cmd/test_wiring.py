@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from ipscheduler.backend.health import HealthState
 from ipscheduler.cmd import wiring
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.cmd.profiles import load_config, scores_with_network_traffic
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.health import HealthState
 from ipscheduler.underlayip.pool import PoolView
 from tests.builders import config_file, pod_body, pool_body
 

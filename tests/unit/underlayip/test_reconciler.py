@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.health import HealthState
+from ipscheduler.backend.health import HealthState
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.models import Allocation
 from ipscheduler.underlayip.pool import PoolView

@@ -33,13 +33,15 @@ def body(
     )
 
 
-def setup(*bodies: dict[str, Any], defer_delay: float = 1.0) -> tuple[FakePoolApi, PoolCache, PoolWriter]:
+def setup(
+    *bodies: dict[str, Any], defer_delay: float = 1.0, **observers: Any
+) -> tuple[FakePoolApi, PoolCache, PoolWriter]:
     cache = pool_cache(
         {"node-a": [NodeInfo(name="node-a", ready=True)]},
         {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in bodies},
     )
     api = FakePoolApi(list(bodies))
-    return api, cache, PoolWriter(api, cache, defer_delay=defer_delay)  # type: ignore[arg-type]
+    return api, cache, PoolWriter(api, cache, defer_delay=defer_delay, **observers)  # type: ignore[arg-type]
 
 
 def reserve(uid: str) -> MutateFn:
@@ -54,9 +56,8 @@ def ips(api: FakePoolApi, name: str = "p") -> dict[str, str]:
 
 
 async def test_concurrent_mutations_are_one_write_in_order() -> None:
-    api, _, writer = setup(body())
     carried: list[int] = []
-    writer.on_write = carried.append
+    api, _, writer = setup(body(), on_write=carried.append)
     futures = [writer.submit("p", reserve(f"u{i}")) for i in range(3)]
     written = await asyncio.gather(*futures)
     assert api.puts == ["p"]

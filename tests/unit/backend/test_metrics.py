@@ -1,4 +1,4 @@
-"""ipscheduler.metrics: kube-scheduler's names, scrape-time gauges, the aiohttp handler."""
+"""ipscheduler.backend.metrics: kube-scheduler's names, scrape-time gauges, the aiohttp handler."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import re
 import pytest
 from aiohttp import test_utils
 
-from ipscheduler.health import HealthState, make_app
-from ipscheduler.metrics import Metrics
+from ipscheduler.backend.health import HealthState, make_app
+from ipscheduler.backend.metrics import Metrics
+from ipscheduler.underlayip.metrics import UnderlayIPMetrics
 from tests import builders
 
 
@@ -18,15 +19,14 @@ def families(text: str) -> set[str]:
 
 
 def scraped(counts: tuple[int, int, int, int, int] = (4, 1, 3, 0, 0)) -> Metrics:
+    """The scheduler's metrics with the underlayip wing's on the same registry, as wired."""
     m = Metrics("ip-scheduler")
     pool = builders.pool("p1", "n1", addresses=["10.0.0.1-10.0.0.4"])
     m.scrape_from(
         lambda: {"active": 2, "backoff": 1, "unschedulable": 3, "gated": 1, "in_flight": 5},
         lambda: {"UnderlayIP": 2, "NodeResourcesFit": 1},
-        "UnderlayIP",
-        lambda: {"p1": pool},
-        lambda p: counts,
     )
+    UnderlayIPMetrics.on(m.registry).scrape_from(lambda: 2, lambda: {"p1": pool}, lambda p: counts)
     return m
 
 
@@ -35,7 +35,7 @@ def test_exposition_has_kube_scheduler_names_and_pool_gauges() -> None:
     m.observe_attempt("scheduled", 0.004)
     m.observe_attempt("unschedulable", 0.002)
     m.observe_bound(0.5, attempts=2)
-    m.cas_conflicts.inc()
+    UnderlayIPMetrics.on(m.registry).cas_conflicts.inc()
     text = m.exposition().decode()
     assert 'scheduler_schedule_attempts_total{profile="ip-scheduler",result="scheduled"} 1.0' in text
     assert 'scheduler_schedule_attempts_total{profile="ip-scheduler",result="unschedulable"} 1.0' in text
@@ -107,7 +107,15 @@ def test_process_and_gc_collectors_and_no_created_series() -> None:
 def test_scrape_time_gauges_are_registered_once() -> None:
     m = scraped()
     with pytest.raises(ValueError, match="already registered"):
-        m.scrape_from(dict, dict, "UnderlayIP", dict, lambda p: (0, 0, 0, 0, 0))
+        m.scrape_from(dict, dict)
+    with pytest.raises(ValueError, match="already registered"):
+        UnderlayIPMetrics.on(m.registry).scrape_from(lambda: 0, dict, lambda p: (0, 0, 0, 0, 0))
+
+
+def test_the_wings_metrics_are_made_once_per_registry() -> None:
+    m = Metrics()
+    assert UnderlayIPMetrics.on(m.registry) is UnderlayIPMetrics.on(m.registry)
+    assert UnderlayIPMetrics.on(Metrics().registry) is not UnderlayIPMetrics.on(m.registry)
 
 
 def test_each_scheduler_has_its_own_registry() -> None:

@@ -13,7 +13,7 @@ over plain HTTP without one (``--health-addr``, local development only).
   blocked loop cannot answer at all, which the probe's own timeout turns into
   a failure.
 - ``/metrics``: prometheus_client's handler (text or OpenMetrics, gzip; see
-  ``ipscheduler.metrics``), on every replica: a standby's scheduling metrics stay flat.
+  ``ipscheduler.backend.metrics``), on every replica: a standby's scheduling metrics stay flat.
 - ``/readyz`` is 200 once the indexes are loaded and the start-up reconcile
   is done (body ``ok: leader``), and 200 with ``ok: standby`` while waiting
   for the lease; 503 otherwise.
@@ -31,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ipscheduler.metrics import Metrics
+from ipscheduler.backend.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -27,21 +27,14 @@ Names, labels and buckets follow kube-scheduler's where one exists
 - the process, platform and Python GC collectors of prometheus_client
   (``process_resident_memory_bytes``, ``python_gc_collections_total``...).
 
-Ours: ``ipscheduler_pool_capacity|allocated|free|retained|exhausted{pool, node}`` (from
-the cache at scrape time; exhausted is the pool's Exhausted condition, 1 or 0),
-``ipscheduler_pods_waiting_for_address`` (unschedulable pods UnderlayIP rejected),
-``ipscheduler_pods_rehomed_total`` (pods placed anew with a new address after their
-retain-timeout), ``ipscheduler_cas_conflicts_total``,
-``ipscheduler_pool_status_writes_total``, ``ipscheduler_pool_status_mutations_total``,
-``ipscheduler_bind_failures_total``, ``ipscheduler_gc_releases_total``,
+Ours: ``ipscheduler_bind_failures_total``,
 ``ipscheduler_extender_request_duration_seconds{verb, result}`` (extender mode),
 ``ipscheduler_pending_pods_gone_total{found_by}`` (queued pods found gone without a watch
-event), ``ipscheduler_allocations_restored_total`` (running pods' allocations put back
-after a status edit removed them), ``ipscheduler_adoptions_refused_total`` (pods created
-bound with an address of a pool the tenancy rules refuse them), ``ipscheduler_task_restarts_total{task}`` (a
-long-running task failed and was restarted), ``ipscheduler_task_up{task}`` (1 while
-it runs, 0 once it ended) and ``ipscheduler_network_traffic_query_failures_total``
-(NetworkTraffic's Prometheus queries that failed).
+event), ``ipscheduler_task_restarts_total{task}`` (a long-running task failed and was
+restarted), ``ipscheduler_task_up{task}`` (1 while it runs, 0 once it ended) and
+``ipscheduler_network_traffic_query_failures_total`` (NetworkTraffic's Prometheus queries
+that failed). The wings register their own on the same registry
+(:mod:`ipscheduler.underlayip.metrics`).
 
 No ``*_created`` series (``disable_created_metrics``). Each process has its own registry
 (tests may run several schedulers); ``/metrics`` is prometheus_client's own aiohttp
@@ -52,7 +45,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -72,21 +66,6 @@ from prometheus_client.registry import Collector
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-class PoolLike(Protocol):
-    """What the pool gauges label a pool with (a NodeIPPool view)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def node_name(self) -> str: ...
-
-
-P = TypeVar("P", bound=PoolLike)
-
-PoolCounts = tuple[int, int, int, int, int]
-"""``(capacity, allocated, free, retained, exhausted)`` of a pool; exhausted is 1 or 0."""
-
 # kube-scheduler's buckets for attempt duration: ExponentialBuckets(0.001, 2, 15)
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
 # ... for the SLI: ExponentialBuckets(0.01, 2, 20)
@@ -96,34 +75,17 @@ EXTENSION_POINT_BUCKETS = tuple(0.0001 * 2**i for i in range(12))
 # ... for a plugin: ExponentialBuckets(0.00001, 1.5, 20)
 PLUGIN_BUCKETS = tuple(0.00001 * 1.5**i for i in range(20))
 
-POOL_GAUGES = (
-    ("capacity", "Usable addresses (or slots) of a NodeIPPool."),
-    ("allocated", "Allocations held in a NodeIPPool."),
-    ("free", "Free addresses (or slots) of a NodeIPPool."),
-    ("retained", "Allocations of a NodeIPPool kept for a pod identity whose pod ended."),
-    ("exhausted", "1 while the NodeIPPool's Exhausted condition is True (no address free; with hysteresis)."),
-)
 PENDING_QUEUES = ("active", "backoff", "unschedulable", "gated")
 
 
-class _Scraped(Collector, Generic[P]):
-    """Gauges computed when scraped: queue depths, unschedulable pods, pool counts."""
+@dataclass(frozen=True)
+class _Scraped(Collector):
+    """Gauges computed when scraped: the queue ``depths`` and the ``unschedulable`` pods by
+    plugin, of ``profile``."""
 
-    def __init__(
-        self,
-        profile: str,
-        depths: Callable[[], Mapping[str, int]],
-        unschedulable: Callable[[], Mapping[str, int]],
-        address_plugin: str,
-        pools: Callable[[], Mapping[str, P]],
-        status: Callable[[P], PoolCounts],
-    ) -> None:
-        self.profile = profile
-        self.depths = depths
-        self.unschedulable = unschedulable
-        self.address_plugin = address_plugin
-        self.pools = pools
-        self.status = status
+    profile: str
+    depths: Callable[[], Mapping[str, int]]
+    unschedulable: Callable[[], Mapping[str, int]]
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         pending = GaugeMetricFamily(
@@ -137,30 +99,15 @@ class _Scraped(Collector, Generic[P]):
         for queue in PENDING_QUEUES:
             pending.add_metric([queue], depths.get(queue, 0))
         yield pending
-        by_plugin = self.unschedulable()
         unschedulable = GaugeMetricFamily(
             "scheduler_unschedulable_pods",
             "The number of unschedulable pods broken down by plugin name. A pod will increment the "
             "gauge for all plugins that caused it to not schedule.",
             labels=["plugin", "profile"],
         )
-        for plugin, n in sorted(by_plugin.items()):
+        for plugin, n in sorted(self.unschedulable().items()):
             unschedulable.add_metric([plugin, self.profile], n)
         yield unschedulable
-        yield GaugeMetricFamily(
-            "ipscheduler_pods_waiting_for_address",
-            "Unschedulable pods that no node could give an underlay address (rejected by "
-            f"{self.address_plugin}).",
-            value=by_plugin.get(self.address_plugin, 0),
-        )
-        families = [
-            GaugeMetricFamily(f"ipscheduler_pool_{name}", doc, labels=["pool", "node"])
-            for name, doc in POOL_GAUGES
-        ]
-        for pool in self.pools().values():
-            for fam, value in zip(families, self.status(pool), strict=True):
-                fam.add_metric([pool.name, pool.node_name], value)
-        yield from families
 
 
 class Metrics:
@@ -231,22 +178,6 @@ class Metrics:
             ["name"],
             registry=self.registry,
         )
-        self.cas_conflicts = Counter(
-            "ipscheduler_cas_conflicts",
-            "NodeIPPool status writes refused with 409 Conflict.",
-            registry=self.registry,
-        )
-        self.pool_writes = Counter(
-            "ipscheduler_pool_status_writes",
-            "NodeIPPool status writes that succeeded.",
-            registry=self.registry,
-        )
-        self.pool_mutations = Counter(
-            "ipscheduler_pool_status_mutations",
-            "Mutations (reserve, release, mark Bound...) carried by those writes; "
-            "mutations / writes is the coalescing factor.",
-            registry=self.registry,
-        )
         self.bind_failures = Counter(
             "ipscheduler_bind_failures",
             "Binding cycles that failed and were unreserved.",
@@ -259,28 +190,6 @@ class Metrics:
             "found it: a refused Binding (binding), a re-LIST of the pending-pod watch (relist) "
             "or the garbage-collection sweep (gc).",
             ["found_by"],
-            registry=self.registry,
-        )
-        self.allocations_restored = Counter(
-            "ipscheduler_allocations_restored",
-            "Allocations of running pods put back after a NodeIPPool status edit removed them.",
-            registry=self.registry,
-        )
-        self.adoptions_refused = Counter(
-            "ipscheduler_adoptions_refused",
-            "Pods created bound with an address of a NodeIPPool they may not use (spec.namespaces, "
-            "ipscheduler.io/pools, the namespace's default pools, schedulerName): not recorded.",
-            registry=self.registry,
-        )
-        self.pods_rehomed = Counter(
-            "ipscheduler_pods_rehomed",
-            "Pods placed anew with a new address after their retained address's node could not "
-            "take them for their retain-timeout.",
-            registry=self.registry,
-        )
-        self.gc_releases = Counter(
-            "ipscheduler_gc_releases",
-            "Allocations released by reconcile or garbage collection.",
             registry=self.registry,
         )
 
@@ -342,21 +251,14 @@ class Metrics:
         self.leader.labels(lease).set(1 if leading else 0)
 
     def scrape_from(
-        self,
-        depths: Callable[[], Mapping[str, int]],
-        unschedulable: Callable[[], Mapping[str, int]],
-        address_plugin: str,
-        pools: Callable[[], Mapping[str, P]],
-        status: Callable[[P], PoolCounts],
+        self, depths: Callable[[], Mapping[str, int]], unschedulable: Callable[[], Mapping[str, int]]
     ) -> None:
-        """Register the scrape-time gauges: queue ``depths`` (by queue name), pods
-        ``unschedulable`` by plugin (``address_plugin``'s count is the pods waiting for an
-        address), ``pools`` and their :data:`PoolCounts`. Once per registry: a second call
-        raises ValueError."""
+        """Register the scrape-time gauges: queue ``depths`` (by queue name) and the pods
+        ``unschedulable`` by plugin. Once per registry: a second call raises ValueError."""
         if self._scraped:
             raise ValueError("scrape-time gauges already registered")
         self._scraped = True
-        self.registry.register(_Scraped(self.profile, depths, unschedulable, address_plugin, pools, status))
+        self.registry.register(_Scraped(self.profile, depths, unschedulable))
 
     def exposition(self) -> bytes:
         """The text exposition format of all metrics."""

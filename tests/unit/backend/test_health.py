@@ -1,4 +1,4 @@
-"""Unit tests for ipscheduler.health: HealthState and the probe endpoints (in-process aiohttp, no network)."""
+"""ipscheduler.backend.health: HealthState and the probe endpoints (in-process aiohttp, no network)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from aiohttp import test_utils
 
-from ipscheduler.health import HealthState, make_app
+from ipscheduler.backend.health import HealthState, make_app
 
 STALL = {"nodeippools": "watch stalled: cache 120s behind the API server"}
 
