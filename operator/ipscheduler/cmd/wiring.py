@@ -18,7 +18,7 @@ goes one way, from the informers to their subscribers:
   UnderlayIP) and the pool controller (pending pods retried when one changes).
 
 The pool controller talks to the queue only through what it is given here: the
-queue's move of unschedulable pods (``on_capacity_freed``) and the scheduler's check
+queue's move of unschedulable pods (``requeue``) and the scheduler's check
 of the queue against each GC sweep's LIST (``queue_check``).
 
 :meth:`Components.start` runs every informer and loop under the supervisor.
@@ -238,12 +238,13 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         reserved_ttl=cfg.reserved_ttl,
         health=health,
         metrics=pool_metrics,
-        on_capacity_freed=queue.move_all_to_active_or_backoff,
+        requeue=queue.move_all_to_active_or_backoff,
         queue_check=scheduler.queue_check,
         wait_for=(cache.ready,),
         ready_to_schedule=ready_to_schedule,
+        watch_timeout=cfg.watch_timeout,
+        list_all_pods=bool(cfg.extender_listen),
     )
-    controller.watch_timeout = cfg.watch_timeout
     pod_groups = PodGroupController(
         api,
         groups,
@@ -252,7 +253,6 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         health=health,
         watch_timeout=cfg.watch_timeout,
     )
-    controller.list_all_pods = bool(cfg.extender_listen)
     pending_pods = PendingPodEvents(cfg.scheduler_name)
     bound_pods = bound_pod_informer()
     nodes = node_informer()

@@ -16,7 +16,6 @@ import dataclasses
 import datetime
 import functools
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -36,7 +35,7 @@ from ipscheduler.coscheduling.models import (
 )
 from ipscheduler.framework.aio import Batch, WorkQueue
 from ipscheduler.framework.backoff import Backoff
-from ipscheduler.framework.interface import ClusterEvent
+from ipscheduler.framework.interface import Requeue
 from ipscheduler.kube.client import TRANSIENT_ERRORS, ClusterResource, KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.informer import Endpoint, ObjectStore
@@ -55,8 +54,6 @@ WRITE_DELAY = 0.2
 RETRY_MAX = 5.0
 """Seconds a group whose status write keeps failing waits at most before the next try
 (the wait doubles from :data:`WRITE_DELAY`)."""
-
-Requeue = Callable[[ClusterEvent, Any, Any], object]
 
 
 def _group_key(body: dict[str, Any]) -> str | None:

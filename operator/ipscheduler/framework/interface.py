@@ -370,6 +370,12 @@ class Binder(Protocol):
         """Bind ``pod`` (by UID) to ``node`` with ``annotations``; raises what the API call raises."""
 
 
+Requeue = Callable[[ClusterEvent, Any, Any], object]
+"""The scheduling queue's move of the unschedulable pods a cluster event may help (upstream
+``MoveAllToActiveOrBackoffQueue``): ``requeue(event, old, new)``, with the object before
+and after (None when not known). What the wings' controllers are given to tell the queue."""
+
+
 class PodActivator(Protocol):
     """Moves pending pods to activeQ now (upstream ``framework.PodActivator``: the scheduling
     queue, given to each profile by ``SetPodActivator``)."""

@@ -11,8 +11,8 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
 - **release**: when a pod of ours ends, after :meth:`PoolController.confirm_gone`
   (the only live-read rule) where the event alone does not prove it;
 - **garbage collection**, the **start-up reconcile** and **adoption** of pods
-  created already bound with our annotations: repairs planned from fresh LISTs,
-  in the base class :class:`~ipscheduler.underlayip.reconciler.Reconciler`;
+  created already bound with our annotations: repairs planned from fresh LISTs, by the
+  :class:`~ipscheduler.underlayip.reconciler.Reconciler` it holds (``repairs``);
 - **holds**: every running pod of ours with our annotations holds its address
   whatever the pool status says, from the moment the bound-pods watch shows it
   (:meth:`ipscheduler.underlayip.cache.PoolCache.hold`); an allocation a status
@@ -21,7 +21,7 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
 
 It subscribes itself to the informers it needs (:meth:`PoolController.subscribe`:
 pending pods, bound pods, nodes, NodeIPPools) and tells the scheduling queue when
-capacity was freed (``on_capacity_freed``); nothing flows back from the scheduler.
+capacity was freed (``requeue``); nothing flows back from the scheduler.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from ipscheduler.backend.health import HealthState
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
 from ipscheduler.framework.aio import Batch, WorkQueue
 from ipscheduler.framework.backoff import Backoff
-from ipscheduler.framework.interface import ClusterEvent
+from ipscheduler.framework.interface import Requeue
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import Conflict, KubeApi
 from ipscheduler.kube.events import EventRecorder, pod_key_ref
@@ -67,7 +67,7 @@ STATUS_RETRY = 1.0
 """Seconds after which a pool whose status refresh failed is looked at again."""
 
 
-class PoolController(Reconciler):
+class PoolController:
     """Pool status, finalizer, release, GC, start-up reconcile and adoption (module doc)."""
 
     def __init__(
@@ -82,16 +82,21 @@ class PoolController(Reconciler):
         reserved_ttl: float = 60.0,
         health: HealthState | None = None,
         metrics: UnderlayIPMetrics | None = None,
-        on_capacity_freed: Callable[[ClusterEvent], object] = lambda event: None,
+        requeue: Requeue = lambda event, old, new: None,
         queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]] | None = None,
         wait_for: Sequence[asyncio.Event] = (),
         ready_to_schedule: asyncio.Event | None = None,
+        watch_timeout: float = 90.0,
+        list_all_pods: bool = False,
     ) -> None:
         """``scheduler_name``: only pods with this schedulerName are ours. ``gc_interval`` and
         ``reserved_ttl`` in seconds (``--gc-interval``, ``--reserved-ttl``).
-        ``on_capacity_freed(event)`` is told when addresses were released
+        ``requeue(event, old, new)`` is told when addresses were released
         (``events.ADDRESS_RELEASED``) or pools changed (``events.NODE_IP_POOL_CHANGE``): the
-        scheduling queue's move of the unschedulable pods those events may help. Each GC sweep
+        scheduling queue's move of the unschedulable pods those events may help.
+        ``watch_timeout``: seconds the pool cache may stay behind the API server before
+        /healthz fails; ``list_all_pods``: extender mode (see
+        :class:`~ipscheduler.underlayip.reconciler.Reconciler`). Each GC sweep
         calls ``queue_check("gc")`` before its LIST of our pods and hands the LIST to what it
         returns: the scheduling queue drops the pods it shows gone
         (:meth:`ipscheduler.scheduler.eventhandlers.EventHandlers.queue_check`). The
@@ -103,21 +108,33 @@ class PoolController(Reconciler):
         self.cache = cache
         self.writer = writer
         self.recorder = recorder
-        self.gc_interval = gc_interval
-        self.reserved_ttl = reserved_ttl
         self.health = health if health is not None else HealthState()
         self.metrics = metrics if metrics is not None else UnderlayIPMetrics(CollectorRegistry())
-        self.on_capacity_freed = on_capacity_freed
+        self.requeue = requeue
         self.wait_for = tuple(wait_for)
-        self.queue_check = queue_check if queue_check is not None else _no_queue_check
-        self.watch_timeout = 90.0
-        """Seconds the pool cache may stay behind the API server before /healthz fails."""
         self.ready_to_schedule = ready_to_schedule if ready_to_schedule is not None else asyncio.Event()
         """Set once the caches are synced and every bound pod of ours holds its address
         (:meth:`on_bound_pod`), those no pool records included: scheduling may start. The
         start-up reconcile runs beside it."""
         self.started = asyncio.Event()
         """Set once the start-up reconcile is done (adoption and the GC wait for it)."""
+        self.repairs = Reconciler(
+            scheduler_name=scheduler_name,
+            api=api,
+            cache=cache,
+            writer=writer,
+            recorder=recorder,
+            health=self.health,
+            metrics=self.metrics,
+            started=self.started,
+            requeue=requeue,
+            queue_check=queue_check if queue_check is not None else _no_queue_check,
+            gc_interval=gc_interval,
+            reserved_ttl=reserved_ttl,
+            watch_timeout=watch_timeout,
+            list_all_pods=list_all_pods,
+        )
+        """The start-up reconcile, the GC sweep, the watch-stall check and adoption."""
         self._early: set[str] | None = None  # UIDs claimed before `started`; None: not yet
         self._tasks = TaskSet()
         self.status_queue: WorkQueue[str] = WorkQueue(
@@ -126,16 +143,13 @@ class PoolController(Reconciler):
         """Pools whose status to recompute (None: every pool), gathered for :data:`STATUS_DELAY`."""
         self._layout_seen = -1
         self._pool_reasons: dict[str, str] = {}
-        self._stale_since: dict[str, tuple[float, int]] = {}
-        self._skew = repair.SkewClock()
-        self._refused: set[str] = set()
 
     # -- tasks -------------------------------------------------------------
     def start(self, supervisor: Supervisor) -> None:
         """Run the pool-status task (which does the start-up reconcile first) and the
         garbage collector under ``supervisor``."""
         supervisor.start("pool-status", self.run_status)
-        supervisor.start("garbage-collector", self.run_gc)
+        supervisor.start("garbage-collector", self.repairs.run_gc)
 
     async def stop(self) -> None:
         """Cancel releases in flight; write what the PoolWriter still holds (deferred Bound marks)."""
@@ -169,7 +183,7 @@ class PoolController(Reconciler):
         backoff = Backoff(1.0, 30.0, jitter=0.0)
         while True:
             try:
-                await self.reconcile()
+                await self.repairs.reconcile()
                 break
             except Exception as e:
                 delay = backoff.next()
@@ -213,7 +227,7 @@ class PoolController(Reconciler):
         """A namespace's ``ipscheduler.io/default-pools`` changed (the informer keeps only
         namespaces that carry one): its pending pods may fit elsewhere now."""
         if kind is not None and old != new:
-            self.on_capacity_freed(events.DEFAULT_POOLS_CHANGE)
+            self.requeue(events.DEFAULT_POOLS_CHANGE, None, None)
 
     def on_pending_pod(self, event_type: str | None, pod: PodInfo) -> None:
         """An event of kopf's pending-pod watch. A pod that left it (DELETED) without being
@@ -284,7 +298,7 @@ class PoolController(Reconciler):
         the queue is told once it did)."""
         self.cache.unhold(pod.uid)
         self.cache.unclaim(pod.uid)
-        self._refused.discard(pod.uid)
+        self.repairs.refused.discard(pod.uid)
         if is_ours(pod, self.scheduler_name) and self.cache.pools_holding(pod.uid):
             self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
 
@@ -317,13 +331,13 @@ class PoolController(Reconciler):
         if (
             pool is not None
             and not self.cache.pools_holding(pod.uid)
-            and (problem := self.tenancy(pod, pool)) is not None
+            and (problem := self.repairs.tenancy(pod, pool)) is not None
         ):
             # Created bound with an address of a pool it may not use: not held, not adopted;
             # the address stays free (or with its holder) and the CNI plugin refuses the pod.
             self.cache.unhold(pod.uid)
-            if pod.uid not in self._refused and (self.started.is_set() or self._early is not None):
-                self._tasks.spawn(self.refuse_adoption(pod, pool, problem), f"refuse {pod.key}")
+            if pod.uid not in self.repairs.refused and (self.started.is_set() or self._early is not None):
+                self._tasks.spawn(self.repairs.refuse_adoption(pod, pool, problem), f"refuse {pod.key}")
             return
         self.cache.hold(pod.uid, pool_name, ip, pod.node_name)
         if (
@@ -367,7 +381,7 @@ class PoolController(Reconciler):
         runs (another replica may have released it as gone just before our bound-pods
         watch said so)."""
         try:
-            live = await self.live_pod(r.uid, r.pod)
+            live = await self.repairs.live_pod(r.uid, r.pod)
             if live is None or live.terminal or not live.bound or live.deleting:
                 return
             log.warning(
@@ -377,7 +391,7 @@ class PoolController(Reconciler):
                 r.pod,
                 r.ip or "a slot",
             )
-            counts = await self._adopt(r, {"adopted": 0, "adopt_conflicts": 0})
+            counts = await self.repairs.adopt(r, {"adopted": 0, "adopt_conflicts": 0})
         except Exception as e:
             log.warning("restoring the allocation of %s failed (%s); the GC sweep retries", r.pod, e)
             return
@@ -396,7 +410,7 @@ class PoolController(Reconciler):
 
     async def _adopt_claimed(self, r: repair.Repair) -> None:
         try:
-            counts = await self._adopt(r, {"adopted": 0, "adopt_conflicts": 0})
+            counts = await self.repairs.adopt(r, {"adopted": 0, "adopt_conflicts": 0})
             if counts["adopted"]:
                 log.info("adopted %s, created bound with %s of pool %s", r.pod, r.ip or "a slot", r.pool)
         except Exception as e:
@@ -411,7 +425,7 @@ class PoolController(Reconciler):
         (``NodeIPPoolChange``).
         """
         self.status_queue.add(name)
-        self.on_capacity_freed(events.NODE_IP_POOL_CHANGE)
+        self.requeue(events.NODE_IP_POOL_CHANGE, None, None)
 
     # -- release -----------------------------------------------------------
     async def release_if_gone(self, pod: PodInfo) -> None:
@@ -431,7 +445,7 @@ class PoolController(Reconciler):
 
     async def confirm_gone(self, uid: str, key: str) -> bool:
         """True when :meth:`live_pod` finds pod ``uid`` gone or terminal (Succeeded/Failed)."""
-        live = await self.live_pod(uid, key)
+        live = await self.repairs.live_pod(uid, key)
         return live is None or live.terminal
 
     async def release(self, uid: str) -> None:
@@ -441,7 +455,7 @@ class PoolController(Reconciler):
         now = utc_now()
         for pool in self.cache.pools_holding(uid):
             await self.writer.submit(pool.name, functools.partial(allocator.retain, uid=uid, now=now))
-        self.on_capacity_freed(events.ADDRESS_RELEASED)
+        self.requeue(events.ADDRESS_RELEASED, None, None)
 
     def pool_counts(self, pool: PoolView) -> tuple[int, int, int, int, int]:
         """``(capacity, allocated, free, retained, exhausted)`` of a pool as the scheduler

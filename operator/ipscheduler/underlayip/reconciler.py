@@ -5,9 +5,8 @@ Every repair is planned by the pure planner (:func:`ipscheduler.underlayip.repai
 from fresh LISTs, never from the caches alone (a watch that died or stalled would hide
 that a pod is gone), and carried out by compare-and-swap through the pool writer; a
 release planned by the sweep is confirmed by a live read of the pod by UID first.
-:class:`Reconciler` is a base class of
-:class:`~ipscheduler.underlayip.controller.PoolController` (as the scheduler's event
-handlers are of the Scheduler), which sets the attributes declared here.
+:class:`~ipscheduler.underlayip.controller.PoolController` holds one
+:class:`Reconciler` (``repairs``) and runs its tasks.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ipscheduler.backend.health import HealthState
-from ipscheduler.framework.interface import ClusterEvent
+from ipscheduler.framework.interface import Requeue
 from ipscheduler.framework.klog import kv
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
@@ -59,32 +58,57 @@ def gc_pause(interval: float, last_sweep: float) -> float:
 
 
 class Reconciler:
-    """Start-up reconcile, GC sweep, watch-stall check and adoption (module doc). The
-    attributes below are set by :class:`~ipscheduler.underlayip.controller.PoolController`."""
+    """Start-up reconcile, GC sweep, watch-stall check and adoption (module doc).
 
-    scheduler_name: str
-    api: KubeApi
-    cache: PoolCache
-    writer: PoolWriter
-    recorder: EventRecorder
-    health: HealthState
-    metrics: UnderlayIPMetrics
-    gc_interval: float
-    reserved_ttl: float
-    watch_timeout: float
-    started: asyncio.Event
-    on_capacity_freed: Callable[[ClusterEvent], object]
-    queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]]
-    _skew: repair.SkewClock
-    _stale_since: dict[str, tuple[float, int]]
-    list_all_pods: bool = False
-    """Extender mode: pods of any schedulerName hold our addresses (bound through the
-    extender), so the sweeps LIST every pod and keep those :func:`is_ours` says are ours."""
-    _statefulsets: Mapping[tuple[str, str], StatefulSetFacts | None] = MappingProxyType({})
-    """The StatefulSets of Retained allocations, as the last sweep read them."""
-    _refused: set[str]
-    """UIDs of the pods whose adoption the tenancy rules refused, told once
-    (:meth:`refuse_adoption`); forgotten when the pod is gone."""
+    ``scheduler_name``: only pods with this schedulerName are ours, unless
+    ``list_all_pods`` (extender mode: pods of any schedulerName hold our addresses, bound
+    through the extender, so the sweeps LIST every pod and keep those :func:`is_ours` says
+    are ours). ``gc_interval``, ``reserved_ttl`` and ``watch_timeout`` in seconds.
+    ``started``: set by the controller once the start-up reconcile is done (the GC waits
+    for it). ``requeue``: the scheduling queue's move (``AddressReleased`` after a sweep
+    released addresses). Each sweep calls ``queue_check("gc")`` before its LIST of our pods
+    and hands the LIST to what it returns."""
+
+    def __init__(
+        self,
+        *,
+        scheduler_name: str,
+        api: KubeApi,
+        cache: PoolCache,
+        writer: PoolWriter,
+        recorder: EventRecorder,
+        health: HealthState,
+        metrics: UnderlayIPMetrics,
+        started: asyncio.Event,
+        requeue: Requeue,
+        queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]],
+        gc_interval: float = 30.0,
+        reserved_ttl: float = 60.0,
+        watch_timeout: float = 90.0,
+        list_all_pods: bool = False,
+    ) -> None:
+        self.scheduler_name = scheduler_name
+        self.api = api
+        self.cache = cache
+        self.writer = writer
+        self.recorder = recorder
+        self.health = health
+        self.metrics = metrics
+        self.started = started
+        self.requeue = requeue
+        self.queue_check = queue_check
+        self.gc_interval = gc_interval
+        self.reserved_ttl = reserved_ttl
+        self.watch_timeout = watch_timeout
+        """Seconds the pool cache may stay behind the API server before /healthz fails."""
+        self.list_all_pods = list_all_pods
+        self._skew = repair.SkewClock()
+        self._stale_since: dict[str, tuple[float, int]] = {}
+        self._statefulsets: Mapping[tuple[str, str], StatefulSetFacts | None] = MappingProxyType({})
+        """The StatefulSets of Retained allocations, as the last sweep read them."""
+        self.refused: set[str] = set()
+        """UIDs of the pods whose adoption the tenancy rules refused, told once
+        (:meth:`refuse_adoption`); the controller forgets one when its pod is gone."""
 
     def tenancy(self, pod: PodInfo, pool: PoolView) -> str | None:
         """Why ``pod`` may not hold an address of ``pool`` without a scheduling cycle
@@ -102,11 +126,11 @@ class Reconciler:
         """Say once per pod (log, Warning ``AdoptionRefused`` event on the pod) that its
         annotated address of ``pool`` is not recorded: the pod may not use the pool
         (``problem``, the rule). The address stays free, or with its holder."""
-        if pod.uid in self._refused:
+        if pod.uid in self.refused:
             return
-        if len(self._refused) > 10_000:
-            self._refused.clear()  # a bound on memory; at worst an event is said twice
-        self._refused.add(pod.uid)
+        if len(self.refused) > 10_000:
+            self.refused.clear()  # a bound on memory; at worst an event is said twice
+        self.refused.add(pod.uid)
         ip = pod.annotations.get(ANNOTATION_IP) or "a slot"
         message = (
             f"NodeIPPool {pool.name} does not record the pod's address {ip}: the pod may not use "
@@ -348,12 +372,12 @@ class Reconciler:
                 self.writer.defer(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))
                 counts["marked_bound"] += 1
             else:
-                counts.update(await self._adopt(r, counts))
+                counts.update(await self.adopt(r, counts))
         if released:
-            self.on_capacity_freed(events.ADDRESS_RELEASED)
+            self.requeue(events.ADDRESS_RELEASED, None, None)
         return counts
 
-    async def _adopt(self, r: repair.Repair, counts: dict[str, int]) -> dict[str, int]:
+    async def adopt(self, r: repair.Repair, counts: dict[str, int]) -> dict[str, int]:
         ref = pod_key_ref(r.pod, r.uid)
         pool = self.cache.pool(r.pool)
         try:

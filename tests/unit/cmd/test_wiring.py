@@ -44,7 +44,7 @@ async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
         return 0
 
     c.queue.move_all_to_active_or_backoff = move  # type: ignore[method-assign]
-    c.controller.on_capacity_freed = move
+    c.controller.requeue = move
     running = body()
     running["metadata"]["annotations"] = {"ipscheduler.io/pool": "pool-a", "ipscheduler.io/ip": "10.0.0.1"}
     c.bound_pods.apply("ADDED", running)
@@ -80,7 +80,7 @@ async def test_the_echo_of_our_own_status_write_moves_nothing() -> None:
     not an echo, nor is a version we only read."""
     c = wiring.build(RunConfig(), _NO_API, HealthState())
     moved: list[str] = []
-    c.controller.on_capacity_freed = lambda event: moved.append(event.label)
+    c.controller.requeue = lambda event, old, new: moved.append(event.label)
     c.pools.apply("ADDED", pool_a("1"))
     moved.clear()
     c.pool_cache.store_fresh(PoolView.from_obj(pool_a("2")), own_write=True)
@@ -97,7 +97,7 @@ async def test_the_echo_of_our_own_status_write_moves_nothing() -> None:
 async def test_a_namespaces_default_pools_reach_the_pool_cache_and_retry_pending_pods() -> None:
     c = wiring.build(RunConfig(), _NO_API, HealthState())
     moved: list[str] = []
-    c.controller.on_capacity_freed = lambda event: moved.append(event.label)
+    c.controller.requeue = lambda event, old, new: moved.append(event.label)
     team = {"metadata": {"name": "team", "annotations": {"ipscheduler.io/default-pools": "fast"}}}
     plain = {"metadata": {"name": "plain"}}
     c.namespaces.replace_all([team, plain])
@@ -129,7 +129,7 @@ async def test_extender_mode_wires_the_verbs_the_publisher_and_the_wide_sweep(
     cfg: RunConfig, extender: bool, publisher: bool, list_all: bool
 ) -> None:
     c = wiring.build(cfg, _NO_API, HealthState())
-    assert (c.extender is not None, c.publisher is not None, c.controller.list_all_pods) == (
+    assert (c.extender is not None, c.publisher is not None, c.controller.repairs.list_all_pods) == (
         extender,
         publisher,
         list_all,

@@ -220,7 +220,7 @@ def ctrl(queue: RecordingQueue) -> PoolController:
         cache=pool_cache(),
         writer=_NONE,
         recorder=_NONE,
-        on_capacity_freed=queue.move_all_to_active_or_backoff,
+        requeue=queue.move_all_to_active_or_backoff,
     )
 
 

@@ -53,6 +53,19 @@ class Api(FakePoolApi):
         yield self.pods
 
 
+class Events:
+    """Records events instead of posting them."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+
+    def forget(self, uid: str) -> None:
+        pass
+
+    async def record(self, obj: dict[str, str], event_type: str, reason: str, message: str) -> None:
+        self.seen.append((obj["name"], reason, message))
+
+
 class Recorder:
     def forget(self, uid: str) -> None:
         pass
@@ -81,7 +94,7 @@ def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
         api=api,  # type: ignore[arg-type]
         cache=cache,
         writer=PoolWriter(api, cache),  # type: ignore[arg-type]
-        recorder=Recorder(),  # type: ignore[arg-type]
+        recorder=Events(),  # type: ignore[arg-type]
     )
     return sched, ctrl, api
 
@@ -178,19 +191,6 @@ async def test_bound_pod_gone_is_no_longer_assumed_on_its_node() -> None:
 # --------------------------------------------------------------------------- pods created already bound
 
 
-class Events:
-    """Records events instead of posting them."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, str]] = []
-
-    def forget(self, uid: str) -> None:
-        pass
-
-    async def record(self, obj: dict[str, str], event_type: str, reason: str, message: str) -> None:
-        self.seen.append((obj["name"], reason, message))
-
-
 def prebound_body(uid: str, ip: str, pool: str = "p") -> dict[str, Any]:
     """A pod created already bound, with our annotations."""
     body = pod_body(uid=uid, node="node-1", phase="Running")
@@ -205,7 +205,6 @@ def prebound(uid: str, ip: str, pool: str = "p") -> PodInfo:
 async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
     sched, ctrl, api = setup(None)
     ctrl.started.set()
-    ctrl.recorder = Events()  # type: ignore[assignment]
     bound(sched, ctrl, prebound("u9", "10.0.0.2"))
     # Before the adoption is written, its address is taken for every reservation.
     pool = ctrl.cache.pool("p")
@@ -224,8 +223,7 @@ async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
 async def test_a_pod_created_bound_with_a_held_address_gets_address_conflict_on_both_pods() -> None:
     sched, ctrl, api = setup(None)
     ctrl.started.set()
-    events = Events()
-    ctrl.recorder = events  # type: ignore[assignment]
+    events: Events = ctrl.recorder  # type: ignore[assignment]
     bound(sched, ctrl, prebound("u9", "10.0.0.1"))  # held by u1
     await settle(ctrl)
     assert "u9" not in api.bodies["p"]["status"]["allocations"]
@@ -254,8 +252,7 @@ async def test_an_adopted_pods_network_annotation_is_compared_with_the_pool(
 ) -> None:
     sched, ctrl, api = setup(None)
     ctrl.started.set()
-    seen = Events()
-    ctrl.recorder = seen  # type: ignore[assignment]
+    seen: Events = ctrl.recorder  # type: ignore[assignment]
     pod = prebound("u9", "10.0.0.2")
     if network is not None:
         pod = dataclasses.replace(pod, annotations={**pod.annotations, "ipscheduler.io/network": network})
@@ -282,7 +279,6 @@ async def test_scheduling_starts_before_the_reconcile_with_unrecorded_addresses_
     pod = prebound("u9", "10.0.0.2")
     api.pods = [pod_body("u1"), prebound_body("u9", "10.0.0.2")]
     api.listing.clear()
-    ctrl.recorder = Events()  # type: ignore[assignment]
     bound(sched, ctrl, pod)  # in the bound-pods informer's first LIST
     start = asyncio.create_task(ctrl._start())
     await asyncio.wait_for(ctrl.ready_to_schedule.wait(), 5)
@@ -313,7 +309,7 @@ async def test_adoption_skips_a_pod_the_pool_recorded_since_the_sweeps_list(
     LIST but not the pool LIST. Its allocation is in the pool by now: nothing to adopt."""
     _, ctrl, api = setup(None)
     r = Repair("adopt", "p", uid, f"ns/pod-{uid}", "bound, no allocation", "10.0.0.2", node="node-1")
-    counts = await ctrl.apply_repairs([r], confirm=True)
+    counts = await ctrl.repairs.apply_repairs([r], confirm=True)
     assert (counts["adopted"], len(api.puts)) == (adopted, puts)
 
 
@@ -323,7 +319,7 @@ async def test_repairs_defer_bound_marks_to_the_pools_next_write() -> None:
     write, as PostBind's mark does."""
     _, ctrl, api = setup(None)
     r = Repair("mark_bound", "p", "u1", "ns/pod-u1", "pod is bound with this address", "10.0.0.1")
-    counts = await ctrl.apply_repairs([r], confirm=False)
+    counts = await ctrl.repairs.apply_repairs([r], confirm=False)
     assert counts["marked_bound"] == 1 and not api.puts and ctrl.writer.pending("p") == 1
     await ctrl.writer.flush()
     assert api.bodies["p"]["status"]["allocations"]["u1"]["phase"] == "Bound" and len(api.puts) == 1
@@ -356,8 +352,7 @@ def next_address(ctrl: PoolController) -> str | None:
 async def test_a_status_edit_that_drops_a_running_pods_allocation_never_frees_its_address() -> None:
     sched, ctrl, api = setup(prebound_body("u1", "10.0.0.1"))
     ctrl.started.set()
-    events = Events()
-    ctrl.recorder = events  # type: ignore[assignment]
+    events: Events = ctrl.recorder  # type: ignore[assignment]
     bound(sched, ctrl, prebound("u1", "10.0.0.1"))  # the running pod of the pool's allocation
     old, new = edit_status(ctrl, api, {})
     assert next_address(ctrl) == "10.0.0.2", "the running pod's address is never handed out"
@@ -376,8 +371,7 @@ async def test_a_status_edit_that_drops_a_running_pods_allocation_never_frees_it
 async def test_an_edit_giving_a_running_pods_address_to_another_uid_never_makes_a_third_holder() -> None:
     sched, ctrl, api = setup(prebound_body("u1", "10.0.0.1"))
     ctrl.started.set()
-    events = Events()
-    ctrl.recorder = events  # type: ignore[assignment]
+    events: Events = ctrl.recorder  # type: ignore[assignment]
     bound(sched, ctrl, prebound("u1", "10.0.0.1"))
     intruder = alloc("10.0.0.1", pod="ns/intruder", phase="Bound")
     old, new = edit_status(ctrl, api, {"u7": intruder})
@@ -406,8 +400,7 @@ async def test_an_allocation_released_for_a_pod_that_is_gone_is_not_restored(
     watch has not said so yet. The restore reads the pod first."""
     sched, ctrl, api = setup(live)
     ctrl.started.set()
-    events = Events()
-    ctrl.recorder = events  # type: ignore[assignment]
+    events: Events = ctrl.recorder  # type: ignore[assignment]
     bound(sched, ctrl, prebound("u1", "10.0.0.1"))
     old, new = edit_status(ctrl, api, {})
     ctrl.on_pool_status(old, new)
@@ -487,8 +480,7 @@ async def test_a_pod_created_bound_in_a_pool_it_may_not_use_is_neither_held_nor_
     AdoptionRefused names the rule, however often the pod is seen or swept."""
     sched, ctrl, api = setup(None)
     ctrl.started.set()
-    events = Events()
-    ctrl.recorder = events  # type: ignore[assignment]
+    events: Events = ctrl.recorder  # type: ignore[assignment]
     reserved = pool_body("p", "node-1", addresses=["10.0.0.1-10.0.0.4"], rv="20", namespaces=["ns", "team"])
     ctrl.cache.store_fresh(PoolView.from_obj(reserved))
     api.bodies["p"] = reserved
@@ -502,7 +494,7 @@ async def test_a_pod_created_bound_in_a_pool_it_may_not_use_is_neither_held_nor_
     await settle(ctrl)
     pool = ctrl.cache.pool("p")
     assert pool is not None and ctrl.cache.context(pool).pod_held == {}
-    counts = await ctrl.apply_repairs(
+    counts = await ctrl.repairs.apply_repairs(
         [Repair("adopt", "p", "u9", pod.key, "swept", "10.0.0.2", subject=pod)], True
     )
     assert counts["adopted"] == 0 and counts["adopt_refused"] == 1
@@ -520,7 +512,6 @@ async def test_a_pod_already_holding_its_allocation_keeps_it_when_the_rules_chan
     allocation is recorded (placed when the pool still served its namespace) keeps its hold."""
     sched, ctrl, _ = setup(None)
     ctrl.started.set()
-    ctrl.recorder = Events()  # type: ignore[assignment]
     body = pool_body(
         "p",
         "node-1",

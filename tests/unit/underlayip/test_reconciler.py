@@ -14,7 +14,7 @@ from ipscheduler.backend.health import HealthState
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.models import Allocation
 from ipscheduler.underlayip.pool import PoolView
-from ipscheduler.underlayip.reconciler import gc_pause
+from ipscheduler.underlayip.reconciler import Reconciler, gc_pause
 from ipscheduler.underlayip.repair import Repair
 from tests.builders import pool
 from tests.unit.fakes import pool_cache
@@ -51,7 +51,7 @@ class Harness:
             recorder=_NONE,
             health=self.health,
         )
-        self.sched.watch_timeout = TIMEOUT
+        self.sched.repairs.watch_timeout = TIMEOUT
 
     def cached(self, **rvs: str) -> None:
         """Replace the cache's pools (what the watch has delivered)."""
@@ -64,7 +64,7 @@ class Harness:
     def check(self, at: float, live_pools: list[dict[str, Any]]) -> bool:
         """Run check_watch at ``at`` seconds after start; True when the pool watch is flagged stalled."""
         self.t[0] = 1000.0 + at
-        self.sched.check_watch(live_pools)
+        self.sched.repairs.check_watch(live_pools)
         return KEY in self.health.stalled
 
 
@@ -76,7 +76,7 @@ async def h(monkeypatch: pytest.MonkeyPatch) -> Harness:
 async def test_controller_defaults() -> None:
     """Without a health object the PoolController makes its own; the watch timeout defaults to 90 s."""
     sched = PoolController(scheduler_name="x", api=_NONE, cache=pool_cache(), writer=_NONE, recorder=_NONE)
-    assert sched.watch_timeout == pytest.approx(90.0)
+    assert sched.repairs.watch_timeout == pytest.approx(90.0)
     assert isinstance(sched.health, HealthState)
     assert sched.health.stalled == {}
 
@@ -232,4 +232,4 @@ def test_the_sweep_leaves_young_bound_marks_to_postbind(action: str, age_s: floa
     alloc = Allocation(ip="10.0.0.1", pod="ns/p", phase="Reserved", since=since)
     r = Repair(action, "pool", "uid", "ns/p", "why", "10.0.0.1", allocation=alloc)  # type: ignore[arg-type]
     ctrl = types.SimpleNamespace(writer=types.SimpleNamespace(defer_delay=20.0))
-    assert PoolController._mark_on_its_way(ctrl, r, now) is skipped  # type: ignore[arg-type]
+    assert Reconciler._mark_on_its_way(ctrl, r, now) is skipped  # type: ignore[arg-type]
