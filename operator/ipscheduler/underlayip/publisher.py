@@ -161,10 +161,11 @@ class ResourcePublisher:
         capacity = {name: pool.capacity(blocked[name]) for name, pool in pools.items()}
         return changes(desired(pools, capacity), self.cache.node_cache.nodes(), self.resource)
 
-    def look(self) -> dict[str, dict[str, Any]]:
+    def take_patches(self) -> dict[str, dict[str, Any]]:
         """Node name → the patch :meth:`run` sends now (:func:`node_patch`): the resource
-        changes, and the stamp for the nodes whose free addresses grew since the last
-        look (kept until a patch carrying it succeeds: :meth:`patched`)."""
+        changes, and the stamp for the nodes whose free addresses grew since the last call.
+        Takes them: remembers the free counts seen, so the next call reports only what grew
+        after (a stamp is kept until a patch carrying it succeeds: :meth:`patched`)."""
         pools = self.cache.pools()
         blocked = self._blocked(pools)
         free = free_by_pool(pools, {name: pool.free(blocked[name]) for name, pool in pools.items()})
@@ -197,7 +198,7 @@ class ResourcePublisher:
     async def _publish(self, batch: Batch[str]) -> None:
         """Patch what :meth:`look` finds (``batch`` is always None: every node)."""
         failed = False
-        for node, patch in self.look().items():
+        for node, patch in self.take_patches().items():
             try:
                 await self.api.patch_node_status(node, patch)
             except Exception as e:

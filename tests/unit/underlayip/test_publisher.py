@@ -165,18 +165,18 @@ async def test_a_node_whose_free_addresses_grew_is_stamped_until_a_patch_goes_th
     index = {"a": holding("a", "n1", 2), "b": holding("b", "n2", 1)}
     cache = pool_cache({"n1": [node("n1", 4)], "n2": [node("n2", 4)]}, index)
     publisher = ResourcePublisher(FakeNodeApi(), cache)  # type: ignore[arg-type]
-    assert publisher.look() == {}, "the first look only learns the free counts"
+    assert publisher.take_patches() == {}, "the first call only learns the free counts"
     index["a"] = holding("a", "n1", 1)  # an address of n1 released
     index["b"] = holding("b", "n2", 2)  # one more of n2 taken: no stamp
     cache.invalidate()
-    first = publisher.look()
+    first = publisher.take_patches()
     assert list(first) == ["n1"]
     stamp = first["n1"]["metadata"]["annotations"][RELEASED_ANNOTATION]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp), stamp
     assert "status" not in first["n1"], "the resource is right: only the stamp"
-    assert list(publisher.look()) == ["n1"], "not patched yet: the stamp is kept"
+    assert list(publisher.take_patches()) == ["n1"], "not patched yet: the stamp is kept"
     publisher.patched("n1")
-    assert publisher.look() == {}
+    assert publisher.take_patches() == {}
 
 
 async def test_a_failed_stamp_is_sent_again() -> None:
