@@ -175,7 +175,7 @@ class SchedulerEnv:
         """A pending pod created: in the API server, and its ADDED event through kopf."""
         body = pending_pod_body(uid, name, **spec)
         self.api.put_pod(body)
-        self.sched.on_pod_event("ADDED", PodInfo.from_obj(body))
+        self.sched.handlers.on_pod_event("ADDED", PodInfo.from_obj(body))
         return body
 
     def gone_count(self, found_by: str) -> float:

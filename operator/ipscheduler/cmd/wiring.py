@@ -239,7 +239,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         health=health,
         metrics=pool_metrics,
         requeue=queue.move_all_to_active_or_backoff,
-        queue_check=scheduler.queue_check,
+        queue_check=scheduler.handlers.queue_check,
         wait_for=(cache.ready,),
         ready_to_schedule=ready_to_schedule,
         watch_timeout=cfg.watch_timeout,
@@ -259,7 +259,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     pools = pool_informer(pool_cache)
     namespaces = namespace_informer()
     pool_cache.attach_namespaces(namespaces.index)
-    scheduler.subscribe(pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes)
+    scheduler.handlers.subscribe(pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes)
     controller.subscribe(
         pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes, pools=pools, namespaces=namespaces
     )

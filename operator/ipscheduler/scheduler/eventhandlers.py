@@ -1,8 +1,8 @@
 """Event handlers: informer events into cache and queue calls.
 
 As kube-scheduler's ``pkg/scheduler/eventhandlers.go`` (methods of the
-Scheduler in a file of their own; here a base class of
-:class:`ipscheduler.scheduler.scheduler.Scheduler`):
+Scheduler in a file of their own; here an object the
+:class:`ipscheduler.scheduler.scheduler.Scheduler` holds, ``handlers``):
 
 - pending pods of our schedulerName (kopf, through
   :class:`~ipscheduler.kube.informer.PendingPodEvents`) → the queue; a queued pod that vanished
@@ -77,19 +77,36 @@ def _pending(pod: PodInfo | None) -> bool:
 
 
 class EventHandlers:
-    """The Scheduler's informer handlers (see the module doc). The attributes below are
-    set by :class:`~ipscheduler.scheduler.scheduler.Scheduler`."""
+    """The Scheduler's informer handlers (see the module doc), over the scheduler's
+    ``cache``, ``queue`` and ``profile``; ``name`` is our schedulerName; ``api`` reads pods
+    live; ``recorder`` forgets the events of a pod gone; ``metrics`` counts pods found gone;
+    ``tasks`` runs the live checks; ``unschedulable_msg`` (pod UID → the last
+    ``PodScheduled=False`` message written, shared with the scheduler's failure handler)
+    forgets a pod gone."""
 
-    name: str
-    api: KubeApi
-    cache: Cache
-    queue: SchedulingQueue
-    profile: Framework
-    recorder: EventRecorder
-    metrics: Metrics
-    _tasks: TaskSet
-    _unschedulable_msg: dict[str, str]
-    _list_burst: _ListBurst | None = None
+    def __init__(
+        self,
+        *,
+        name: str,
+        api: KubeApi,
+        cache: Cache,
+        queue: SchedulingQueue,
+        profile: Framework,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        tasks: TaskSet,
+        unschedulable_msg: dict[str, str],
+    ) -> None:
+        self.name = name
+        self.api = api
+        self.cache = cache
+        self.queue = queue
+        self.profile = profile
+        self.recorder = recorder
+        self.metrics = metrics
+        self._tasks = tasks
+        self._unschedulable_msg = unschedulable_msg
+        self._list_burst: _ListBurst | None = None
 
     # -- subscriptions ------------------------------------------------------
     def subscribe(

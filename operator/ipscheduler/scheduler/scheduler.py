@@ -68,7 +68,7 @@ class ScheduleResult:
     error: bool = False
 
 
-class Scheduler(EventHandlers):
+class Scheduler:
     """Ties queue, framework, cache and API together. One instance per process."""
 
     def __init__(
@@ -85,8 +85,8 @@ class Scheduler(EventHandlers):
         metrics: Metrics | None = None,
         start_after: asyncio.Event | None = None,
     ) -> None:
-        """``name``: our schedulerName. Events reach it once it subscribed to the informers
-        (:meth:`~ipscheduler.scheduler.eventhandlers.EventHandlers.subscribe`).
+        """``name``: our schedulerName. Events reach it once its ``handlers`` subscribed to the
+        informers (:meth:`~ipscheduler.scheduler.eventhandlers.EventHandlers.subscribe`).
         Scheduling starts once the cache is ready (nodes and bound pods listed) and
         ``start_after`` is set (the pool controller's ``ready_to_schedule``)."""
         self.name = name
@@ -101,6 +101,18 @@ class Scheduler(EventHandlers):
         self.health = health if health is not None else HealthState()
         self.metrics = metrics if metrics is not None else Metrics(name)
         self.start_after = start_after
+        self.handlers = EventHandlers(
+            name=name,
+            api=api,
+            cache=cache,
+            queue=queue,
+            profile=profile,
+            recorder=recorder,
+            metrics=self.metrics,
+            tasks=self._tasks,
+            unschedulable_msg=self._unschedulable_msg,
+        )
+        """The informer handlers: events into this scheduler's cache and queue."""
 
     # -- task helpers --------------------------------------------------
     async def stop(self) -> None:
@@ -286,7 +298,7 @@ class Scheduler(EventHandlers):
             live = pod
         if live is None:
             self.queue.done(pod.uid)
-            self.pod_gone(pod, "binding", f"binding to {host.name} failed: {message}")
+            self.handlers.pod_gone(pod, "binding", f"binding to {host.name} failed: {message}")
             return
         if live.bound:
             log.info(

@@ -52,7 +52,7 @@ async def test_pods_a_relist_does_not_report_are_checked_and_dropped_if_gone(qui
         await env.schedule_next()
     assert len(env.sched.queue) == 2
     env.api.delete_pod("pod-g0")  # while the watch was away: no DELETED event
-    env.sched.on_pod_event(None, PodInfo.from_obj(live))  # kopf's re-LIST reports g1 only
+    env.sched.handlers.on_pod_event(None, PodInfo.from_obj(live))  # kopf's re-LIST reports g1 only
     await asyncio.sleep(0.05)
     await env.settle()
     assert "g0" not in env.sched.queue and "g1" in env.sched.queue
@@ -67,7 +67,7 @@ async def test_kopfs_first_list_checks_nothing(quick_lists: None) -> None:
     for uid in ("a", "b"):
         body = pod_body(uid)
         env.api.put_pod(body)
-        env.sched.on_pod_event(None, PodInfo.from_obj(body))
+        env.sched.handlers.on_pod_event(None, PodInfo.from_obj(body))
     await asyncio.sleep(0.05)
     await env.settle()
     assert len(env.sched.queue) == 2 and env.api.reads == [] and env.api.lists == 0
@@ -79,8 +79,8 @@ async def test_a_pod_updated_during_the_relist_is_not_a_suspect(quick_lists: Non
     env = SchedulerEnv()
     a = env.create("a", nodeSelector={"none": "such"})
     b = env.create("b", nodeSelector={"none": "such"})
-    env.sched.on_pod_event(None, PodInfo.from_obj(a))
-    env.sched.on_pod_event("MODIFIED", PodInfo.from_obj(b))
+    env.sched.handlers.on_pod_event(None, PodInfo.from_obj(a))
+    env.sched.handlers.on_pod_event("MODIFIED", PodInfo.from_obj(b))
     await asyncio.sleep(0.05)
     await env.settle()
     assert env.api.reads == [] and len(env.sched.queue) == 2
@@ -90,7 +90,7 @@ async def test_many_suspects_are_narrowed_by_one_fresh_list(quick_lists: None) -
     env = SchedulerEnv()
     pods = [env.create(f"p{i}", nodeSelector={"none": "such"}) for i in range(30)]
     env.api.delete_pod("pod-p3")
-    env.sched.on_pod_event(None, PodInfo.from_obj(pods[0]))  # a burst cut short: 29 suspects
+    env.sched.handlers.on_pod_event(None, PodInfo.from_obj(pods[0]))  # a burst cut short: 29 suspects
     await asyncio.sleep(0.05)
     await env.settle()
     assert env.api.lists == 1 and env.api.reads == ["pod-p3"]
@@ -108,7 +108,7 @@ async def test_the_gc_sweeps_list_drops_queued_pods_it_lacks() -> None:
     env.api.delete_pod("pod-g0")
     bound_body["spec"]["nodeName"] = "node-1"  # bound by another replica; its event was lost too
     env.api.put_pod(bound_body)
-    check = env.sched.queue_check("gc")
+    check = env.sched.handlers.queue_check("gc")
     listed = {b["metadata"]["uid"]: PodInfo.from_obj(b) for b in env.api.pods.values()}
     env.create("late")  # created after the sweep's LIST began: not a suspect
     check(listed)
@@ -131,7 +131,7 @@ async def test_the_gc_sweeps_list_queues_a_pending_pod_whose_watch_event_never_c
     bound = pod_body("bound", "pod-bound", node="node-1")
     for body in (missed, other, bound):
         env.api.put_pod(body)
-    check = env.sched.queue_check("gc")
+    check = env.sched.handlers.queue_check("gc")
     listed = {b["metadata"]["uid"]: PodInfo.from_obj(b).lean() for b in env.api.pods.values()}
     check(listed)
     await env.settle()
@@ -149,7 +149,7 @@ async def test_an_informer_relist_reconciles_the_queue_with_a_fresh_list() -> No
     env = SchedulerEnv()
     env.create("g0", nodeSelector={"none": "such"})
     env.api.delete_pod("pod-g0")
-    env.sched.on_informer_relisted()
+    env.sched.handlers.on_informer_relisted()
     await env.settle()
     assert env.api.lists == 1 and env.api.reads == ["pod-g0"]
     assert len(env.sched.queue) == 0 and env.gone_count("relist") == 1
@@ -160,7 +160,7 @@ async def test_a_failed_live_read_keeps_the_pod() -> None:
     env.create("g0", nodeSelector={"none": "such"})
     env.api.delete_pod("pod-g0")
     env.api.pod_error = ApiException(status=503, reason="Service Unavailable")
-    env.sched.queue_check("gc")({})
+    env.sched.handlers.queue_check("gc")({})
     await env.settle()
     assert "g0" in env.sched.queue and env.gone_count("gc") == 0
 
@@ -241,7 +241,7 @@ def nodes(sched: Scheduler, ctrl: PoolController) -> ObjectStore[NodeInfo]:
     """The node informer, with both subscribers as cmd/wiring subscribes them."""
     store = node_informer()
     pending, bound = PendingPodEvents("ip-scheduler"), bound_pod_informer()
-    sched.subscribe(pending_pods=pending, bound_pods=bound, nodes=store)
+    sched.handlers.subscribe(pending_pods=pending, bound_pods=bound, nodes=store)
     ctrl.subscribe(pending_pods=pending, bound_pods=bound, nodes=store, pools=pool_informer(ctrl.cache))
     return store
 

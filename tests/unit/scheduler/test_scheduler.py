@@ -152,7 +152,9 @@ async def test_a_pod_deleted_while_held_at_permit_is_unreserved_and_dropped() ->
     env = _group_env(3)
     await _schedule_held(env)
     env.api.delete_pod("w-0")
-    env.sched.on_pod_event("DELETED", PodInfo.from_obj(pod_body("u0", "w-0", labels={POD_GROUP_LABEL: "g"})))
+    env.sched.handlers.on_pod_event(
+        "DELETED", PodInfo.from_obj(pod_body("u0", "w-0", labels={POD_GROUP_LABEL: "g"}))
+    )
     await env.settle()
     await env.writer.flush()
     assert env.allocations() == {}

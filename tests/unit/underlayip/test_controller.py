@@ -105,7 +105,7 @@ def bound_event(
     """The bound-pods informer's event, to its two subscribers in cmd/wiring's order."""
     either = new or old
     assert either is not None
-    sched.on_bound_pod_event(kind, old, new)
+    sched.handlers.on_bound_pod_event(kind, old, new)
     ctrl.on_bound_pod_event(kind, either.uid, {}, old, new)
 
 
@@ -118,7 +118,7 @@ def pending(sched: Scheduler, ctrl: PoolController, kind: str, body: dict[str, A
     """kopf's pending-pod watch reports ``body``, to its two subscribers in cmd/wiring's order
     (:class:`~ipscheduler.kube.informer.PendingPodEvents`)."""
     pod = PodInfo.from_obj(body)
-    sched.on_pod_event(kind, pod)
+    sched.handlers.on_pod_event(kind, pod)
     ctrl.on_pending_pod(kind, pod)
 
 
