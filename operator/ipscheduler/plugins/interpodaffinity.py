@@ -67,16 +67,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ipscheduler.framework.interface import (
-    MAX_NODE_SCORE,
-    ActionType,
-    ClusterEvent,
-    ClusterEventWithHint,
-    CycleState,
-    EventResource,
-    Handle,
-    Status,
-)
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import MAX_NODE_SCORE, ClusterEventWithHint, CycleState, Handle, Status
 from ipscheduler.framework.labels import NOTHING, InvalidSelectorError, LabelSelector
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo, Snapshot
@@ -498,10 +490,8 @@ class InterPodAffinity:
         events (``interpodaffinity/plugin.go``); its hints are not ported, so each
         occurrence queues."""
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ALL)),
-            ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
-            ),
+            ClusterEventWithHint(events.ASSIGNED_POD_CHANGE),
+            ClusterEventWithHint(events.NODE_ADD_OR_LABEL_CHANGE),
         ]
 
 

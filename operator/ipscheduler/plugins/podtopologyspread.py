@@ -56,16 +56,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipscheduler.framework.interface import (
-    MAX_NODE_SCORE,
-    ActionType,
-    ClusterEvent,
-    ClusterEventWithHint,
-    CycleState,
-    EventResource,
-    Handle,
-    Status,
-)
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import MAX_NODE_SCORE, ClusterEventWithHint, CycleState, Handle, Status
 from ipscheduler.framework.labels import InvalidSelectorError, LabelSelector, Requirement
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.helper import find_untolerated_taint, match_required_node_affinity
@@ -370,12 +362,9 @@ class PodTopologySpread:
         taints changed (the domains): retry the pod. Upstream registers the same events
         (``podtopologyspread/plugin.go``); its hints are not ported, so each occurrence
         queues."""
-        nodes = (
-            ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT
-        )
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ALL)),
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, nodes)),
+            ClusterEventWithHint(events.ASSIGNED_POD_CHANGE),
+            ClusterEventWithHint(events.NODE_DOMAIN_CHANGE),
         ]
 
 
