@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from prometheus_client import (
@@ -106,24 +107,16 @@ POOL_GAUGES = (
 PENDING_QUEUES = ("active", "backoff", "unschedulable", "gated")
 
 
+@dataclass(eq=False)
 class _Scraped(Collector, Generic[P]):
     """Gauges computed when scraped: queue depths, unschedulable pods, pool counts."""
 
-    def __init__(
-        self,
-        profile: str,
-        depths: Callable[[], Mapping[str, int]],
-        unschedulable: Callable[[], Mapping[str, int]],
-        address_plugin: str,
-        pools: Callable[[], Mapping[str, P]],
-        status: Callable[[P], PoolCounts],
-    ) -> None:
-        self.profile = profile
-        self.depths = depths
-        self.unschedulable = unschedulable
-        self.address_plugin = address_plugin
-        self.pools = pools
-        self.status = status
+    profile: str
+    depths: Callable[[], Mapping[str, int]]
+    unschedulable: Callable[[], Mapping[str, int]]
+    address_plugin: str
+    pools: Callable[[], Mapping[str, P]]
+    status: Callable[[P], PoolCounts]
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         pending = GaugeMetricFamily(
