@@ -72,6 +72,7 @@ from ipscheduler.framework.interface import MAX_NODE_SCORE, ClusterEventWithHint
 from ipscheduler.framework.labels import NOTHING, InvalidSelectorError, LabelSelector
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo, Snapshot
+from ipscheduler.plugins.helper import missing_pre_filter_state
 
 NAME = "InterPodAffinity"
 
@@ -374,9 +375,7 @@ class InterPodAffinity:
         """Reject ``node`` if it breaks the pod's required (anti-)affinity or existing pods' anti-affinity."""
         s = state.get(_PRE_FILTER_KEY)
         if not isinstance(s, _PreFilterState):
-            return Status.error(
-                f"reading {_PRE_FILTER_KEY!r} from cycleState: PreFilter did not run", plugin=self.name
-            )
+            return missing_pre_filter_state(_PRE_FILTER_KEY, self.name)
         if not self._satisfy_pod_affinity(s, node):
             return Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH, plugin=self.name)
         if not self._satisfy_pod_anti_affinity(s, node):
