@@ -19,8 +19,8 @@ NODE_DELETE = ClusterEvent(EventResource.NODE, ActionType.DELETE, "NodeDelete")
 ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
 ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
 
-# What the in-tree plugins register beyond the events above (upstream's plugins write these
-# inline in their ``EventsToRegister``). They carry no label: the queue logs the label of
+# What plugins register beyond the events above (upstream's plugins write these inline
+# in their ``EventsToRegister``). They carry no label: the queue logs the label of
 # the event sent, never that of a registration.
 
 NODE_ADD_OR_LABEL_CHANGE = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
@@ -52,6 +52,12 @@ ASSIGNED_POD_DELETE_OR_SCALE_DOWN = ClusterEvent(
     EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
 )
 """A bound pod deleted or its requests lowered: requests freed (NodeResourcesFit)."""
+NODE_ADD_OR_DELETE = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.DELETE)
+"""A node added or deleted: the node set changed."""
+NODE_ADD_OR_ALLOCATABLE_CHANGE = ClusterEvent(
+    EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE
+)
+"""A node added or its allocatable changed: room for more pods."""
 
 
 def node_update_event(old: NodeInfo, new: NodeInfo) -> ClusterEvent | None:
