@@ -25,10 +25,12 @@ from ipscheduler.framework.quantity import parse_quantity
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
 from ipscheduler.underlayip.addresses import AddressSet
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeIPPoolStatus
-from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.pool import PoolContext, PoolView
 
 SINCE = "2024-01-01T00:00:00Z"
 """The timestamp of every allocation and deletion a test does not date itself."""
+SINCE_TIME = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+""":data:`SINCE` as the status models parse it."""
 NOW = datetime.datetime(2024, 6, 1, 12, 0, 0, tzinfo=datetime.UTC)
 """The present of the tests that age allocations."""
 
@@ -290,6 +292,11 @@ def pool_body(
 def pool(name: str = "pool-a", node: str | None = "node-a", **kw: Any) -> PoolView:
     """:func:`pool_body`, parsed as the pool informer parses it."""
     return PoolView.from_obj(pool_body(name, node, **kw))
+
+
+ALONE = PoolContext()
+"""The context of a pool seen alone: no address shared with or held by another pool, none
+held by a pod outside the pool's allocations."""
 
 
 def address_set(*entries: str) -> AddressSet:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.markdown import unfenced
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "operator" / "ipscheduler"
 DOC = ROOT / "ARCHITECTURE.md"
@@ -29,13 +31,7 @@ CONSTANT = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 
 def code_spans(text: str) -> list[str]:
     """The inline code spans of Markdown ``text``, fenced blocks left out."""
-    spans, fenced = [], False
-    for line in text.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        elif not fenced:
-            spans += re.findall(r"`([^`]+)`", line)
-    return spans
+    return [span for line in unfenced(text) for span in re.findall(r"`([^`]+)`", line)]
 
 
 def module_of(path: str) -> str | None:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.markdown import unfenced
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -26,14 +28,7 @@ HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 def prose(text: str) -> list[str]:
     """The lines of Markdown ``text`` outside fenced code blocks, inline code spans removed."""
-    lines, fenced = [], False
-    for line in text.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-            continue
-        if not fenced:
-            lines.append(re.sub(r"`[^`]*`", "", line))
-    return lines
+    return [re.sub(r"`[^`]*`", "", line) for line in unfenced(text)]
 
 
 def slug(heading: str) -> str:

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,6 +22,23 @@ func codeOf(err error) uint {
 		return e.Code
 	}
 	return 0
+}
+
+// failedAsWanted checks err against a table case's expected CNI error. With wantCode 0 err
+// must be nil, and it returns false: the caller checks the result. Otherwise err must carry
+// wantCode and contain wantMsg ("" matches any message), and it returns true: the case is done.
+func failedAsWanted(t *testing.T, err error, wantCode uint, wantMsg string) bool {
+	t.Helper()
+	if wantCode == 0 {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	if codeOf(err) != wantCode || !strings.Contains(fmt.Sprint(err), wantMsg) {
+		t.Fatalf("got %v (code %d), want code %d containing %q", err, codeOf(err), wantCode, wantMsg)
+	}
+	return true
 }
 
 func TestLoadConfig(t *testing.T) {
@@ -80,14 +98,8 @@ func TestLoadConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			conf, err := LoadConfig([]byte(tt.stdin), tt.hostname)
-			if tt.wantCode != 0 {
-				if codeOf(err) != tt.wantCode {
-					t.Fatalf("got %v (code %d), want code %d", err, codeOf(err), tt.wantCode)
-				}
+			if failedAsWanted(t, err, tt.wantCode, "") {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if conf.IPAM != tt.want {
 				t.Fatalf("got  %+v\nwant %+v", conf.IPAM, tt.want)
@@ -155,14 +167,8 @@ func TestParseArgs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseArgs(tt.args)
-			if tt.wantCode != 0 {
-				if codeOf(err) != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
-					t.Fatalf("got %v (code %d), want code %d containing %q", err, codeOf(err), tt.wantCode, tt.wantMsg)
-				}
+			if failedAsWanted(t, err, tt.wantCode, tt.wantMsg) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got != tt.want {
 				t.Fatalf("got %+v, want %+v", got, tt.want)

@@ -147,17 +147,11 @@ func TestAdd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
 			err := newPlugin(&out).Add(&skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: tt.args, StdinData: tt.stdin})
-			if tt.wantCode != 0 {
-				if codeOf(err) != tt.wantCode {
-					t.Fatalf("got %v (code %d), want code %d", err, codeOf(err), tt.wantCode)
-				}
+			if failedAsWanted(t, err, tt.wantCode, "") {
 				if out.Len() != 0 {
 					t.Fatalf("printed something before failing: %s", out.String())
 				}
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			assertJSON(t, out.Bytes(), tt.want)
 		})

@@ -45,15 +45,12 @@ from ipscheduler.coscheduling import events
 from ipscheduler.coscheduling.core import Clock, PodGroupManager, calculate_assigned_pods
 from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView, group_key
-from ipscheduler.framework.events import ASSIGNED_POD_DELETE
+from ipscheduler.framework.events import ASSIGNED_POD_DELETE, NODE_ADD_OR_ALLOCATABLE_CHANGE
 from ipscheduler.framework.interface import (
     PODS_TO_ACTIVATE,
-    ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
     CycleState,
     EventRecorder,
-    EventResource,
     Handle,
     QueuedPodInfo,
     QueueingHint,
@@ -70,8 +67,6 @@ NAME = "Coscheduling"
 
 _GROUP = "Coscheduling/group"
 _ASSIGNED = "Coscheduling/assigned"
-
-_NODE_ROOM = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)
 
 
 class CoschedulingArgs(PluginArgs):
@@ -236,7 +231,7 @@ class Coscheduling:
             ClusterEventWithHint(events.POD_GROUP_CHANGE, _same_group_as_podgroup),
             ClusterEventWithHint(events.GROUP_MEMBER_ADD, _same_group_as_pod),
             ClusterEventWithHint(ASSIGNED_POD_DELETE),
-            ClusterEventWithHint(_NODE_ROOM),
+            ClusterEventWithHint(NODE_ADD_OR_ALLOCATABLE_CHANGE),
         ]
 
 

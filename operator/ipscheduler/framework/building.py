@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from ipscheduler.framework import interface
 from ipscheduler.framework.config import (
     EXTENSION_POINTS,
     PluginRef,
@@ -20,25 +21,7 @@ from ipscheduler.framework.config import (
     ProfileConfig,
     merge_plugin_set,
 )
-from ipscheduler.framework.interface import (
-    Binder,
-    BindPlugin,
-    EventRecorder,
-    FilterPlugin,
-    Handle,
-    MetricsRecorder,
-    PermitPlugin,
-    Plugin,
-    PostBindPlugin,
-    PostFilterPlugin,
-    PreBindPlugin,
-    PreFilterPlugin,
-    PreScorePlugin,
-    QueueSortPlugin,
-    ReservePlugin,
-    Room,
-    ScorePlugin,
-)
+from ipscheduler.framework.interface import Binder, EventRecorder, Handle, MetricsRecorder, Plugin, Room
 from ipscheduler.framework.registry import Registry
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
@@ -66,17 +49,17 @@ class PluginHandle:
 
 
 _PROTOCOLS: dict[str, type] = {
-    "queueSort": QueueSortPlugin,
-    "preFilter": PreFilterPlugin,
-    "filter": FilterPlugin,
-    "postFilter": PostFilterPlugin,
-    "preScore": PreScorePlugin,
-    "score": ScorePlugin,
-    "reserve": ReservePlugin,
-    "permit": PermitPlugin,
-    "preBind": PreBindPlugin,
-    "bind": BindPlugin,
-    "postBind": PostBindPlugin,
+    "queueSort": interface.QueueSortPlugin,
+    "preFilter": interface.PreFilterPlugin,
+    "filter": interface.FilterPlugin,
+    "postFilter": interface.PostFilterPlugin,
+    "preScore": interface.PreScorePlugin,
+    "score": interface.ScorePlugin,
+    "reserve": interface.ReservePlugin,
+    "permit": interface.PermitPlugin,
+    "preBind": interface.PreBindPlugin,
+    "bind": interface.BindPlugin,
+    "postBind": interface.PostBindPlugin,
 }
 assert tuple(_PROTOCOLS) == EXTENSION_POINTS
 
@@ -159,7 +142,7 @@ def new_framework(
         raise ValueError("at least one bind plugin is needed")
     framework = Framework(
         scheduler_name=profile.scheduler_name,
-        queue_sort=cast(QueueSortPlugin, queue_sort[0]),
+        queue_sort=cast(interface.QueueSortPlugin, queue_sort[0]),
         pre_filter=with_companions("preFilter", [*filters, *(p for p, _ in scores)]),
         filter=filters,
         post_filter=at("postFilter"),

@@ -19,6 +19,46 @@ NODE_DELETE = ClusterEvent(EventResource.NODE, ActionType.DELETE, "NodeDelete")
 ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
 ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
 
+# What plugins register beyond the events above (upstream's plugins write these inline
+# in their ``EventsToRegister``). They carry no label: the queue logs the label of
+# the event sent, never that of a registration.
+
+NODE_ADD_OR_LABEL_CHANGE = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
+"""A node added or its labels changed (NodeAffinity, InterPodAffinity)."""
+NODE_ADD_OR_TAINT_CHANGE = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
+"""A node added or its taints or ``spec.unschedulable`` changed (TaintToleration,
+NodeUnschedulable)."""
+NODE_ADD_OR_CONDITION_CHANGE = ClusterEvent(
+    EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_CONDITION
+)
+"""A node added or its conditions changed (NodeReady)."""
+NODE_ADD_OR_FIT_CHANGE = ClusterEvent(
+    EventResource.NODE,
+    ActionType.ADD
+    | ActionType.UPDATE_NODE_ALLOCATABLE
+    | ActionType.UPDATE_NODE_LABEL
+    | ActionType.UPDATE_NODE_TAINT,
+)
+"""A node added or its allocatable, labels or taints changed (NodeResourcesFit)."""
+NODE_DOMAIN_CHANGE = ClusterEvent(
+    EventResource.NODE,
+    ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
+)
+"""A node added, deleted, or its labels or taints changed: the topology domains
+(PodTopologySpread)."""
+ASSIGNED_POD_CHANGE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ALL)
+"""A bound pod added, updated or deleted (InterPodAffinity, PodTopologySpread)."""
+ASSIGNED_POD_DELETE_OR_SCALE_DOWN = ClusterEvent(
+    EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
+)
+"""A bound pod deleted or its requests lowered: requests freed (NodeResourcesFit)."""
+NODE_ADD_OR_DELETE = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.DELETE)
+"""A node added or deleted: the node set changed."""
+NODE_ADD_OR_ALLOCATABLE_CHANGE = ClusterEvent(
+    EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE
+)
+"""A node added or its allocatable changed: room for more pods."""
+
 
 def node_update_event(old: NodeInfo, new: NodeInfo) -> ClusterEvent | None:
     """The event for a node update: one action flag per part that changed, None when nothing

@@ -21,6 +21,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -63,32 +64,28 @@ def parse_vector(body: Any, node_label: str) -> dict[str, float]:
     return out
 
 
+@dataclass(eq=False)
 class PrometheusReader:
     """Runs ``query`` against the Prometheus at ``address`` (a base URL) every ``interval``
     seconds (:meth:`run`), each query bounded by ``timeout`` seconds, and keeps the last
     answer as node name (label ``node_label``) → value. ``clock`` stamps the readings
     (monotonic seconds)."""
 
-    def __init__(
-        self,
-        address: str,
-        query: str,
-        node_label: str,
-        interval: float,
-        timeout: float,
-        clock: Callable[[], float] = time.monotonic,
-        on_failure: Callable[[], object] = lambda: None,
-    ) -> None:
-        self.url = address.rstrip("/") + QUERY_PATH
-        self.query = query
-        self.node_label = node_label
-        self.interval = interval
-        self.timeout = timeout
-        self.clock = clock
-        self.on_failure = on_failure
-        """Called once per failed query (the failure counter)."""
-        self._reading: tuple[Mapping[str, float], float] | None = None
-        self._failing = False
+    address: str
+    query: str
+    node_label: str
+    interval: float
+    timeout: float
+    clock: Callable[[], float] = time.monotonic
+    on_failure: Callable[[], object] = lambda: None
+    """Called once per failed query (the failure counter)."""
+    url: str = field(init=False)
+    """``address`` with the query path: where the queries go."""
+    _reading: tuple[Mapping[str, float], float] | None = field(default=None, init=False, repr=False)
+    _failing: bool = field(default=False, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.url = self.address.rstrip("/") + QUERY_PATH
 
     def latest(self) -> tuple[Mapping[str, float], float] | None:
         """``(node → value, taken_at)`` of the last query if it succeeded, else None. No I/O."""

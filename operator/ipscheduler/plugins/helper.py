@@ -1,8 +1,9 @@
 """Helpers the in-tree plugins share, so that no plugin imports another (upstream keeps
 them in ``pkg/scheduler/framework/plugins/helper`` and
 ``k8s.io/component-helpers/scheduling/corev1``): required node affinity and node selector
-terms (NodeAffinity, PodTopologySpread's ``nodeAffinityPolicy``), and taints against
-tolerations (TaintToleration, PodTopologySpread's ``nodeTaintsPolicy``)."""
+terms (NodeAffinity, PodTopologySpread's ``nodeAffinityPolicy``), taints against
+tolerations (TaintToleration, PodTopologySpread's ``nodeTaintsPolicy``), and the status of
+a Filter that finds no PreFilter state (InterPodAffinity, PodTopologySpread)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ipscheduler.framework.interface import Status
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint, Toleration
 
 # --------------------------------------------------------------------------- node affinity
@@ -180,3 +182,12 @@ def find_untolerated_taint(node: NodeInfo, tolerations: Iterable[Toleration]) ->
         if taint.effect in _DO_NOT_SCHEDULE_EFFECTS and not tolerations_tolerate_taint(tols, taint):
             return taint
     return None
+
+
+# --------------------------------------------------------------------------- cycle state
+
+
+def missing_pre_filter_state(key: str, plugin: str) -> Status:
+    """The Error status of ``plugin``'s Filter when the cycle state holds no PreFilter state
+    under ``key`` (PreFilter did not run; upstream ``getPreFilterState``)."""
+    return Status.error(f"reading {key!r} from cycleState: PreFilter did not run", plugin=plugin)

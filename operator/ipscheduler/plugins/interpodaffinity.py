@@ -67,19 +67,12 @@ from typing import Any
 
 from pydantic import Field
 
-from ipscheduler.framework.interface import (
-    MAX_NODE_SCORE,
-    ActionType,
-    ClusterEvent,
-    ClusterEventWithHint,
-    CycleState,
-    EventResource,
-    Handle,
-    Status,
-)
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import MAX_NODE_SCORE, ClusterEventWithHint, CycleState, Handle, Status
 from ipscheduler.framework.labels import NOTHING, InvalidSelectorError, LabelSelector
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo, Snapshot
+from ipscheduler.plugins.helper import missing_pre_filter_state
 
 NAME = "InterPodAffinity"
 
@@ -382,9 +375,7 @@ class InterPodAffinity:
         """Reject ``node`` if it breaks the pod's required (anti-)affinity or existing pods' anti-affinity."""
         s = state.get(_PRE_FILTER_KEY)
         if not isinstance(s, _PreFilterState):
-            return Status.error(
-                f"reading {_PRE_FILTER_KEY!r} from cycleState: PreFilter did not run", plugin=self.name
-            )
+            return missing_pre_filter_state(_PRE_FILTER_KEY, self.name)
         if not self._satisfy_pod_affinity(s, node):
             return Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH, plugin=self.name)
         if not self._satisfy_pod_anti_affinity(s, node):
@@ -498,10 +489,8 @@ class InterPodAffinity:
         events (``interpodaffinity/plugin.go``); its hints are not ported, so each
         occurrence queues."""
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ALL)),
-            ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
-            ),
+            ClusterEventWithHint(events.ASSIGNED_POD_CHANGE),
+            ClusterEventWithHint(events.NODE_ADD_OR_LABEL_CHANGE),
         ]
 
 

@@ -27,12 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ipscheduler.framework import events
 from ipscheduler.framework.interface import (
-    ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
     CycleState,
-    EventResource,
     Handle,
     QueueingHint,
     Status,
@@ -102,8 +100,7 @@ class NodeAffinity:
         """A node added or its labels changed: retry the pod if the node matches its
         nodeSelector and required affinity now and did not before
         (``isSchedulableAfterNodeChange``)."""
-        event = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
-        return [ClusterEventWithHint(event, _after_node_change)]
+        return [ClusterEventWithHint(events.NODE_ADD_OR_LABEL_CHANGE, _after_node_change)]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Sum of the weights of matching preferred scheduling terms."""

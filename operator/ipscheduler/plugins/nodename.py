@@ -15,16 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ipscheduler.framework.interface import (
-    ActionType,
-    ClusterEvent,
-    ClusterEventWithHint,
-    CycleState,
-    EventResource,
-    Handle,
-    QueueingHint,
-    Status,
-)
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import ClusterEventWithHint, CycleState, Handle, QueueingHint, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodeName"
@@ -87,7 +79,7 @@ class NodeName:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """A node added: retry the pod if it is a node the pod names
         (``isSchedulableAfterNodeAdd``)."""
-        return [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD), _after_node_add)]
+        return [ClusterEventWithHint(events.NODE_ADD, _after_node_add)]
 
 
 def _after_node_add(pod: PodInfo, old: NodeInfo | None, new: NodeInfo | None) -> QueueingHint:

@@ -16,16 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ipscheduler.framework.interface import (
-    ActionType,
-    ClusterEvent,
-    ClusterEventWithHint,
-    CycleState,
-    EventResource,
-    Handle,
-    QueueingHint,
-    Status,
-)
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import ClusterEventWithHint, CycleState, Handle, QueueingHint, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodePorts"
@@ -58,10 +50,8 @@ class NodePorts:
         """A bound pod deleted: retry the pod if the deleted one held a port it wants
         (``isSchedulableAfterPodDeleted``). A node added: retry (it has every port free)."""
         return [
-            ClusterEventWithHint(
-                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), _after_pod_deleted
-            ),
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD)),
+            ClusterEventWithHint(events.ASSIGNED_POD_DELETE, _after_pod_deleted),
+            ClusterEventWithHint(events.NODE_ADD),
         ]
 
 

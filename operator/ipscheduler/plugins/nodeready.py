@@ -9,16 +9,8 @@ the taints lag the condition. The rejection is plain ``Unschedulable``
 
 from __future__ import annotations
 
-from ipscheduler.framework.interface import (
-    ActionType,
-    ClusterEvent,
-    ClusterEventWithHint,
-    CycleState,
-    EventResource,
-    Handle,
-    QueueingHint,
-    Status,
-)
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import ClusterEventWithHint, CycleState, Handle, QueueingHint, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodeReady"
@@ -39,8 +31,7 @@ class NodeReady:
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """A node added, or its conditions changed: retry the pod if the node is Ready."""
-        event = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_CONDITION)
-        return [ClusterEventWithHint(event, _after_node_change)]
+        return [ClusterEventWithHint(events.NODE_ADD_OR_CONDITION_CHANGE, _after_node_change)]
 
 
 def _after_node_change(pod: PodInfo, old: NodeInfo | None, new: NodeInfo | None) -> QueueingHint:

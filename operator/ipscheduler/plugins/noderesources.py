@@ -44,13 +44,11 @@ from decimal import Decimal
 
 from pydantic import Field
 
+from ipscheduler.framework import events
 from ipscheduler.framework.interface import (
     MAX_NODE_SCORE,
-    ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
     CycleState,
-    EventResource,
     Handle,
     QueueingHint,
     Status,
@@ -195,15 +193,10 @@ class NodeResourcesFit:
         resource it asks for. A node added or its allocatable, labels or taints changed:
         retry if the pod's requests fit the node's allocatable
         (``isSchedulableAfterPodEvent``, ``isSchedulableAfterNodeChange``)."""
-        pods = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN)
-        nodes = ClusterEvent(
-            EventResource.NODE,
-            ActionType.ADD
-            | ActionType.UPDATE_NODE_ALLOCATABLE
-            | ActionType.UPDATE_NODE_LABEL
-            | ActionType.UPDATE_NODE_TAINT,
-        )
-        return [ClusterEventWithHint(pods, _after_pod_event), ClusterEventWithHint(nodes, _after_node_change)]
+        return [
+            ClusterEventWithHint(events.ASSIGNED_POD_DELETE_OR_SCALE_DOWN, _after_pod_event),
+            ClusterEventWithHint(events.NODE_ADD_OR_FIT_CHANGE, _after_node_change),
+        ]
 
 
 def _after_pod_event(pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> QueueingHint:

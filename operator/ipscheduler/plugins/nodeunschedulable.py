@@ -7,16 +7,8 @@ tolerates the taint ``node.kubernetes.io/unschedulable:NoSchedule``.
 
 from __future__ import annotations
 
-from ipscheduler.framework.interface import (
-    ActionType,
-    ClusterEvent,
-    ClusterEventWithHint,
-    CycleState,
-    EventResource,
-    Handle,
-    QueueingHint,
-    Status,
-)
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import ClusterEventWithHint, CycleState, Handle, QueueingHint, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
 
 NAME = "NodeUnschedulable"
@@ -43,8 +35,7 @@ class NodeUnschedulable:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """A node added, or its taints (``spec.unschedulable``) changed: retry the pod if
         the node now passes (``isSchedulableAfterNodeChange``)."""
-        event = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
-        return [ClusterEventWithHint(event, self._after_node_change)]
+        return [ClusterEventWithHint(events.NODE_ADD_OR_TAINT_CHANGE, self._after_node_change)]
 
     def _after_node_change(self, pod: PodInfo, old: NodeInfo | None, new: NodeInfo | None) -> QueueingHint:
         if new is None or not self.filter(CycleState(), pod, new).is_success():

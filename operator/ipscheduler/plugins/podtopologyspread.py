@@ -56,19 +56,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipscheduler.framework.interface import (
-    MAX_NODE_SCORE,
-    ActionType,
-    ClusterEvent,
-    ClusterEventWithHint,
-    CycleState,
-    EventResource,
-    Handle,
-    Status,
-)
+from ipscheduler.framework import events
+from ipscheduler.framework.interface import MAX_NODE_SCORE, ClusterEventWithHint, CycleState, Handle, Status
 from ipscheduler.framework.labels import InvalidSelectorError, LabelSelector, Requirement
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.plugins.helper import find_untolerated_taint, match_required_node_affinity
+from ipscheduler.plugins.helper import (
+    find_untolerated_taint,
+    match_required_node_affinity,
+    missing_pre_filter_state,
+)
 
 NAME = "PodTopologySpread"
 
@@ -239,9 +235,7 @@ class PodTopologySpread:
         """Reject ``node`` if it lacks a topologyKey or placing the pod there exceeds a maxSkew."""
         s = state.get(_PRE_FILTER_KEY)
         if not isinstance(s, _PreFilterState):
-            return Status.error(
-                f"reading {_PRE_FILTER_KEY!r} from cycleState: PreFilter did not run", plugin=self.name
-            )
+            return missing_pre_filter_state(_PRE_FILTER_KEY, self.name)
         for i, c in enumerate(s.constraints):
             if c.topology_key not in node.labels:
                 return Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH, plugin=self.name)
@@ -370,12 +364,9 @@ class PodTopologySpread:
         taints changed (the domains): retry the pod. Upstream registers the same events
         (``podtopologyspread/plugin.go``); its hints are not ported, so each occurrence
         queues."""
-        nodes = (
-            ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT
-        )
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ALL)),
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, nodes)),
+            ClusterEventWithHint(events.ASSIGNED_POD_CHANGE),
+            ClusterEventWithHint(events.NODE_DOMAIN_CHANGE),
         ]
 
 

@@ -14,12 +14,10 @@ Mirrors ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go``:
 
 from __future__ import annotations
 
+from ipscheduler.framework import events
 from ipscheduler.framework.interface import (
-    ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
     CycleState,
-    EventResource,
     Handle,
     QueueingHint,
     Status,
@@ -62,8 +60,7 @@ class TaintToleration:
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """A node added or its taints changed: retry the pod if it tolerates the node's
         taints now and did not before (``isSchedulableAfterNodeChange``)."""
-        event = ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
-        return [ClusterEventWithHint(event, _after_node_change)]
+        return [ClusterEventWithHint(events.NODE_ADD_OR_TAINT_CHANGE, _after_node_change)]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Count of PreferNoSchedule taints on ``node`` the pod does not tolerate (lower is better)."""

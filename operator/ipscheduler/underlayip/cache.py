@@ -311,19 +311,21 @@ class PoolCache:
         when conflicts were recomputed)."""
         self._refresh()
 
+    def _new_context(self, pool: PoolView) -> PoolContext:
+        c = self._conflicts.get(pool.name)
+        return PoolContext(
+            node_exists=self.node_cache.node(pool.node_name) is not None,
+            blocked=c.blocked if c else None,
+            conflicts=c.conflicts if c else (),
+            held_by=self._held_by,
+            pod_held=self._pod_held,
+            pod_holders=self._pod_holders.setdefault(pool.name, {}),
+        )
+
     def _context(self, pool: PoolView) -> PoolContext:
         ctx = self._ctx.get(pool.name)
         if ctx is None:
-            c = self._conflicts.get(pool.name)
-            ctx = PoolContext(
-                node_exists=self.node_cache.node(pool.node_name) is not None,
-                blocked=c.blocked if c else None,
-                conflicts=c.conflicts if c else (),
-                held_by=self._held_by,
-                pod_held=self._pod_held,
-                pod_holders=self._pod_holders.setdefault(pool.name, {}),
-            )
-            self._ctx[pool.name] = ctx
+            ctx = self._ctx[pool.name] = self._new_context(pool)
         return ctx
 
     def context(self, pool: PoolView) -> PoolContext:
@@ -335,15 +337,7 @@ class PoolCache:
         snap = self._snap.get(pool.name)
         if snap is not None and snap.node_name == pool.node_name:
             return self._context(snap)
-        c = self._conflicts.get(pool.name)  # a version the snapshot does not hold (yet)
-        return PoolContext(
-            node_exists=self.node_cache.node(pool.node_name) is not None,
-            blocked=c.blocked if c else None,
-            conflicts=c.conflicts if c else (),
-            held_by=self._held_by,
-            pod_held=self._pod_held,
-            pod_holders=self._pod_holders.setdefault(pool.name, {}),
-        )
+        return self._new_context(pool)  # a version the snapshot does not hold (yet)
 
     def blocked(self, pool: PoolView) -> AddressSet | None:
         return self.context(pool).blocked

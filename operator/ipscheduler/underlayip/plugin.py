@@ -48,16 +48,14 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from ipscheduler.framework.events import NODE_ADD_OR_DELETE
 from ipscheduler.framework.interface import (
     BIND_ANNOTATIONS,
     LOG_FIELDS,
     SCHEDULED_NOTE,
-    ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
     CycleState,
     EventRecorder,
-    EventResource,
     Handle,
     Status,
     default_normalize,
@@ -326,7 +324,7 @@ class UnderlayIP:
         pod deleted does not: its address is free only once released."""
         return [
             ClusterEventWithHint(events.NODE_IP_POOL_CHANGE),
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.DELETE)),
+            ClusterEventWithHint(NODE_ADD_OR_DELETE),
             ClusterEventWithHint(events.DEFAULT_POOLS_CHANGE),
         ]
 

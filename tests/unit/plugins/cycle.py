@@ -6,7 +6,7 @@ Shared by the plugin tests; each plugin's own cases stay in its ``test_<plugin>.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -132,3 +132,14 @@ def ask(plugin: Any, event: Any, p: PodInfo, old: Any, new: Any) -> QueueingHint
 def hint_cases(cases: list[tuple[Any, ...]]) -> list[Any]:
     """``(id, event, pod, old, new, expected)`` rows as pytest params with their ids."""
     return [pytest.param(*case[1:], id=case[0]) for case in cases]
+
+
+def hints_test(plugin: Callable[[], Any], cases: list[tuple[Any, ...]]) -> Callable[..., None]:
+    """The test that ``plugin()`` answers each ``(id, event, pod, old, new, expected)`` row of
+    ``cases`` (:func:`ask`); a plugin's test module binds it to a ``test_`` name."""
+
+    @pytest.mark.parametrize(("event", "p", "old", "new", "expected"), hint_cases(cases))
+    def test(event: Any, p: PodInfo, old: Any, new: Any, expected: QueueingHint) -> None:
+        assert ask(plugin(), event, p, old, new) is expected
+
+    return test

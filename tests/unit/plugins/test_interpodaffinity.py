@@ -8,7 +8,6 @@ Cases follow kube-scheduler's own plugin tests:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import pytest
 
@@ -43,12 +42,11 @@ from tests.builders import workload_pod as mk_pod
 from tests.unit.plugins.cycle import (
     HINT_NODE,
     HINT_POD,
-    ask,
     assert_plugin,
     assert_statuses,
     cycle_filter,
     cycle_score,
-    hint_cases,
+    hints_test,
     run_score,
 )
 
@@ -531,6 +529,4 @@ HINTS = [
 ]
 
 
-@pytest.mark.parametrize(("event", "p", "old", "new", "expected"), hint_cases(HINTS))
-def test_plugin_hints(event: Any, p: PodInfo, old: Any, new: Any, expected: QueueingHint) -> None:
-    assert ask(InterPodAffinity(), event, p, old, new) is expected
+test_plugin_hints = hints_test(InterPodAffinity, HINTS)

@@ -26,9 +26,8 @@ from tests.builders import node_selector_term as term
 from tests.builders import pod_info
 from tests.unit.plugins.cycle import (
     HINT_NODE,
-    ask,
     assert_plugin,
-    hint_cases,
+    hints_test,
     pre_point_code,
     run_filter,
     run_score,
@@ -612,6 +611,4 @@ HINTS = [
 ]
 
 
-@pytest.mark.parametrize(("event", "p", "old", "new", "expected"), hint_cases(HINTS))
-def test_plugin_hints(event: Any, p: PodInfo, old: Any, new: Any, expected: QueueingHint) -> None:
-    assert ask(NodeAffinity(), event, p, old, new) is expected
+test_plugin_hints = hints_test(NodeAffinity, HINTS)

@@ -16,7 +16,7 @@ from ipscheduler.framework.interface import Code, FilterPlugin, QueueingHint
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.plugins.nodename import NodeName, requested_node_names
 from tests.builders import container, node, pod, pod_body
-from tests.unit.plugins.cycle import HINT_NODE, ask, assert_plugin, hint_cases, run_filter
+from tests.unit.plugins.cycle import HINT_NODE, assert_plugin, hints_test, run_filter
 
 UNRES = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
@@ -147,6 +147,4 @@ HINTS = [
 ]
 
 
-@pytest.mark.parametrize(("event", "p", "old", "new", "expected"), hint_cases(HINTS))
-def test_plugin_hints(event: Any, p: PodInfo, old: Any, new: Any, expected: QueueingHint) -> None:
-    assert ask(NodeName(), event, p, old, new) is expected
+test_plugin_hints = hints_test(NodeName, HINTS)

@@ -18,9 +18,8 @@ from tests.builders import container, node, pod_body
 from tests.unit.plugins.cycle import (
     HINT_NODE,
     HINT_POD,
-    ask,
     assert_plugin,
-    hint_cases,
+    hints_test,
     pre_point_code,
     run_filter,
 )
@@ -203,6 +202,4 @@ HINTS = [
 ]
 
 
-@pytest.mark.parametrize(("event", "p", "old", "new", "expected"), hint_cases(HINTS))
-def test_plugin_hints(event: Any, p: PodInfo, old: Any, new: Any, expected: QueueingHint) -> None:
-    assert ask(NodePorts(), event, p, old, new) is expected
+test_plugin_hints = hints_test(NodePorts, HINTS)

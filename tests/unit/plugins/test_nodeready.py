@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pytest
 
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import Code, FilterPlugin, QueueingHint
-from ipscheduler.framework.types import PodInfo
 from ipscheduler.plugins.nodeready import NodeReady
 from tests.builders import node as make_node
 from tests.builders import pod_info
-from tests.unit.plugins.cycle import HINT_NODE, HINT_POD, ask, assert_plugin, hint_cases, run_filter
+from tests.unit.plugins.cycle import HINT_NODE, HINT_POD, assert_plugin, hints_test, run_filter
 
 OK = Code.SUCCESS
 UNSCHED = Code.UNSCHEDULABLE
@@ -60,6 +58,4 @@ HINTS = [
 ]
 
 
-@pytest.mark.parametrize(("event", "p", "old", "new", "expected"), hint_cases(HINTS))
-def test_plugin_hints(event: Any, p: PodInfo, old: Any, new: Any, expected: QueueingHint) -> None:
-    assert ask(NodeReady(), event, p, old, new) is expected
+test_plugin_hints = hints_test(NodeReady, HINTS)

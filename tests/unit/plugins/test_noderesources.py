@@ -37,15 +37,7 @@ from ipscheduler.plugins.noderesources import (
     nonzero_requests_from_spec,
 )
 from tests.builders import container, node, pod, pod_body
-from tests.unit.plugins.cycle import (
-    HINT_NODE,
-    HINT_POD,
-    ask,
-    assert_plugin,
-    hint_cases,
-    run_filter,
-    run_score,
-)
+from tests.unit.plugins.cycle import HINT_NODE, HINT_POD, assert_plugin, hints_test, run_filter, run_score
 
 OK = Code.SUCCESS
 UNSCHED = Code.UNSCHEDULABLE
@@ -812,6 +804,4 @@ HINTS = [
 ]
 
 
-@pytest.mark.parametrize(("event", "p", "old", "new", "expected"), hint_cases(HINTS))
-def test_plugin_hints(event: Any, p: PodInfo, old: Any, new: Any, expected: QueueingHint) -> None:
-    assert ask(NodeResourcesFit(), event, p, old, new) is expected
+test_plugin_hints = hints_test(NodeResourcesFit, HINTS)

@@ -35,12 +35,11 @@ from tests.builders import workload_pod as mk_pod
 from tests.unit.plugins.cycle import (
     HINT_NODE,
     HINT_POD,
-    ask,
     assert_plugin,
     assert_statuses,
     cycle_filter,
     cycle_score,
-    hint_cases,
+    hints_test,
 )
 
 OK = Code.SUCCESS
@@ -532,6 +531,4 @@ HINTS = [
 ]
 
 
-@pytest.mark.parametrize(("event", "p", "old", "new", "expected"), hint_cases(HINTS))
-def test_plugin_hints(event: Any, p: PodInfo, old: Any, new: Any, expected: QueueingHint) -> None:
-    assert ask(PodTopologySpread(), event, p, old, new) is expected
+test_plugin_hints = hints_test(PodTopologySpread, HINTS)

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from ipscheduler.framework.building import PluginHandle
-from ipscheduler.framework.interface import Handle
+from ipscheduler.framework.interface import (
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    PermitPlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+)
 from ipscheduler.plugins import interpodaffinity, noderesources
 from ipscheduler.plugins.registry import new_in_tree_registry
 
@@ -50,19 +57,14 @@ def test_in_tree_args_reach_the_plugin() -> None:
     assert default.resources == dict(noderesources.DEFAULT_RESOURCES)
 
 
-def test_every_in_tree_filter_plugin_registers_events() -> None:
-    """A plugin without registrations would fall back to the wildcard: every event."""
-    registry = new_in_tree_registry()
-    for name in (
-        "NodeUnschedulable",
-        "NodeName",
-        "TaintToleration",
-        "NodeAffinity",
-        "NodePorts",
-        "NodeResourcesFit",
-        "InterPodAffinity",
-        "PodTopologySpread",
-        "NodeReady",
-    ):
-        plugin = registry.new_plugin(name, None, None)  # type: ignore[arg-type]
-        assert plugin.events_to_register(), name  # type: ignore[attr-defined]
+def test_every_in_tree_plugin_that_can_reject_registers_events() -> None:
+    """A plugin that can reject a pod (PreFilter, Filter, Reserve, Permit) without registrations
+    would fall back to the wildcard: every event would move the pods it rejected."""
+    r = new_in_tree_registry()
+    plugins = [r.new_plugin(name, None, HANDLE) for name in r]
+    rejecting = [
+        p for p in plugins if isinstance(p, (PreFilterPlugin, FilterPlugin, ReservePlugin, PermitPlugin))
+    ]
+    assert len(rejecting) == 9, [p.name for p in rejecting]
+    for plugin in rejecting:
+        assert isinstance(plugin, EnqueueExtensions) and plugin.events_to_register(), plugin.name

@@ -6,7 +6,6 @@ Cases follow kube-scheduler's own plugin tests: taint_toleration_test.go.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pytest
 
@@ -16,15 +15,7 @@ from ipscheduler.framework.types import PodInfo, Taint, Toleration
 from ipscheduler.plugins.tainttoleration import TaintToleration
 from tests.builders import node as make_node
 from tests.builders import pod_info
-from tests.unit.plugins.cycle import (
-    HINT_NODE,
-    HINT_POD,
-    ask,
-    assert_plugin,
-    hint_cases,
-    run_filter,
-    run_score,
-)
+from tests.unit.plugins.cycle import HINT_NODE, HINT_POD, assert_plugin, hints_test, run_filter, run_score
 
 UNRES = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
@@ -298,6 +289,4 @@ HINTS = [
 ]
 
 
-@pytest.mark.parametrize(("event", "p", "old", "new", "expected"), hint_cases(HINTS))
-def test_plugin_hints(event: Any, p: PodInfo, old: Any, new: Any, expected: QueueingHint) -> None:
-    assert ask(TaintToleration(), event, p, old, new) is expected
+test_plugin_hints = hints_test(TaintToleration, HINTS)

@@ -29,13 +29,10 @@ from ipscheduler.underlayip.allocator import (
 from ipscheduler.underlayip.models import NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView, ready_condition, refresh
 from ipscheduler.underlayip.retention import Retention
-from tests.builders import NOW, SINCE, address_set, ago, alloc, bound_allocs, with_status
+from tests.builders import ALONE, NOW, SINCE, SINCE_TIME, address_set, ago, alloc, bound_allocs, with_status
 from tests.builders import pool as view
 from tests.builders import pool_body as body
 from tests.unit.fakes import pool_cache
-
-T0 = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
-CTX = PoolContext()
 
 
 def ips(status: NodeIPPoolStatus) -> dict[str, str | None]:
@@ -150,7 +147,7 @@ def test_pick(
 
 def test_reserve_writes_a_reserved_allocation_and_is_pure() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.1", phase="Bound")})
-    new, ip, _ = reserve(p, CTX, "b", "ns/b", now=NOW)
+    new, ip, _ = reserve(p, ALONE, "b", "ns/b", now=NOW)
     assert ip == "10.0.0.2"
     assert new is not None
     assert ips(new) == {"a": "10.0.0.1", "b": "10.0.0.2"}
@@ -163,7 +160,7 @@ def test_reserve_writes_a_reserved_allocation_and_is_pure() -> None:
 
 def test_reserve_already_holding_writes_nothing() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.3")})
-    assert reserve(p, CTX, "a", "ns/a") == (None, "10.0.0.3", False)
+    assert reserve(p, ALONE, "a", "ns/a") == (None, "10.0.0.3", False)
 
 
 RESERVE_FULL_CASES = [
@@ -205,15 +202,15 @@ def test_reserve_count_only_gives_no_ip_and_respects_capacity() -> None:
     b = body(capacity=2)
     p = PoolView.from_obj(b)
     for uid in ("a", "b"):
-        new, ip, _ = reserve(p, CTX, uid, f"ns/{uid}", now=NOW)
+        new, ip, _ = reserve(p, ALONE, uid, f"ns/{uid}", now=NOW)
         assert ip is None
         assert new is not None
         assert new.allocations[uid].ip is None
         p = with_status(b, new)
     assert (p.status.capacity, p.status.allocated, p.status.free) == (2, 2, 0)
     with pytest.raises(PoolFull):
-        reserve(p, CTX, "c", "ns/c")
-    assert reserve(p, CTX, "a", "ns/a") == (None, None, False)
+        reserve(p, ALONE, "c", "ns/c")
+    assert reserve(p, ALONE, "a", "ns/a") == (None, None, False)
 
 
 def test_reserve_never_double_allocates() -> None:
@@ -228,7 +225,7 @@ def test_reserve_never_double_allocates() -> None:
     got: list[str] = []
     for i in range(50):
         uid = f"uid-{i}"
-        new, ip, _ = reserve(p, CTX, uid, f"ns/pod-{i}", now=NOW)
+        new, ip, _ = reserve(p, ALONE, uid, f"ns/pod-{i}", now=NOW)
         assert new is not None
         assert ip is not None
         got.append(ip)
@@ -245,22 +242,22 @@ def test_reserve_never_double_allocates() -> None:
         assert p.addresses is not None
         assert ip in p.addresses
     # Re-reserving is idempotent, the rest fills up, then the pool is full.
-    assert reserve(p, CTX, "uid-7", "ns/pod-7") == (None, got[7], False)
+    assert reserve(p, ALONE, "uid-7", "ns/pod-7") == (None, got[7], False)
     for i in range(50, usable):
-        new, ip, _ = reserve(p, CTX, f"uid-{i}", f"ns/pod-{i}")
+        new, ip, _ = reserve(p, ALONE, f"uid-{i}", f"ns/pod-{i}")
         assert new is not None
         assert ip is not None
         got.append(ip)
         p = with_status(b, new)
     assert len(set(got)) == usable
     with pytest.raises(PoolFull):
-        reserve(p, CTX, "one-too-many", "ns/x")
+        reserve(p, ALONE, "one-too-many", "ns/x")
     # Releasing one frees exactly that address, which is handed out next.
     freed = got[20]
-    rel = release(p, CTX, "uid-20")
+    rel = release(p, ALONE, "uid-20")
     assert rel is not None
     p = with_status(b, rel)
-    assert reserve(p, CTX, "late", "ns/late")[1] == freed
+    assert reserve(p, ALONE, "late", "ns/late")[1] == freed
 
 
 # --------------------------------------------------------------------------- mark_bound / release
@@ -271,32 +268,32 @@ def test_mark_bound() -> None:
         addresses=["10.0.0.1-10.0.0.4"],
         allocations={"a": alloc("10.0.0.1", pod="ns/a"), "b": alloc("10.0.0.2", phase="Bound")},
     )
-    new = mark_bound(p, CTX, "a")
+    new = mark_bound(p, ALONE, "a")
     assert new is not None
     assert new.allocations["a"].phase == "Bound"
     assert new.allocations["a"].ip == "10.0.0.1"
     assert new.allocations["a"].pod == "ns/a"
-    assert new.allocations["a"].since == T0
+    assert new.allocations["a"].since == SINCE_TIME
     assert new.allocations["b"].phase == "Bound"
     assert new.allocated == 2
     assert p.allocations["a"].phase == "Reserved"  # pure
-    assert mark_bound(p, CTX, "b") is None  # already Bound
-    assert mark_bound(p, CTX, "nobody") is None
+    assert mark_bound(p, ALONE, "b") is None  # already Bound
+    assert mark_bound(p, ALONE, "nobody") is None
 
 
 def test_release() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.1"), "b": alloc("10.0.0.2")})
-    new = release(p, CTX, "a")
+    new = release(p, ALONE, "a")
     assert new is not None
     assert ips(new) == {"b": "10.0.0.2"}
     assert (new.capacity, new.allocated, new.free) == (4, 1, 3)
-    assert release(p, CTX, "nobody") is None
+    assert release(p, ALONE, "nobody") is None
     assert set(p.allocations) == {"a", "b"}
 
 
 def test_release_from_invalid_pool_still_works() -> None:
     p = view(addresses=["10.0.0.300"], allocations={"a": alloc("10.0.0.1")})
-    new = release(p, CTX, "a")
+    new = release(p, ALONE, "a")
     assert new is not None
     assert new.allocations == {}
 
@@ -319,7 +316,7 @@ ADOPT_OK = [
 )
 def test_adopt_ok(kw: dict[str, Any], uid: str, ip: str | None) -> None:
     p = view(**kw)
-    new = adopt(p, CTX, uid, "ns/x", ip, now=NOW)
+    new = adopt(p, ALONE, uid, "ns/x", ip, now=NOW)
     assert new is not None
     got = new.allocations[uid]
     assert (got.ip, got.pod, got.phase, got.since) == (ip, "ns/x", "Bound", NOW)
@@ -330,8 +327,8 @@ def test_adopt_ok(kw: dict[str, Any], uid: str, ip: str | None) -> None:
 
 def test_adopt_already_recorded_returns_none() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.1")})
-    assert adopt(p, CTX, "a", "ns/a", "10.0.0.1") is None
-    assert adopt(p, CTX, "a", "ns/a", "10.0.0.4") is None
+    assert adopt(p, ALONE, "a", "ns/a", "10.0.0.1") is None
+    assert adopt(p, ALONE, "a", "ns/a", "10.0.0.4") is None
 
 
 ADOPT_CONFLICTS = [
@@ -365,14 +362,14 @@ ADOPT_CONFLICTS = [
 )
 def test_adopt_conflict(kw: dict[str, Any], ip: str, fragment: str) -> None:
     with pytest.raises(AdoptConflict, match=fragment):
-        adopt(view(**kw), CTX, "x", "ns/x", ip)
+        adopt(view(**kw), ALONE, "x", "ns/x", ip)
 
 
 @pytest.mark.parametrize("ip", ["FD00::1", "fd00:0::1", " fd00::1"], ids=["uppercase", "zeros", "whitespace"])
 def test_adopt_non_canonical_spelling_of_held_ip_conflicts(ip: str) -> None:
     p = view(addresses=["fd00::1-fd00::4"], allocations={"a": alloc("fd00::1", phase="Bound")})
     with pytest.raises(AdoptConflict):
-        adopt(p, CTX, "x", "ns/x", ip)
+        adopt(p, ALONE, "x", "ns/x", ip)
 
 
 # --------------------------------------------------------------------------- ownership of reservations
@@ -416,9 +413,9 @@ def test_reserve_on_behalf_of_a_cycle(existing: dict[str, Any] | None, expected:
     p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": existing} if existing else {})
     if expected is ReservedElsewhere:
         with pytest.raises(ReservedElsewhere, match="allocation of the pod made by"):
-            reserve(p, CTX, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
+            reserve(p, ALONE, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
         return
-    new, ip, _ = reserve(p, CTX, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
+    new, ip, _ = reserve(p, ALONE, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
     kind, want_ip = expected
     assert ip == want_ip
     if kind == "none":
@@ -462,9 +459,9 @@ def test_reserve_takes_over_the_previous_leaders_reservations(
     kwargs: dict[str, Any] = {"now": NOW, "owner": "me/1", "takeover_after": 60}
     if not taken:
         with pytest.raises(ReservedElsewhere):
-            reserve(p, CTX, "a", "ns/a", takeover_before=takeover_before, **kwargs)
+            reserve(p, ALONE, "a", "ns/a", takeover_before=takeover_before, **kwargs)
         return
-    new, ip, _ = reserve(p, CTX, "a", "ns/a", takeover_before=takeover_before, **kwargs)
+    new, ip, _ = reserve(p, ALONE, "a", "ns/a", takeover_before=takeover_before, **kwargs)
     assert new is not None and ip == "10.0.0.3"
     got = new.allocations["a"]
     assert (got.ip, got.reserved_by, got.since, got.phase) == ("10.0.0.3", "me/1", NOW, "Reserved")
@@ -489,7 +486,7 @@ def test_conditional_release(kw: dict[str, Any], released: bool) -> None:
     if "expect" in kw:
         a = p.allocations["a"]
         kw["expect"] = a if kw["expect"] == "same" else a.model_copy(update={"reserved_by": "other/2"})
-    new = release(p, CTX, "a", **kw)
+    new = release(p, ALONE, "a", **kw)
     assert (new is not None) is released
     if new is not None:
         assert new.allocations == {}
@@ -556,7 +553,7 @@ def test_running_pods_no_allocation_records_take_their_place(
 def test_adopt_conflict_names_the_holder() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"h": alloc("10.0.0.2", pod="ns/holder")})
     with pytest.raises(AdoptConflict) as info:
-        adopt(p, CTX, "new", "ns/new", "10.0.0.2")
+        adopt(p, ALONE, "new", "ns/new", "10.0.0.2")
     assert (info.value.holder_uid, info.value.holder_pod) == ("h", "ns/holder")
 
 
@@ -567,13 +564,13 @@ def test_a_gateway_is_never_handed_out() -> None:
     assert p.spec_error is None and p.subnets[0].gateway == "10.0.1.1"
     got = []
     for i in range(5):
-        new, ip, _ = reserve(p, CTX, f"u{i}", f"ns/u{i}", now=NOW)
+        new, ip, _ = reserve(p, ALONE, f"u{i}", f"ns/u{i}", now=NOW)
         assert new is not None
         p = with_status(b, new)
         got.append(ip)
     assert got == ["10.0.1.2", "10.0.1.3", "10.0.1.4", "10.0.1.5", "10.0.1.6"]
     with pytest.raises(PoolFull):
-        reserve(p, CTX, "one-more", "ns/x", now=NOW)
+        reserve(p, ALONE, "one-more", "ns/x", now=NOW)
 
 
 # --------------------------------------------------------------------------- deleting pools
@@ -589,20 +586,20 @@ DELETING_IDS = ["addresses", "count-only", "reserved-holder"]
 @pytest.mark.parametrize("kw", DELETING_POOLS, ids=DELETING_IDS)
 def test_pick_and_reserve_refuse_deleting_pool(kw: dict[str, Any]) -> None:
     p = view(deleting=True, **kw)
-    assert pick(p, CTX, "new") == (False, None)
+    assert pick(p, ALONE, "new") == (False, None)
     with pytest.raises(PoolFull):
-        reserve(p, CTX, "new", "ns/new", NOW)
+        reserve(p, ALONE, "new", "ns/new", NOW)
     # the same pool, not deleting, has room: the refusal is due to the deletion only
     live = view(**kw)
-    assert pick(live, CTX, "new")[0] is True
+    assert pick(live, ALONE, "new")[0] is True
 
 
 @pytest.mark.parametrize("kw", DELETING_POOLS, ids=DELETING_IDS)
 def test_existing_holder_keeps_its_allocation_in_deleting_pool(kw: dict[str, Any]) -> None:
     p = view(deleting=True, **kw)
     ip = p.allocations["u1"].ip
-    assert pick(p, CTX, "u1") == (True, ip)
-    assert reserve(p, CTX, "u1", "ns/p", NOW) == (None, ip, False)
+    assert pick(p, ALONE, "u1") == (True, ip)
+    assert reserve(p, ALONE, "u1", "ns/p", NOW) == (None, ip, False)
 
 
 # --------------------------------------------------------------------------- shrinking the spec
@@ -638,7 +635,7 @@ def test_shrink_below_allocated_keeps_allocations(spec: dict[str, Any], capacity
     b["metadata"]["generation"] = 2
     p = PoolView.from_obj(b)
     assert p.spec_error is None
-    new = refresh(p, CTX, NOW)
+    new = refresh(p, ALONE, NOW)
     assert new is not None
     assert new.allocations == before.allocations
     assert (new.capacity, new.allocated, new.free) == (capacity, 4, 0)
@@ -646,27 +643,27 @@ def test_shrink_below_allocated_keeps_allocations(spec: dict[str, Any], capacity
     assert (cond.status, cond.reason) == ("False", "OverCommitted")
     assert cond.message == f"4 allocated but capacity is {capacity}"
     after = with_status(b, new)
-    assert pick(after, CTX, "new") == (False, None)
+    assert pick(after, ALONE, "new") == (False, None)
     with pytest.raises(PoolFull):
-        reserve(after, CTX, "new", "ns/new", NOW)
+        reserve(after, ALONE, "new", "ns/new", NOW)
     # the holders keep their addresses
     for uid, a in before.allocations.items():
-        assert pick(after, CTX, uid) == (True, a.ip)
+        assert pick(after, ALONE, uid) == (True, a.ip)
 
 
 def test_shrink_count_only_keeps_allocations() -> None:
     b = body(capacity=4, allocations={f"u{i}": alloc(None, pod=f"ns/p{i}", phase="Bound") for i in range(3)})
     b["spec"]["capacity"] = 1
     p = PoolView.from_obj(b)
-    new = refresh(p, CTX, NOW)
+    new = refresh(p, ALONE, NOW)
     assert new is not None
     assert set(new.allocations) == {"u0", "u1", "u2"}
     assert (new.capacity, new.allocated, new.free) == (1, 3, 0)
-    assert ready_condition(p, CTX)[1] == "OverCommitted"
-    assert pick(p, CTX, "new") == (False, None)
+    assert ready_condition(p, ALONE)[1] == "OverCommitted"
+    assert pick(p, ALONE, "new") == (False, None)
 
 
-def _fill(b: dict[str, Any], ctx: PoolContext = CTX) -> list[str]:
+def _fill(b: dict[str, Any], ctx: PoolContext = ALONE) -> list[str]:
     """Reserve for new pods until the pool is full; returns the handed-out addresses."""
     got: list[str] = []
     p = PoolView.from_obj(b)
@@ -736,11 +733,11 @@ def test_removed_address_stays_held_and_is_never_handed_out(
     b["spec"].pop("addresses")
     b["spec"].update(shrunk)
     p = PoolView.from_obj(b)
-    new = refresh(p, CTX, NOW)
+    new = refresh(p, ALONE, NOW)
     assert new is not None
     assert {uid: a.ip for uid, a in new.allocations.items()} == held
     p = with_status(b, new)
-    possible, ip = pick(p, CTX, "new")
+    possible, ip = pick(p, ALONE, "new")
     assert possible is (ip is not None)
     assert ip is None or p.holder_of(ip) is None
     b["spec"] = {"nodeName": "node-a", **grown}
@@ -759,7 +756,7 @@ def test_pick_never_returns_a_held_address_in_other_spelling() -> None:
         addresses=["fd00::1-fd00::3"],
         allocations={"u1": alloc("FD00:0:0::1", phase="Bound"), "u2": alloc("fd00::0:2", phase="Bound")},
     )
-    assert pick(p, CTX, "new") == (True, "fd00::3")
+    assert pick(p, ALONE, "new") == (True, "fd00::3")
 
 
 def test_address_held_in_another_pool_is_never_handed_out() -> None:
@@ -791,13 +788,15 @@ def _retained_pool(**allocations: Any) -> PoolView:
 
 
 def test_reserve_records_the_pods_release_policy() -> None:
-    status, ip, _ = reserve(_retained_pool(), CTX, "u1", "ns/web-0", now=T0, owner="r/1", retention=STS_KEEP)
+    status, ip, _ = reserve(
+        _retained_pool(), ALONE, "u1", "ns/web-0", now=SINCE_TIME, owner="r/1", retention=STS_KEEP
+    )
     assert status is not None and ip == "10.0.0.1"
     a = status.allocations["u1"]
     assert (a.release_policy, a.identity, a.owner_uid) == ("StatefulSet", "ns/web-0", "uid-sts")
     assert status.to_wire()["allocations"]["u1"]["releasePolicy"] == "StatefulSet"
     plain, _, _ = reserve(
-        _retained_pool(), CTX, "u2", "ns/p", now=T0, owner="r/1", retention=Retention("Pod")
+        _retained_pool(), ALONE, "u2", "ns/p", now=SINCE_TIME, owner="r/1", retention=Retention("Pod")
     )
     assert plain is not None and "releasePolicy" not in plain.to_wire()["allocations"]["u2"]
 
@@ -805,7 +804,13 @@ def test_reserve_records_the_pods_release_policy() -> None:
 def _reserved_sticky(retention: Retention = STS_KEEP, uid: str = "u1") -> PoolView:
     body_ = body(addresses=["10.0.0.1-10.0.0.3"], allocations={})
     status, _, _ = reserve(
-        PoolView.from_obj(body_), CTX, uid, retention.identity, now=T0, owner="r/1", retention=retention
+        PoolView.from_obj(body_),
+        ALONE,
+        uid,
+        retention.identity,
+        now=SINCE_TIME,
+        owner="r/1",
+        retention=retention,
     )
     assert status is not None
     return with_status(body_, status)
@@ -813,21 +818,21 @@ def _reserved_sticky(retention: Retention = STS_KEEP, uid: str = "u1") -> PoolVi
 
 def test_a_sticky_pods_end_retains_its_address_which_stays_taken() -> None:
     pool = _reserved_sticky()
-    later = T0 + datetime.timedelta(minutes=1)
-    status = retain(pool, CTX, "u1", now=later)
+    later = SINCE_TIME + datetime.timedelta(minutes=1)
+    status = retain(pool, ALONE, "u1", now=later)
     assert status is not None
     a = status.allocations["u1"]
     assert (a.phase, a.ip, a.retained_since) == ("Retained", "10.0.0.1", later)
     assert (status.allocated, status.retained, status.free) == (1, 1, 2)
     kept = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
-    assert retain(kept, CTX, "u1") is None, "Retained already"
-    other, ip, _ = reserve(kept, CTX, "u9", "ns/other", now=later, owner="r/2")
+    assert retain(kept, ALONE, "u1") is None, "Retained already"
+    other, ip, _ = reserve(kept, ALONE, "u9", "ns/other", now=later, owner="r/2")
     assert other is not None and ip == "10.0.0.2", "a retained address is taken for everyone else"
 
 
 def test_a_plain_pods_end_releases_its_address() -> None:
     pool = _reserved_sticky(Retention("Pod"))
-    status = retain(pool, CTX, "u1")
+    status = retain(pool, ALONE, "u1")
     assert status is not None and status.allocations == {} and status.retained == 0
 
 
@@ -845,10 +850,10 @@ def test_the_next_pod_of_the_identity_gets_the_retained_address_back(
     retention: Retention, ip: str, reclaimed: bool
 ) -> None:
     body_ = body(addresses=["10.0.0.1-10.0.0.3"], allocations={})
-    status = retain(_reserved_sticky(), CTX, "u1", now=T0)
+    status = retain(_reserved_sticky(), ALONE, "u1", now=SINCE_TIME)
     assert status is not None
     kept = with_status(body_, status)
-    new, got, _ = reserve(kept, CTX, "u2", "ns/web-0", now=T0, owner="r/2", retention=retention)
+    new, got, _ = reserve(kept, ALONE, "u2", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention)
     assert new is not None and got == ip
     assert ("u1" in new.allocations) is not reclaimed
     a = new.allocations["u2"]
@@ -858,14 +863,14 @@ def test_the_next_pod_of_the_identity_gets_the_retained_address_back(
 
 def test_an_address_kept_with_policy_never_goes_to_any_pod_of_that_name() -> None:
     never = Retention("Never", "ns/db")
-    status = retain(_reserved_sticky(never), CTX, "u1", now=T0)
+    status = retain(_reserved_sticky(never), ALONE, "u1", now=SINCE_TIME)
     assert status is not None
     kept = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
     assert retained_for(kept, "ns/db") == ("u1", status.allocations["u1"])
     assert retained_for(kept, "ns/db", "uid-whatever") is not None
     assert retained_for(kept, "ns/other") is None
     new, got, taken_back = reserve(
-        kept, CTX, "u2", "ns/db", now=T0, owner="r/2", retention=Retention("Never", "ns/db")
+        kept, ALONE, "u2", "ns/db", now=SINCE_TIME, owner="r/2", retention=Retention("Never", "ns/db")
     )
     assert taken_back, "the address kept with Never for the name is taken back"
     assert new is not None and got == "10.0.0.1" and list(new.allocations) == ["u2"]
@@ -875,12 +880,12 @@ def test_a_pod_of_policy_pod_takes_back_what_was_kept_with_never_for_its_name() 
     """PreFilter restricts such a pod to the kept address's node; Reserve gives it that very
     address (to_take_back: the identity is the pod's name whatever its policy), and the plugin
     asks the same function whether it was taken back."""
-    status = retain(_reserved_sticky(Retention("Never", "ns/db")), CTX, "u1", now=T0)
+    status = retain(_reserved_sticky(Retention("Never", "ns/db")), ALONE, "u1", now=SINCE_TIME)
     assert status is not None
     kept = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
     assert to_take_back(kept, "u2", "ns/db", Retention("Pod")) == ("u1", status.allocations["u1"])
     assert to_take_back(kept, "u2", "ns/other", Retention("Pod")) is None
-    new, got, _ = reserve(kept, CTX, "u2", "ns/db", now=T0, owner="r/2", retention=Retention("Pod"))
+    new, got, _ = reserve(kept, ALONE, "u2", "ns/db", now=SINCE_TIME, owner="r/2", retention=Retention("Pod"))
     assert new is not None and got == "10.0.0.1" and list(new.allocations) == ["u2"]
     assert new.allocations["u2"].release_policy is None, "from now on it goes with its pod (policy Pod)"
 
@@ -892,11 +897,11 @@ def test_a_pod_of_policy_pod_takes_back_what_was_kept_with_never_for_its_name() 
 )
 def test_unreserve_of_a_sticky_reservation(keep: bool, phase: str | None) -> None:
     pool = _reserved_sticky()
-    assert unreserve(pool, CTX, "u1", owner="r/other", keep=keep) is None, "never another cycle's"
-    status = unreserve(pool, CTX, "u1", owner="r/1", keep=keep, now=T0)
+    assert unreserve(pool, ALONE, "u1", owner="r/other", keep=keep) is None, "never another cycle's"
+    status = unreserve(pool, ALONE, "u1", owner="r/1", keep=keep, now=SINCE_TIME)
     assert status is not None
     got = status.allocations.get("u1")
     assert (got.phase if got else None) == phase
     plain = _reserved_sticky(Retention("Pod"))
-    released = unreserve(plain, CTX, "u1", owner="r/1", keep=True)
+    released = unreserve(plain, ALONE, "u1", owner="r/1", keep=True)
     assert released is not None and released.allocations == {}, "a Pod-policy reservation always goes"

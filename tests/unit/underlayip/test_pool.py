@@ -24,13 +24,9 @@ from ipscheduler.underlayip.pool import (
     ready_condition,
     refresh,
 )
-from tests.builders import NOW, SINCE, address_set, ago, alloc, bound_allocs, with_status
+from tests.builders import ALONE, NOW, SINCE, SINCE_TIME, address_set, ago, alloc, bound_allocs, with_status
 from tests.builders import pool as view
 from tests.builders import pool_body as body
-
-T0 = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
-CTX = PoolContext()
-
 
 # --------------------------------------------------------------------------- PoolView.from_obj
 
@@ -157,8 +153,8 @@ def test_from_obj_invalid_spec(overrides: dict[str, Any], node_name: str, error:
     assert p.free() == 0
     assert set(p.allocations) == {"uid-1", "uid-2"}  # allocations are kept
     assert p.allocations["uid-1"].ip == "10.0.0.1"
-    assert pick(p, CTX, "uid-new") == (False, None)
-    assert pick(p, CTX, "uid-1") == (True, "10.0.0.1")  # a holder keeps its address
+    assert pick(p, ALONE, "uid-new") == (False, None)
+    assert pick(p, ALONE, "uid-1") == (True, "10.0.0.1")  # a holder keeps its address
 
 
 def test_from_obj_spec_not_a_mapping() -> None:
@@ -195,7 +191,7 @@ def test_parse_status_drops_only_broken_allocations() -> None:
     assert st.allocations["good"].ip == "10.0.0.1"
     assert st.allocations["good"].pod == "ns/good"
     assert st.allocations["good"].phase == "Bound"
-    assert st.allocations["good"].since == T0
+    assert st.allocations["good"].since == SINCE_TIME
     assert st.allocations["good-count-only"].ip is None
     assert (st.capacity, st.allocated, st.free, st.observed_generation) == (4, 9, 0, 3)
 
@@ -239,7 +235,7 @@ def test_from_obj_with_broken_status_keeps_valid_allocations() -> None:
     p = PoolView.from_obj(b)
     assert set(p.allocations) == {"ok"}
     # The broken allocation's address is not protected any more, the valid one is.
-    assert pick(p, CTX, "new") == (True, "10.0.0.1")
+    assert pick(p, ALONE, "new") == (True, "10.0.0.1")
 
 
 # --------------------------------------------------------------------------- capacity / free
@@ -554,7 +550,7 @@ def test_desired_status_counts(
 
 def test_desired_status_with_explicit_allocations() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.2"], allocations={"a": alloc("10.0.0.1")})
-    st = desired_status(p, CTX, allocations={}, now=NOW)
+    st = desired_status(p, ALONE, allocations={}, now=NOW)
     assert (st.capacity, st.allocated, st.free) == (2, 0, 2)
     assert st.allocations == {}
     assert st.conditions[0].message == "2 of 2 free"
@@ -563,22 +559,22 @@ def test_desired_status_with_explicit_allocations() -> None:
 def test_desired_status_keeps_other_conditions_after_ready() -> None:
     other = {"type": "Audited", "status": "True", "reason": "X", "lastTransitionTime": SINCE}
     p = view(addresses=["10.0.0.1"], status={"conditions": [other]})
-    st = desired_status(p, CTX, now=NOW)
+    st = desired_status(p, ALONE, now=NOW)
     assert [c.type for c in st.conditions] == ["Ready", "Exhausted", "Audited"]
     assert st.conditions[2].reason == "X"
 
 
 def settled(**kw: Any) -> tuple[dict[str, Any], PoolView]:
-    """A pool body whose status is exactly what desired_status says, at T0."""
+    """A pool body whose status is exactly what desired_status says, at SINCE_TIME."""
     b = body(**kw)
-    st = desired_status(PoolView.from_obj(b), CTX, now=T0)
+    st = desired_status(PoolView.from_obj(b), ALONE, now=SINCE_TIME)
     return b, with_status(b, st)
 
 
 def test_refresh_none_when_status_is_right() -> None:
     _, p = settled(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.1")})
-    assert p.status.conditions[0].last_transition_time == T0
-    assert refresh(p, CTX, now=NOW) is None
+    assert p.status.conditions[0].last_transition_time == SINCE_TIME
+    assert refresh(p, ALONE, now=NOW) is None
 
 
 def test_refresh_when_counts_are_stale() -> None:
@@ -588,13 +584,13 @@ def test_refresh_when_counts_are_stale() -> None:
         status={"capacity": 4, "allocated": 0, "free": 4},
     )
     p = PoolView.from_obj(b)
-    new = refresh(p, CTX, now=NOW)
+    new = refresh(p, ALONE, now=NOW)
     assert new is not None
     assert (new.capacity, new.allocated, new.free) == (4, 1, 3)
     assert new.observed_generation == 1
     assert new.conditions[0].status == "True"
     # Written back, it is stable.
-    assert refresh(with_status(b, new), CTX, now=NOW) is None
+    assert refresh(with_status(b, new), ALONE, now=NOW) is None
 
 
 STALE_CASES = [
@@ -612,9 +608,9 @@ def test_refresh_detects_stale_status(what: str, change: Any) -> None:
     b, _ = settled(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.1")})
     change(b)
     p = PoolView.from_obj(b)
-    new = refresh(p, CTX, now=NOW)
+    new = refresh(p, ALONE, now=NOW)
     assert new is not None, what
-    assert refresh(with_status(b, new), CTX, now=NOW) is None
+    assert refresh(with_status(b, new), ALONE, now=NOW) is None
 
 
 def test_refresh_on_context_change() -> None:
@@ -628,11 +624,11 @@ def test_refresh_on_context_change() -> None:
 def test_last_transition_time_kept_while_ready_status_unchanged() -> None:
     b, p = settled(addresses=["10.0.0.1-10.0.0.4"])
     # True -> True (message changes): time kept.
-    new, _, _ = reserve(p, CTX, "a", "ns/a", now=NOW)
+    new, _, _ = reserve(p, ALONE, "a", "ns/a", now=NOW)
     assert new is not None
     assert new.conditions[0].status == "True"
     assert new.conditions[0].message == "3 of 4 free"
-    assert new.conditions[0].last_transition_time == T0
+    assert new.conditions[0].last_transition_time == SINCE_TIME
     p = with_status(b, new)
     # True -> False: time moves.
     later = NOW + datetime.timedelta(hours=1)
@@ -691,29 +687,29 @@ def test_invalid_subnets_are_a_spec_error_and_the_pool_hands_out_nothing(
     p = with_subnets(subnets, addresses)
     assert p.spec_error is not None and fragment in p.spec_error
     with pytest.raises(PoolFull):
-        reserve(p, CTX, "u", "ns/u", now=NOW)
-    status, reason, _ = ready_condition(p, CTX)
+        reserve(p, ALONE, "u", "ns/u", now=NOW)
+    status, reason, _ = ready_condition(p, ALONE)
     assert (status, reason) == ("False", "InvalidSpec")
 
 
 # --------------------------------------------------------------------------- deletion
 
 TERMINATING = [
-    ({"addresses": ["10.0.0.0/28"]}, CTX, 0),
-    ({"addresses": ["10.0.0.0/28"], "allocations": bound_allocs(1)}, CTX, 1),
-    ({"addresses": ["10.0.0.0/28"], "allocations": bound_allocs(3)}, CTX, 3),
+    ({"addresses": ["10.0.0.0/28"]}, ALONE, 0),
+    ({"addresses": ["10.0.0.0/28"], "allocations": bound_allocs(1)}, ALONE, 1),
+    ({"addresses": ["10.0.0.0/28"], "allocations": bound_allocs(3)}, ALONE, 3),
     (
         {
             "capacity": 5,
             "allocations": {"u1": alloc(None, phase="Bound"), "u2": alloc(None, pod="ns/q", phase="Bound")},
         },
-        CTX,
+        ALONE,
         2,
     ),
-    ({"addresses": ["not-an-ip"], "allocations": bound_allocs(2)}, CTX, 2),
-    ({"addresses": ["10.0.0.1-10.0.0.2"], "allocations": bound_allocs(4)}, CTX, 4),
+    ({"addresses": ["not-an-ip"], "allocations": bound_allocs(2)}, ALONE, 2),
+    ({"addresses": ["10.0.0.1-10.0.0.2"], "allocations": bound_allocs(4)}, ALONE, 4),
     ({"addresses": ["10.0.0.0/28"], "allocations": bound_allocs(2)}, PoolContext(node_exists=False), 2),
-    ({}, CTX, 0),
+    ({}, ALONE, 0),
 ]
 
 
@@ -738,7 +734,7 @@ def test_ready_condition_terminating(kw: dict[str, Any], ctx: PoolContext, n: in
 
 
 def test_ready_condition_not_terminating_without_deletion_timestamp() -> None:
-    assert ready_condition(view(addresses=["10.0.0.0/28"], allocations=bound_allocs(3)), CTX) == (
+    assert ready_condition(view(addresses=["10.0.0.0/28"], allocations=bound_allocs(3)), ALONE) == (
         "True",
         "Ready",
         "11 of 14 free",  # a /28 without network and broadcast address
@@ -747,7 +743,7 @@ def test_ready_condition_not_terminating_without_deletion_timestamp() -> None:
 
 def test_refresh_of_deleting_pool_reports_terminating_and_keeps_allocations() -> None:
     p = view(addresses=["10.0.0.0/28"], allocations=bound_allocs(2), deleting=True)
-    new = refresh(p, CTX, NOW)
+    new = refresh(p, ALONE, NOW)
     assert new is not None
     assert set(new.allocations) == {"u1", "u2"}
     assert new.allocated == 2
@@ -820,7 +816,7 @@ def test_desired_status_sets_exhausted_and_keeps_it_until_enough_is_free() -> No
     full = view(
         addresses=["10.0.0.1-10.0.0.3"], allocations={u: alloc(f"10.0.0.{i}") for i, u in enumerate("abc", 1)}
     )
-    st = desired_status(full, CTX, now=NOW)
+    st = desired_status(full, ALONE, now=NOW)
     exhausted = next(c for c in st.conditions if c.type == "Exhausted")
     assert (exhausted.status, exhausted.message) == ("True", "all 3 addresses are allocated")
     one_free = view(
@@ -828,19 +824,19 @@ def test_desired_status_sets_exhausted_and_keeps_it_until_enough_is_free() -> No
         allocations={u: alloc(f"10.0.0.{i}") for i, u in enumerate("ab", 1)},
         status={"conditions": [c.model_dump(by_alias=True, mode="json") for c in st.conditions]},
     )
-    again = next(c for c in desired_status(one_free, CTX, now=SINCE).conditions if c.type == "Exhausted")
+    again = next(c for c in desired_status(one_free, ALONE, now=SINCE).conditions if c.type == "Exhausted")
     assert (again.status, again.reason, again.last_transition_time) == ("True", "NearlyNoFreeAddresses", NOW)
 
 
 def test_an_unchanged_condition_is_kept_as_it_is() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.3"], allocations={"a": alloc("10.0.0.1")})
-    first = desired_status(p, CTX, now=NOW)
+    first = desired_status(p, ALONE, now=NOW)
     again_view = view(
         addresses=["10.0.0.1-10.0.0.3"],
         allocations={"a": alloc("10.0.0.1"), "b": alloc("10.0.0.2")},
         status={"conditions": [c.model_dump(by_alias=True, mode="json") for c in first.conditions]},
     )
-    again = desired_status(again_view, CTX, now=SINCE)
+    again = desired_status(again_view, ALONE, now=SINCE)
     kept = next(c for c in again.conditions if c.type == "Exhausted")
     assert kept is again_view.condition("Exhausted")  # no new model for an unchanged condition
     assert (kept.status, kept.last_transition_time) == ("False", NOW)
