@@ -22,7 +22,7 @@ from kubernetes_asyncio import client
 
 from ipscheduler.backend.cache import Cache
 from ipscheduler.cmd.profiles import build_profile
-from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR, bound_pod_parse, namespace_informer
+from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR, bound_pod_parse
 from ipscheduler.coscheduling.controller import POD_GROUPS
 from ipscheduler.coscheduling.groups import GroupIndex, Member
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView, group_key
@@ -32,6 +32,7 @@ from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.informers import namespace_informer
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, POOLS
 from ipscheduler.underlayip.plugin import Strategy, UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView

@@ -63,12 +63,12 @@ from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
+from ipscheduler.underlayip.informers import namespace_informer, pool_informer
 from ipscheduler.underlayip.metrics import UnderlayIPMetrics
-from ipscheduler.underlayip.models import ANNOTATION_PREFIX, GROUP, PLURAL, VERSION
+from ipscheduler.underlayip.models import ANNOTATION_PREFIX
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.publisher import ResourcePublisher
-from ipscheduler.underlayip.selection import namespace_default_pools
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -309,16 +309,6 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     )
 
 
-def namespace_informer() -> ObjectStore[str]:
-    """Namespace name → its ``ipscheduler.io/default-pools`` annotation, for the namespaces
-    that carry one (the others are left out of the index)."""
-
-    def endpoint(api_client: client.ApiClient) -> Endpoint:
-        return client.CoreV1Api(api_client).list_namespace, (), {}
-
-    return ObjectStore("namespace", endpoint, namespace_default_pools)
-
-
 def node_informer() -> ObjectStore[NodeInfo]:
     """Node name → NodeInfo."""
 
@@ -363,26 +353,6 @@ def bound_pod_informer() -> ObjectStore[PodInfo]:
         return core.list_pod_for_all_namespaces, (), {"field_selector": BOUND_PODS_SELECTOR}
 
     return ObjectStore("pods-by-node", endpoint, bound_pod_parse, key=uid_key)
-
-
-def pool_informer(cache: PoolCache) -> ObjectStore[PoolView]:
-    """Pool name → PoolView. The echo of our own write reuses the view we built then
-    (:meth:`PoolCache.fresh`) instead of parsing the body again."""
-
-    def parse(body: dict[str, Any]) -> PoolView | None:
-        meta = body.get("metadata") or {}
-        own = cache.fresh(str(meta.get("name", "")), str(meta.get("resourceVersion", "")))
-        if own is not None:
-            return own
-        try:
-            return PoolView.from_obj(body)
-        except ValueError:
-            return None
-
-    def endpoint(api_client: client.ApiClient) -> Endpoint:
-        return client.CustomObjectsApi(api_client).list_cluster_custom_object, (GROUP, VERSION, PLURAL), {}
-
-    return ObjectStore("NodeIPPool", endpoint, parse)
 
 
 async def _ready_when_synced(c: Components) -> None:

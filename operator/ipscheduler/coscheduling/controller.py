@@ -23,7 +23,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.backend.health import HealthState
 from ipscheduler.coscheduling import events
-from ipscheduler.coscheduling.groups import GroupIndex, Member, desired_status
+from ipscheduler.coscheduling.groups import GroupIndex, desired_status
+from ipscheduler.coscheduling.informers import member_informer, podgroup_informer
 from ipscheduler.coscheduling.models import (
     API_VERSION,
     GROUP,
@@ -38,7 +39,6 @@ from ipscheduler.framework.backoff import Backoff
 from ipscheduler.framework.interface import Requeue
 from ipscheduler.kube.client import TRANSIENT_ERRORS, ClusterResource, KubeApi
 from ipscheduler.kube.events import EventRecorder
-from ipscheduler.kube.informer import Endpoint, ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -54,49 +54,6 @@ WRITE_DELAY = 0.2
 RETRY_MAX = 5.0
 """Seconds a group whose status write keeps failing waits at most before the next try
 (the wait doubles from :data:`WRITE_DELAY`)."""
-
-
-def _group_key(body: dict[str, Any]) -> str | None:
-    meta = body.get("metadata") or {}
-    ns, name = meta.get("namespace"), meta.get("name")
-    return f"{ns}/{name}" if isinstance(ns, str) and isinstance(name, str) else None
-
-
-def _uid_key(body: dict[str, Any]) -> str | None:
-    uid = (body.get("metadata") or {}).get("uid")
-    return uid if isinstance(uid, str) and uid else None
-
-
-def podgroup_informer(index: GroupIndex) -> ObjectStore[PodGroupView]:
-    """``<namespace>/<name>`` → PodGroupView, every namespace. A PodGroup that does not
-    parse is left out, its reason kept in ``index.invalid`` (its pods say it)."""
-
-    def parse(body: dict[str, Any]) -> PodGroupView | None:
-        try:
-            view = PodGroupView.from_obj(body)
-        except ValueError as e:
-            key = _group_key(body)
-            if key is not None:
-                index.invalid[key] = str(e)
-            log.warning("PodGroup %s is invalid: %s", key, e)
-            return None
-        index.invalid.pop(view.key, None)
-        return view
-
-    def endpoint(api_client: client.ApiClient) -> Endpoint:
-        return client.CustomObjectsApi(api_client).list_cluster_custom_object, (GROUP, VERSION, PLURAL), {}
-
-    return ObjectStore("PodGroup", endpoint, parse, key=_group_key)
-
-
-def member_informer() -> ObjectStore[Member]:
-    """Every pod with the group label, any phase, by UID (narrowed server-side)."""
-
-    def endpoint(api_client: client.ApiClient) -> Endpoint:
-        core = client.CoreV1Api(api_client)
-        return core.list_pod_for_all_namespaces, (), {"label_selector": POD_GROUP_LABEL}
-
-    return ObjectStore("PodGroup members", endpoint, Member.from_obj, key=_uid_key)
 
 
 class PodGroupController:

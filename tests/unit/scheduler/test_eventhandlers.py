@@ -23,13 +23,14 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.cmd.wiring import bound_pod_informer, node_informer, pool_informer
+from ipscheduler.cmd.wiring import bound_pod_informer, node_informer
 from ipscheduler.framework.interface import ActionType, ClusterEvent
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.scheduler import eventhandlers
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.controller import PoolController
+from ipscheduler.underlayip.informers import pool_informer
 from tests.builders import pending_pod_body as pod_body
 from tests.unit.fakes import SchedulerEnv, pool_cache
 
