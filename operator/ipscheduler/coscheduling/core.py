@@ -28,36 +28,13 @@ from collections.abc import Callable, Mapping
 
 from ipscheduler.coscheduling.groups import GroupIndex, GroupLookup
 from ipscheduler.coscheduling.models import PodGroupView, group_key
+from ipscheduler.framework.aio import TTLSet
 from ipscheduler.framework.interface import QueuedPodInfo
 from ipscheduler.framework.quantity import to_units
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 Clock = Callable[[], float]
 """Seconds, monotonic (``time.monotonic``, or a test's fake)."""
-
-
-class _Expiring:
-    """Keys that each expire at a time of ``clock`` (upstream's ``gocache.Cache`` of keys)."""
-
-    def __init__(self, clock: Clock) -> None:
-        self._clock = clock
-        self._until: dict[str, float] = {}
-
-    def add(self, key: str, seconds: float) -> None:
-        self._until[key] = self._clock() + seconds
-
-    def __contains__(self, key: str) -> bool:
-        """True until the key's time has come (then it is dropped)."""
-        until = self._until.get(key)
-        if until is None:
-            return False
-        if self._clock() < until:
-            return True
-        del self._until[key]
-        return False
-
-    def discard(self, key: str) -> None:
-        self._until.pop(key, None)
 
 
 class PodGroupManager:
@@ -85,8 +62,8 @@ class PodGroupManager:
         self.backoff = backoff
         self.clock = clock
         self.wall_offset = time.time() - time.monotonic() if wall_offset is None else wall_offset
-        self._permitted = _Expiring(clock)  # passed the minResources check (upstream permittedPG)
-        self._backed_off = _Expiring(clock)  # failed recently (upstream backedOffPG)
+        self._permitted: TTLSet[str] = TTLSet(clock)  # passed the minResources check (upstream permittedPG)
+        self._backed_off: TTLSet[str] = TTLSet(clock)  # failed recently (upstream backedOffPG)
         self._waiting_since: dict[str, float] = {}  # group key → when its first pod waited at Permit
 
     def get_pod_group(self, pod: PodInfo) -> GroupLookup:

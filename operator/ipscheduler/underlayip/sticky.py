@@ -11,7 +11,7 @@ address once a pod that waited too long was placed anew.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import datetime
 import functools
 import logging
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from ipscheduler.framework.aio import KeyedTimers
 from ipscheduler.framework.interface import EventRecorder
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.events import pod_ref
@@ -128,7 +129,7 @@ class StickyAddresses:
         self.activate = activate
         self.recorder = recorder
         self.rehomed = rehomed
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._timers: KeyedTimers[str] = KeyedTimers()
         self._refusals: set[str] = set()
 
     def refused(self, pod: PodInfo, problem: str) -> None:
@@ -148,17 +149,9 @@ class StickyAddresses:
         from now (one timer per pod; nothing without an event loop or an activator)."""
         if self.activate is None or uid in self._timers:
             return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no event loop (a synchronous caller: explain, tests)
         activate = self.activate
-
-        def fire() -> None:
-            self._timers.pop(uid, None)
-            activate({uid})
-
-        self._timers[uid] = loop.call_later(max(0.0, seconds) + 0.1, fire)
+        with contextlib.suppress(RuntimeError):  # no event loop: a synchronous caller (tests)
+            self._timers.call_later(uid, seconds + 0.1, lambda u: activate({u}))
 
     async def rehome(
         self,
