@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hack"))
 
 import binaries  # noqa: E402
+import realnode  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None,
@@ -99,7 +100,10 @@ def multus_scheduler(
 
 @contextlib.contextmanager
 def fresh_netns() -> Iterator[str]:
-    """A fresh network namespace (removed afterwards with the bridge the test made)."""
+    """A fresh network namespace (removed afterwards with the bridge the test made). ``/run/netns``
+    is made a mount point first under the host's lock, as real nodes of other test workers
+    make it; ``ip netns add`` would make it unlocked."""
+    realnode.ensure_netns_dir()
     name = f"ipst-{secrets.token_hex(3)}"
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:
