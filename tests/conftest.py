@@ -19,21 +19,22 @@ import devcluster  # noqa: E402
 
 SLOWEST_FIRST = (
     "test_fidelity.py",
-    "test_chaos.py",
+    "test_sticky.py",
     "test_faults.py",
-    "test_realnode.py",
-    "test_demo.py",
-    "test_guarantees.py",
     "test_reliability.py",
     "test_properties.py",
     "test_extender.py",
     "test_scheduling.py",
-    "test_sticky.py",
+    "test_chaos.py",
+    "test_backlog.py",
+    "test_realnode.py",
+    "test_deploy.py",
+    "test_cni.py",
 )
-"""The end-to-end modules that take longest, longest first; they run before all other tests.
-``make test`` hands whole files to its parallel workers in collection order (pytest-xdist's
-``--dist loadfile --no-loadscope-reorder``), so the longest start at once and the short
-files fill the workers up at the end."""
+"""The end-to-end modules that take longest, longest first (as measured in a parallel run);
+they run before all other tests. ``make test`` hands whole files to its parallel workers in
+collection order (pytest-xdist's ``--dist loadfile --no-loadscope-reorder``), so the longest
+start at once and the short files fill the workers up at the end."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

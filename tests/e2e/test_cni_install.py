@@ -36,8 +36,9 @@ def rbac(kubectl: Kubectl, crd: None) -> Iterator[None]:
     for f in RBAC:
         kubectl("apply", "-f", str(f))
     yield
+    # Waiting: the namespace is deploy/'s, which a later module of this worker creates again.
     for f in reversed(RBAC):
-        kubectl.run("delete", "-f", str(f), "--ignore-not-found", "--wait=false", check=False)
+        kubectl.run("delete", "-f", str(f), "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
 
 
 def _token(kubectl: Kubectl) -> str:
