@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import SCHEDULER, Pools, SchedulerProcess, token_kubeconfig
+from tests.e2e.helpers import SCHEDULER, Pools, SchedulerProcess, build_cni_plugin, token_kubeconfig
 from tests.kube import Kubectl, pod_manifest, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,13 +63,7 @@ class Cni:
 def cni(kubectl: Kubectl, crd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cni]:
     """The plugin built as ``make cni`` builds it, cnitool and the reference plugins, and a
     kubeconfig of a ServiceAccount with only ``get`` on pods, namespaces and nodeippools."""
-    out = tmp_path_factory.mktemp("cni-bin") / "ipscheduler-ipam"
-    subprocess.run(
-        ["go", "build", "-trimpath", "-o", str(out), "./cmd/ipscheduler-ipam"],
-        cwd=ROOT / "cni",
-        env={**os.environ, "CGO_ENABLED": "0"},
-        check=True,
-    )
+    out = build_cni_plugin(tmp_path_factory.mktemp("cni-bin") / "ipscheduler-ipam")
     tools = binaries.ensure_cni_tools()
     name = f"cni-test-{secrets.token_hex(3)}"
     kubectl("create", "namespace", name)
