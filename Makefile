@@ -35,9 +35,15 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
-## test: lint, type-check and run every test, end-to-end ones included
+# pytest's parallel workers (pytest-xdist) for `make test` and `make e2e`: each worker that
+# runs end-to-end tests starts its own dev cluster; a test file stays on one worker (its
+# module fixtures start once). PYTEST_WORKERS=0 runs everything in this one process.
+PYTEST_WORKERS ?= 4
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+## test: lint, type-check and run every test, end-to-end ones included (in parallel workers)
 test: lint typecheck binaries cni-test
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest $(PYTEST_PARALLEL)
 
 ## cni: the node-side CNI IPAM plugin, a static binary in bin/ipscheduler-ipam, stamped with VERSION
 ## (CNI_OUT=path: elsewhere). `ipscheduler-ipam` without CNI_COMMAND prints the version.
@@ -54,7 +60,7 @@ unit: $(VENV)/.installed
 	$(VENV)/bin/pytest -m 'not e2e'
 
 e2e: $(VENV)/.installed binaries
-	$(VENV)/bin/pytest -m e2e
+	$(VENV)/bin/pytest -m e2e $(PYTEST_PARALLEL)
 
 ## binaries: build (first time, 15-25 min) or locate the control-plane binaries,
 ## the CNI tools, helm, promtool and prometheus; as root also a real node's (kubelet,

@@ -116,8 +116,8 @@ def verify_binaries(bindir: Path, names: list[str]) -> list[str]:
     """Names of binaries that fail ``<binary> --version`` (a truncated or foreign file).
 
     A binary that passed once is remembered in ``bindir/.verified`` by size and
-    mtime, so later calls cost a stat each. A bad binary is deleted so that the
-    next build replaces it.
+    mtime, so later calls cost a stat each (the record is replaced whole, never
+    read half-written). A bad binary is deleted so that the next build replaces it.
     """
     record = bindir / ".verified"
     try:
@@ -146,9 +146,11 @@ def verify_binaries(bindir: Path, names: list[str]) -> list[str]:
             with contextlib.suppress(OSError):
                 path.unlink()
             bad.append(name)
-    if changed:
+    if changed:  # replaced whole: parallel test workers read it at the same time
+        tmp = record.with_name(f"{record.name}.{os.getpid()}")
         with contextlib.suppress(OSError):
-            record.write_text(json.dumps(known))
+            tmp.write_text(json.dumps(known))
+            tmp.replace(record)
     return bad
 
 

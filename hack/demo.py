@@ -115,19 +115,13 @@ def can_wire() -> str | None:
 
 
 def build_plugin() -> Path:
-    """bin/ipscheduler-ipam, built as `make cni` builds it."""
-    out = ROOT / "bin" / "ipscheduler-ipam"
-    proc = subprocess.run(
-        ["go", "build", "-trimpath", "-o", str(out), "./cmd/ipscheduler-ipam"],
-        cwd=ROOT / "cni",
-        env={**os.environ, "CGO_ENABLED": "0"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"demo: building the CNI plugin failed: {proc.stderr.strip()}")
-    return out
+    """bin/ipscheduler-ipam, built as `make cni` builds it (replaced whole, under the host's
+    real-node lock: a real node of another cluster on this machine may be running it)."""
+    try:
+        with realnode.host_lock():
+            return devcluster.ensure_cni_plugin(rebuild=True)
+    except binaries.DevclusterError as e:
+        raise SystemExit(f"demo: building the CNI plugin failed: {e}") from None
 
 
 def wire_pods(root: Path, kc: Path, pods: list[dict[str, Any]], prefix: str = NETNS_PREFIX) -> None:
@@ -136,6 +130,7 @@ def wire_pods(root: Path, kc: Path, pods: list[dict[str, Any]], prefix: str = NE
     the way a container runtime drives it)."""
     plugin = build_plugin()
     tools = binaries.ensure_cni_tools()
+    realnode.ensure_netns_dir()  # before `ip netns add` would make it, racing another process
     conf_dir = root / "cni-net.d"
     conf_dir.mkdir(exist_ok=True)
     for i, pod in enumerate(pods):

@@ -60,7 +60,6 @@ import realnode
 from binaries import (
     K8S_VERSION,
     DevclusterError,
-    cache_dir,
     ensure_binaries,
     ensure_cni_tools,
     ensure_node_binaries,
@@ -148,6 +147,29 @@ def pid_alive(pid: int, exe: str) -> bool:
         return os.readlink(f"/proc/{pid}/exe") == os.path.realpath(exe)
     except OSError:
         return False
+
+
+def ensure_cni_plugin(rebuild: bool = False) -> Path:
+    """``bin/ipscheduler-ipam`` of the repository, built by ``make cni`` if absent (or if
+    ``rebuild``) into a temporary file renamed over it, so that a real node executing the
+    plugin meanwhile runs either the old or the new file, never a partial one. Call it under
+    :func:`realnode.host_lock` (two builders would race on the rename). Returns its path;
+    raises DevclusterError if the build fails."""
+    ipam = REPO / "bin" / "ipscheduler-ipam"
+    if os.access(ipam, os.X_OK) and not rebuild:
+        return ipam
+    log("building bin/ipscheduler-ipam (make cni)")
+    tmp = ipam.with_name(f".{ipam.name}.{os.getpid()}")
+    try:
+        proc = subprocess.run(
+            ["make", "-C", str(REPO), "cni", f"CNI_OUT={tmp}"], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise DevclusterError(f"make cni failed: {proc.stderr.strip()[-400:]}")
+        tmp.replace(ipam)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return ipam
 
 
 class Cluster:
@@ -564,23 +586,14 @@ class Cluster:
         nodes = self.state.setdefault("real_nodes", {})
         if name not in nodes:
             node_bin = ensure_node_binaries()
-            ipam = REPO / "bin" / "ipscheduler-ipam"
-            if not os.access(ipam, os.X_OK):
-                log("building bin/ipscheduler-ipam (make cni)")
-                proc = subprocess.run(
-                    ["make", "-C", str(REPO), "cni"], capture_output=True, text=True, check=False
-                )
-                if proc.returncode != 0:
-                    raise DevclusterError(f"make cni failed: {proc.stderr.strip()[-400:]}")
-            with file_lock(cache_dir().parent / ".realnode-index.lock"):  # the index is host-wide
-                taken = {int(n["index"]) for n in nodes.values()}
-                index = realnode.free_index()
-                while index in taken:
-                    index += 1
+            cni_bin = [str(ensure_cni_tools()), str(REPO / "bin")]
+            with realnode.host_lock():  # the index, the bridge and bin/ are shared by the host
+                ensure_cni_plugin()
+                index = realnode.free_index(skip={int(n["index"]) for n in nodes.values()})
                 nodes[name] = {
                     "index": index,
                     "bindir": str(node_bin),
-                    "cni_bin": [str(ensure_cni_tools()), str(ipam.parent)],
+                    "cni_bin": cni_bin,
                     "ports": {"kubelet": free_port(), "kubelet_healthz": free_port()},
                 }
                 self.save()

@@ -28,10 +28,11 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from binaries import BUSYBOX_IMAGE, PAUSE_IMAGE, DevclusterError, log
+from binaries import BUSYBOX_IMAGE, PAUSE_IMAGE, DevclusterError, file_lock, log
 
 PREFIX = "real-node-"
 """Real nodes are named ``real-node-<n>`` (kwok's are ``node-<n>``)."""
@@ -116,10 +117,28 @@ def prerequisites() -> list[str]:
     return missing
 
 
-def free_index() -> int:
-    """The lowest index ``i >= 1`` with no ``ipsbr<i>`` bridge on the host."""
+HOST_LOCK = Path("/run/lock/ipscheduler-realnode.lock")
+"""The lock of what real nodes share on the host (see :func:`host_lock`)."""
+
+
+@contextlib.contextmanager
+def host_lock() -> Iterator[None]:
+    """Hold the host-wide lock (``flock`` on :data:`HOST_LOCK`) of real-node set-up: choosing
+    an index and creating its bridge (:func:`free_index`, :func:`setup_bridge`), making
+    ``/run/netns`` a mount point (:func:`ensure_netns_dir`), building the CNI plugin into the
+    repository. Several processes (parallel test workers, a demo) start real nodes at once.
+    Not reentrant: a holder must not take it again."""
+    with file_lock(HOST_LOCK):
+        yield
+
+
+def free_index(skip: set[int] | frozenset[int] = frozenset()) -> int:
+    """The lowest index ``i >= 1`` not in ``skip`` that no node holds on the host: no
+    ``ipsbr<i>`` bridge and no :func:`node_root` folder (a node being torn down deletes its
+    bridge before its folder and cgroups are gone). Call it under :func:`host_lock` and claim
+    the index (create its bridge) before releasing the lock."""
     i = 1
-    while Path(f"/sys/class/net/ipsbr{i}").exists():
+    while i in skip or Path(f"/sys/class/net/ipsbr{i}").exists() or node_root(i).exists():
         i += 1
     return i
 
@@ -332,12 +351,17 @@ def ensure_netns_dir() -> None:
     """Make ``/run/netns`` a shared mount point before containerd puts a pod's netns there, as
     ``ip netns add`` does the first time it runs (a bind mount of the folder on itself). Were
     containerd first, a later ``ip netns add`` would bind the folder over containerd's netns
-    mounts, and containerd could no longer remove them ("unlinkat ...: device or resource busy")."""
-    NETNS_DIR.mkdir(parents=True, exist_ok=True)
-    points = {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
-    if str(NETNS_DIR) not in points:
-        subprocess.run(["mount", "--bind", str(NETNS_DIR), str(NETNS_DIR)], capture_output=True, check=True)
-    subprocess.run(["mount", "--make-shared", str(NETNS_DIR)], capture_output=True, check=True)
+    mounts, and containerd could no longer remove them ("unlinkat ...: device or resource busy").
+    Under :func:`host_lock`: two processes checking at once would stack two bind mounts, and a
+    namespace mounted under the lower one is hidden."""
+    with host_lock():
+        NETNS_DIR.mkdir(parents=True, exist_ok=True)
+        points = {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+        if str(NETNS_DIR) not in points:
+            subprocess.run(
+                ["mount", "--bind", str(NETNS_DIR), str(NETNS_DIR)], capture_output=True, check=True
+            )
+        subprocess.run(["mount", "--make-shared", str(NETNS_DIR)], capture_output=True, check=True)
 
 
 def cgroup_mounts() -> list[Path]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import subprocess
@@ -53,13 +54,25 @@ class Kubectl:
         return self("create", *ns, "-f", "-", stdin=json.dumps(manifest))
 
 
+def timeout_scale() -> float:
+    """The factor every wait of the tests (:func:`wait_for`, a kubectl process) is stretched by:
+    ``$IPSCHEDULER_TEST_TIMEOUT_SCALE`` if set, else 2 in a run of several pytest-xdist
+    workers (``$PYTEST_XDIST_WORKER_COUNT`` > 1: their dev clusters share the machine's
+    cores), else 1. A longer wait costs time only when the awaited thing never happens."""
+    if scale := os.environ.get("IPSCHEDULER_TEST_TIMEOUT_SCALE"):
+        return float(scale)
+    return 2.0 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else 1.0
+
+
 def process_timeout(args: tuple[str, ...] | list[str], default: float = 60) -> float:
     """How long a kubectl process may run: its own ``--timeout=<N>s`` (a ``--wait``) plus 30 s,
-    so kubectl answers before the process is killed; ``default`` without one."""
+    so kubectl answers before the process is killed; ``default`` without one; either stretched
+    by :func:`timeout_scale`."""
+    limit = default
     for arg in args:
         if m := re.fullmatch(r"--timeout=(\d+)s", arg):
-            return max(default, int(m.group(1)) + 30)
-    return default
+            limit = max(default, int(m.group(1)) + 30)
+    return limit * timeout_scale()
 
 
 def create_namespace(kubectl: Kubectl, test_name: str) -> str:
@@ -77,7 +90,9 @@ def create_namespace(kubectl: Kubectl, test_name: str) -> str:
 
 
 def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 60, interval: float = 0.5) -> T:
-    """Poll ``fn`` until it returns something truthy; fail with ``what`` on timeout."""
+    """Poll ``fn`` until it returns something truthy, for up to ``timeout`` seconds stretched by
+    :func:`timeout_scale`; raise AssertionError naming ``what`` on timeout."""
+    timeout *= timeout_scale()
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:

@@ -37,6 +37,18 @@ RESOURCE = "ipscheduler.io/underlay-ip"
 RELEASED_ANNOTATION = "ipscheduler.io/underlay-ip-released"
 
 
+def build_cni_plugin(out: Path) -> Path:
+    """Build ``ipscheduler-ipam`` from cni/ into ``out`` (static, as the image carries it);
+    returns ``out``. Raises CalledProcessError if ``go build`` fails."""
+    subprocess.run(
+        ["go", "build", "-trimpath", "-o", str(out), "./cmd/ipscheduler-ipam"],
+        cwd=ROOT / "cni",
+        env={**os.environ, "CGO_ENABLED": "0"},
+        check=True,
+    )
+    return out
+
+
 def install_crd(kubectl: Kubectl) -> None:
     """Apply the CRDs of crds/ (NodeIPPool, PodGroup) and wait until they are Established.
     Polled rather than ``kubectl wait --for=condition=Established``, which fails at once

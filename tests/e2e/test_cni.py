@@ -26,13 +26,14 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import SCHEDULER, Pools, SchedulerProcess, token_kubeconfig
+from tests.e2e.helpers import SCHEDULER, Pools, SchedulerProcess, build_cni_plugin, token_kubeconfig
 from tests.kube import Kubectl, pod_manifest, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hack"))
 
 import binaries  # noqa: E402
+import realnode  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None,
@@ -62,13 +63,7 @@ class Cni:
 def cni(kubectl: Kubectl, crd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cni]:
     """The plugin built as ``make cni`` builds it, cnitool and the reference plugins, and a
     kubeconfig of a ServiceAccount with only ``get`` on pods, namespaces and nodeippools."""
-    out = tmp_path_factory.mktemp("cni-bin") / "ipscheduler-ipam"
-    subprocess.run(
-        ["go", "build", "-trimpath", "-o", str(out), "./cmd/ipscheduler-ipam"],
-        cwd=ROOT / "cni",
-        env={**os.environ, "CGO_ENABLED": "0"},
-        check=True,
-    )
+    out = build_cni_plugin(tmp_path_factory.mktemp("cni-bin") / "ipscheduler-ipam")
     tools = binaries.ensure_cni_tools()
     name = f"cni-test-{secrets.token_hex(3)}"
     kubectl("create", "namespace", name)
@@ -99,7 +94,10 @@ def multus_scheduler(
 
 @contextlib.contextmanager
 def fresh_netns() -> Iterator[str]:
-    """A fresh network namespace (removed afterwards with the bridge the test made)."""
+    """A fresh network namespace (removed afterwards with the bridge the test made). ``/run/netns``
+    is made a mount point first under the host's lock, as real nodes of other test workers
+    make it; ``ip netns add`` would make it unlocked."""
+    realnode.ensure_netns_dir()
     name = f"ipst-{secrets.token_hex(3)}"
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:

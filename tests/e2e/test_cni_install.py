@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e.helpers import build_cni_plugin
 from tests.kube import Kubectl, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,16 +37,23 @@ def rbac(kubectl: Kubectl, crd: None) -> Iterator[None]:
     for f in RBAC:
         kubectl("apply", "-f", str(f))
     yield
+    # Waiting: the namespace is deploy/'s, which a later module of this worker creates again.
     for f in reversed(RBAC):
-        kubectl.run("delete", "-f", str(f), "--ignore-not-found", "--wait=false", check=False)
+        kubectl.run("delete", "-f", str(f), "--ignore-not-found", "--wait=true", "--timeout=90s", check=False)
 
 
 def _token(kubectl: Kubectl) -> str:
     return kubectl("create", "token", "ipscheduler-ipam", "-n", "ipscheduler-node", "--duration=1h").strip()
 
 
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The plugin as the image carries it, built once for the module (the tests only read it)."""
+    return build_cni_plugin(tmp_path_factory.mktemp("image") / "ipscheduler-ipam")
+
+
 @pytest.fixture
-def node(cluster: Any, kubectl: Kubectl, rbac: None, tmp_path: Path) -> dict[str, str]:
+def node(cluster: Any, kubectl: Kubectl, rbac: None, plugin: Path, tmp_path: Path) -> dict[str, str]:
     """A fake node: the projected ServiceAccount volume, the host's CNI directories, and the
     environment the kubelet gives the installer."""
     devcluster_root = Path(cluster.root)
@@ -60,14 +68,6 @@ def node(cluster: Any, kubectl: Kubectl, rbac: None, tmp_path: Path) -> dict[str
     (sa / "token").write_text(_token(kubectl))
     for d in ("opt/cni/bin", "etc/cni/net.d"):
         (tmp_path / "host" / d).mkdir(parents=True)
-    plugin = tmp_path / "image" / "ipscheduler-ipam"
-    plugin.parent.mkdir()
-    subprocess.run(
-        ["go", "build", "-trimpath", "-o", str(plugin), "./cmd/ipscheduler-ipam"],
-        cwd=ROOT / "cni",
-        env={**os.environ, "CGO_ENABLED": "0"},
-        check=True,
-    )
     server = urllib.parse.urlsplit(cluster["server"])
     return {
         **os.environ,

@@ -195,13 +195,21 @@ def _pod_for(case: dict[str, Any], w: str) -> dict[str, Any]:
     }
 
 
-def _ours_feasible(kubectl: Kubectl, pod: dict[str, Any], ns: str) -> list[str]:
-    """Nodes our filters accept for the world-b pod, from a live snapshot."""
-    cache = caches_from(
+Snapshot = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _snapshot(kubectl: Kubectl) -> Snapshot:
+    """What our filters read, LISTed live: the nodes, the bound pods, the NodeIPPools."""
+    return (
         kubectl.json("get", "nodes")["items"],
         kubectl.json("get", "pods", "-A", "--field-selector", BOUND_PODS_SELECTOR)["items"],
         kubectl.json("get", "nodeippools")["items"],
     )
+
+
+def _ours_feasible(snapshot: Snapshot, pod: dict[str, Any], ns: str) -> list[str]:
+    """Nodes our filters accept for the world-b pod, over ``snapshot``."""
+    cache = caches_from(*snapshot)
     profile = build_profile(UnderlayIPDeps(cache, None))  # type: ignore[arg-type]  # filters need no API
     body = {**pod, "metadata": {**pod["metadata"], "uid": "shaping", "namespace": ns}}
     verdicts, _ = evaluate(profile, PodInfo.from_obj(body), cache.node_cache.snapshot())
@@ -226,13 +234,17 @@ def test_same_decisions_as_kube_scheduler(kubectl: Kubectl, worlds: dict[str, An
     disagreements: list[str] = []
     executed = attempts = 0
     counts = {"bound": 0, "pending": 0}
+    snapshot: Snapshot | None = None  # LISTed again only once a case changed the cluster
     while executed < CASES and attempts < CASES * 20:
         attempts += 1
         case = _case(rng, attempts)
-        feasible = _ours_feasible(kubectl, _pod_for(case, "b"), ns)
+        if snapshot is None:
+            snapshot = _snapshot(kubectl)
+        feasible = _ours_feasible(snapshot, _pod_for(case, "b"), ns)
         if len(feasible) > 1:
             continue
         executed += 1
+        snapshot = None
         for w in ("a", "b"):
             kubectl.create(_pod_for(case, w), ns)
         decided = wait_for(
