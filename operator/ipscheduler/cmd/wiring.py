@@ -177,6 +177,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     cache = Cache()
     pool_cache = PoolCache(cache)
     recorder = EventRecorder(api)
+    # The runner made the registry before the election (HealthState serves it); tests may not.
     metrics = health.metrics if health.metrics is not None else Metrics(cfg.scheduler_name)
     pool_metrics = UnderlayIPMetrics.on(metrics.registry)
     writer = PoolWriter(
@@ -284,7 +285,6 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         return queue.unschedulable_by_plugin().get(underlay.NAME, 0)
 
     pool_metrics.scrape_from(waiting_for_address, pool_cache.pools, controller.pool_counts)
-    health.metrics = metrics
     return Components(
         cfg=cfg,
         api=api,
