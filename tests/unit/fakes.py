@@ -106,6 +106,8 @@ class PodApi(FakePoolApi):
         self.lists = 0
         self.bindings: list[str] = []
         self.bind_error: Exception | None = None
+        self.nominations: list[tuple[str, str]] = []
+        self.preempted: list[str] = []
 
     def put_pod(self, body: dict[str, Any]) -> None:
         self.pods[(body["metadata"]["namespace"], body["metadata"]["name"])] = copy.deepcopy(body)
@@ -133,8 +135,26 @@ class PodApi(FakePoolApi):
         live["spec"]["nodeName"] = node
         live["metadata"].setdefault("annotations", {}).update(annotations)
 
-    async def set_unschedulable(self, pod: PodInfo, message: str) -> None:
-        pass
+    async def set_unschedulable(
+        self, pod: PodInfo, message: str, nominated_node_name: str | None = None
+    ) -> None:
+        if nominated_node_name is not None:
+            self.nominations.append((pod.name, nominated_node_name))
+
+    async def set_nominated_node_name(self, pod: PodInfo, node: str) -> None:
+        self.nominations.append((pod.name, node))
+
+    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
+        return []
+
+    async def preempt_pod(self, victim: PodInfo, message: str) -> bool:
+        """Delete the victim (UID-checked, as the precondition does)."""
+        live = self.pods.get((victim.namespace, victim.name))
+        if live is None or live["metadata"]["uid"] != victim.uid:
+            return False
+        self.preempted.append(victim.name)
+        del self.pods[(victim.namespace, victim.name)]
+        return True
 
 
 class NullRecorder:

@@ -74,6 +74,8 @@ SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
 EXTENSION_POINT_BUCKETS = tuple(0.0001 * 2**i for i in range(12))
 # ... for a plugin: ExponentialBuckets(0.00001, 1.5, 20)
 PLUGIN_BUCKETS = tuple(0.00001 * 1.5**i for i in range(20))
+# ... preemption victims per preemptor: ExponentialBuckets(1, 2, 7) (">64 is pretty rare")
+PREEMPTION_VICTIM_BUCKETS = tuple(float(2**i) for i in range(7))
 
 PENDING_QUEUES = ("active", "backoff", "unschedulable", "gated")
 
@@ -213,6 +215,17 @@ class Metrics:
             ["task"],
             registry=self.registry,
         )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts",
+            "Total preemption attempts in the cluster till now",
+            registry=self.registry,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            buckets=PREEMPTION_VICTIM_BUCKETS,
+            registry=self.registry,
+        )
         self.network_traffic_failures = Counter(
             "ipscheduler_network_traffic_query_failures",
             "NetworkTraffic's Prometheus queries that failed (unreachable, error answer, timeout); "
@@ -237,6 +250,14 @@ class Metrics:
     def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
         """``plugin`` ran at ``point`` in ``seconds``, ending in ``status``."""
         self.plugin_duration.labels(plugin, point, status).observe(seconds)
+
+    def observe_preemption_attempt(self) -> None:
+        """DefaultPreemption's PostFilter ran once (``scheduler_preemption_attempts_total``)."""
+        self.preemption_attempts.inc()
+
+    def observe_preemption_victims(self, victims: int) -> None:
+        """Preemption evicted ``victims`` pods for one preemptor (``scheduler_preemption_victims``)."""
+        self.preemption_victims.observe(victims)
 
     def observe_incoming(self, queue: str, event: str) -> None:
         """A pod entered ``queue`` (active | backoff | unschedulable) because of ``event``."""

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipscheduler.backend.nominator import Nominator
 from ipscheduler.framework.backoff import exponential
 from ipscheduler.framework.interface import (
     WILDCARD_EVENT,
@@ -114,6 +115,10 @@ class SchedulingQueue:
         self._closed = False
         self._waker: asyncio.Task[None] | None = None
         self._gated: set[str] = set()
+        self.nominator = Nominator()
+        """The pods nominated to nodes by preemption (upstream: the queue is the profile's
+        ``PodNominator``): kept from the pods' ``status.nominatedNodeName`` as they are
+        added, and by the scheduler when its PostFilter nominates one."""
         self.on_incoming = on_incoming
         """Told ``(queue, event)`` for every pod entering activeQ, backoffQ or the
         unschedulable pods (``scheduler_queue_incoming_pods_total``): event ``PodAdd``,
@@ -199,6 +204,8 @@ class SchedulingQueue:
         """
         uid = pod.uid
         self._gated.discard(uid)
+        if pod.nominated_node_name or self.nominator:
+            self.nominator.update(self._queued_pod(uid), pod)
         if uid in self._in_flight:
             self._in_flight[uid].pod = pod
             return
@@ -210,7 +217,7 @@ class SchedulingQueue:
             return
         if uid in self._unschedulable:
             qp, _ = self._unschedulable[uid]
-            if dataclasses.replace(qp.pod, resource_version=pod.resource_version) == pod:
+            if _status_only(qp.pod, pod):
                 qp.pod = pod  # status-only update (e.g. our own condition patch): stay parked
                 return
             self._unpark(uid)
@@ -219,6 +226,17 @@ class SchedulingQueue:
             return
         now = self._clock()
         self._push_active(QueuedPodInfo(pod=pod, timestamp=now, initial_attempt_timestamp=now), "PodAdd")
+
+    def _queued_pod(self, uid: str) -> PodInfo | None:
+        """The PodInfo the queue holds for ``uid`` (in flight, active, backoff or unschedulable)."""
+        if uid in self._in_flight:
+            return self._in_flight[uid].pod
+        if uid in self._active_uids:
+            return self._active_uids[uid].qp.pod
+        if uid in self._backoff:
+            return self._backoff[uid].pod
+        entry = self._unschedulable.get(uid)
+        return entry[0].pod if entry is not None else None
 
     def gate(self, uid: str) -> None:
         """The pod has scheduling gates (``spec.schedulingGates``): out of every queue,
@@ -229,6 +247,7 @@ class SchedulingQueue:
     def delete(self, uid: str) -> None:
         """Forget a pod (deleted, bound, terminal, or gated)."""
         self._gated.discard(uid)
+        self.nominator.delete(uid)
         self._active_uids.pop(uid, None)  # its heap entry is skipped lazily by pop
         self._in_flight.pop(uid, None)  # a failed attempt of a deleted pod is not re-queued
         self._backoff.pop(uid, None)
@@ -283,6 +302,11 @@ class SchedulingQueue:
             self._incoming("unschedulable", "ScheduleAttemptFailure")
             self._park(qp)
         self._prune_in_flight_events()
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        """The pods nominated to ``node`` (the profile's
+        :class:`~ipscheduler.framework.interface.PodNominator`)."""
+        return self.nominator.nominated_pods_for_node(node)
 
     def activate(self, uids: set[str]) -> int:
         """Move these pods to activeQ now, out of backoffQ or the unschedulable pods, their
@@ -438,6 +462,22 @@ class SchedulingQueue:
     def close(self) -> None:
         self._closed = True
         self._notify()
+
+
+def _status_only(old: PodInfo, new: PodInfo) -> bool:
+    """Whether ``new`` differs from ``old`` only in what a status write changes (its
+    resourceVersion, nomination, start time, preemption mark): such an update does not move
+    an unschedulable pod (upstream ``isPodUpdated`` strips the status)."""
+    return (
+        dataclasses.replace(
+            old,
+            resource_version=new.resource_version,
+            nominated_node_name=new.nominated_node_name,
+            start_time=new.start_time,
+            preempted=new.preempted,
+        )
+        == new
+    )
 
 
 class QueueClosed(Exception):

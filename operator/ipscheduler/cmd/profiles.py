@@ -35,7 +35,7 @@ from ipscheduler.framework.runtime import Framework
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.prometheus import PrometheusReader
-from ipscheduler.plugins import defaultbinder, networktraffic, queuesort
+from ipscheduler.plugins import defaultbinder, defaultpreemption, networktraffic, queuesort
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.plugin import Strategy, UnderlayIP, UnderlayIPArgs, UnderlayIPDeps
@@ -81,7 +81,8 @@ def default_plugins() -> Plugins:
 
     Coscheduling (PodGroups) sorts the queue, as scheduler-plugins' coscheduling
     profile has it (PrioritySort's order for pods outside a group), and runs at
-    PreFilter, PostFilter, Permit and Reserve; a pod without the group label passes it
+    PreFilter, PostFilter (after DefaultPreemption, as a profile that enables it gets it
+    in kube-scheduler), Permit and Reserve; a pod without the group label passes it
     untouched. Besides it, PreFilter and PreScore default to the Filter and Score plugins
     that implement them (see :func:`~ipscheduler.framework.building.new_framework`).
     """
@@ -90,7 +91,7 @@ def default_plugins() -> Plugins:
             "queueSort": {"enabled": [{"name": coscheduling.NAME}]},
             "preFilter": {"enabled": [{"name": coscheduling.NAME}]},
             "filter": {"enabled": [{"name": n} for n in FILTER_PLUGINS]},
-            "postFilter": {"enabled": [{"name": coscheduling.NAME}]},
+            "postFilter": {"enabled": [{"name": defaultpreemption.NAME}, {"name": coscheduling.NAME}]},
             "score": {"enabled": [{"name": n, "weight": w} for n, w in SCORE_WEIGHTS.items()]},
             "reserve": {"enabled": [{"name": underlay.NAME}, {"name": coscheduling.NAME}]},
             "permit": {"enabled": [{"name": coscheduling.NAME}]},

@@ -216,6 +216,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         profile.queue_sort, hints=profile.queueing_hints(), on_incoming=metrics.observe_incoming
     )
     profile.set_pod_activator(queue)
+    profile.set_pod_nominator(queue)
     ready_to_schedule = asyncio.Event()
     scheduler = Scheduler(
         name=cfg.scheduler_name,

@@ -52,6 +52,7 @@ from ipscheduler.framework.interface import (
     CycleState,
     EventRecorder,
     Handle,
+    PostFilterResult,
     QueuedPodInfo,
     QueueingHint,
     Status,
@@ -145,13 +146,15 @@ class Coscheduling:
         )
 
     # -- PostFilter ------------------------------------------------------------
-    async def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> Status:
+    async def post_filter(
+        self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
         """A pod of a group fits nowhere: unless the group is placed already or at most 10 %
         short, reject its siblings held at Permit now (upstream ``Coscheduling.PostFilter``)
         and back the group off when ``podGroupBackoffSeconds`` is set."""
         group: PodGroupView | None = state.get(_GROUP)
         if group is None or not self.manager.post_filter(group, self._assigned(state, group.key)):
-            return Status.unschedulable(plugin=NAME)
+            return None, Status.unschedulable(plugin=NAME)
         rejected = self._reject_waiting(group.key, "optimistic rejection in PostFilter")
         if rejected:
             self._group_event(
@@ -160,7 +163,7 @@ class Coscheduling:
                 f"{rejected} pod(s) waiting at Permit released: pod {pod.name} is unschedulable, "
                 f"the group cannot reach minMember {group.min_member}",
             )
-        return Status.unschedulable(
+        return None, Status.unschedulable(
             f"PodGroup {group.key} gets rejected due to Pod {pod.name} is unschedulable "
             "even after PostFilter",
             plugin=NAME,

@@ -21,7 +21,17 @@ from ipscheduler.framework.config import (
     ProfileConfig,
     merge_plugin_set,
 )
-from ipscheduler.framework.interface import Binder, EventRecorder, Handle, MetricsRecorder, Plugin, Room
+from ipscheduler.framework.interface import (
+    Binder,
+    CycleState,
+    EventRecorder,
+    Handle,
+    MetricsRecorder,
+    Plugin,
+    PreemptionMetrics,
+    Room,
+    Status,
+)
 from ipscheduler.framework.registry import Registry
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
@@ -46,6 +56,35 @@ class PluginHandle:
 
     def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
         return self.framework.room_for(pod, nodes) if self.framework is not None else None
+
+    @property
+    def metrics(self) -> PreemptionMetrics | None:
+        recorder = self.framework.recorder if self.framework is not None else None
+        return recorder if isinstance(recorder, PreemptionMetrics) else None
+
+    def _framework(self) -> Framework:
+        if self.framework is None:
+            raise RuntimeError("the handle is not attached to a framework yet")
+        return self.framework
+
+    def snapshot(self) -> Mapping[str, NodeInfo]:
+        return self.framework.nodes if self.framework is not None else {}
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        return self.framework.nominated_pods_for_node(node) if self.framework is not None else []
+
+    def run_filters_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self._framework().run_filters_with_nominated_pods(state, pod, node)
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo
+    ) -> Status:
+        return self._framework().run_pre_filter_extension_add_pod(state, pod, pod_to_add, node)
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo
+    ) -> Status:
+        return self._framework().run_pre_filter_extension_remove_pod(state, pod, pod_to_remove, node)
 
 
 _PROTOCOLS: dict[str, type] = {

@@ -106,6 +106,17 @@ class MetricsRecorder(Protocol):
     def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None: ...
 
 
+@runtime_checkable
+class PreemptionMetrics(Protocol):
+    """Where a preemption plugin reports (upstream ``metrics.PreemptionAttempts`` and
+    ``metrics.PreemptionVictims``): ``scheduler_preemption_attempts_total`` and
+    ``scheduler_preemption_victims``."""
+
+    def observe_preemption_attempt(self) -> None: ...
+
+    def observe_preemption_victims(self, victims: int) -> None: ...
+
+
 class CycleState:
     """Per-cycle scratch space shared by the plugins of one scheduling cycle.
 
@@ -139,6 +150,16 @@ class CycleState:
 
     def __contains__(self, key: object) -> bool:
         return key in self._data
+
+    def clone(self) -> CycleState:
+        """A copy for a what-if run (upstream ``CycleState.Clone``: preemption's dry run
+        removes and adds pods on the copy): every value with a ``clone()`` method is cloned,
+        the others (immutable, or never changed after PreFilter) are shared."""
+        out = CycleState(self.record_plugin_metrics)
+        out._data = {
+            k: v.clone() if callable(getattr(v, "clone", None)) else v for k, v in self._data.items()
+        }
+        return out
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._data)
@@ -298,17 +319,45 @@ class PreFilterPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PreFilterExtensions(Protocol):
+    """A PreFilter plugin whose state depends on the pods of other nodes (upstream
+    ``PreFilterExtensions``): told, on a cloned :class:`CycleState`, of a pod added to or
+    removed from ``node`` (preemption's dry run, nominated pods), it updates what its Filter
+    reads. An error status aborts the what-if run."""
+
+    name: str
+
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status:
+        """``pod_to_add`` now counts on ``node`` (``node.pods`` includes it)."""
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo) -> Status:
+        """``pod_to_remove`` no longer counts on ``node`` (``node.pods`` excludes it)."""
+
+
+@runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Return success if ``pod`` may run on ``node``, else Unschedulable with a reason."""
 
 
+@dataclass(frozen=True)
+class PostFilterResult:
+    """What a PostFilter plugin asks of the pod (upstream ``PostFilterResult`` with its
+    ``NominatingInfo`` in ``ModeOverride``): ``nominated_node_name`` becomes the pod's
+    ``status.nominatedNodeName`` ("" clears it)."""
+
+    nominated_node_name: str
+
+
 @runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
-    async def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> Status:
+    async def post_filter(
+        self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
         """Called when no node fits (``statuses``: node name → its Filter rejection), e.g. to
         preempt; success means the plugin made room (the pod is retried), Unschedulable
-        lets the next PostFilter plugin try, Error stops them."""
+        lets the next PostFilter plugin try, Error stops them. The result (None: leave the
+        pod's nomination as it is) says where the pod is nominated."""
 
 
 @runtime_checkable
@@ -385,6 +434,15 @@ class PodActivator(Protocol):
         pods elsewhere (active, in flight, unknown) are left alone."""
 
 
+class PodNominator(Protocol):
+    """The pending pods nominated to nodes by preemption (upstream ``PodNominator``: the
+    scheduling queue, given to each profile by ``SetPodNominator``)."""
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        """The pods nominated to ``node`` (empty when none)."""
+        ...
+
+
 class EventRecorder(Protocol):
     """Posts Kubernetes Events (upstream ``Handle.EventRecorder``; in the process,
     ``kube/events.EventRecorder``)."""
@@ -425,6 +483,33 @@ class Handle(Protocol):
     def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
         """The least room for pods like ``pod`` on ``nodes`` among the profile's
         :class:`CapacityAware` Filter plugins; None when none limits it."""
+
+    @property
+    def metrics(self) -> PreemptionMetrics | None:
+        """Where preemption is counted (None: not counted: ``explain``, tests)."""
+
+    def snapshot(self) -> Mapping[str, NodeInfo]:
+        """The nodes of the current scheduling cycle, by name (upstream
+        ``SnapshotSharedLister``; empty before the first cycle)."""
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        """The pods nominated to ``node`` (upstream ``Handle.NominatedPodsForNode``)."""
+
+    def run_filters_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """The profile's filters on ``node``, counting the pods nominated there of at least
+        ``pod``'s priority (upstream ``RunFilterPluginsWithNominatedPods``)."""
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo
+    ) -> Status:
+        """Every :class:`PreFilterExtensions` plugin's ``add_pod`` (upstream
+        ``RunPreFilterExtensionAddPod``)."""
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo
+    ) -> Status:
+        """Every :class:`PreFilterExtensions` plugin's ``remove_pod`` (upstream
+        ``RunPreFilterExtensionRemovePod``)."""
 
 
 def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:

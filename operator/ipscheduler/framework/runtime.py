@@ -10,11 +10,13 @@ not return Skip; PreBind, Bind and PostBind are one binding cycle.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ipscheduler.framework.diagnosis import Diagnosis as Diagnosis  # noqa: PLC0414 (re-exported)
 from ipscheduler.framework.interface import (
     MAX_NODE_SCORE,
     WILDCARD_EVENT,
@@ -28,9 +30,12 @@ from ipscheduler.framework.interface import (
     MetricsRecorder,
     PermitPlugin,
     PodActivator,
+    PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
+    PostFilterResult,
     PreBindPlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
@@ -49,49 +54,6 @@ MAX_PERMIT_TIMEOUT = 15 * 60.0
 
 SKIP_FILTER_PLUGINS = "framework/skip-filter-plugins"
 """CycleState key: names of the plugins whose PreFilter returned Skip in this cycle."""
-
-
-@dataclass
-class Diagnosis:
-    """Why a pod fits no node: per-node rejection, for the FailedScheduling message."""
-
-    node_to_status: dict[str, Status] = field(default_factory=dict)
-    pre_filter: Status | None = None
-    num_all_nodes: int = 0
-
-    @property
-    def unschedulable_plugins(self) -> set[str]:
-        """The plugins that rejected the pod (upstream ``Diagnosis.UnschedulablePlugins``):
-        the PreFilter that failed it, else every Filter that rejected some node."""
-        if self.pre_filter is not None:
-            return {self.pre_filter.plugin} if self.pre_filter.plugin else set()
-        return {st.plugin for st in self.node_to_status.values() if st.plugin}
-
-    def histogram(self) -> dict[str, int]:
-        """Reason → number of nodes that gave it (only the first failing filter counts)."""
-        counts: dict[str, int] = {}
-        statuses = (
-            [self.pre_filter] * self.num_all_nodes if self.pre_filter else list(self.node_to_status.values())
-        )
-        for st in statuses:
-            for reason in st.reasons:
-                counts[reason] = counts.get(reason, 0) + 1
-        return counts
-
-    def message(self) -> str:
-        """kube-scheduler's FitError text (``pkg/scheduler/framework/types.go``).
-
-        ``0/N nodes are available: <count> <reason>, ....`` with the
-        "<count> <reason>" strings sorted as strings, as upstream does; when a PreFilter
-        rejected the pod, ``0/N nodes are available: <its message>.`` (upstream adds its
-        message once, not once per node).
-        """
-        if self.num_all_nodes == 0:
-            return "no nodes available to schedule pods"
-        if self.pre_filter is not None:
-            return f"0/{self.num_all_nodes} nodes are available: {', '.join(self.pre_filter.reasons)}."
-        parts = sorted(f"{n} {reason}" for reason, n in self.histogram().items())
-        return f"0/{self.num_all_nodes} nodes are available: {', '.join(parts)}."
 
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -153,10 +115,22 @@ class Framework:
     summed over the nodes they saw (upstream observes each node: that many observations
     would cost more than the plugins)."""
 
+    pod_nominator: PodNominator | None = field(default=None, compare=False)
+    """The scheduling queue, which knows the pods nominated to each node (upstream
+    ``SetPodNominator``); None: no pod is nominated anywhere."""
+    nodes: Mapping[str, NodeInfo] = field(default_factory=dict, compare=False)
+    """The nodes of the current cycle, as the last :meth:`find_feasible` got them (upstream
+    ``SnapshotSharedLister``: PostFilter reads them)."""
+
     def set_pod_activator(self, activator: PodActivator) -> None:
         """Where the plugins' ``handle.activate`` moves pods: the scheduling queue (upstream
         ``SetPodActivator``; the queue is made from the profile, so after it)."""
         self.pod_activator = activator
+
+    def set_pod_nominator(self, nominator: PodNominator) -> None:
+        """Where the nominated pods are known: the scheduling queue (upstream
+        ``SetPodNominator``, set with the activator)."""
+        self.pod_nominator = nominator
 
     def _point(self, point: str, started: float, st: Status | None = None) -> None:
         if self.recorder is not None:
@@ -186,6 +160,7 @@ class Framework:
         Filter is not called (``SkipFilterPlugins`` in upstream's
         ``RunPreFilterPlugins``).
         """
+        self.nodes = nodes
         diagnosis = Diagnosis(num_all_nodes=len(nodes))
         skip: set[str] = set()
         started = time.perf_counter()
@@ -225,6 +200,8 @@ class Framework:
                 if timed is None
                 else self._timed_filter(filters, state, pod, node, timed)
             )
+            if st.is_success() and self._nominated_here(pod, node):
+                st = self._filter_with_nominated_pods(filters, state, pod, node)
             if st.is_success():
                 feasible.append(node)
                 if len(feasible) >= to_find:
@@ -258,10 +235,76 @@ class Framework:
                 out.append((plugin.name, ClusterEventWithHint(WILDCARD_EVENT)))
         return out
 
+    def _active_filters(self, state: CycleState) -> list[FilterPlugin]:
+        skip = state.get(SKIP_FILTER_PLUGINS) or frozenset()
+        return [p for p in self.filter if p.name not in skip]
+
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """All Filter plugins in order (but those PreFilter skipped); the first non-success wins."""
+        return self._filter(self._active_filters(state), state, pod, node)
+
+    # -- nominated pods and what-if runs (preemption) ------------------------
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        """The pods nominated to ``node`` (none without a nominator)."""
+        return self.pod_nominator.nominated_pods_for_node(node) if self.pod_nominator is not None else []
+
+    def _nominated_here(self, pod: PodInfo, node: NodeInfo) -> bool:
+        """Whether pods of at least ``pod``'s priority other than ``pod`` are nominated to ``node``."""
+        return self.pod_nominator is not None and any(
+            p.priority >= pod.priority and p.uid != pod.uid for p in self.nominated_pods_for_node(node.name)
+        )
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo
+    ) -> Status:
+        """``add_pod`` of every PreFilter plugin with :class:`PreFilterExtensions` that did
+        not skip (upstream ``RunPreFilterExtensionAddPod``); the first failure is returned
+        as an Error naming the plugin."""
+        return self._extensions(state, lambda p: p.add_pod(state, pod, pod_to_add, node))
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo
+    ) -> Status:
+        """``remove_pod`` of every PreFilter plugin with :class:`PreFilterExtensions` that did
+        not skip (upstream ``RunPreFilterExtensionRemovePod``)."""
+        return self._extensions(state, lambda p: p.remove_pod(state, pod, pod_to_remove, node))
+
+    def _extensions(self, state: CycleState, call: Callable[[PreFilterExtensions], Status]) -> Status:
         skip = state.get(SKIP_FILTER_PLUGINS) or frozenset()
-        return self._filter([p for p in self.filter if p.name not in skip], state, pod, node)
+        for plugin in self.pre_filter:
+            if isinstance(plugin, PreFilterExtensions) and plugin.name not in skip:
+                st = call(plugin)
+                if not st.is_success():
+                    return Status.error(*st.reasons, plugin=plugin.name)
+        return Status.success()
+
+    def run_filters_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """The filters on ``node``, first with the pods nominated there of at least ``pod``'s
+        priority counted as if bound (on a clone of ``state``), then, if they passed and
+        there were such pods, without them (upstream ``RunFilterPluginsWithNominatedPods``,
+        ``pkg/scheduler/framework/runtime/framework.go``: a pod must fit both ways, as the
+        nominated pods may or may not land there)."""
+        filters = self._active_filters(state)
+        if not self._nominated_here(pod, node):
+            return self._filter(filters, state, pod, node)
+        return self._filter_with_nominated_pods(filters, state, pod, node)
+
+    def _filter_with_nominated_pods(
+        self, filters: Sequence[FilterPlugin], state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> Status:
+        """:meth:`run_filters_with_nominated_pods` for a node with such pods (upstream
+        ``addGENominatedPods``)."""
+        with_them, cloned = node, state.clone()
+        for other in self.nominated_pods_for_node(node.name):
+            if other.priority >= pod.priority and other.uid != pod.uid:
+                with_them = dataclasses.replace(with_them, pods=(*with_them.pods, other))
+                st = self.run_pre_filter_extension_add_pod(cloned, pod, other, with_them)
+                if not st.is_success():
+                    return st
+        st = self._filter(filters, cloned, pod, with_them)
+        if not st.is_success():
+            return st
+        return self._filter(filters, state, pod, node)
 
     @staticmethod
     def _filter(filters: Sequence[FilterPlugin], state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -288,26 +331,31 @@ class Framework:
                 return st if st.plugin else Status(st.code, st.reasons, plugin.name)
         return Status.success()
 
-    async def run_post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+    async def run_post_filter(
+        self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
         """PostFilter plugins in order, when no node fits (``RunPostFilterPlugins``).
 
-        The first success (or Error) ends the run and is returned; Unschedulable
-        results let the next plugin try and are returned merged if none succeeds
-        (no plugins: an Unschedulable status without reasons).
+        The first success (or Error) ends the run and is returned with its result;
+        Unschedulable results let the next plugin try and are returned merged if none
+        succeeds (no plugins: an Unschedulable status without reasons), with the last
+        result a plugin gave (e.g. preemption clearing a stale nomination).
         """
         reasons: list[str] = []
+        result: PostFilterResult | None = None
         started = time.perf_counter()
         for plugin in self.post_filter:
             t0 = time.perf_counter()
-            st = await plugin.post_filter(state, pod, diagnosis.node_to_status)
+            got, st = await plugin.post_filter(state, pod, diagnosis.node_to_status)
             self._plugin(state, plugin.name, "PostFilter", t0, st)
             if st.is_success() or not st.is_rejected():
                 self._point("PostFilter", started, st)
-                return st
+                return got, st
+            result = got if got is not None else result
             reasons.extend(st.reasons)
-        result = Status.unschedulable(*reasons)
-        self._point("PostFilter", started, result)
-        return result
+        merged = Status.unschedulable(*reasons)
+        self._point("PostFilter", started, merged)
+        return result, merged
 
     def run_scores(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]

@@ -247,6 +247,15 @@ class OwnerRef:
         return None
 
 
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+"""``spec.preemptionPolicy`` default: the pod may preempt pods of lower priority."""
+PREEMPT_NEVER = "Never"
+"""``spec.preemptionPolicy: Never``: the pod waits instead of preempting."""
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+"""The ``DisruptionTarget`` condition's reason on a victim of preemption
+(``v1.PodReasonPreemptionByScheduler``)."""
+
+
 @dataclass(frozen=True)
 class PodInfo:
     """What the scheduler needs to know about a pod.
@@ -282,6 +291,17 @@ class PodInfo:
     """The pod's controller (e.g. its StatefulSet), kept in the lean form too."""
     generate_name: str = ""
     """``metadata.generateName``: set when the API server made up the pod's name."""
+    start_time: datetime.datetime | None = None
+    """``status.startTime`` (UTC): when a kubelet took the pod; preemption evicts the pods
+    that started last first among equals."""
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    """``spec.preemptionPolicy``: ``PreemptLowerPriority`` (the default) or ``Never``."""
+    nominated_node_name: str = ""
+    """``status.nominatedNodeName``: the node a scheduler's preemption made room on."""
+    preempted: bool = False
+    """Being ended by a scheduler's preemption: the ``DisruptionTarget`` condition is True
+    with reason ``PreemptionByScheduler`` (upstream ``podTerminatingByPreemption`` also
+    asks for a deletionTimestamp, see :attr:`deleting`)."""
 
     @property
     def key(self) -> str:
@@ -381,6 +401,17 @@ class PodInfo:
             nonzero_requests=nonzero_requests_from_spec(spec),
             owner=OwnerRef.controller_of(meta),
             generate_name=as_str(meta.get("generateName")),
+            start_time=parse_time(status.get("startTime")),
+            preemption_policy=PREEMPT_NEVER
+            if spec.get("preemptionPolicy") == PREEMPT_NEVER
+            else PREEMPT_LOWER_PRIORITY,
+            nominated_node_name=as_str(status.get("nominatedNodeName")),
+            preempted=any(
+                as_dict(c).get("type") == "DisruptionTarget"
+                and as_dict(c).get("status") == "True"
+                and as_dict(c).get("reason") == REASON_PREEMPTION_BY_SCHEDULER
+                for c in as_list(status.get("conditions"))
+            ),
         )
 
 

@@ -26,7 +26,7 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.framework.types import PodInfo
+from ipscheduler.framework.types import REASON_PREEMPTION_BY_SCHEDULER, PodInfo
 
 LIST_PAGE_SIZE = 500
 """Objects per LIST page (client-go's pager and reflector default, ``k8s.io/client-go/tools/pager``):
@@ -178,6 +178,7 @@ class KubeApi:
         # _content_type, which the generated stubs do not describe.
         self.core: Any = client.CoreV1Api(api_client)
         self.custom: Any = client.CustomObjectsApi(api_client)
+        self.policy: Any = client.PolicyV1Api(api_client)
 
     async def close(self) -> None:
         await self.client.close()
@@ -410,21 +411,33 @@ class KubeApi:
                 raise Conflict(f"{pod.key}: {e.reason}") from e
             raise
 
-    async def set_unschedulable(self, pod: PodInfo, message: str) -> None:
-        """Set the pod condition PodScheduled=False, reason Unschedulable."""
-        patch = {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": "Unschedulable",
-                        "message": message,
-                        "lastTransitionTime": now_rfc3339(),
-                    }
-                ]
-            }
+    async def set_unschedulable(
+        self, pod: PodInfo, message: str, nominated_node_name: str | None = None
+    ) -> None:
+        """Set the pod condition PodScheduled=False, reason Unschedulable, and, unless
+        ``nominated_node_name`` is None, ``status.nominatedNodeName`` ("" clears it) in the
+        same patch (upstream ``updatePod``). A pod that is gone (404) is left alone."""
+        status: dict[str, Any] = {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastTransitionTime": now_rfc3339(),
+                }
+            ]
         }
+        if nominated_node_name is not None:
+            status["nominatedNodeName"] = nominated_node_name or None
+        await self._patch_pod_status(pod, {"status": status})
+
+    async def set_nominated_node_name(self, pod: PodInfo, node: str) -> None:
+        """Set (or with "" clear) ``status.nominatedNodeName`` (upstream
+        ``clearNominatedNodeName``). A pod that is gone (404) is left alone."""
+        await self._patch_pod_status(pod, {"status": {"nominatedNodeName": node or None}})
+
+    async def _patch_pod_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
         try:
             await self.read_json(
                 self.core.patch_namespaced_pod_status(
@@ -438,6 +451,44 @@ class KubeApi:
         except ApiException as e:
             if e.status != 404:
                 raise
+
+    async def preempt_pod(self, victim: PodInfo, message: str) -> bool:
+        """Evict a victim of preemption as kube-scheduler does (``PreemptPod`` in
+        ``pkg/scheduler/framework/preemption/preemption.go``): the ``DisruptionTarget``
+        condition (True, reason ``PreemptionByScheduler``, ``message``), then a DELETE with
+        the pod's UID as precondition (a pod re-created under the same name is not
+        touched) and its own grace period. Returns False when the pod is gone already (404,
+        or 409: another UID); raises ApiException otherwise."""
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": REASON_PREEMPTION_BY_SCHEDULER,
+            "message": message,
+            "lastTransitionTime": now_rfc3339(),
+        }
+        try:
+            await self._patch_pod_status(victim, {"status": {"conditions": [condition]}})
+            await self.read_json(
+                self.core.delete_namespaced_pod(
+                    victim.name,
+                    victim.namespace,
+                    body={"preconditions": {"uid": victim.uid}},
+                    _preload_content=False,
+                )
+            )
+        except ApiException as e:
+            if e.status in (404, 409):
+                return False
+            raise
+        return True
+
+    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
+        """Every PodDisruptionBudget (``policy/v1``, all namespaces; one LIST). Raises ApiException."""
+        body = await self.read_json(
+            self.policy.list_pod_disruption_budget_for_all_namespaces(_preload_content=False)
+        )
+        items = body.get("items")
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
     async def patch_node_status(self, node: str, patch: dict[str, Any]) -> None:
         """Merge-patch node ``node``'s status subresource with ``patch`` (e.g. an extended

@@ -56,10 +56,19 @@ server merges them into ``labelSelector`` at pod creation
 (MatchLabelKeysInPodAffinity), so the scheduler only reads ``labelSelector``.
 Label keys/values inside selectors are not syntax-checked (only operators,
 value counts and JSON types are); the API server validates them.
+
+PreFilter extensions (``AddPod``/``RemovePod``, upstream ``updateWithPod``) update the
+three counts for a pod added to or removed from a node in preemption's dry run.
+
+Size: one module where upstream has three files (``filtering.go``, ``scoring.go``,
+``plugin.go``), because the term parsing and the per-cycle memo of pods' terms are shared
+by all three parts and plugins may not import each other; most of its length is this
+docstring and the term semantics.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -248,6 +257,27 @@ class _PreFilterState:
     anti_affinity_counts: dict[TopologyPair, int] = field(default_factory=dict)
     self_matches_affinity: bool = False
 
+    def clone(self) -> _PreFilterState:
+        """A copy with its own counts (upstream ``preFilterState.Clone``)."""
+        return dataclasses.replace(
+            self,
+            existing_anti_affinity_counts=dict(self.existing_anti_affinity_counts),
+            affinity_counts=dict(self.affinity_counts),
+            anti_affinity_counts=dict(self.anti_affinity_counts),
+        )
+
+
+def _update(counts: dict[TopologyPair, int], node: NodeInfo, key: str, value: int) -> None:
+    """Add ``value`` to the count of ``node``'s pair for ``key``, dropping a count that
+    reaches zero (upstream ``topologyToMatchedTermCount.update``)."""
+    if key in node.labels:
+        pair = (key, node.labels[key])
+        n = counts.get(pair, 0) + value
+        if n:
+            counts[pair] = n
+        else:
+            counts.pop(pair, None)
+
 
 @dataclass
 class _PreScoreState:
@@ -369,6 +399,36 @@ class InterPodAffinity:
         state.write(_PRE_SCORE_KEY, self._pre_score(pod, terms, _visit(nodes, has_preferred), terms_of))
         if not (s.existing_anti_affinity_counts or terms.required_affinity or terms.required_anti_affinity):
             return Status.skip()
+        return Status.success()
+
+    # -- PreFilter extensions (upstream ``AddPod``/``RemovePod``) -----------------
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status:
+        """Count ``pod_to_add`` on ``node`` (upstream ``updateWithPod`` with +1)."""
+        return self._update_with_pod(state, pod, pod_to_add, node, 1)
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo) -> Status:
+        """No longer count ``pod_to_remove`` on ``node`` (``updateWithPod`` with -1)."""
+        return self._update_with_pod(state, pod, pod_to_remove, node, -1)
+
+    def _update_with_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo, value: int
+    ) -> Status:
+        s = state.get(_PRE_FILTER_KEY)
+        if not isinstance(s, _PreFilterState):
+            return missing_pre_filter_state(_PRE_FILTER_KEY, self.name)
+        own_ns = self.ns_labels(pod.namespace)
+        other_ns = self.ns_labels(other.namespace)
+        for t in pod_affinity_terms(other).required_anti_affinity:
+            if t.matches(pod, own_ns):
+                _update(s.existing_anti_affinity_counts, node, t.topology_key, value)
+        if s.terms.required_affinity and pod_matches_all_affinity_terms(
+            s.terms.required_affinity, other, other_ns
+        ):
+            for t in s.terms.required_affinity:
+                _update(s.affinity_counts, node, t.topology_key, value)
+        for t in s.terms.required_anti_affinity:
+            if t.matches(other, other_ns):
+                _update(s.anti_affinity_counts, node, t.topology_key, value)
         return Status.success()
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:

@@ -168,6 +168,29 @@ class _PreFilterState:
     tp_value_to_match_num: list[dict[str, int]] = field(default_factory=list)
     min_match_num: list[int] = field(default_factory=list)
 
+    def clone(self) -> _PreFilterState:
+        """A copy with its own counts (upstream ``preFilterState.Clone``)."""
+        return _PreFilterState(
+            self.constraints, [dict(m) for m in self.tp_value_to_match_num], list(self.min_match_num)
+        )
+
+    def update_with_pod(self, updated: PodInfo, preemptor: PodInfo, node: NodeInfo, delta: int) -> None:
+        """Count ``updated`` ``delta`` times more in ``node``'s domains (upstream
+        ``preFilterState.updateWithPod``): only a pod of the preemptor's namespace that a
+        constraint's selector matches, on a node with every topology key that the
+        constraint's node inclusion policies take."""
+        if updated.namespace != preemptor.namespace or not self.constraints:
+            return
+        if not node_labels_match_spread_constraints(node.labels, self.constraints):
+            return
+        for i, c in enumerate(self.constraints):
+            if not c.selector.matches(updated.labels) or not c.match_node_inclusion_policies(preemptor, node):
+                continue
+            counts = self.tp_value_to_match_num[i]
+            value = node.labels[c.topology_key]
+            counts[value] = counts.get(value, 0) + delta
+            self.min_match_num[i] = min(counts.values(), default=_MAX_INT32)
+
     def global_min(self, i: int) -> int:
         """The minimum domain count of constraint ``i``, 0 if there are fewer domains than minDomains."""
         if len(self.tp_value_to_match_num[i]) < self.constraints[i].min_domains:
@@ -229,6 +252,24 @@ class PodTopologySpread:
                     node.pods, c.selector, pod.namespace
                 )
         s.min_match_num = [min(m.values(), default=_MAX_INT32) for m in s.tp_value_to_match_num]
+        return Status.success()
+
+    # -- PreFilter extensions (upstream ``AddPod``/``RemovePod``) -----------------
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status:
+        """Count ``pod_to_add`` in ``node``'s domains."""
+        return self._update_with_pod(state, pod, pod_to_add, node, 1)
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo) -> Status:
+        """No longer count ``pod_to_remove`` in ``node``'s domains."""
+        return self._update_with_pod(state, pod, pod_to_remove, node, -1)
+
+    def _update_with_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo, delta: int
+    ) -> Status:
+        s = state.get(_PRE_FILTER_KEY)
+        if not isinstance(s, _PreFilterState):
+            return missing_pre_filter_state(_PRE_FILTER_KEY, self.name)
+        s.update_with_pod(other, pod, node, delta)
         return Status.success()
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:

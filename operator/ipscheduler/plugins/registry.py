@@ -9,6 +9,7 @@ from __future__ import annotations
 from ipscheduler.framework.registry import Registry
 from ipscheduler.plugins import (
     defaultbinder,
+    defaultpreemption,
     interpodaffinity,
     nodeaffinity,
     nodename,
@@ -44,4 +45,5 @@ def new_in_tree_registry() -> Registry:
     registry.register(podtopologyspread.NAME, podtopologyspread.new)
     registry.register(interpodaffinity.NAME, interpodaffinity.new, interpodaffinity.InterPodAffinityArgs)
     registry.register(defaultbinder.NAME, defaultbinder.new)
+    registry.register(defaultpreemption.NAME, defaultpreemption.new, defaultpreemption.DefaultPreemptionArgs)
     return registry

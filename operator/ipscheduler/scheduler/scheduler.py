@@ -155,7 +155,7 @@ class Scheduler:
         nodes = self.cache.snapshot()
         feasible, diagnosis = self.profile.find_feasible(state, pod, nodes)
         if not feasible:
-            post = await self.profile.run_post_filter(state, pod, diagnosis)
+            result, post = await self.profile.run_post_filter(state, pod, diagnosis)
             if not post.is_rejected():
                 log.log(
                     V2,
@@ -166,7 +166,11 @@ class Scheduler:
                     extra=kv(pod=pod.key),
                 )
             qp.unschedulable_plugins = diagnosis.unschedulable_plugins
-            return await self._scheduling_failed(qp, diagnosis.message())
+            message = diagnosis.message()
+            if post.message:  # upstream FitError: the PostFilter message after the filters'
+                message = f"{message} {post.message}."
+            nominated = result.nominated_node_name if result is not None else None
+            return await self._scheduling_failed(qp, message, nominated=nominated)
         per_plugin = self.profile.run_scores(state, pod, feasible)
         totals = self.profile.total_scores(per_plugin, feasible)
         best = max(totals.values())
@@ -183,6 +187,7 @@ class Scheduler:
             )
             return await self._scheduling_failed(qp, st.message, error=True)
         self.cache.assume_pod(dataclasses.replace(pod, node_name=host.name))
+        self.queue.nominator.delete(pod.uid)  # upstream: assume drops the nomination
         st = self.profile.run_permit(state, pod, host)
         self._activate(state)
         if st.code is Code.WAIT:
@@ -327,6 +332,7 @@ class Scheduler:
         *,
         error: bool = False,
         assumed: tuple[CycleState, NodeInfo] | None = None,
+        nominated: str | None = None,
     ) -> ScheduleResult:
         """The failure handler of the scheduling cycle (kube-scheduler's
         ``handleSchedulingFailure``, ``pkg/scheduler/schedule_one.go``); every failure of
@@ -335,7 +341,10 @@ class Scheduler:
         exception) sends the pod to backoffQ. A fit failure parks it with the plugins that
         rejected it (``qp.unschedulable_plugins``) and reports it as kube-scheduler does: a
         Warning ``FailedScheduling`` event and ``PodScheduled=False`` (written only when
-        the message changed)."""
+        the message or the nomination changed). ``nominated``: the node PostFilter nominated
+        the pod to ("": its nomination cleared; None: left as it is), kept by the queue's
+        nominator and written to ``status.nominatedNodeName`` (upstream
+        ``handleSchedulingFailure`` with its ``NominatingInfo``)."""
         pod = qp.pod
         if assumed is not None:
             state, host = assumed
@@ -344,12 +353,17 @@ class Scheduler:
         if error:
             self.queue.add_unschedulable(qp, error=True)
             return ScheduleResult(pod.key, message=message, error=True)
+        if nominated is not None and nominated == pod.nominated_node_name:
+            nominated = None  # unchanged: nothing to write
+        if nominated is not None:
+            qp.pod = pod = dataclasses.replace(pod, nominated_node_name=nominated)
+            self.queue.nominator.add(pod, nominated)
         self.queue.add_unschedulable(qp)
         log.log(V2, "unable to schedule %s: %s", pod.key, message, extra=kv(pod=pod.key, uid=pod.uid))
         self.recorder.emit(pod_ref(pod), "Warning", "FailedScheduling", message)
-        if self._unschedulable_msg.get(pod.uid) != message:
+        if self._unschedulable_msg.get(pod.uid) != message or nominated is not None:
             try:
-                await self.api.set_unschedulable(pod, message)
+                await self.api.set_unschedulable(pod, message, nominated)
                 self._unschedulable_msg[pod.uid] = message
             except Exception as e:
                 reason = e.reason if isinstance(e, ApiException) else repr(e)

@@ -39,6 +39,7 @@ the command that wires the scheduler (``cmd/profiles``, as upstream's
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import logging
@@ -66,7 +67,7 @@ from ipscheduler.kube.client import KubeApi
 from ipscheduler.underlayip import events, multus
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, ANNOTATION_POOLS
-from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.pool import PoolView, freed_by_eviction
 from ipscheduler.underlayip.reservation import ERR_NO_FREE, NAME, CycleReservation, ReservationManager
 from ipscheduler.underlayip.retention import Retention, retention_of
 from ipscheduler.underlayip.selection import PoolChoice, may_use, pool_choice
@@ -132,6 +133,11 @@ class _Cycle:
 
     def __post_init__(self) -> None:
         self.reservation = CycleReservation(self.choice, self.retention, self.held)
+
+    def clone(self) -> _Cycle:
+        """A copy for a what-if run (:meth:`CycleState.clone
+        <ipscheduler.framework.interface.CycleState.clone>`): its own free counts."""
+        return dataclasses.replace(self, free=dict(self.free))
 
     @property
     def held(self) -> PoolView | None:
@@ -295,6 +301,36 @@ class UnderlayIP:
         if verdict.cycle.held is not None:
             return 1
         return sum(n for name, n in verdict.cycle.free.items() if n > 0 and name in nodes)
+
+    # -- PreFilter extensions (preemption's dry run, nominated pods) ------------------
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo) -> Status:
+        """``pod_to_remove`` is evicted from ``node`` in a what-if run: the place its address
+        would free there counts as free for ``pod`` when ``pod`` may use that pool
+        (:func:`~ipscheduler.underlayip.pool.freed_by_eviction`: a Retained sticky address,
+        a sticky pod's own and a foreign hold do not count)."""
+        cycle: _Cycle | None = state.get(_STATE)
+        if cycle is not None and not pod.host_network and self._frees(cycle, pod, pod_to_remove, node):
+            cycle.free[node.name] = cycle.free.get(node.name, 0) + 1
+        return Status.success()
+
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status:
+        """``pod_to_add`` counts on ``node`` in a what-if run: a victim given back retakes the
+        place :meth:`remove_pod` counted; a pod nominated there (pending, no address yet)
+        takes one place."""
+        cycle: _Cycle | None = state.get(_STATE)
+        if cycle is None or pod.host_network or pod_to_add.host_network:
+            return Status.success()
+        if self._frees(cycle, pod, pod_to_add, node) or not self.cache.pools_holding(pod_to_add.uid):
+            cycle.free[node.name] = cycle.free.get(node.name, 0) - 1
+        return Status.success()
+
+    def _frees(self, cycle: _Cycle, pod: PodInfo, other: PodInfo, node: NodeInfo) -> bool:
+        return any(
+            pool.node_name == node.name
+            and may_use(pod, cycle.choice, pool)
+            and freed_by_eviction(pool, other.uid)
+            for pool in self.cache.pools_holding(other.uid)
+        )
 
     def fits_after_evicting(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, victims: frozenset[str]

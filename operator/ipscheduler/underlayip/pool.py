@@ -279,6 +279,23 @@ def unrecorded(pool: PoolView, ctx: PoolContext) -> int:
     )
 
 
+def freed_by_eviction(pool: PoolView, uid: str) -> bool:
+    """Whether evicting pod ``uid`` would free a place in ``pool`` for another pod
+    (preemption counts it): the pod holds a Reserved or Bound allocation there under the
+    release policy ``Pod`` (a sticky one turns Retained, kept for the pod's identity), in
+    the pool's own addresses (a foreign hold, outside the spec after an edit, gives no
+    place back), and the pool hands out addresses (no spec error, not being deleted)."""
+    a = pool.allocations.get(uid)
+    if a is None or a.phase == RETAINED or a.release_policy not in (None, "Pod"):
+        return False
+    if pool.spec_error or pool.deleting:
+        return False
+    if a.ip is not None and pool.addresses is not None:
+        ip = _canonical_or_none(a.ip)
+        return ip is not None and ip in pool.addresses
+    return True
+
+
 def foreign_holds(pool: PoolView) -> dict[str, str]:
     """Addresses ``pool``'s allocations hold outside its own spec: canonical address → pool name.
 

@@ -192,7 +192,10 @@ def test_the_default_plugins_fill_their_points() -> None:
         "UnderlayIP",
     ]
     assert names(fw.pre_score) == ["NodeAffinity", "PodTopologySpread"]
-    assert (names(fw.post_filter), names(fw.permit)) == (["Coscheduling"], ["Coscheduling"])
+    assert (names(fw.post_filter), names(fw.permit)) == (
+        ["DefaultPreemption", "Coscheduling"],
+        ["Coscheduling"],
+    )
     assert names(fw.reserve) == ["UnderlayIP", "Coscheduling"]
     assert names(fw.pre_bind) == names(fw.post_bind) == ["UnderlayIP"]
     assert names(fw.bind) == ["DefaultBinder"]

@@ -133,8 +133,9 @@ def test_a_backed_off_group_is_refused_until_its_backoff_ends() -> None:
     now = [100.0]
     idx = index()
     p = Coscheduling(CoschedulingArgs(podGroupBackoffSeconds=10), Handle(), idx, clock=lambda: now[0])  # type: ignore[arg-type]
-    st = asyncio.run(p.post_filter(_state_of(p, member_pod("g-0")), member_pod("g-0"), {}))
+    result, st = asyncio.run(p.post_filter(_state_of(p, member_pod("g-0")), member_pod("g-0"), {}))
     assert st.code is Code.UNSCHEDULABLE
+    assert result is None
     assert p.pre_filter(CycleState(), member_pod("g-1"), {}).message == "podGroup ns/g failed recently"
     now[0] = 111.0
     assert p.pre_filter(CycleState(), member_pod("g-1"), {}).is_success()
@@ -206,7 +207,7 @@ def test_post_filter(min_member: int, waiting: int, rejects: bool) -> None:
         last = member_pod("g-last")
         state = CycleState()
         p.pre_filter(state, last, nodes_with(*(member_pod(f"g-{i}", node="node-1") for i in range(waiting))))
-        st = await p.post_filter(state, last, {})
+        _, st = await p.post_filter(state, last, {})
         done = sum(1 for w in p.handle.waiting_pods if w._outcome.done())
         return st, done
 

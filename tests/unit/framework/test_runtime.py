@@ -31,6 +31,7 @@ from ipscheduler.framework.interface import (
     ClusterEventWithHint,
     Code,
     CycleState,
+    PostFilterResult,
     QueuedPodInfo,
     Status,
     default_normalize,
@@ -612,9 +613,11 @@ class Everything:
         self.calls.append("filter")
         return Status.success()
 
-    async def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> Status:
+    async def post_filter(
+        self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
         self.calls.append("postFilter")
-        return Status.unschedulable(f"{self.name} found no victims")
+        return None, Status.unschedulable(f"{self.name} found no victims")
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         self.calls.append("preScore")
@@ -949,7 +952,8 @@ def test_pre_score_called_through_the_protocol(
 async def test_post_filter_runs_in_order_and_merges_rejections() -> None:
     made: dict[str, Everything] = {}
     fw = build({"postFilter": {"enabled": [{"name": "A"}, {"name": "B"}]}}, registry=fake_registry(made))
-    st = await fw.run_post_filter(CycleState(), POD, Diagnosis(num_all_nodes=1))
+    result, st = await fw.run_post_filter(CycleState(), POD, Diagnosis(num_all_nodes=1))
+    assert result is None
     assert st.code is Code.UNSCHEDULABLE
     assert st.reasons == ("A found no victims", "B found no victims")
     assert made["A"].calls == made["B"].calls == ["postFilter"]

@@ -23,6 +23,7 @@ def test_in_tree_registry_has_no_underlay_ip() -> None:
 
 IN_TREE = [
     "DefaultBinder",
+    "DefaultPreemption",
     "InterPodAffinity",
     "NodeAffinity",
     "NodeName",

@@ -188,3 +188,55 @@ async def test_two_groups_arriving_interleaved_never_hold_each_others_addresses(
     await env.writer.flush()
     assert sorted(env.api.bindings) == ["a-0", "a-1", "a-2"]
     assert set(env.allocations()) == {"a0", "a1", "a2"}, "b holds no address"
+
+
+# -- IP-aware preemption: a pool whose every address is held by pods of lower priority --
+
+
+async def fill(env: SchedulerEnv, n: int = 4, priority: int = 0) -> None:
+    """``n`` pods of ``priority`` scheduled (node-1's pool p has 4 addresses)."""
+    for i in range(n):
+        env.create(f"low-{i}", priority=priority)
+        await env.schedule_next()
+    assert len(env.allocations()) == n
+
+
+async def test_a_pod_of_higher_priority_preempts_one_holder_of_an_address() -> None:
+    env = SchedulerEnv()
+    await fill(env)
+    env.create("high", priority=1000)
+    await env.schedule_next()
+    assert len(env.api.preempted) == 1, "one address is all the pod needs"
+    assert env.api.nominations == [("pod-high", "node-1")]
+    assert [p.name for p in env.sched.queue.nominated_pods_for_node("node-1")] == ["pod-high"]
+
+
+async def test_no_preemption_among_equals() -> None:
+    env = SchedulerEnv()
+    await fill(env, priority=1000)
+    env.create("high", priority=1000)
+    await env.schedule_next()
+    assert env.api.preempted == [] and env.api.nominations == []
+
+
+async def test_preemption_policy_never_waits() -> None:
+    env = SchedulerEnv()
+    await fill(env)
+    env.create("high", priority=1000, preemptionPolicy="Never")
+    await env.schedule_next()
+    assert env.api.preempted == []
+
+
+async def test_a_sticky_address_is_not_freed_by_evicting_its_pod() -> None:
+    """A victim whose address outlives it (release policy Never: Retained for its identity)
+    frees nothing: preemption finds no victims and says why."""
+    env = SchedulerEnv()
+    for i in range(4):
+        env.create(f"low-{i}", annotations={"ipscheduler.io/release-policy": "Never"})
+        await env.schedule_next()
+    env.create("high", priority=1000)
+    await env.schedule_next()
+    assert env.api.preempted == []
+    assert env.sched._unschedulable_msg.values() and all(
+        "preemption: 0/1 nodes are available" in m for m in env.sched._unschedulable_msg.values()
+    )
