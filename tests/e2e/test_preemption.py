@@ -1,0 +1,95 @@
+"""IP-aware preemption on a real control plane, as a kube-scheduler user sees it: every
+address is held by pods of low priority, and a Deployment of high priority arrives."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import Pools, SchedulerProcess, assert_check_clean, deployment, events_for, pods_of
+from tests.kube import Kubectl, wait_for
+
+NODES = ("node-1", "node-2", "node-3")
+
+
+@pytest.fixture
+def priorities(kubectl: Kubectl, ns: str) -> Iterator[tuple[str, str]]:
+    """Two PriorityClasses of this test, low (100) and high (1000), deleted afterwards."""
+    names = (f"{ns}-low", f"{ns}-high")
+    for name, value in zip(names, (100, 1000), strict=True):
+        kubectl.apply(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+    yield names
+    kubectl.run("delete", "priorityclass", *names, "--ignore-not-found", check=False)
+
+
+def _live(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def _bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in _live(pods) if p["spec"].get("nodeName") and p["status"].get("phase") == "Running"]
+
+
+def test_a_high_priority_deployment_preempts_holders_of_the_last_addresses(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str, priorities: tuple[str, str]
+) -> None:
+    low, high = priorities
+    for i, node in enumerate(NODES, start=1):
+        pools.create(f"pool-{ns}-{node}", node, [f"10.9{i}.0.1-10.9{i}.0.2"])
+    kubectl.apply(deployment("low", 6, priorityClassName=low), ns)
+    lows = wait_for(
+        "6 low pods Running", lambda: len(_bound(pods_of(kubectl, ns, "app=low"))) == 6 or None, 120
+    )
+    assert lows
+
+    kubectl.apply(deployment("high", 2, priorityClassName=high), ns)
+
+    def highs_bound() -> list[dict[str, Any]] | None:
+        pods = _bound(pods_of(kubectl, ns, "app=high"))
+        return pods if len(pods) == 2 else None
+
+    bound = wait_for("2 high pods bound after preemption", highs_bound, timeout=120)
+    addresses = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in bound]
+    assert len(set(addresses)) == 2
+
+    preempted = [
+        e for e in kubectl.json("get", "events", "-n", ns)["items"] if e.get("reason") == "Preempted"
+    ]
+    high_uids = {p["metadata"]["uid"] for p in bound}
+    assert len(preempted) == 2, f"one victim per high pod: {[e['message'] for e in preempted]}"
+    for e in preempted:
+        assert e["type"] == "Normal"
+        assert e["involvedObject"]["name"].startswith("low-")
+        uid, node = e["message"].removeprefix("Preempted by pod ").split(" on node ")
+        assert uid in high_uids and node in NODES, e["message"]
+
+    for p in bound:
+        name = p["metadata"]["name"]
+        failed = events_for(kubectl, ns, name, "FailedScheduling")
+        assert (
+            failed and failed[0]["message"] == "0/3 nodes are available: 3 node(s) had no free underlay IPs."
+        ), "the high pod reports the filters' verdict once, as kube-scheduler does when preemption succeeds"
+        assert events_for(kubectl, ns, name, "Scheduled")
+
+    def low_replacements_report() -> list[dict[str, Any]] | None:
+        pending = [p for p in _live(pods_of(kubectl, ns, "app=low")) if not p["spec"].get("nodeName")]
+        msgs = [events_for(kubectl, ns, p["metadata"]["name"], "FailedScheduling") for p in pending]
+        return pending if len(pending) == 2 and all(msgs) else None
+
+    pending = wait_for("the 2 low replacements Pending with a reason", low_replacements_report, timeout=60)
+    for p in pending:
+        (event,) = events_for(kubectl, ns, p["metadata"]["name"], "FailedScheduling")
+        assert event["message"] == (
+            "0/3 nodes are available: 3 node(s) had no free underlay IPs. preemption: 0/3 nodes are "
+            "available: 3 No preemption victims found for incoming pod.."
+        ), "equal priority is no victim (kube-scheduler's wording, double stop included)"
+    assert_check_clean(kubectl)
