@@ -317,6 +317,8 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         ("patch", "pods/status"),
         ("list", "pods"),
         ("get", "pods"),
+        ("delete", "pods"),  # preemption's victims
+        ("list", "poddisruptionbudgets.policy"),
         ("watch", "nodes"),
         ("watch", "namespaces"),
         ("get", "statefulsets.apps"),
@@ -330,7 +332,7 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
         ("create", "subjectaccessreviews.authorization.k8s.io"),
     ]
     must_not = [
-        ("delete", "pods"),
+        ("deletecollection", "pods"),
         ("get", "secrets"),
         ("create", "pods"),
         ("update", "nodes"),
