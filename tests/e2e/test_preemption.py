@@ -3,6 +3,8 @@ address is held by pods of low priority, and a Deployment of high priority arriv
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -92,4 +94,19 @@ def test_a_high_priority_deployment_preempts_holders_of_the_last_addresses(
             "0/3 nodes are available: 3 node(s) had no free underlay IPs. preemption: 0/3 nodes are "
             "available: 3 No preemption victims found for incoming pod.."
         ), "equal priority is no victim (kube-scheduler's wording, double stop included)"
+    explained = _explain(kubectl, f"{ns}/{pending[0]['metadata']['name']}")
+    assert explained.returncode == 1, explained.stderr
+    assert (
+        "Preemption: would not help: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+        in explained.stdout.splitlines()
+    ), explained.stdout
     assert_check_clean(kubectl)
+
+
+def _explain(kubectl: Kubectl, target: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ipscheduler", "explain", target, "--kubeconfig", str(kubectl.kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )

@@ -31,6 +31,7 @@ from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
+from ipscheduler.plugins.defaultpreemption import DefaultPreemption
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.informers import namespace_informer
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, POOLS
@@ -149,11 +150,34 @@ def group_line(pod: PodInfo, groups: GroupIndex) -> str:
     return line
 
 
+async def preemption_line(profile: Framework, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> str:
+    """What DefaultPreemption would do for ``pod`` if it fits no node, without doing it
+    (``DefaultPreemption.plan``: the victims on the node it would nominate, or why
+    preemption would not help); "" when the pod fits or the profile does not preempt."""
+    plugin = next((p for p in profile.post_filter if isinstance(p, DefaultPreemption)), None)
+    if plugin is None:
+        return ""
+    state = CycleState()
+    feasible, diagnosis = profile.find_feasible(state, pod, nodes, find_all=True)
+    if feasible:
+        return ""
+    plan = await plugin.plan(state, pod, diagnosis.node_to_status)
+    if plan.candidate is None:
+        return f"Preemption: would not help: {plan.status.message}"
+    victims = ", ".join(f"{v.key} (priority {v.priority})" for v in plan.victims)
+    return f"Preemption: would evict {victims} on {plan.candidate.node}, and nominate the pod there."
+
+
 def render(
-    pod: PodInfo, verdicts: list[NodeVerdict], summary: str, weights: Mapping[str, int], pools: str = ""
+    pod: PodInfo,
+    verdicts: list[NodeVerdict],
+    summary: str,
+    weights: Mapping[str, int],
+    pools: str = "",
+    preemption: str = "",
 ) -> str:
     """Human-readable table, kubectl style; ``pools``: :func:`pools_line`, printed under the
-    pod's line when given."""
+    pod's line when given; ``preemption``: :func:`preemption_line`, after the summary."""
     where = f"bound to {pod.node_name}" if pod.node_name else "Pending"
     lines = [
         f"Pod {pod.key} ({where}; priority {pod.priority}; QoS {pod.qos_class}; "
@@ -174,6 +198,8 @@ def render(
     lines.append("")
     if summary:
         lines.append(f"Unschedulable: {summary}")
+        if preemption:
+            lines.append(preemption)
     else:
         best = next(v for v in verdicts if v.feasible)
         lines.append(f"Would be scheduled to {best.node} (highest total score).")
@@ -288,7 +314,9 @@ async def explain(
         except ValueError as e:
             return 2, f"explain: invalid --config: {e}\n"
         nodes = cache.node_cache.snapshot()
-        verdicts, summary = evaluate(profile, dataclasses.replace(pod, node_name=""), nodes)
+        pending = dataclasses.replace(pod, node_name="")
+        verdicts, summary = evaluate(profile, pending, nodes)
+        preemption = await preemption_line(profile, pending, nodes) if summary else ""
         weights = {p.name: w for p, w in profile.score}
         lines = f"{pools_line(pod, cache)}\n{retention_line(pod, cache)}"
         if address := address_line(pod, cache):
@@ -296,6 +324,6 @@ async def explain(
         group = group_line(pod, groups)
         if group:
             lines += f"\n{group}"
-        return (0 if not summary else 1), render(pod, verdicts, summary, weights, lines)
+        return (0 if not summary else 1), render(pod, verdicts, summary, weights, lines, preemption)
     finally:
         await api.close()

@@ -297,3 +297,44 @@ def test_explain_says_whether_a_bound_pods_address_is_recorded_and_why_not(
     )
     cache = pool_cache({}, {"team": [team]})
     assert address_line(pod_info("p", node_name=node, annotations=annotations), cache) == line
+
+
+@pytest.mark.parametrize(
+    ("preemptor", "line"),
+    [
+        pytest.param(
+            PodInfo(uid="u-high", namespace="ns", name="high", host_network=True, priority=1000),
+            "Preemption: would evict ns/low (priority 0) on full, and nominate the pod there.",
+            id="victims",
+        ),
+        pytest.param(
+            PodInfo(
+                uid="u-high",
+                namespace="ns",
+                name="high",
+                host_network=True,
+                priority=1000,
+                preemption_policy="Never",
+            ),
+            "Preemption: would not help: not eligible due to preemptionPolicy=Never.",
+            id="never",
+        ),
+        pytest.param(
+            PodInfo(uid="u-high", namespace="ns", name="high", host_network=True),
+            "Preemption: would not help: 0/1 nodes are available: 1 No preemption victims found for "
+            "incoming pod.",
+            id="no lower priority",
+        ),
+    ],
+)
+async def test_explain_says_what_preemption_would_do(preemptor: PodInfo, line: str) -> None:
+    low = PodInfo(uid="u-low", namespace="ns", name="low", node_name="full")
+    nodes = {"full": NodeInfo(name="full", ready=True, allocatable={"pods": Decimal(1)}, pods=(low,))}
+    fw = explain_profile(pool_cache(), None, None, None)  # type: ignore[arg-type]
+    verdicts, summary = evaluate(fw, preemptor, nodes)
+    assert summary == "0/1 nodes are available: 1 Too many pods."
+    got = await explain_module.preemption_line(fw, preemptor, nodes)
+    assert got == line
+    assert render(preemptor, verdicts, summary, {}, preemption=got).endswith(
+        f"Unschedulable: {summary}\n{line}\n"
+    )
