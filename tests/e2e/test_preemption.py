@@ -10,8 +10,17 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import Pools, SchedulerProcess, assert_check_clean, deployment, events_for, pods_of
-from tests.kube import Kubectl, wait_for
+from tests.e2e.helpers import (
+    SCHEDULER,
+    Pools,
+    SchedulerProcess,
+    assert_check_clean,
+    deployment,
+    events_for,
+    nodeippools_table,
+    pods_of,
+)
+from tests.kube import Kubectl, pod_manifest, wait_for
 
 NODES = ("node-1", "node-2", "node-3")
 
@@ -110,3 +119,40 @@ def _explain(kubectl: Kubectl, target: str) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
     )
+
+
+def test_the_address_a_victim_frees_is_held_for_the_preemptor(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str, priorities: tuple[str, str]
+) -> None:
+    """Better than upstream: while the victim terminates (kwok ends it 1 s or more after the
+    delete), the pool holds a Nominated place for the preemptor, which `kubectl get nip`
+    shows; a pod of lower priority waiting meanwhile does not get the address, the preemptor
+    does."""
+    low, high = priorities
+    pool = f"pool-{ns}"
+    pools.create(pool, "node-1", ["10.98.0.1"])
+    kubectl.create(pod_manifest("victim", scheduler=SCHEDULER, priorityClassName=low), ns)
+    wait_for(
+        "the victim bound", lambda: kubectl.json("get", "pod", "victim", "-n", ns)["spec"].get("nodeName")
+    )
+    kubectl.create(pod_manifest("late", scheduler=SCHEDULER, priorityClassName=low), ns)
+    wait_for("late FailedScheduling", lambda: events_for(kubectl, ns, "late", "FailedScheduling"))
+    kubectl.create(pod_manifest("preemptor", scheduler=SCHEDULER, priorityClassName=high), ns)
+
+    def held() -> dict[str, str] | None:
+        row = nodeippools_table(kubectl)[pool]
+        return row if row["NOMINATED"] == "1" else None
+
+    row = wait_for("a Nominated place in kubectl get nip", held, timeout=30, interval=0.1)
+    assert row["FREE"] == "0"
+    bound = wait_for(
+        "the preemptor bound",
+        lambda: (p := kubectl.json("get", "pod", "preemptor", "-n", ns))["spec"].get("nodeName") and p,
+        timeout=60,
+    )
+    assert bound["metadata"]["annotations"]["ipscheduler.io/ip"] == "10.98.0.1"
+    assert bound["status"].get("nominatedNodeName") in (None, "node-1")
+    assert not kubectl.json("get", "pod", "late", "-n", ns)["spec"].get("nodeName")
+    allocs = (pools.get(pool).get("status") or {}).get("allocations") or {}
+    assert [a["pod"] for a in allocs.values()] == [f"{ns}/preemptor"], allocs
+    assert_check_clean(kubectl)

@@ -347,6 +347,23 @@ class PostFilterResult:
     ``status.nominatedNodeName`` ("" clears it)."""
 
     nominated_node_name: str
+    victims: frozenset[str] = frozenset()
+    """UIDs of the pods evicted to make room there (for :class:`NominationAware` plugins)."""
+
+
+@runtime_checkable
+class NominationAware(Protocol):
+    """A Filter plugin that holds, for a pod preemption nominated to a node, what the victims
+    free there, so that no other pod takes it while they terminate (ipscheduler's own
+    extension point: upstream's nominated pods only count in later cycles of this process,
+    KEP-5690). Told too when the pod's nomination is cleared (``node`` "")."""
+
+    name: str
+
+    async def nominated(self, pod: PodInfo, node: str, victims: frozenset[str]) -> None:
+        """``pod`` is now nominated to ``node`` ("": to no node) after evicting the pods of
+        UIDs ``victims``; hold what they free, drop holds elsewhere. Never raises."""
+        ...
 
 
 @runtime_checkable

@@ -28,6 +28,7 @@ from ipscheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
     MetricsRecorder,
+    NominationAware,
     PermitPlugin,
     PodActivator,
     PodNominator,
@@ -330,6 +331,13 @@ class Framework:
             if st.code is not Code.SUCCESS:
                 return st if st.plugin else Status(st.code, st.reasons, plugin.name)
         return Status.success()
+
+    async def run_nominated(self, pod: PodInfo, result: PostFilterResult) -> None:
+        """Tell every :class:`~ipscheduler.framework.interface.NominationAware` Filter plugin
+        where PostFilter nominated ``pod`` (``result``), one after the other."""
+        for plugin in self.filter:
+            if isinstance(plugin, NominationAware):
+                await plugin.nominated(pod, result.nominated_node_name, result.victims)
 
     async def run_post_filter(
         self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis

@@ -212,7 +212,9 @@ class DefaultPreemption:
                 return None, st
             if metrics is not None:
                 metrics.observe_preemption_victims(len(plan.victims))
-            return PostFilterResult(plan.candidate.node), Status.success()
+            return PostFilterResult(
+                plan.candidate.node, frozenset(v.uid for v in plan.victims)
+            ), Status.success()
         st = plan.status
         if st.reasons:
             st = Status(st.code, (f"preemption: {st.message}",), st.plugin or NAME)

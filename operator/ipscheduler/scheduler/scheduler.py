@@ -170,6 +170,8 @@ class Scheduler:
             if post.message:  # upstream FitError: the PostFilter message after the filters'
                 message = f"{message} {post.message}."
             nominated = result.nominated_node_name if result is not None else None
+            if result is not None and (result.nominated_node_name or pod.nominated_node_name):
+                await self.profile.run_nominated(pod, result)
             return await self._scheduling_failed(qp, message, nominated=nominated)
         per_plugin = self.profile.run_scores(state, pod, feasible)
         totals = self.profile.total_scores(per_plugin, feasible)

@@ -15,8 +15,16 @@ import datetime
 from typing import Any, NamedTuple
 
 from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.models import BOUND, RESERVED, RETAINED, Allocation, NodeIPPoolStatus
-from ipscheduler.underlayip.pool import PoolContext, PoolView, age, desired_status, unrecorded, utc_now
+from ipscheduler.underlayip.models import BOUND, NOMINATED, RESERVED, RETAINED, Allocation, NodeIPPoolStatus
+from ipscheduler.underlayip.pool import (
+    PoolContext,
+    PoolView,
+    age,
+    desired_status,
+    unrecorded,
+    utc_now,
+    with_allocations,
+)
 from ipscheduler.underlayip.retention import NEVER, STATEFULSET, Retention, takes_back
 
 
@@ -190,6 +198,17 @@ def reserve(
         status = _reclaim(pool, ctx, old_uid, uid, kept, pod_key, now, owner, retention)
         return Reservation(status, kept.ip, taken_back=True)
     existing = pool.allocations.get(uid)
+    if existing is not None and existing.phase == NOMINATED:
+        # The place preemption held for the pod becomes its reservation: picked as if the
+        # pool had room for one more (the held place), never beyond the pool's capacity.
+        allocs = {k: v for k, v in pool.allocations.items() if k != uid}
+        possible, ip = _pick_new(with_allocations(pool, allocs), ctx)
+        if not possible:
+            raise PoolFull(pool.name)
+        allocs[uid] = Allocation(
+            ip=ip, pod=pod_key, phase=RESERVED, since=now, reserved_by=owner, **_kept(retention)
+        )
+        return Reservation(desired_status(pool, ctx, allocs, now), ip)
     if existing is not None:
         if owner is None or existing.reserved_by == owner:
             return Reservation(None, existing.ip)
@@ -271,6 +290,31 @@ def retain(
         allocs[uid] = a.model_copy(update={"phase": RETAINED, "retained_since": now or utc_now()})
         return desired_status(pool, ctx, allocs, now)
     return release(pool, ctx, uid)
+
+
+def nominate(
+    pool: PoolView, ctx: PoolContext, uid: str, pod_key: str, now: datetime.datetime | None = None
+) -> NodeIPPoolStatus | None:
+    """Hold a place in ``pool`` for pod ``uid`` (``namespace/name``), which preemption
+    nominated to the pool's node: a Nominated allocation without an address, counted as
+    taken by every other pod while the victims terminate (it may take the pool one over
+    its capacity until a victim's allocation is released: that is not an over-commit). The
+    pod's :func:`reserve` here turns it into its reservation. None when the pod holds an
+    allocation here already, or the pool hands out nothing (invalid, being deleted)."""
+    if uid in pool.allocations or pool.spec_error or pool.deleting:
+        return None
+    allocs = dict(pool.allocations)
+    allocs[uid] = Allocation(ip=None, pod=pod_key, phase=NOMINATED, since=now or utc_now())
+    return desired_status(pool, ctx, allocs, now)
+
+
+def drop_nomination(pool: PoolView, ctx: PoolContext, uid: str) -> NodeIPPoolStatus | None:
+    """Remove pod ``uid``'s Nominated place in ``pool`` (it bound elsewhere, was nominated
+    elsewhere, or is gone); None when it holds none here (any other phase is left alone)."""
+    a = pool.allocations.get(uid)
+    if a is None or a.phase != NOMINATED:
+        return None
+    return release(pool, ctx, uid, expect=a)
 
 
 def mark_bound(pool: PoolView, ctx: PoolContext, uid: str) -> NodeIPPoolStatus | None:

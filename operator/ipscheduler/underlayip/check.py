@@ -37,6 +37,7 @@ from ipscheduler.underlayip.models import (
     ANNOTATION_NETWORK,
     ANNOTATION_POOL,
     BOUND,
+    NOMINATED,
     POOLS,
     RETAINED,
 )
@@ -88,7 +89,8 @@ def find_violations(
         by_name[pool.name] = pool
         raw_status = body.get("status") or {}
         capacity, count = raw_status.get("capacity"), raw_status.get("allocated")
-        if isinstance(capacity, int) and isinstance(count, int) and count > capacity:
+        held = sum(1 for a in pool.allocations.values() if a.phase == NOMINATED)  # over a victim's place
+        if isinstance(capacity, int) and isinstance(count, int) and count - held > capacity:
             problems.append(f"pool {pool.name}: allocated {count} > capacity {capacity}")
         for uid, a in pool.allocations.items():
             allocated.add(uid)
@@ -106,6 +108,10 @@ def find_violations(
             if pod is None:
                 problems.append(f"{where}: allocation of a pod that no longer exists")
                 continue
+            if a.phase == NOMINATED:
+                if pod.bound:
+                    problems.append(f"{where}: Nominated, but its pod is bound to {pod.node_name}")
+                continue  # a place held while preemption's victims terminate
             if pod.terminal:
                 problems.append(f"{where}: allocation of a {pod.phase} pod")
             if pod.bound and pod.node_name != pool.node_name:

@@ -198,14 +198,17 @@ class Subnet(CrdModel):
     )
 
 
-Phase = Literal["Reserved", "Bound", "Retained"]
+Phase = Literal["Reserved", "Bound", "Retained", "Nominated"]
 RESERVED: Phase = "Reserved"
 """Taken by a scheduling cycle, not yet bound (released after ``--reserved-ttl`` if never bound)."""
 BOUND: Phase = "Bound"
 """Held by a pod bound with the address."""
 RETAINED: Phase = "Retained"
 """Kept for a pod identity (release policies StatefulSet and Never) after its pod ended."""
-PHASES: tuple[Phase, ...] = (RESERVED, BOUND, RETAINED)
+NOMINATED: Phase = "Nominated"
+"""A place held for a pod that preemption nominated to the pool's node, while its victims
+terminate (no address yet: the pod's Reserve turns it into its reservation)."""
+PHASES: tuple[Phase, ...] = (RESERVED, BOUND, RETAINED, NOMINATED)
 ReleasePolicy = Literal["Pod", "StatefulSet", "Never"]
 
 
@@ -216,7 +219,9 @@ class Allocation(CrdModel):
     pod: str = Field(description="namespace/name of the pod.")
     phase: Phase = Field(
         description="Reserved before the bind, Bound after; Retained once its pod ended and the "
-        "address waits for the next pod of the same identity (release policy StatefulSet or Never)."
+        "address waits for the next pod of the same identity (release policy StatefulSet or Never); "
+        "Nominated: a place held, without an address, for a pod that preemption nominated to the "
+        "node while its victims terminate."
     )
     since: datetime.datetime = Field(description="When the allocation was made (RFC 3339).")
     reserved_by: str | None = Field(
@@ -479,6 +484,10 @@ class NodeIPPoolStatus(CrdModel):
         default=0, description="Allocations kept for a pod identity whose pod has ended (phase Retained)."
     )
     free: int = Field(default=0, description="capacity - allocated, never below 0.")
+    nominated: int = Field(
+        default=0,
+        description="Places held for pods that preemption nominated to the node (phase Nominated).",
+    )
     allocations: dict[str, Allocation] = Field(default_factory=dict, description="Pod UID to allocation.")
     conditions: list[Condition] = Field(
         default_factory=list,
@@ -536,6 +545,7 @@ def crd_manifest() -> dict[str, Any]:
             {"name": "Allocated", "type": "integer", "jsonPath": ".status.allocated"},
             {"name": "Free", "type": "integer", "jsonPath": ".status.free"},
             {"name": "Retained", "type": "integer", "jsonPath": ".status.retained"},
+            {"name": "Nominated", "type": "integer", "jsonPath": ".status.nominated"},
             crdschema.AGE_COLUMN,
             {
                 "name": "Ready",

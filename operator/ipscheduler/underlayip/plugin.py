@@ -66,7 +66,13 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.underlayip import events, multus
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, ANNOTATION_POOLS
+from ipscheduler.underlayip.models import (
+    ANNOTATION_IP,
+    ANNOTATION_NETWORK,
+    ANNOTATION_POOL,
+    ANNOTATION_POOLS,
+    NOMINATED,
+)
 from ipscheduler.underlayip.pool import PoolView, freed_by_eviction
 from ipscheduler.underlayip.reservation import ERR_NO_FREE, NAME, CycleReservation, ReservationManager
 from ipscheduler.underlayip.retention import Retention, retention_of
@@ -249,11 +255,14 @@ class UnderlayIP:
                     cycle.free[pool.node_name] -= self.cache.available(pool)
         for pool in self.cache.pools_holding(pod.uid):
             if may_use(pod, choice, pool):  # the address the pod already holds counts as free for it
+                blocked = self.cache.context(pool).blocked
+                own = pool.free(blocked) + 1
+                if pool.allocations[pod.uid].phase == NOMINATED:
+                    # A place preemption holds is the pod's once a victim's is released: while
+                    # the pool is still one over its capacity it counts 0.
+                    own = max(0, pool.capacity(blocked) - len(pool.allocations) + 1)
                 cycle.free[pool.node_name] = (
-                    cycle.free.get(pool.node_name, 0)
-                    - self.cache.available(pool)
-                    + pool.free(self.cache.context(pool).blocked)
-                    + 1
+                    cycle.free.get(pool.node_name, 0) - self.cache.available(pool) + own
                 )
         return _Verdict(cycle, Status.success())
 
@@ -331,6 +340,18 @@ class UnderlayIP:
             and freed_by_eviction(pool, other.uid)
             for pool in self.cache.pools_holding(other.uid)
         )
+
+    async def nominated(self, pod: PodInfo, node: str, victims: frozenset[str]) -> None:
+        """Preemption nominated ``pod`` to ``node`` ("": to none): hold the place a victim
+        frees there as a Nominated allocation, so no other pod takes it while the victims
+        terminate, and drop the pod's holds elsewhere
+        (:meth:`~ipscheduler.underlayip.reservation.ReservationManager.hold`)."""
+        if pod.host_network:
+            return
+        choice = pool_choice(pod, self.cache.default_pools(pod.namespace))
+        pool = await self.reservations.hold(pod, node, choice, victims)
+        if pool is not None:
+            log.info("holding a place in NodeIPPool %s for %s, nominated to %s", pool, pod.key, node)
 
     def fits_after_evicting(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, victims: frozenset[str]

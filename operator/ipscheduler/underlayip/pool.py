@@ -34,6 +34,7 @@ from ipscheduler.underlayip.addresses import (
 from ipscheduler.underlayip.models import (
     API_VERSION,
     KIND,
+    NOMINATED,
     RETAINED,
     Allocation,
     Condition,
@@ -279,6 +280,11 @@ def unrecorded(pool: PoolView, ctx: PoolContext) -> int:
     )
 
 
+def nominated(pool: PoolView) -> int:
+    """Places ``pool`` holds for pods preemption nominated to its node (phase Nominated)."""
+    return sum(1 for a in pool.allocations.values() if a.phase == NOMINATED)
+
+
 def freed_by_eviction(pool: PoolView, uid: str) -> bool:
     """Whether evicting pod ``uid`` would free a place in ``pool`` for another pod
     (preemption counts it): the pod holds a Reserved or Bound allocation there under the
@@ -286,7 +292,7 @@ def freed_by_eviction(pool: PoolView, uid: str) -> bool:
     the pool's own addresses (a foreign hold, outside the spec after an edit, gives no
     place back), and the pool hands out addresses (no spec error, not being deleted)."""
     a = pool.allocations.get(uid)
-    if a is None or a.phase == RETAINED or a.release_policy not in (None, "Pod"):
+    if a is None or a.phase in (RETAINED, NOMINATED) or a.release_policy not in (None, "Pod"):
         return False
     if pool.spec_error or pool.deleting:
         return False
@@ -362,12 +368,12 @@ def ready_condition(pool: PoolView, ctx: PoolContext) -> tuple[Literal["True", "
             f"{ctx.blocked} also declared by pool(s) {', '.join(ctx.conflicts)}; "
             "shared addresses are handed to nobody",
         )
-    if allocated > capacity:
+    if allocated - nominated(pool) > capacity:  # a held place over a victim's is no over-commit
         return "False", "OverCommitted", f"{allocated} allocated but capacity is {capacity}"
     if capacity == 0:
         reason = "NoCapacity" if pool.count_only else "NoAddresses"
         return "False", reason, "the pool has no usable addresses (set addresses, or capacity)"
-    return "True", "Ready", f"{capacity - allocated} of {capacity} free"
+    return "True", "Ready", f"{max(0, capacity - allocated)} of {capacity} free"
 
 
 def exhausted_condition(
@@ -421,7 +427,7 @@ def desired_status(
 ) -> NodeIPPoolStatus:
     """The full status the pool should have, given ``allocations`` (default: current)."""
     allocs = pool.allocations if allocations is None else allocations
-    view = pool if allocations is None else _with_allocations(pool, allocs)
+    view = pool if allocations is None else with_allocations(pool, allocs)
     capacity = view.capacity(ctx.blocked)
     ready = _condition(pool, READY, ready_condition(view, ctx), now)
     was = pool.condition(EXHAUSTED)
@@ -434,13 +440,15 @@ def desired_status(
         allocated=len(allocs),
         retained=sum(1 for a in allocs.values() if a.phase == RETAINED),
         free=max(0, capacity - len(allocs)),
+        nominated=sum(1 for a in allocs.values() if a.phase == NOMINATED),
         allocations=allocs,
         conditions=[ready, exhausted, *others],
         observed_generation=pool.generation,
     )
 
 
-def _with_allocations(pool: PoolView, allocs: dict[str, Allocation]) -> PoolView:
+def with_allocations(pool: PoolView, allocs: dict[str, Allocation]) -> PoolView:
+    """``pool`` as it would be with ``allocs`` as its allocations (a what-if view)."""
     return dataclasses.replace(pool, status=pool.status.model_copy(update={"allocations": allocs}))
 
 

@@ -18,6 +18,7 @@ from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
     ANNOTATION_NETWORK,
     ANNOTATION_POOL,
+    NOMINATED,
     RESERVED,
     RETAINED,
     Allocation,
@@ -26,6 +27,10 @@ from ipscheduler.underlayip.pool import PoolView, age
 from ipscheduler.underlayip.retention import StatefulSetFacts, retained_release_reason, statefulset_of
 
 Action = Literal["release", "mark_bound", "adopt", "retain"]
+
+NOMINATED_TTL = 300.0
+"""Seconds a Nominated place is held at most (preemption's victims have that long to
+terminate: kube's default grace period is 30 s); then the GC releases it."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ def plan(
     reserved_ttl: float = 60.0,
     first_seen: Mapping[tuple[str, datetime.datetime], datetime.datetime] | None = None,
     statefulsets: Mapping[tuple[str, str], StatefulSetFacts | None] | None = None,
+    nominated_ttl: float = NOMINATED_TTL,
 ) -> list[Repair]:
     """Repairs that make allocations match pods.
 
@@ -82,6 +88,11 @@ def plan(
     Reserved allocations of pods still pending are kept for ``reserved_ttl``
     seconds: the cycle that made them is binding the pod.
 
+    A Nominated place (preemption's hold) goes when its pod is gone, terminal or bound (its
+    Reserve took the place where it was held, so one left is elsewhere), after
+    ``reserved_ttl`` once the pod is no longer nominated to the pool's node, and after
+    ``nominated_ttl`` in any case.
+
     Clock skew: ages are measured with :func:`ipscheduler.underlayip.pool.age`, so a
     ``since`` in the future (stamped by a replica whose clock runs ahead)
     counts as now. ``first_seen`` maps ``(uid, since)`` of such allocations to
@@ -106,6 +117,11 @@ def plan(
             held.add(uid)
             if a.phase == RETAINED:
                 why = _retained_reason(a, statefulsets)
+                if why is not None:
+                    out.append(Repair("release", pool.name, uid, a.pod, why, a.ip, allocation=a))
+                continue
+            if a.phase == NOMINATED:
+                why = _nomination_over(pool, pods.get(uid), age_of(uid, a), reserved_ttl, nominated_ttl)
                 if why is not None:
                     out.append(Repair("release", pool.name, uid, a.pod, why, a.ip, allocation=a))
                 continue
@@ -191,6 +207,24 @@ def bound_with(pod: PodInfo, pool: PoolView) -> bool:
         return False
     named = pod.annotations.get(ANNOTATION_POOL) or ""
     return named == pool.name or (not named and pool.addresses is None)
+
+
+def _nomination_over(
+    pool: PoolView, pod: PodInfo | None, age_s: float, reserved_ttl: float, nominated_ttl: float
+) -> str | None:
+    """Why a Nominated place (``age_s`` seconds old) of ``pod`` in ``pool`` goes, or None."""
+    if pod is None:
+        return "pod no longer exists"
+    if pod.terminal:
+        return f"pod is {pod.phase}"
+    if pod.bound:
+        return f"pod is bound to {pod.node_name}: its nomination is over"
+    if age_s > nominated_ttl:
+        return f"Nominated for more than {nominated_ttl:.0f}s"
+    if age_s > reserved_ttl and pod.nominated_node_name != pool.node_name:
+        where = f"to {pod.nominated_node_name}" if pod.nominated_node_name else "anywhere"
+        return f"pod is no longer nominated to {pool.node_name} but {where}"
+    return None
 
 
 def _release_reason(

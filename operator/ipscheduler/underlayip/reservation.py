@@ -38,11 +38,11 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import ANNOTATION_POOL, RETAINED, NodeIPPoolStatus
-from ipscheduler.underlayip.pool import PoolContext, PoolView, network_of, utc_now
+from ipscheduler.underlayip.models import ANNOTATION_POOL, NOMINATED, RETAINED, NodeIPPoolStatus
+from ipscheduler.underlayip.pool import PoolContext, PoolView, freed_by_eviction, network_of, utc_now
 from ipscheduler.underlayip.retention import Retention
 from ipscheduler.underlayip.selection import PoolChoice, may_use
-from ipscheduler.underlayip.writer import PoolWriter
+from ipscheduler.underlayip.writer import MutateFn, PoolWriter
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class ReservationManager:
         kept = r.held
         for pool in self.candidates(pod, node, r.choice, kept=kept):
             held = pool.allocations.get(pod.uid)
-            if held is not None and held.phase != RETAINED:
+            if held is not None and held.phase not in (RETAINED, NOMINATED):
                 if not allocator.abandoned(held, r.owner, utc_now(), self.reserved_ttl, self.takeover_before):
                     return Status.error(str(allocator.ReservedElsewhere(pool.name, held)), plugin=NAME)
             elif kept is None and held is None and self.cache.available(pool) <= 0:
@@ -171,12 +171,58 @@ class ReservationManager:
         finally:
             self.cache.forget_assumed(first.pool, pod.uid)
         if st is not None:
+            if st.is_success():
+                self._drop_other_holds(pod, r.pool)
             return st
         for pool in self.candidates(pod, node, r.choice, skip=first.pool, kept=r.held):
             st = await self._landed(r, self._submit(r, pod, node, pool.name))
             if st is not None:
+                if st.is_success():
+                    self._drop_other_holds(pod, r.pool)
                 return st
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
+
+    def _drop_other_holds(self, pod: PodInfo, kept: str | None) -> None:
+        """The pod has its reservation (in pool ``kept``): the places preemption held for it
+        in other pools go, with those pools' next writes (the GC sweep releases any left)."""
+        for pool in self.cache.pools_holding(pod.uid):
+            held = pool.allocations.get(pod.uid)
+            if pool.name != kept and held is not None and held.phase == NOMINATED:
+                self.writer.defer(pool.name, functools.partial(allocator.drop_nomination, uid=pod.uid))
+
+    # -- preemption's hold ---------------------------------------------------------
+    async def hold(self, pod: PodInfo, node: str, choice: PoolChoice, victims: frozenset[str]) -> str | None:
+        """Hold a place for ``pod``, nominated to ``node`` ("": to none) after evicting the
+        pods of UIDs ``victims``: a Nominated allocation in a pool of the node where a victim
+        frees a place the pod may use (:func:`~ipscheduler.underlayip.pool.freed_by_eviction`),
+        unless the pod holds an allocation on the node already; its places held on other
+        nodes are dropped. Returns the pool holding the place (None: none). Logs instead of
+        raising: the GC sweep settles what a failed write leaves."""
+        held_here: str | None = None
+        for pool in self.cache.pools_holding(pod.uid):
+            a = pool.allocations.get(pod.uid)
+            if pool.node_name == node:
+                held_here = pool.name
+            elif a is not None and a.phase == NOMINATED:
+                await self._write(pool.name, functools.partial(allocator.drop_nomination, uid=pod.uid), pod)
+        if held_here is not None or not node:
+            return held_here
+        for uid in sorted(victims):
+            for pool in self.cache.pools_holding(uid):
+                if pool.node_name == node and may_use(pod, choice, pool) and freed_by_eviction(pool, uid):
+                    nominate = functools.partial(allocator.nominate, uid=pod.uid, pod_key=pod.key)
+                    return pool.name if await self._write(pool.name, nominate, pod) else None
+        return None
+
+    async def _write(self, pool: str, mutate: MutateFn, pod: PodInfo) -> bool:
+        try:
+            await self.writer.submit(pool, mutate)
+        except Exception as e:
+            log.warning(
+                "preemption's hold for %s in pool %s not written (%r); the GC settles it", pod.key, pool, e
+            )
+            return False
+        return True
 
     async def _landed(self, r: CycleReservation, write: _Write) -> Status | None:
         """Wait for ``write``: success (recorded in ``r``) when it allocated, an Error when

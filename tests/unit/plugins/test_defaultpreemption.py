@@ -241,7 +241,7 @@ def test_post_filter_messages_are_kube_schedulers(
 ) -> None:
     result, st = run(profile(), preemptor, nodes)
     if message is None:
-        assert st.is_success() and result == PostFilterResult("a")
+        assert st.is_success() and result == PostFilterResult("a", frozenset({"uid-v"}))
     else:
         assert st.code is Code.UNSCHEDULABLE and st.message == message
 
@@ -326,7 +326,7 @@ def test_success_evicts_the_victims_with_upstreams_event_and_clears_lower_nomina
     lower = pod_info("lower", priority=1)
     fw.set_pod_nominator(Nominated({"a": [lower]}))
     result, st = run(fw, HIGH, [full("a", low("v"), room=1)])
-    assert st.is_success() and result == PostFilterResult("a")
+    assert st.is_success() and result == PostFilterResult("a", frozenset({"uid-v"}))
     assert client.preempted == [("v", "default-scheduler: preempting to accommodate a higher priority pod")]
     assert recorder.events == [("v", "Normal", "Preempted", "Preempted by pod uid-high on node a")]
     assert client.cleared == ["lower"]

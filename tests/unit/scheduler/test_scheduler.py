@@ -6,6 +6,7 @@ server is in memory."""
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -14,6 +15,7 @@ from ipscheduler.coscheduling.groups import Member
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import Conflict
+from ipscheduler.underlayip import allocator
 from tests.builders import pending_pod_body as pod_body
 from tests.unit.fakes import SchedulerEnv
 
@@ -240,3 +242,27 @@ async def test_a_sticky_address_is_not_freed_by_evicting_its_pod() -> None:
     assert env.sched._unschedulable_msg.values() and all(
         "preemption: 0/1 nodes are available" in m for m in env.sched._unschedulable_msg.values()
     )
+
+
+async def test_the_place_a_victim_frees_is_held_for_the_preemptor() -> None:
+    """Better than upstream: the preemptor gets a Nominated place in the pool at once; when
+    the victim's address is released, a pod of lower priority finds no room, and the
+    preemptor's Reserve turns the place into its reservation of that very address."""
+    env = SchedulerEnv()
+    await fill(env)
+    env.create("high", priority=1000)
+    await env.schedule_next()
+    (victim,) = env.api.preempted
+    victim_uid = victim.removeprefix("pod-")
+    held = env.allocations()["high"]
+    assert (held["phase"], held.get("ip")) == ("Nominated", None)
+    freed = env.allocations()[victim_uid]["ip"]
+    await env.writer.submit("p", functools.partial(allocator.release, uid=victim_uid))
+    env.create("late", priority=0)
+    await env.schedule_next()
+    assert "late" not in env.allocations(), "the held place is not for a pod of lower priority"
+    env.sched.queue.activate({"high"})
+    await env.schedule_next()
+    mine = env.allocations()["high"]
+    assert (mine["phase"] in ("Reserved", "Bound"), mine["ip"]) == (True, freed)
+    assert "pod-high" in env.api.bindings

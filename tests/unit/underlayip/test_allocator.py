@@ -17,7 +17,9 @@ from ipscheduler.underlayip.allocator import (
     ReservedElsewhere,
     adopt,
     available,
+    drop_nomination,
     mark_bound,
+    nominate,
     pick,
     release,
     reserve,
@@ -905,3 +907,67 @@ def test_unreserve_of_a_sticky_reservation(keep: bool, phase: str | None) -> Non
     plain = _reserved_sticky(Retention("Pod"))
     released = unreserve(plain, ALONE, "u1", owner="r/1", keep=True)
     assert released is not None and released.allocations == {}, "a Pod-policy reservation always goes"
+
+
+# --------------------------------------------------------------------------- preemption's hold
+FULL = {"v1": "10.0.0.1", "v2": "10.0.0.2"}
+
+
+def full_pool(**extra: Any) -> PoolView:
+    allocs = {uid: alloc(ip, pod=f"ns/{uid}", phase="Bound") for uid, ip in FULL.items()}
+    return view(addresses=["10.0.0.1-10.0.0.2"], allocations={**allocs, **extra})
+
+
+def test_nominate_holds_a_place_without_an_address_over_a_full_pool() -> None:
+    new = nominate(full_pool(), ALONE, "hi", "ns/hi", now=NOW)
+    assert new is not None
+    held = new.allocations["hi"]
+    assert (held.phase, held.ip, held.pod) == ("Nominated", None, "ns/hi")
+    assert (new.allocated, new.free, new.nominated) == (3, 0, 1)
+    ready = next(c for c in new.conditions if c.type == "Ready")
+    assert ready.status == "True", "a place held over a victim's is no over-commit"
+
+
+@pytest.mark.parametrize(
+    ("extra", "deleting"),
+    [
+        pytest.param({"hi": alloc("10.0.0.1")}, False, id="the pod holds an allocation here"),
+        pytest.param({}, True, id="the pool is being deleted"),
+    ],
+)
+def test_nominate_writes_nothing(extra: dict[str, Any], deleting: bool) -> None:
+    allocs = {uid: alloc(ip, pod=f"ns/{uid}", phase="Bound") for uid, ip in FULL.items()}
+    p = view(addresses=["10.0.0.1-10.0.0.2"], allocations={**allocs, **extra}, deleting=deleting)
+    assert nominate(p, ALONE, "hi", "ns/hi") is None
+
+
+def test_reserve_turns_the_held_place_into_the_address_a_victim_freed() -> None:
+    held = {"hi": alloc(None, pod="ns/hi", phase="Nominated")}
+    with pytest.raises(PoolFull):
+        reserve(full_pool(**held), ALONE, "hi", "ns/hi", owner="me/1")  # the victims hold both
+    after = view(
+        addresses=["10.0.0.1-10.0.0.2"],
+        allocations={"v2": alloc("10.0.0.2", pod="ns/v2", phase="Bound"), **held},
+    )
+    new, ip, taken_back = reserve(after, ALONE, "hi", "ns/hi", now=NOW, owner="me/1")
+    assert (ip, taken_back) == ("10.0.0.1", False)
+    assert new is not None and new.allocations["hi"].phase == "Reserved"
+    assert new.allocations["hi"].reserved_by == "me/1"
+    assert (new.allocated, new.nominated) == (2, 0)
+
+
+def test_another_pod_finds_no_room_in_a_held_place() -> None:
+    held = {"hi": alloc(None, pod="ns/hi", phase="Nominated")}
+    after = view(
+        addresses=["10.0.0.1-10.0.0.2"],
+        allocations={"v2": alloc("10.0.0.2", pod="ns/v2", phase="Bound"), **held},
+    )
+    with pytest.raises(PoolFull):
+        reserve(after, ALONE, "low", "ns/low", owner="me/2")
+
+
+def test_drop_nomination_removes_only_a_held_place() -> None:
+    p = full_pool(hi=alloc(None, pod="ns/hi", phase="Nominated"))
+    new = drop_nomination(p, ALONE, "hi")
+    assert new is not None and "hi" not in new.allocations and new.nominated == 0
+    assert drop_nomination(p, ALONE, "v1") is None, "a Bound allocation is not a hold"

@@ -78,6 +78,7 @@ PRINTER_COLUMNS = [
     ("Allocated", "integer", ".status.allocated"),
     ("Free", "integer", ".status.free"),
     ("Retained", "integer", ".status.retained"),
+    ("Nominated", "integer", ".status.nominated"),
     ("Age", "date", ".metadata.creationTimestamp"),
 ]
 

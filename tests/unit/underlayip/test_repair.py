@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 from typing import Any
@@ -491,3 +492,38 @@ def test_plan_for_addresses_kept_for_an_identity(
         if allocation["phase"] == "Retained" and allocation["releasePolicy"] == "StatefulSet"
         else set()
     )
+
+
+# --------------------------------------------------------------------------- preemption's hold
+def nominee(node: str | None = None, nominated: str = "node-a", phase: str = "Pending") -> PodInfo:
+    p = pod("hi", name="hi", node=node, phase=phase)
+    return dataclasses.replace(p, nominated_node_name=nominated)
+
+
+@pytest.mark.parametrize(
+    ("since", "the_pod", "want"),
+    [
+        pytest.param(YOUNG, nominee(), None, id="held while the victims terminate"),
+        pytest.param(ago(120), nominee(), None, id="kept past reserved-ttl while nominated here"),
+        pytest.param(YOUNG, None, "pod no longer exists", id="pod gone"),
+        pytest.param(YOUNG, nominee(phase="Failed"), "pod is Failed", id="pod ended"),
+        pytest.param(
+            YOUNG, nominee(node="node-b"), "pod is bound to node-b: its nomination is over", id="pod bound"
+        ),
+        pytest.param(
+            ago(120),
+            nominee(nominated="node-b"),
+            "pod is no longer nominated to node-a but to node-b",
+            id="nominated elsewhere",
+        ),
+        pytest.param(YOUNG, nominee(nominated=""), None, id="a nomination not yet seen is not judged early"),
+        pytest.param(ago(400), nominee(), "Nominated for more than 300s", id="the hold times out"),
+    ],
+)
+def test_plan_a_nominated_place(since: str, the_pod: PodInfo | None, want: str | None) -> None:
+    held = pool(
+        addresses=ADDRS, allocations={"hi": builders.alloc(None, pod="ns/hi", phase="Nominated", since=since)}
+    )
+    repairs = plan([held], {"hi": the_pod} if the_pod else {}, NOW, reserved_ttl=TTL)
+    assert [r.reason for r in repairs] == ([want] if want else [])
+    assert all(r.action == "release" for r in repairs)
