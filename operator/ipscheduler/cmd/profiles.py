@@ -32,6 +32,7 @@ from ipscheduler.framework.config import ConfigError, Plugins, ProfileConfig, Sc
 from ipscheduler.framework.interface import Binder, Handle, MetricsRecorder
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework
+from ipscheduler.framework.volumes import MapVolumeListers, VolumeListers
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.prometheus import PrometheusReader
@@ -256,20 +257,28 @@ def build_profile(
     events: EventRecorder | None = None,
     metrics: MetricsRecorder | None = None,
     traffic: PrometheusReader | None = None,
+    volumes: VolumeListers | None = None,
 ) -> Framework:
     """The profile described by ``config`` (None: all defaults): UnderlayIP over ``deps``
     (``strategy``, ``multus_network``: ``--ip-strategy``, ``--multus-network``),
     Coscheduling over ``groups`` (None: an empty index), NetworkTraffic over ``traffic``
     (None: a reader made from the config's args, not run). Its handle gives the plugins
     ``api`` (the client and the binder; None only where nothing binds: explain, tests) and
-    ``events`` (the event recorder); the framework is timed into ``metrics``.
+    ``events`` (the event recorder) and ``volumes`` (the storage listers the volume plugins
+    read; None: empty ones, where every claim is missing); the framework is timed into
+    ``metrics``.
 
     Raises ValueError as :func:`new_profile` does.
     """
     config = config or SchedulerConfiguration.defaults()
     traffic = traffic if traffic is not None else network_traffic_reader(config)
     registry = plugin_registry(with_underlay_ip(deps, strategy, multus_network), groups, traffic)
-    handle = PluginHandle(binder=cast(Binder, api), recorder=events, client=api)
+    handle = PluginHandle(
+        binder=cast(Binder, api),
+        recorder=events,
+        client=api,
+        volumes=volumes if volumes is not None else MapVolumeListers(),
+    )
     return new_profile(registry, config, handle, metrics)
 
 
