@@ -49,6 +49,7 @@ FILTER_PLUGINS: tuple[str, ...] = (
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
     "PodTopologySpread",
     "InterPodAffinity",
     "UnderlayIP",

@@ -19,6 +19,7 @@ from ipscheduler.plugins import (
     podtopologyspread,
     queuesort,
     tainttoleration,
+    volumerestrictions,
 )
 
 
@@ -41,6 +42,7 @@ def new_in_tree_registry() -> Registry:
         noderesources.new_balanced_allocation,
         noderesources.ResourcesArgs,
     )
+    registry.register(volumerestrictions.NAME, volumerestrictions.new)
     registry.register(podtopologyspread.NAME, podtopologyspread.new)
     registry.register(interpodaffinity.NAME, interpodaffinity.new, interpodaffinity.InterPodAffinityArgs)
     registry.register(defaultbinder.NAME, defaultbinder.new)

@@ -187,6 +187,7 @@ def test_the_default_plugins_fill_their_points() -> None:
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
         "PodTopologySpread",
         "InterPodAffinity",
         "UnderlayIP",

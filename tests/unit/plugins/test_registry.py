@@ -35,6 +35,7 @@ IN_TREE = [
     "PodTopologySpread",
     "PrioritySort",
     "TaintToleration",
+    "VolumeRestrictions",
 ]
 
 
@@ -65,6 +66,6 @@ def test_every_in_tree_plugin_that_can_reject_registers_events() -> None:
     rejecting = [
         p for p in plugins if isinstance(p, (PreFilterPlugin, FilterPlugin, ReservePlugin, PermitPlugin))
     ]
-    assert len(rejecting) == 9, [p.name for p in rejecting]
+    assert len(rejecting) == 10, [p.name for p in rejecting]
     for plugin in rejecting:
         assert isinstance(plugin, EnqueueExtensions) and plugin.events_to_register(), plugin.name
