@@ -50,6 +50,7 @@ FILTER_PLUGINS: tuple[str, ...] = (
     "NodePorts",
     "NodeResourcesFit",
     "VolumeRestrictions",
+    "NodeVolumeLimits",
     "PodTopologySpread",
     "InterPodAffinity",
     "UnderlayIP",

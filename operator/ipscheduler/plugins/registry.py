@@ -16,6 +16,7 @@ from ipscheduler.plugins import (
     nodeready,
     noderesources,
     nodeunschedulable,
+    nodevolumelimits,
     podtopologyspread,
     queuesort,
     tainttoleration,
@@ -43,6 +44,7 @@ def new_in_tree_registry() -> Registry:
         noderesources.ResourcesArgs,
     )
     registry.register(volumerestrictions.NAME, volumerestrictions.new)
+    registry.register(nodevolumelimits.NAME, nodevolumelimits.new)
     registry.register(podtopologyspread.NAME, podtopologyspread.new)
     registry.register(interpodaffinity.NAME, interpodaffinity.new, interpodaffinity.InterPodAffinityArgs)
     registry.register(defaultbinder.NAME, defaultbinder.new)

@@ -188,6 +188,7 @@ def test_the_default_plugins_fill_their_points() -> None:
         "NodePorts",
         "NodeResourcesFit",
         "VolumeRestrictions",
+        "NodeVolumeLimits",
         "PodTopologySpread",
         "InterPodAffinity",
         "UnderlayIP",
