@@ -51,6 +51,7 @@ FILTER_PLUGINS: tuple[str, ...] = (
     "NodeResourcesFit",
     "VolumeRestrictions",
     "NodeVolumeLimits",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
     "UnderlayIP",

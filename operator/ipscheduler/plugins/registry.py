@@ -21,6 +21,7 @@ from ipscheduler.plugins import (
     queuesort,
     tainttoleration,
     volumerestrictions,
+    volumezone,
 )
 
 
@@ -45,6 +46,7 @@ def new_in_tree_registry() -> Registry:
     )
     registry.register(volumerestrictions.NAME, volumerestrictions.new)
     registry.register(nodevolumelimits.NAME, nodevolumelimits.new)
+    registry.register(volumezone.NAME, volumezone.new)
     registry.register(podtopologyspread.NAME, podtopologyspread.new)
     registry.register(interpodaffinity.NAME, interpodaffinity.new, interpodaffinity.InterPodAffinityArgs)
     registry.register(defaultbinder.NAME, defaultbinder.new)

@@ -189,6 +189,7 @@ def test_the_default_plugins_fill_their_points() -> None:
         "NodeResourcesFit",
         "VolumeRestrictions",
         "NodeVolumeLimits",
+        "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
         "UnderlayIP",

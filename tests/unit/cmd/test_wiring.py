@@ -206,6 +206,8 @@ async def test_storage_informers_feed_the_listers_and_the_queue() -> None:
         "CSINodeAdd",
         "CSINodeDelete",
     ]
+    zone = next(p for p in c.scheduler.profile.filter if p.name == "VolumeZone")
+    assert zone.volumes is c.volumes, "the plugins read the informers' listers"
 
 
 async def test_the_cache_waits_for_the_storage_informers() -> None:
