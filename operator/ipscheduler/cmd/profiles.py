@@ -36,7 +36,7 @@ from ipscheduler.framework.volumes import MapVolumeListers, VolumeListers
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.prometheus import PrometheusReader
-from ipscheduler.plugins import defaultbinder, networktraffic, queuesort
+from ipscheduler.plugins import defaultbinder, networktraffic, queuesort, volumebinding
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.plugin import Strategy, UnderlayIP, UnderlayIPArgs, UnderlayIPDeps
@@ -51,6 +51,7 @@ FILTER_PLUGINS: tuple[str, ...] = (
     "NodeResourcesFit",
     "VolumeRestrictions",
     "NodeVolumeLimits",
+    "VolumeBinding",
     "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
@@ -86,8 +87,10 @@ def default_plugins() -> Plugins:
     Coscheduling (PodGroups) sorts the queue, as scheduler-plugins' coscheduling
     profile has it (PrioritySort's order for pods outside a group), and runs at
     PreFilter, PostFilter, Permit and Reserve; a pod without the group label passes it
-    untouched. Besides it, PreFilter and PreScore default to the Filter and Score plugins
-    that implement them (see :func:`~ipscheduler.framework.building.new_framework`).
+    untouched. VolumeBinding reserves and pre-binds first (upstream's MultiPoint order), so
+    a pod's claims are bound before its address is written. Besides it, PreFilter and
+    PreScore default to the Filter and Score plugins that implement them (see
+    :func:`~ipscheduler.framework.building.new_framework`).
     """
     return Plugins.model_validate(
         {
@@ -96,9 +99,15 @@ def default_plugins() -> Plugins:
             "filter": {"enabled": [{"name": n} for n in FILTER_PLUGINS]},
             "postFilter": {"enabled": [{"name": coscheduling.NAME}]},
             "score": {"enabled": [{"name": n, "weight": w} for n, w in SCORE_WEIGHTS.items()]},
-            "reserve": {"enabled": [{"name": underlay.NAME}, {"name": coscheduling.NAME}]},
+            "reserve": {
+                "enabled": [
+                    {"name": volumebinding.NAME},
+                    {"name": underlay.NAME},
+                    {"name": coscheduling.NAME},
+                ]
+            },
             "permit": {"enabled": [{"name": coscheduling.NAME}]},
-            "preBind": {"enabled": [{"name": underlay.NAME}]},
+            "preBind": {"enabled": [{"name": volumebinding.NAME}, {"name": underlay.NAME}]},
             "bind": {"enabled": [{"name": defaultbinder.NAME}]},
             "postBind": {"enabled": [{"name": underlay.NAME}]},
         }

@@ -436,6 +436,9 @@ class StoreVolumeListers:
     def pv(self, name: str) -> PVInfo | None:
         return self.pvs.get(name)
 
+    def list_pvs(self) -> list[PVInfo]:
+        return [entry[0] for entry in self.pvs.index.values()]
+
     def storage_class(self, name: str) -> StorageClassInfo | None:
         return self.classes.get(name)
 

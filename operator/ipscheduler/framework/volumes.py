@@ -16,7 +16,7 @@ error does (``persistentvolumeclaim "data" not found``), which upstream puts in 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,6 +27,16 @@ WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 IMMEDIATE = "Immediate"
 BETA_STORAGE_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 """The claim's class before ``spec.storageClassName`` (``storagehelpers.GetPersistentVolumeClaimClass``)."""
+
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+"""On a claim: the node the scheduler chose, for its provisioner (``volume.AnnSelectedNode``)."""
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+"""On a claim: the PV controller finished binding it (``volume.AnnBindCompleted``)."""
+ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+"""On a volume: its claimRef was set by a controller, not by a user (``volume.AnnBoundByController``)."""
+NOT_SUPPORTED_PROVISIONER = "kubernetes.io/no-provisioner"
+VOLUME_AVAILABLE = "Available"
+CLAIM_LOST = "Lost"
 
 RESOURCE_PVC = "persistentvolumeclaim"
 RESOURCE_PV = "persistentvolume"
@@ -78,6 +88,8 @@ class PVCInfo:
     storage: str = ""
     selector: Mapping[str, Any] | None = None
     volume_mode: str = "Filesystem"
+    deleting: bool = False
+    resource_version: str = ""
 
     @property
     def key(self) -> str:
@@ -114,6 +126,8 @@ class PVCInfo:
             storage=_quantity_text(storage),
             selector=selector if isinstance(selector, dict) else None,
             volume_mode=as_str(spec.get("volumeMode"), "Filesystem") or "Filesystem",
+            deleting=meta.get("deletionTimestamp") is not None,
+            resource_version=as_str(meta.get("resourceVersion")),
         )
 
 
@@ -139,6 +153,7 @@ class PVInfo:
     volume_mode: str = "Filesystem"
     deleting: bool = False
     annotations: Mapping[str, str] = field(default_factory=dict)
+    resource_version: str = ""
 
     @classmethod
     def from_obj(cls, body: Mapping[str, Any]) -> PVInfo:
@@ -168,17 +183,20 @@ class PVInfo:
             volume_mode=as_str(spec.get("volumeMode"), "Filesystem") or "Filesystem",
             deleting=meta.get("deletionTimestamp") is not None,
             annotations=annotations,
+            resource_version=as_str(meta.get("resourceVersion")),
         )
 
 
 @dataclass(frozen=True)
 class StorageClassInfo:
-    """A StorageClass: ``provisioner`` and ``volume_binding_mode`` (None when unset: the API
-    server defaults it to ``Immediate``, so only a hand-made object lacks it)."""
+    """A StorageClass: ``provisioner``, ``volume_binding_mode`` (None when unset: the API
+    server defaults it to ``Immediate``, so only a hand-made object lacks it) and
+    ``allowed_topologies`` (the raw ``allowedTopologies`` terms)."""
 
     name: str
     provisioner: str = ""
     volume_binding_mode: str | None = None
+    allowed_topologies: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def from_obj(cls, body: Mapping[str, Any]) -> StorageClassInfo:
@@ -189,6 +207,7 @@ class StorageClassInfo:
             name=_name(meta, "StorageClass"),
             provisioner=as_str(body.get("provisioner")),
             volume_binding_mode=mode if isinstance(mode, str) else None,
+            allowed_topologies=tuple(as_dict(t) for t in as_list(body.get("allowedTopologies"))),
         )
 
 
@@ -229,6 +248,10 @@ class VolumeListers(Protocol):
 
     def pv(self, name: str) -> PVInfo | None: ...
 
+    def list_pvs(self) -> Iterable[PVInfo]:
+        """Every PersistentVolume."""
+        ...
+
     def storage_class(self, name: str) -> StorageClassInfo | None: ...
 
     def csi_node(self, name: str) -> CSINodeInfo | None: ...
@@ -265,8 +288,23 @@ class MapVolumeListers:
     def pv(self, name: str) -> PVInfo | None:
         return self.pvs.get(name)
 
+    def list_pvs(self) -> Iterable[PVInfo]:
+        return self.pvs.values()
+
     def storage_class(self, name: str) -> StorageClassInfo | None:
         return self.classes.get(name)
 
     def csi_node(self, name: str) -> CSINodeInfo | None:
         return self.csi_nodes.get(name)
+
+
+class VolumeWriter(Protocol):
+    """The writes VolumeBinding makes (``kube/client.KubeApi`` has them): merge patches with
+    the object's ``metadata.resourceVersion`` in them as a precondition. Each raises what the
+    API call raises (a conflict when the object changed meanwhile)."""
+
+    async def patch_persistent_volume(self, name: str, patch: dict[str, Any]) -> None: ...
+
+    async def patch_persistent_volume_claim(
+        self, namespace: str, name: str, patch: dict[str, Any]
+    ) -> None: ...

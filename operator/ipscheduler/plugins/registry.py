@@ -20,6 +20,7 @@ from ipscheduler.plugins import (
     podtopologyspread,
     queuesort,
     tainttoleration,
+    volumebinding,
     volumerestrictions,
     volumezone,
 )
@@ -46,6 +47,7 @@ def new_in_tree_registry() -> Registry:
     )
     registry.register(volumerestrictions.NAME, volumerestrictions.new)
     registry.register(nodevolumelimits.NAME, nodevolumelimits.new)
+    registry.register(volumebinding.NAME, volumebinding.new, volumebinding.VolumeBindingArgs)
     registry.register(volumezone.NAME, volumezone.new)
     registry.register(podtopologyspread.NAME, podtopologyspread.new)
     registry.register(interpodaffinity.NAME, interpodaffinity.new, interpodaffinity.InterPodAffinityArgs)

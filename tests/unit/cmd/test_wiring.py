@@ -199,6 +199,7 @@ async def test_storage_informers_feed_the_listers_and_the_queue() -> None:
     c.volumes.csi_nodes.apply("DELETED", csi_node_body("node-1"))
     assert c.volumes.pv("pv-1") is not None and c.volumes.storage_class("fast") is not None
     assert c.volumes.csi_node("node-1") is None
+    assert [v.name for v in c.volumes.list_pvs()] == ["pv-1"]
     assert moved == [
         "PersistentVolumeClaimUpdate",
         "PersistentVolumeAdd",

@@ -36,6 +36,7 @@ IN_TREE = [
     "PodTopologySpread",
     "PrioritySort",
     "TaintToleration",
+    "VolumeBinding",
     "VolumeRestrictions",
     "VolumeZone",
 ]
@@ -68,6 +69,6 @@ def test_every_in_tree_plugin_that_can_reject_registers_events() -> None:
     rejecting = [
         p for p in plugins if isinstance(p, (PreFilterPlugin, FilterPlugin, ReservePlugin, PermitPlugin))
     ]
-    assert len(rejecting) == 12, [p.name for p in rejecting]
+    assert len(rejecting) == 13, [p.name for p in rejecting]
     for plugin in rejecting:
         assert isinstance(plugin, EnqueueExtensions) and plugin.events_to_register(), plugin.name
