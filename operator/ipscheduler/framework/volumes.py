@@ -300,11 +300,12 @@ class MapVolumeListers:
 
 class VolumeWriter(Protocol):
     """The writes VolumeBinding makes (``kube/client.KubeApi`` has them): merge patches with
-    the object's ``metadata.resourceVersion`` in them as a precondition. Each raises what the
-    API call raises (a conflict when the object changed meanwhile)."""
+    the object's ``metadata.resourceVersion`` in them as a precondition, returning the object
+    as written. Each raises what the API call raises (a conflict when the object changed
+    meanwhile)."""
 
-    async def patch_persistent_volume(self, name: str, patch: dict[str, Any]) -> None: ...
+    async def patch_persistent_volume(self, name: str, patch: dict[str, Any]) -> Any: ...
 
     async def patch_persistent_volume_claim(
         self, namespace: str, name: str, patch: dict[str, Any]
-    ) -> None: ...
+    ) -> Any: ...

@@ -309,20 +309,20 @@ class KubeApi:
         return True
 
     # -- storage (VolumeBinding) --------------------------------------
-    async def patch_persistent_volume(self, name: str, patch: dict[str, Any]) -> None:
+    async def patch_persistent_volume(self, name: str, patch: dict[str, Any]) -> Any:
         """Merge-patch PersistentVolume ``name`` (VolumeBinding's claimRef; a
-        ``metadata.resourceVersion`` in ``patch`` makes it conditional). Raises ApiException
-        (409 when the volume changed meanwhile)."""
-        await self.read_json(
+        ``metadata.resourceVersion`` in ``patch`` makes it conditional); the volume as written.
+        Raises ApiException (409 when the volume changed meanwhile)."""
+        return await self.read_json(
             self.core.patch_persistent_volume(
                 name, patch, _content_type="application/merge-patch+json", _preload_content=False
             )
         )
 
-    async def patch_persistent_volume_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        """Merge-patch claim ``namespace/name`` (VolumeBinding's selected-node annotation).
-        Raises ApiException."""
-        await self.read_json(
+    async def patch_persistent_volume_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> Any:
+        """Merge-patch claim ``namespace/name`` (VolumeBinding's selected-node annotation); the
+        claim as written. Raises ApiException."""
+        return await self.read_json(
             self.core.patch_namespaced_persistent_volume_claim(
                 name, namespace, patch, _content_type="application/merge-patch+json", _preload_content=False
             )

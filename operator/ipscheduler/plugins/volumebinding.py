@@ -48,6 +48,10 @@ Not covered: CSI migration of in-tree volumes, storage capacity (``CSIStorageCap
 ``node(s) did not have enough free storage`` is never returned), the volume-capacity Score
 (alpha upstream), PreFilterResult's node narrowing (an optimisation), ``VolumeAttributesClass``
 matching, and the check that the pod still exists while PreBind waits.
+
+Size: upstream's plugin and its binder (``volume_binding.go`` and ``binder.go``) share one
+state, the assumed volumes and claims, which every extension point here reads or changes;
+kept together so that Filter's matching and PreBind's checks stay side by side.
 """
 
 from __future__ import annotations
@@ -422,50 +426,35 @@ class VolumeBinding:
         found = st.by_node.get(node.name)
         if found is None:
             return Status.error(f'no pod volumes found for node "{node.name}"', plugin=self.name)
+        written: dict[str, str] = {}
         try:
             if self.writer is None:
                 raise RuntimeError("no API client to bind volumes with")
             for pvc, pv in found.static:
-                meta: dict[str, Any] = {"annotations": {ANN_BOUND_BY_CONTROLLER: "yes"}}
-                if pv.resource_version:
-                    meta["resourceVersion"] = pv.resource_version
-                await self.writer.patch_persistent_volume(
-                    pv.name,
-                    {
-                        "metadata": meta,
-                        "spec": {
-                            "claimRef": {
-                                "kind": "PersistentVolumeClaim",
-                                "apiVersion": "v1",
-                                "namespace": pvc.namespace,
-                                "name": pvc.name,
-                                "uid": pvc.uid,
-                                "resourceVersion": pvc.resource_version,
-                            }
-                        },
-                    },
-                )
+                got = await self.writer.patch_persistent_volume(pv.name, _claim_ref_patch(pv, pvc))
+                written[pv.name] = _resource_version(got)
                 log.debug("PersistentVolume %s bound to claim %s for pod %s", pv.name, pvc.key, pod.key)
             for pvc in found.provision:
                 claim_meta: dict[str, Any] = {"annotations": {ANN_SELECTED_NODE: node.name}}
                 if pvc.resource_version:
                     claim_meta["resourceVersion"] = pvc.resource_version
-                await self.writer.patch_persistent_volume_claim(
+                got = await self.writer.patch_persistent_volume_claim(
                     pvc.namespace, pvc.name, {"metadata": claim_meta}
                 )
-            error = await self._wait_bound(found, node)
+                written[pvc.key] = _resource_version(got)
+            error = await self._wait_bound(found, node, written)
         except Exception as e:  # upstream's AsStatus(err): any failure is an Error, the pod retried
             error = f"{type(e).__name__}: {e}"
         finally:
             self._revert(found)
         return Status.success() if error is None else Status.error(error, plugin=self.name)
 
-    async def _wait_bound(self, found: PodVolumes, node: NodeInfo) -> str | None:
+    async def _wait_bound(self, found: PodVolumes, node: NodeInfo, written: Mapping[str, str]) -> str | None:
         """Poll ``checkBindings`` every :attr:`poll` seconds up to :attr:`bind_timeout`; the
         error that stops it (None: all bound)."""
         deadline = time.monotonic() + self.bind_timeout
         while True:
-            done, error = self.check_bindings(found, node)
+            done, error = self.check_bindings(found, node, written)
             if error is not None:
                 return f"binding volumes: {error}"
             if done:
@@ -474,15 +463,19 @@ class VolumeBinding:
                 return "binding volumes: context deadline exceeded"
             await asyncio.sleep(self.poll)
 
-    def check_bindings(self, found: PodVolumes, node: NodeInfo) -> tuple[bool, str | None]:
-        """``checkBindings`` against the informers: ``(all bound, error)``."""
+    def check_bindings(
+        self, found: PodVolumes, node: NodeInfo, written: Mapping[str, str]
+    ) -> tuple[bool, str | None]:
+        """``checkBindings`` against the informers: ``(all bound, error)``; ``written``: the
+        resourceVersion of each object PreBind wrote (by volume name or claim key), so that an
+        informer that has not seen the write yet is waited for."""
         for pvc, chosen in found.static:
             pv = self.volumes.pv(chosen.name)
             claim = self.volumes.pvc(pvc.namespace, pvc.name)
             if pv is None or claim is None:
                 missing = chosen.name if pv is None else pvc.key
                 return False, f'failed to check binding: "{missing}" not found'
-            if pv.resource_version == chosen.resource_version:
+            if _older(pv.resource_version, written.get(pv.name, "")):
                 return False, None  # our write not seen yet
             if not pv.claim_ref or not pv.claim_uid:
                 return False, f'ClaimRef got reset for pv "{pv.name}"'
@@ -494,7 +487,7 @@ class VolumeBinding:
             claim = self.volumes.pvc(pvc.namespace, pvc.name)
             if claim is None:
                 return False, f'failed to check provisioning pvc: "{pvc.key}" not found'
-            if claim.resource_version == pvc.resource_version:
+            if _older(claim.resource_version, written.get(pvc.key, "")):
                 return False, None  # our write not seen yet
             if claim.annotations.get(ANN_SELECTED_NODE) != node.name:
                 return False, f'provisioning failed for PVC "{claim.name}"'
@@ -520,6 +513,46 @@ class VolumeBinding:
             ClusterEventWithHint(events.NODE_ADD_OR_LABEL_OR_TAINT_CHANGE),
             ClusterEventWithHint(events.CSI_NODE_ADD_OR_UPDATE),
         ]
+
+
+def _claim_ref_patch(pv: PVInfo, pvc: PVCInfo) -> dict[str, Any]:
+    """The merge patch binding ``pv`` to ``pvc`` (``volume.GetBindVolumeToClaim``): the claim's
+    reference, ``pv.kubernetes.io/bound-by-controller: "yes"`` unless the volume was already
+    bound to the claim (by a user) or carries it, and the volume's resourceVersion as a
+    precondition."""
+    meta: dict[str, Any] = {}
+    if not bound_to_claim(pv, pvc) and ANN_BOUND_BY_CONTROLLER not in pv.annotations:
+        meta["annotations"] = {ANN_BOUND_BY_CONTROLLER: "yes"}
+    if pv.resource_version:
+        meta["resourceVersion"] = pv.resource_version
+    ref = {
+        "kind": "PersistentVolumeClaim",
+        "apiVersion": "v1",
+        "namespace": pvc.namespace,
+        "name": pvc.name,
+        "uid": pvc.uid,
+        "resourceVersion": pvc.resource_version,
+    }
+    return {"metadata": meta, "spec": {"claimRef": ref}}
+
+
+def _resource_version(obj: Any) -> str:
+    """``metadata.resourceVersion`` of an object as written ("" when it has none)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return rv if isinstance(rv, str) else ""
+
+
+def _older(seen: str, written: str) -> bool:
+    """Whether the informer's ``seen`` resourceVersion predates our ``written`` one (upstream
+    compares them as numbers, ``APIObjectVersioner.CompareResourceVersion``); one that is not a
+    number is older when it differs. Nothing written: not older."""
+    if not written:
+        return False
+    try:
+        return int(seen) < int(written)
+    except ValueError:
+        return seen != written
 
 
 def _pod_has_claims(pod: PodInfo, old: object, new: object) -> QueueingHint:

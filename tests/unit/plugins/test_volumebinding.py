@@ -7,6 +7,7 @@ PV controller is played by the fake writer below.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -425,10 +426,11 @@ class Controller:
     drop_selected_node: bool = False
     patches: list[tuple[str, str, dict[str, Any]]] = dataclasses.field(default_factory=list)
 
-    async def patch_persistent_volume(self, name: str, patch: dict[str, Any]) -> None:
+    async def patch_persistent_volume(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         self.patches.append(("pv", name, patch))
+        written = {"metadata": {"resourceVersion": "2"}}
         if self.idle:
-            return
+            return written
         ref = patch["spec"]["claimRef"]
         key = f"{ref['namespace']}/{ref['name']}"
         self.listers.pvs[name] = dataclasses.replace(
@@ -438,14 +440,18 @@ class Controller:
         self.listers.pvcs[key] = dataclasses.replace(
             claim, volume_name=name, annotations={**claim.annotations, **BOUND}, resource_version="2"
         )
+        return written
 
-    async def patch_persistent_volume_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+    async def patch_persistent_volume_claim(
+        self, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
         self.patches.append(("pvc", f"{namespace}/{name}", patch))
         key = f"{namespace}/{name}"
         claim = self.listers.pvcs[key]
-        if self.drop_selected_node:
+        written = {"metadata": {"resourceVersion": "2"}}
+        if self.drop_selected_node:  # written, then the provisioner took the annotation off
             self.listers.pvcs[key] = dataclasses.replace(claim, resource_version="3")
-            return
+            return written
         self.listers.pvs["pvc-new"] = pv("pvc-new", claim=key, phase="Bound", node_affinity=on("n1"))
         self.listers.pvcs[key] = dataclasses.replace(
             claim,
@@ -453,6 +459,7 @@ class Controller:
             annotations={**claim.annotations, **patch["metadata"]["annotations"], **BOUND},
             resource_version="2",
         )
+        return written
 
 
 async def bind(ctl: Controller, claim: str, **kw: Any) -> tuple[VolumeBinding, Any]:
@@ -491,6 +498,35 @@ async def test_pre_bind_sets_the_claim_ref_and_waits_for_the_pv_controller() -> 
         )
     ]
     assert pl.assumed_pvs == {} and pl.assumed_pvcs == {}, "the assumption ends with PreBind"
+
+
+async def test_a_volume_a_user_prebound_to_the_claim_gets_no_bound_by_controller_annotation() -> None:
+    ctl = Controller(
+        listers(
+            pvc("data", storage_class="local"), pv("pv-1", storage_class="local", claim="ns/data", rv="4")
+        )
+    )
+    _, st = await bind(ctl, "data")
+    assert st.is_success(), st
+    assert ctl.patches[0][2]["metadata"] == {"resourceVersion": "4"}
+
+
+async def test_pre_bind_waits_for_the_informer_to_see_its_write() -> None:
+    """The informer still holds the volume as it was before the write: not a reset claimRef."""
+    ctl = Controller(
+        listers(pvc("data", storage_class="local"), pv("pv-1", storage_class="local")), idle=True
+    )
+    pl = VolumeBinding(ctl.listers, ctl, bind_timeout=5.0, poll=0.01)
+    p = claims_pod("data")
+    state, _ = cycle(pl, p, [N1])
+    await pl.reserve(state, p, N1)
+    task = asyncio.create_task(pl.pre_bind(state, p, N1))
+    await asyncio.sleep(0.05)
+    assert not task.done(), "rv 1 < the written 2: waiting"
+    ctl.idle = False
+    await ctl.patch_persistent_volume("pv-1", ctl.patches[0][2])  # the PV controller's turn
+    st = await asyncio.wait_for(task, 2)
+    assert st.is_success(), st
 
 
 async def test_pre_bind_sets_the_selected_node_for_the_provisioner() -> None:
@@ -534,7 +570,9 @@ async def test_pre_bind_fails_when_the_claim_ref_is_reset() -> None:
     p = claims_pod("data")
     state, _ = cycle(pl, p, [N1])
     await pl.reserve(state, p, N1)
-    ctl.listers.pvs["pv-1"] = dataclasses.replace(ctl.listers.pvs["pv-1"], resource_version="9")
+    ctl.listers.pvs["pv-1"] = dataclasses.replace(
+        ctl.listers.pvs["pv-1"], resource_version="9"
+    )  # newer, no claimRef
     st = await pl.pre_bind(state, p, N1)
     assert st.reasons == ('binding volumes: ClaimRef got reset for pv "pv-1"',)
 
