@@ -18,14 +18,17 @@ Mirrors kube-scheduler 1.34's
   ReadWriteOncePod access mode`` (Unschedulable, not UnschedulableAndUnresolvable, as
   upstream: preempting the pod that holds the claim frees it).
 
-Not covered: upstream's PreFilterExtensions (AddPod/RemovePod, for preemption's what-if
-runs; this scheduler's preemption does not re-run filters).
+* PreFilterExtensions (``AddPod``/``RemovePod``, for preemption's what-if runs on a cloned
+  cycle state): a pod added or removed changes the count of ReadWriteOncePod claims in use
+  by the claims of the pod's namespace it names (upstream counts the claim names whatever the
+  namespace; a same-named claim of another namespace is another claim, so it is not counted
+  here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import ClusterEventWithHint, CycleState, Handle, QueueingHint, Status
@@ -107,6 +110,24 @@ class VolumeRestrictions:
             return missing_pre_filter_state(_STATE_KEY, self.name)
         if got.conflicting > 0:
             return Status.unschedulable(ERR_REASON_RWOP_CONFLICT, plugin=self.name)
+        return Status.success()
+
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status:
+        """``AddPod``: ``pod_to_add``'s uses of the pod's ReadWriteOncePod claims count."""
+        return self._update(state, pod, pod_to_add, 1)
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo) -> Status:
+        """``RemovePod``: ``pod_to_remove``'s uses of them no longer count."""
+        return self._update(state, pod, pod_to_remove, -1)
+
+    def _update(self, state: CycleState, pod: PodInfo, other: PodInfo, sign: int) -> Status:
+        got = state.get(_STATE_KEY)
+        if not isinstance(got, _State):
+            return missing_pre_filter_state(_STATE_KEY, self.name)
+        if other.namespace == pod.namespace:
+            uses = sum(1 for c in other.pvc_names if c in got.rwop_claims)
+            if uses:
+                state.write(_STATE_KEY, replace(got, conflicting=got.conflicting + sign * uses))
         return Status.success()
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

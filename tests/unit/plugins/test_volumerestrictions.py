@@ -212,3 +212,23 @@ def test_a_claim_update_or_a_volume_event_moves_nothing() -> None:
     new = PVCInfo.from_obj(pvc_body("c1"))
     assert ask(pl, events.PVC_UPDATE, POD, new, new) is QueueingHint.SKIP
     assert ask(pl, events.PV_ADD, POD, None, None) is QueueingHint.SKIP
+
+
+def test_pre_filter_extensions_follow_the_pods_that_use_the_claim() -> None:
+    """Preemption's what-if: removing the pod that holds the ReadWriteOncePod claim frees it on
+    every node; adding it back takes it again; a pod of another namespace changes nothing."""
+    pl = VolumeRestrictions(listers(pvc_body("c1", modes=RWOP)))
+    p = volume_pod(claim_volume("c1"))
+    holder = volume_pod(claim_volume("c1"), node="n2")
+    stranger = volume_pod(claim_volume("c1"), node="n2", namespace="x")
+    n1, n2 = node("n1"), node("n2", pods=[holder, stranger])
+    state = CycleState()
+    assert pl.pre_filter(state, p, {"n1": n1, "n2": n2}).is_success()
+    assert pl.filter(state, p, n1).reasons == (ERR_REASON_RWOP_CONFLICT,)
+    assert pl.remove_pod(state, p, stranger, n2).is_success()
+    assert pl.filter(state, p, n1).reasons == (ERR_REASON_RWOP_CONFLICT,)
+    assert pl.remove_pod(state, p, holder, n2).is_success()
+    assert pl.filter(state, p, n1).is_success()
+    assert pl.add_pod(state, p, holder, n2).is_success()
+    assert pl.filter(state, p, n1).reasons == (ERR_REASON_RWOP_CONFLICT,)
+    assert pl.add_pod(CycleState(), p, holder, n2).code is Code.ERROR
