@@ -388,3 +388,114 @@ def built_tool(ensure: Callable[[], T], what: str) -> T:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{what} unavailable in CI: {e}")
         pytest.skip(f"{what} unavailable: {e}")
+
+
+# --------------------------------------------------------------------------- storage
+
+
+def claim_volume(claim: str, name: str | None = None) -> dict[str, Any]:
+    """A pod volume from a PersistentVolumeClaim (``spec.volumes[]``)."""
+    return {"name": name or f"v-{claim}", "persistentVolumeClaim": {"claimName": claim}}
+
+
+def ephemeral_volume(name: str) -> dict[str, Any]:
+    """A generic ephemeral pod volume (its claim is ``<pod>-<name>``)."""
+    return {"name": name, "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}
+
+
+def volume_pod(*volumes: dict[str, Any], **kw: Any) -> PodInfo:
+    """A pod (:func:`pod_body`'s ``kw``) with these ``spec.volumes``, parsed."""
+    return pod(container(), volumes=list(volumes), **kw)
+
+
+def pvc_body(
+    name: str,
+    namespace: str = "ns",
+    *,
+    modes: Iterable[str] = ("ReadWriteOnce",),
+    volume: str = "",
+    storage_class: str | None = None,
+    owner_uid: str | None = None,
+    storage: str = "1Gi",
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A raw PersistentVolumeClaim (``volume``: ``spec.volumeName``; ``owner_uid``: its
+    controller's UID)."""
+    owners = [{"kind": "Pod", "name": "p", "uid": owner_uid, "controller": True}] if owner_uid else None
+    meta = _given(
+        name=name,
+        namespace=namespace,
+        uid=f"pvc-uid-{name}",
+        ownerReferences=owners,
+        annotations=_copy(annotations),
+    )
+    spec = _given(
+        accessModes=list(modes),
+        volumeName=volume or None,
+        storageClassName=storage_class,
+        resources={"requests": {"storage": storage}},
+    )
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+
+
+def pv_body(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    csi: tuple[str, str] | None = None,
+    node_affinity: dict[str, Any] | None = None,
+    storage_class: str | None = None,
+    capacity: str = "1Gi",
+    modes: Iterable[str] = ("ReadWriteOnce",),
+    claim: str | None = None,
+) -> dict[str, Any]:
+    """A raw PersistentVolume (``csi``: ``(driver, volumeHandle)``, else a hostPath;
+    ``node_affinity``: its required node selector; ``claim``: ``namespace/name`` of its
+    claimRef)."""
+    spec = _given(
+        capacity={"storage": capacity},
+        accessModes=list(modes),
+        storageClassName=storage_class,
+        nodeAffinity={"required": node_affinity} if node_affinity is not None else None,
+    )
+    if csi is not None:
+        spec["csi"] = {"driver": csi[0], "volumeHandle": csi[1]}
+    else:
+        spec["hostPath"] = {"path": f"/data/{name}"}
+    if claim is not None:
+        ns, _, claim_name = claim.partition("/")
+        spec["claimRef"] = {"namespace": ns, "name": claim_name}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": _given(name=name, labels=_copy(labels)),
+        "spec": spec,
+    }
+
+
+def storage_class_body(
+    name: str, mode: str | None = "Immediate", provisioner: str = "csi.example.com"
+) -> dict[str, Any]:
+    """A raw StorageClass (``mode``: its ``volumeBindingMode``, None: unset)."""
+    return _given(
+        apiVersion="storage.k8s.io/v1",
+        kind="StorageClass",
+        metadata={"name": name},
+        provisioner=provisioner,
+        volumeBindingMode=mode,
+    )
+
+
+def csi_node_body(name: str, **counts: int | None) -> dict[str, Any]:
+    """A raw CSINode: a driver per keyword (``_`` reads ``.``), with that allocatable count
+    (None: no allocatable)."""
+    drivers = [
+        _given(name=d.replace("_", "."), nodeID=name, allocatable={"count": c} if c is not None else None)
+        for d, c in counts.items()
+    ]
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": drivers},
+    }

@@ -59,6 +59,11 @@ EXPECTED_CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("", "nodes"): {"list", "watch"},
     ("", "namespaces"): {"list", "watch"},
     ("apps", "statefulsets"): {"get"},
+    # The volume plugins' informers (cmd/wiring.StoreVolumeListers); VolumeBinding's PreBind.
+    ("", "persistentvolumeclaims"): {"list", "watch", "patch"},
+    ("", "persistentvolumes"): {"list", "watch", "patch"},
+    ("storage.k8s.io", "storageclasses"): {"list", "watch"},
+    ("storage.k8s.io", "csinodes"): {"list", "watch"},
     ("ipscheduler.io", "nodeippools"): {"get", "list", "watch", "patch", "allocate"},
     ("ipscheduler.io", "nodeippools/status"): {"update"},
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},

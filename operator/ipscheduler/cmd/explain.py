@@ -22,7 +22,14 @@ from kubernetes_asyncio import client
 
 from ipscheduler.backend.cache import Cache
 from ipscheduler.cmd.profiles import build_profile
-from ipscheduler.cmd.wiring import BOUND_PODS_SELECTOR, bound_pod_parse
+from ipscheduler.cmd.wiring import (
+    BOUND_PODS_SELECTOR,
+    bound_pod_parse,
+    csi_node_parse,
+    pv_parse,
+    pvc_parse,
+    storage_class_parse,
+)
 from ipscheduler.coscheduling.controller import POD_GROUPS
 from ipscheduler.coscheduling.groups import GroupIndex, Member
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView, group_key
@@ -30,6 +37,14 @@ from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.framework.interface import CycleState
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.volumes import (
+    CSINodeInfo,
+    MapVolumeListers,
+    PVCInfo,
+    PVInfo,
+    StorageClassInfo,
+    VolumeListers,
+)
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.plugins.defaultpreemption import DefaultPreemption
 from ipscheduler.underlayip.cache import PoolCache
@@ -214,15 +229,41 @@ def explain_profile(
     scheduler_name: str = "ip-scheduler",
     strategy: Strategy = "spread",
     groups: GroupIndex | None = None,
+    volumes: VolumeListers | None = None,
 ) -> Framework:
     """The framework ``explain`` evaluates: ``run``'s (:func:`~ipscheduler.cmd.profiles.build_profile`)
     for ``config`` (the ``--config`` file; None: the defaults for ``scheduler_name``), with
     ``strategy`` (``--ip-strategy``) unless the file sets UnderlayIP's, Coscheduling over
-    ``groups``. Raises ValueError as build_profile does (e.g. a profile that disables the
-    UnderlayIP filter)."""
+    ``groups``, the volume plugins over ``volumes`` (None: empty listers). Raises ValueError
+    as build_profile does (e.g. a profile that disables the UnderlayIP filter)."""
     if config is None:
         config = SchedulerConfiguration.defaults(scheduler_name)
-    return build_profile(UnderlayIPDeps(cache, writer), config, api=api, strategy=strategy, groups=groups)
+    return build_profile(
+        UnderlayIPDeps(cache, writer), config, api=api, strategy=strategy, groups=groups, volumes=volumes
+    )
+
+
+async def volume_listers_for(api: KubeApi, pod: PodInfo) -> MapVolumeListers:
+    """The storage objects as the scheduler's informers hold them, LISTed, for a pod with
+    claims (a pod without any gets empty listers: nothing is read, so no storage RBAC is
+    needed). Raises what the reads raise."""
+    if not pod.pvc_names and not pod.ephemeral_pvc_names:
+        return MapVolumeListers()
+    core, storage = client.CoreV1Api(api.client), client.StorageV1Api(api.client)
+    objects: list[PVCInfo | PVInfo | StorageClassInfo | CSINodeInfo] = []
+    for call, parse in (
+        (core.list_persistent_volume_claim_for_all_namespaces, pvc_parse),
+        (core.list_persistent_volume, pv_parse),
+        (storage.list_storage_class, storage_class_parse),
+        (storage.list_csi_node, csi_node_parse),
+    ):
+        body = await api.read_json(call(_preload_content=False))
+        items = body.get("items") if isinstance(body, dict) else None
+        for item in items if isinstance(items, list) else []:
+            view = parse(item) if isinstance(item, dict) else None
+            if view is not None:
+                objects.append(view)
+    return MapVolumeListers.of(*objects)
 
 
 async def group_index_for(api: KubeApi, pod: PodInfo) -> GroupIndex:
@@ -309,7 +350,14 @@ async def explain(
         try:
             groups = await group_index_for(api, pod)
             profile = explain_profile(
-                cache, api, PoolWriter(api, cache), config, scheduler_name, strategy, groups
+                cache,
+                api,
+                PoolWriter(api, cache),
+                config,
+                scheduler_name,
+                strategy,
+                groups,
+                await volume_listers_for(api, pod),
             )
         except ValueError as e:
             return 2, f"explain: invalid --config: {e}\n"

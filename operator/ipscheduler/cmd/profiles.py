@@ -32,10 +32,11 @@ from ipscheduler.framework.config import ConfigError, Plugins, ProfileConfig, Sc
 from ipscheduler.framework.interface import Binder, Handle, MetricsRecorder
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework
+from ipscheduler.framework.volumes import MapVolumeListers, VolumeListers
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.prometheus import PrometheusReader
-from ipscheduler.plugins import defaultbinder, defaultpreemption, networktraffic, queuesort
+from ipscheduler.plugins import defaultbinder, defaultpreemption, networktraffic, queuesort, volumebinding
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.plugin import Strategy, UnderlayIP, UnderlayIPArgs, UnderlayIPDeps
@@ -48,6 +49,10 @@ FILTER_PLUGINS: tuple[str, ...] = (
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
     "UnderlayIP",
@@ -83,8 +88,10 @@ def default_plugins() -> Plugins:
     profile has it (PrioritySort's order for pods outside a group), and runs at
     PreFilter, PostFilter (after DefaultPreemption, as a profile that enables it gets it
     in kube-scheduler), Permit and Reserve; a pod without the group label passes it
-    untouched. Besides it, PreFilter and PreScore default to the Filter and Score plugins
-    that implement them (see :func:`~ipscheduler.framework.building.new_framework`).
+    untouched. VolumeBinding reserves and pre-binds first (upstream's MultiPoint order), so
+    a pod's claims are bound before its address is written. Besides it, PreFilter and
+    PreScore default to the Filter and Score plugins that implement them (see
+    :func:`~ipscheduler.framework.building.new_framework`).
     """
     return Plugins.model_validate(
         {
@@ -93,9 +100,15 @@ def default_plugins() -> Plugins:
             "filter": {"enabled": [{"name": n} for n in FILTER_PLUGINS]},
             "postFilter": {"enabled": [{"name": defaultpreemption.NAME}, {"name": coscheduling.NAME}]},
             "score": {"enabled": [{"name": n, "weight": w} for n, w in SCORE_WEIGHTS.items()]},
-            "reserve": {"enabled": [{"name": underlay.NAME}, {"name": coscheduling.NAME}]},
+            "reserve": {
+                "enabled": [
+                    {"name": volumebinding.NAME},
+                    {"name": underlay.NAME},
+                    {"name": coscheduling.NAME},
+                ]
+            },
             "permit": {"enabled": [{"name": coscheduling.NAME}]},
-            "preBind": {"enabled": [{"name": underlay.NAME}]},
+            "preBind": {"enabled": [{"name": volumebinding.NAME}, {"name": underlay.NAME}]},
             "bind": {"enabled": [{"name": defaultbinder.NAME}]},
             "postBind": {"enabled": [{"name": underlay.NAME}]},
         }
@@ -257,20 +270,28 @@ def build_profile(
     events: EventRecorder | None = None,
     metrics: MetricsRecorder | None = None,
     traffic: PrometheusReader | None = None,
+    volumes: VolumeListers | None = None,
 ) -> Framework:
     """The profile described by ``config`` (None: all defaults): UnderlayIP over ``deps``
     (``strategy``, ``multus_network``: ``--ip-strategy``, ``--multus-network``),
     Coscheduling over ``groups`` (None: an empty index), NetworkTraffic over ``traffic``
     (None: a reader made from the config's args, not run). Its handle gives the plugins
     ``api`` (the client and the binder; None only where nothing binds: explain, tests) and
-    ``events`` (the event recorder); the framework is timed into ``metrics``.
+    ``events`` (the event recorder) and ``volumes`` (the storage listers the volume plugins
+    read; None: empty ones, where every claim is missing); the framework is timed into
+    ``metrics``.
 
     Raises ValueError as :func:`new_profile` does.
     """
     config = config or SchedulerConfiguration.defaults()
     traffic = traffic if traffic is not None else network_traffic_reader(config)
     registry = plugin_registry(with_underlay_ip(deps, strategy, multus_network), groups, traffic)
-    handle = PluginHandle(binder=cast(Binder, api), recorder=events, client=api)
+    handle = PluginHandle(
+        binder=cast(Binder, api),
+        recorder=events,
+        client=api,
+        volumes=volumes if volumes is not None else MapVolumeListers(),
+    )
     return new_profile(registry, config, handle, metrics)
 
 

@@ -13,6 +13,9 @@ goes one way, from the informers to their subscribers:
   pool controller (holds, adoption, release);
 - nodes → the scheduler (cache, queue) and the pool controller (every pool's status
   when a node is added or deleted);
+- PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes → the volume
+  plugins' listers (:class:`StoreVolumeListers`, read through the profile's handle) and the
+  scheduler (queue);
 - NodeIPPools → the pool controller (pool cache, status, queue);
 - namespaces (only their ``ipscheduler.io/default-pools``) → the pool cache (read by
   UnderlayIP) and the pool controller (pending pods retried when one changes).
@@ -30,8 +33,9 @@ import asyncio
 import datetime
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from kubernetes_asyncio import client
@@ -53,10 +57,12 @@ from ipscheduler.cmd.serving import server_context
 from ipscheduler.coscheduling.controller import PodGroupController
 from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.framework.config import SchedulerConfiguration
+from ipscheduler.framework.interface import EventResource
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 from ipscheduler.kube.client import KubeApi, live_pod
 from ipscheduler.kube.events import EventRecorder
-from ipscheduler.kube.informer import Endpoint, ObjectStore, PendingPodEvents, uid_key
+from ipscheduler.kube.informer import Endpoint, ObjectStore, PendingPodEvents, namespaced_key, uid_key
 from ipscheduler.kube.prometheus import PrometheusReader
 from ipscheduler.scheduler.extender import ExtenderVerbs
 from ipscheduler.scheduler.scheduler import Scheduler
@@ -72,6 +78,8 @@ from ipscheduler.underlayip.publisher import ResourcePublisher
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -94,6 +102,8 @@ class Components:
     nodes: ObjectStore[NodeInfo]
     pools: ObjectStore[PoolView]
     namespaces: ObjectStore[str]
+    volumes: StoreVolumeListers
+    """The PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode informers."""
     pod_groups: PodGroupController | None = None
     """Indexes the PodGroups and their pods for Coscheduling and writes their status."""
     publisher: ResourcePublisher | None = None
@@ -115,6 +125,10 @@ class Components:
             ("nodes", self.nodes),
             ("nodeippools", self.pools),
             ("namespaces", self.namespaces),
+            ("persistentvolumeclaims", self.volumes.pvcs),
+            ("persistentvolumes", self.volumes.pvs),
+            ("storageclasses", self.volumes.classes),
+            ("csinodes", self.volumes.csi_nodes),
         ):
             self.supervisor.start(f"{name}-watch", functools.partial(informer.run, self.api.client))
             self.health.checks[f"{name}-watch"] = functools.partial(informer.health, timeout)
@@ -199,6 +213,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         rehomed=pool_metrics.pods_rehomed.inc,
     )
     groups = GroupIndex()
+    volumes = StoreVolumeListers()
     config = cfg.config or SchedulerConfiguration.defaults(cfg.scheduler_name)
     traffic = network_traffic_reader(config, on_failure=metrics.network_traffic_failures.inc)
     profile = build_profile(
@@ -211,6 +226,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         events=recorder,
         metrics=metrics,
         traffic=traffic,
+        volumes=volumes,
     )
     queue = SchedulingQueue(
         profile.queue_sort, hints=profile.queueing_hints(), on_incoming=metrics.observe_incoming
@@ -261,7 +277,9 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     pools = pool_informer(pool_cache)
     namespaces = namespace_informer()
     pool_cache.attach_namespaces(namespaces.index)
-    scheduler.handlers.subscribe(pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes)
+    scheduler.handlers.subscribe(
+        pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes, volumes=volumes.by_resource()
+    )
     controller.subscribe(
         pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes, pools=pools, namespaces=namespaces
     )
@@ -303,6 +321,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         nodes=nodes,
         pools=pools,
         namespaces=namespaces,
+        volumes=volumes,
         extender=extender,
         publisher=publisher,
         pod_groups=pod_groups,
@@ -356,12 +375,87 @@ def bound_pod_informer() -> ObjectStore[PodInfo]:
     return ObjectStore("pods-by-node", endpoint, bound_pod_parse, key=uid_key)
 
 
+def _parsed(parse: Callable[[dict[str, Any]], T]) -> Callable[[dict[str, Any]], T | None]:
+    """``parse`` as an :class:`ObjectStore` parse function: None (left out) for an object
+    ``parse`` refuses with ValueError."""
+
+    def parse_or_none(body: dict[str, Any]) -> T | None:
+        try:
+            return parse(body)
+        except ValueError:
+            return None
+
+    return parse_or_none
+
+
+pvc_parse = _parsed(PVCInfo.from_obj)
+pv_parse = _parsed(PVInfo.from_obj)
+storage_class_parse = _parsed(StorageClassInfo.from_obj)
+csi_node_parse = _parsed(CSINodeInfo.from_obj)
+
+
+class StoreVolumeListers:
+    """The volume plugins' listers (:class:`~ipscheduler.framework.volumes.VolumeListers`)
+    over four informers: claims by ``namespace/name``, volumes, StorageClasses and CSINodes
+    by name. Memory: one small view per object (no raw bodies)."""
+
+    def __init__(self) -> None:
+        def core(method: str) -> Callable[[client.ApiClient], Endpoint]:
+            return lambda api_client: (getattr(client.CoreV1Api(api_client), method), (), {})
+
+        def storage(method: str) -> Callable[[client.ApiClient], Endpoint]:
+            return lambda api_client: (getattr(client.StorageV1Api(api_client), method), (), {})
+
+        self.pvcs: ObjectStore[PVCInfo] = ObjectStore(
+            "PersistentVolumeClaim",
+            core("list_persistent_volume_claim_for_all_namespaces"),
+            pvc_parse,
+            key=namespaced_key,
+        )
+        self.pvs: ObjectStore[PVInfo] = ObjectStore(
+            "PersistentVolume", core("list_persistent_volume"), pv_parse
+        )
+        self.classes: ObjectStore[StorageClassInfo] = ObjectStore(
+            "StorageClass", storage("list_storage_class"), storage_class_parse
+        )
+        self.csi_nodes: ObjectStore[CSINodeInfo] = ObjectStore(
+            "CSINode", storage("list_csi_node"), csi_node_parse
+        )
+
+    def by_resource(self) -> dict[EventResource, ObjectStore[Any]]:
+        """Each informer by the cluster-event resource its changes are."""
+        return {
+            EventResource.PERSISTENT_VOLUME_CLAIM: self.pvcs,
+            EventResource.PERSISTENT_VOLUME: self.pvs,
+            EventResource.STORAGE_CLASS: self.classes,
+            EventResource.CSI_NODE: self.csi_nodes,
+        }
+
+    def pvc(self, namespace: str, name: str) -> PVCInfo | None:
+        return self.pvcs.get(f"{namespace}/{name}")
+
+    def pv(self, name: str) -> PVInfo | None:
+        return self.pvs.get(name)
+
+    def list_pvs(self) -> list[PVInfo]:
+        return [entry[0] for entry in self.pvs.index.values()]
+
+    def storage_class(self, name: str) -> StorageClassInfo | None:
+        return self.classes.get(name)
+
+    def csi_node(self, name: str) -> CSINodeInfo | None:
+        return self.csi_nodes.get(name)
+
+
 async def _ready_when_synced(c: Components) -> None:
-    """The cache is ready once the node and bound-pod informers hold a full LIST; the pool
-    cache (and so the pool controller) once the NodeIPPool informer does too."""
+    """The cache is ready once the node, bound-pod, namespace and storage informers hold a
+    full LIST; the pool cache (and so the pool controller) once the NodeIPPool informer does
+    too."""
     await c.nodes.synced.wait()
     await c.bound_pods.synced.wait()
     await c.namespaces.synced.wait()
+    for store in c.volumes.by_resource().values():
+        await store.synced.wait()
     c.cache.ready.set()
     await c.pools.synced.wait()
     c.pool_cache.attach(c.pools.index)

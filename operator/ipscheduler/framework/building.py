@@ -35,6 +35,7 @@ from ipscheduler.framework.interface import (
 from ipscheduler.framework.registry import Registry
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.volumes import MapVolumeListers, VolumeListers
 from ipscheduler.framework.waiting import WaitingPods
 
 
@@ -42,13 +43,16 @@ from ipscheduler.framework.waiting import WaitingPods
 class PluginHandle:
     """The :class:`~ipscheduler.framework.interface.Handle` plugin factories get: one per
     profile (:func:`new_framework` points it at the framework it builds, whose
-    :attr:`Framework.waiting_pods` is this handle's)."""
+    :attr:`Framework.waiting_pods` is this handle's; ``volumes``: the storage listers the
+    volume plugins read)."""
 
     binder: Binder
     waiting_pods: WaitingPods = field(default_factory=WaitingPods)
     framework: Framework | None = field(default=None, repr=False)
     recorder: EventRecorder | None = None
     client: Any = None
+    volumes: VolumeListers = field(default_factory=MapVolumeListers)
+    """The storage objects' listers (none by default: every claim is then not found)."""
 
     def activate(self, uids: set[str]) -> None:
         if self.framework is not None and self.framework.pod_activator is not None:

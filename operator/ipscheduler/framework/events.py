@@ -95,3 +95,58 @@ def assigned_pod_update_event(old: PodInfo, new: PodInfo) -> ClusterEvent | None
             return None
         action = ActionType.UPDATE_OTHER
     return ClusterEvent(EventResource.ASSIGNED_POD, action, "AssignedPodUpdate")
+
+
+# The storage objects the volume plugins read (upstream's ``PersistentVolumeClaim``,
+# ``PersistentVolume``, ``StorageClass`` and ``CSINode`` resources). The informer handlers send
+# these with the views of :mod:`ipscheduler.framework.volumes` as ``old``/``new``.
+
+PVC_ADD = ClusterEvent(EventResource.PERSISTENT_VOLUME_CLAIM, ActionType.ADD, "PersistentVolumeClaimAdd")
+PVC_UPDATE = ClusterEvent(
+    EventResource.PERSISTENT_VOLUME_CLAIM, ActionType.UPDATE_OTHER, "PersistentVolumeClaimUpdate"
+)
+PVC_DELETE = ClusterEvent(
+    EventResource.PERSISTENT_VOLUME_CLAIM, ActionType.DELETE, "PersistentVolumeClaimDelete"
+)
+PV_ADD = ClusterEvent(EventResource.PERSISTENT_VOLUME, ActionType.ADD, "PersistentVolumeAdd")
+PV_UPDATE = ClusterEvent(EventResource.PERSISTENT_VOLUME, ActionType.UPDATE_OTHER, "PersistentVolumeUpdate")
+PV_DELETE = ClusterEvent(EventResource.PERSISTENT_VOLUME, ActionType.DELETE, "PersistentVolumeDelete")
+STORAGE_CLASS_ADD = ClusterEvent(EventResource.STORAGE_CLASS, ActionType.ADD, "StorageClassAdd")
+STORAGE_CLASS_UPDATE = ClusterEvent(
+    EventResource.STORAGE_CLASS, ActionType.UPDATE_OTHER, "StorageClassUpdate"
+)
+STORAGE_CLASS_DELETE = ClusterEvent(EventResource.STORAGE_CLASS, ActionType.DELETE, "StorageClassDelete")
+CSI_NODE_ADD = ClusterEvent(EventResource.CSI_NODE, ActionType.ADD, "CSINodeAdd")
+CSI_NODE_UPDATE = ClusterEvent(EventResource.CSI_NODE, ActionType.UPDATE_OTHER, "CSINodeUpdate")
+CSI_NODE_DELETE = ClusterEvent(EventResource.CSI_NODE, ActionType.DELETE, "CSINodeDelete")
+
+VOLUME_EVENTS: dict[EventResource, tuple[ClusterEvent, ClusterEvent, ClusterEvent]] = {
+    EventResource.PERSISTENT_VOLUME_CLAIM: (PVC_ADD, PVC_UPDATE, PVC_DELETE),
+    EventResource.PERSISTENT_VOLUME: (PV_ADD, PV_UPDATE, PV_DELETE),
+    EventResource.STORAGE_CLASS: (STORAGE_CLASS_ADD, STORAGE_CLASS_UPDATE, STORAGE_CLASS_DELETE),
+    EventResource.CSI_NODE: (CSI_NODE_ADD, CSI_NODE_UPDATE, CSI_NODE_DELETE),
+}
+"""Each storage resource's (add, update, delete) events."""
+
+PVC_ADD_OR_UPDATE = ClusterEvent(EventResource.PERSISTENT_VOLUME_CLAIM, ActionType.ADD | ActionType.UPDATE)
+"""A claim added or changed (VolumeZone, VolumeBinding)."""
+PV_ADD_OR_UPDATE = ClusterEvent(EventResource.PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE)
+"""A volume added or changed (VolumeZone, VolumeBinding)."""
+CSI_NODE_ADD_OR_UPDATE = ClusterEvent(EventResource.CSI_NODE, ActionType.ADD | ActionType.UPDATE)
+"""A CSINode added or changed (its attach limits)."""
+NODE_ADD_OR_LABEL_OR_TAINT_CHANGE = ClusterEvent(
+    EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT
+)
+"""A node added or its labels or taints changed (the volume plugins register label and taint
+changes beside Add, as upstream does without queueing hints: kubernetes#109437)."""
+
+
+def volume_event(resource: EventResource, old: object, new: object) -> ClusterEvent | None:
+    """The event of a storage informer's change from ``old`` to ``new`` (None: absent):
+    add, delete, or update; None for an update that changed nothing (a re-LIST's echo)."""
+    add, update, delete = VOLUME_EVENTS[resource]
+    if new is None:
+        return None if old is None else delete
+    if old is None:
+        return add
+    return None if old == new else update

@@ -10,6 +10,10 @@ Plugins are plain objects that satisfy one or more of the Protocols below;
 the :class:`~ipscheduler.framework.runtime.Framework` is built from a
 :class:`~ipscheduler.framework.registry.Registry` and the configuration, and
 every plugin gets a :class:`Handle` for what it needs from outside.
+
+Size: one module, as upstream keeps every contract in one ``interface.go`` (and its
+``types.go`` for the cluster events): a plugin author reads the extension points, the
+handle, the what-if runs preemption makes and the cluster events side by side.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 from ipscheduler.framework.status import Code as Code  # noqa: PLC0414 (re-exported)
 from ipscheduler.framework.status import Status as Status  # noqa: PLC0414 (re-exported)
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.volumes import VolumeListers
 
 if TYPE_CHECKING:
     from ipscheduler.framework.waiting import WaitingPods
@@ -211,6 +216,10 @@ class EventResource(str):
     UNSCHEDULED_POD: ClassVar[EventResource]
     """A pod not bound yet (upstream's ``Pod``, as the queue sees a pod added)."""
     NAMESPACE: ClassVar[EventResource]
+    PERSISTENT_VOLUME_CLAIM: ClassVar[EventResource]
+    PERSISTENT_VOLUME: ClassVar[EventResource]
+    STORAGE_CLASS: ClassVar[EventResource]
+    CSI_NODE: ClassVar[EventResource]
     WILDCARD: ClassVar[EventResource]
     """Every resource: an event that may help any pod (e.g. the unschedulable timeout)."""
 
@@ -219,6 +228,10 @@ EventResource.NODE = EventResource("Node")
 EventResource.ASSIGNED_POD = EventResource("AssignedPod")
 EventResource.UNSCHEDULED_POD = EventResource("Pod")
 EventResource.NAMESPACE = EventResource("Namespace")
+EventResource.PERSISTENT_VOLUME_CLAIM = EventResource("PersistentVolumeClaim")
+EventResource.PERSISTENT_VOLUME = EventResource("PersistentVolume")
+EventResource.STORAGE_CLASS = EventResource("StorageClass")
+EventResource.CSI_NODE = EventResource("CSINode")
 EventResource.WILDCARD = EventResource("*")
 
 
@@ -496,6 +509,11 @@ class Handle(Protocol):
     def waiting_pods(self) -> WaitingPods:
         """The pods of this profile held at Permit (upstream ``IterateOverWaitingPods``,
         ``GetWaitingPod``, ``RejectWaitingPod``)."""
+
+    @property
+    def volumes(self) -> VolumeListers:
+        """Read-only PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
+        (upstream's ``SharedInformerFactory()`` listers, for the volume plugins)."""
 
     def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
         """The least room for pods like ``pod`` on ``nodes`` among the profile's

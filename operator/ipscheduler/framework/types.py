@@ -302,6 +302,16 @@ class PodInfo:
     """Being ended by a scheduler's preemption: the ``DisruptionTarget`` condition is True
     with reason ``PreemptionByScheduler`` (upstream ``podTerminatingByPreemption`` also
     asks for a deletionTimestamp, see :attr:`deleting`)."""
+    pvc_names: tuple[str, ...] = ()
+    """``claimName`` of each ``spec.volumes[].persistentVolumeClaim``, in order ("" kept: the
+    volume plugins refuse a claim without a name); kept in the lean form (ReadWriteOncePod,
+    attach limits)."""
+    ephemeral_pvc_names: tuple[str, ...] = ()
+    """The claim of each generic ephemeral volume (``spec.volumes[].ephemeral``): ``<pod
+    name>-<volume name>`` (``ephemeral.VolumeClaimName``); kept in the lean form."""
+    disk_volumes: tuple[DiskVolume, ...] = ()
+    """The inline GCE PD, AWS EBS, RBD and iSCSI volumes (VolumeRestrictions' same-disk
+    rules); kept in the lean form (rare, and small)."""
 
     @property
     def key(self) -> str:
@@ -412,7 +422,76 @@ class PodInfo:
                 and as_dict(c).get("reason") == REASON_PREEMPTION_BY_SCHEDULER
                 for c in as_list(status.get("conditions"))
             ),
+            **_volumes(name, spec),
         )
+
+
+def _volumes(pod_name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`PodInfo` volume fields of ``spec.volumes`` (entries of the wrong type are
+    left out)."""
+    pvcs: list[str] = []
+    ephemeral: list[str] = []
+    disks: list[DiskVolume] = []
+    for raw in as_list(spec.get("volumes")):
+        vol = as_dict(raw)
+        if "persistentVolumeClaim" in vol:
+            pvcs.append(sys.intern(as_str(as_dict(vol.get("persistentVolumeClaim")).get("claimName"))))
+        elif "ephemeral" in vol:
+            ephemeral.append(f"{pod_name}-{as_str(vol.get('name'))}")
+        else:
+            disk = DiskVolume.from_volume(vol)
+            if disk is not None:
+                disks.append(disk)
+    return {"pvc_names": tuple(pvcs), "ephemeral_pvc_names": tuple(ephemeral), "disk_volumes": tuple(disks)}
+
+
+@dataclass(frozen=True)
+class DiskVolume:
+    """An inline volume VolumeRestrictions checks for a same-disk conflict: ``kind`` one of
+    ``gcePersistentDisk`` (``disk`` its ``pdName``), ``awsElasticBlockStore`` (``volumeID``),
+    ``iscsi`` (``iqn``), ``rbd`` (``disk`` ``<pool>/<image>``, ``monitors`` its
+    ``monitors``); ``read_only`` its ``readOnly``."""
+
+    kind: str
+    disk: str
+    read_only: bool = False
+    monitors: tuple[str, ...] = ()
+
+    KINDS = ("gcePersistentDisk", "awsElasticBlockStore", "iscsi", "rbd")
+
+    @classmethod
+    def from_volume(cls, vol: Mapping[str, Any]) -> DiskVolume | None:
+        """The disk of one ``spec.volumes[]`` entry, None for any other kind of volume."""
+        for kind in cls.KINDS:
+            src = vol.get(kind)
+            if not isinstance(src, dict):
+                continue
+            ro = src.get("readOnly") is True
+            if kind == "gcePersistentDisk":
+                return cls(kind, as_str(src.get("pdName")), ro)
+            if kind == "awsElasticBlockStore":
+                return cls(kind, as_str(src.get("volumeID")), ro)
+            if kind == "iscsi":
+                return cls(kind, as_str(src.get("iqn")), ro)
+            monitors = tuple(m for m in as_list(src.get("monitors")) if isinstance(m, str))
+            disk = f"{as_str(src.get('pool'), 'rbd')}/{as_str(src.get('image'))}"
+            return cls(kind, disk, ro, monitors)
+        return None
+
+    def conflicts(self, other: DiskVolume) -> bool:
+        """Whether two pods mounting ``self`` and ``other`` conflict (upstream
+        ``isVolumeConflict``, ``pkg/scheduler/framework/plugins/volumerestrictions/
+        volume_restrictions.go``): the same GCE PD unless both read-only; the same EBS volume
+        ID always; the same iSCSI IQN unless both read-only; an RBD image of the same pool
+        with a Ceph monitor in common unless both read-only."""
+        if self.kind != other.kind or self.disk != other.disk:
+            return False
+        both_ro = self.read_only and other.read_only
+        if self.kind == "awsElasticBlockStore":
+            return True
+        if self.kind == "rbd":
+            return bool(set(self.monitors) & set(other.monitors)) and not both_ro
+        return not both_ro
 
 
 @dataclass(frozen=True)

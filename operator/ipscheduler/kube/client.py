@@ -309,6 +309,26 @@ class KubeApi:
             raise
         return True
 
+    # -- storage (VolumeBinding) --------------------------------------
+    async def patch_persistent_volume(self, name: str, patch: dict[str, Any]) -> Any:
+        """Merge-patch PersistentVolume ``name`` (VolumeBinding's claimRef; a
+        ``metadata.resourceVersion`` in ``patch`` makes it conditional); the volume as written.
+        Raises ApiException (409 when the volume changed meanwhile)."""
+        return await self.read_json(
+            self.core.patch_persistent_volume(
+                name, patch, _content_type="application/merge-patch+json", _preload_content=False
+            )
+        )
+
+    async def patch_persistent_volume_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> Any:
+        """Merge-patch claim ``namespace/name`` (VolumeBinding's selected-node annotation); the
+        claim as written. Raises ApiException."""
+        return await self.read_json(
+            self.core.patch_namespaced_persistent_volume_claim(
+                name, namespace, patch, _content_type="application/merge-patch+json", _preload_content=False
+            )
+        )
+
     # -- nodes ---------------------------------------------------------
     async def list_nodes(self) -> list[dict[str, Any]]:
         """Every node (one LIST). Raises ApiException."""

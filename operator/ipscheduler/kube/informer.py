@@ -349,6 +349,13 @@ def uid_key(obj: dict[str, Any]) -> str | None:
     return _meta_str(obj, "uid")
 
 
+def namespaced_key(obj: dict[str, Any]) -> str | None:
+    """``metadata.namespace/metadata.name`` as an :class:`ObjectStore` key (namespaced kinds
+    looked up by name, e.g. PersistentVolumeClaims)."""
+    namespace, name = _meta_str(obj, "namespace"), _meta_str(obj, "name")
+    return f"{namespace}/{name}" if namespace and name else None
+
+
 def _name(obj: dict[str, Any]) -> str | None:
     return _meta_str(obj, "name")
 

@@ -17,9 +17,13 @@ from ipscheduler.plugins import (
     nodeready,
     noderesources,
     nodeunschedulable,
+    nodevolumelimits,
     podtopologyspread,
     queuesort,
     tainttoleration,
+    volumebinding,
+    volumerestrictions,
+    volumezone,
 )
 
 
@@ -42,6 +46,10 @@ def new_in_tree_registry() -> Registry:
         noderesources.new_balanced_allocation,
         noderesources.ResourcesArgs,
     )
+    registry.register(volumerestrictions.NAME, volumerestrictions.new)
+    registry.register(nodevolumelimits.NAME, nodevolumelimits.new)
+    registry.register(volumebinding.NAME, volumebinding.new, volumebinding.VolumeBindingArgs)
+    registry.register(volumezone.NAME, volumezone.new)
     registry.register(podtopologyspread.NAME, podtopologyspread.new)
     registry.register(interpodaffinity.NAME, interpodaffinity.new, interpodaffinity.InterPodAffinityArgs)
     registry.register(defaultbinder.NAME, defaultbinder.new)

@@ -14,7 +14,9 @@ Scheduler in a file of their own; here an object the
   what the plugins read → a cluster event for the queue (a heartbeat that
   changes nothing sends none);
 - bound pods of any scheduler → ``Cache.add_pod`` / ``update_pod`` /
-  ``remove_pod``, and a cluster event.
+  ``remove_pod``, and a cluster event;
+- PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes (the volume
+  plugins read them through their listers) → a cluster event each (add, update, delete).
 
 The handlers subscribe themselves (:meth:`EventHandlers.subscribe`) and call nothing
 outside the scheduler: the pool controller subscribes to the same informers on its own
@@ -43,12 +45,12 @@ from ipscheduler.backend.metrics import Metrics
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework import events
-from ipscheduler.framework.interface import ClusterEvent
+from ipscheduler.framework.interface import ClusterEvent, EventResource
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
 from ipscheduler.kube.events import EventRecorder
-from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
+from ipscheduler.kube.informer import EventHandler, ObjectStore, PendingPodEvents
 
 log = logging.getLogger(__name__)
 
@@ -115,15 +117,19 @@ class EventHandlers:
         pending_pods: PendingPodEvents,
         bound_pods: ObjectStore[PodInfo],
         nodes: ObjectStore[NodeInfo],
+        volumes: Mapping[EventResource, ObjectStore[Any]] | None = None,
     ) -> None:
         """Subscribe to the events the scheduler needs: our pending pods
         (:meth:`on_pod_event`), bound pods (:meth:`on_bound_pod_event`) and their
-        informer's re-LISTs (:meth:`on_informer_relisted`), and nodes
-        (:meth:`on_node_event`)."""
+        informer's re-LISTs (:meth:`on_informer_relisted`), nodes (:meth:`on_node_event`),
+        and the storage informers of ``volumes`` (resource → its store:
+        :meth:`on_volume_event`)."""
         pending_pods.subscribe(self.on_pod_event)
         bound_pods.subscribe(lambda kind, uid, body, old, new: self.on_bound_pod_event(kind, old, new))
         bound_pods.on_relisted(self.on_informer_relisted)
         nodes.subscribe(lambda kind, name, body, old, new: self.on_node_event(kind, old, new))
+        for resource, store in (volumes or {}).items():
+            store.subscribe(self._volume_handler(resource))
 
     # -- pending pods (kopf) ------------------------------------------------
     def on_pod_event(self, event_type: str | None, pod: PodInfo) -> None:
@@ -376,6 +382,24 @@ class EventHandlers:
             event = events.node_update_event(old, new)
             if event is not None:
                 self.on_cluster_event(event, old, new)
+
+    # -- storage -----------------------------------------------------------
+    def _volume_handler(self, resource: EventResource) -> EventHandler[Any]:
+        def handler(kind: str | None, key: str, body: dict[str, Any], old: Any, new: Any) -> None:
+            self.on_volume_event(resource, kind, old, new)
+
+        return handler
+
+    def on_volume_event(self, resource: EventResource, event_type: str | None, old: Any, new: Any) -> None:
+        """A storage informer's change (``old``/``new``: its views, None when absent): the
+        add, update or delete event of ``resource`` for the queue
+        (:func:`~ipscheduler.framework.events.volume_event`); nothing for the first LIST (no
+        pod was rejected before it) or an unchanged object."""
+        if event_type is None:
+            return
+        event = events.volume_event(resource, old, new)
+        if event is not None:
+            self.on_cluster_event(event, old, new)
 
     def on_cluster_event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> None:
         """``event`` happened (``old``/``new``: the object before and after): the queue

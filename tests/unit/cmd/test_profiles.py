@@ -187,6 +187,10 @@ def test_the_default_plugins_fill_their_points() -> None:
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
         "UnderlayIP",
@@ -196,10 +200,11 @@ def test_the_default_plugins_fill_their_points() -> None:
         ["DefaultPreemption", "Coscheduling"],
         ["Coscheduling"],
     )
-    assert names(fw.reserve) == ["UnderlayIP", "Coscheduling"]
-    assert names(fw.pre_bind) == names(fw.post_bind) == ["UnderlayIP"]
+    assert names(fw.reserve) == ["VolumeBinding", "UnderlayIP", "Coscheduling"]
+    assert names(fw.pre_bind) == ["VolumeBinding", "UnderlayIP"]
+    assert names(fw.post_bind) == ["UnderlayIP"]
     assert names(fw.bind) == ["DefaultBinder"]
-    underlay = fw.reserve[0]
+    underlay = fw.reserve[1]
     assert isinstance(underlay, UnderlayIP)
     assert all(p is underlay for p in (fw.filter[-1], fw.score[0][0]))
 

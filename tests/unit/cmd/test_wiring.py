@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,15 @@ from ipscheduler.cmd.profiles import load_config, scores_with_network_traffic
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.pool import PoolView
-from tests.builders import config_file, pod_body, pool_body
+from tests.builders import (
+    config_file,
+    csi_node_body,
+    pod_body,
+    pool_body,
+    pv_body,
+    pvc_body,
+    storage_class_body,
+)
 
 _NO_API: Any = None  # build() makes no request
 
@@ -151,3 +160,65 @@ profiles:
     assert reader is not None and scores_with_network_traffic(c.scheduler.profile)
     reader.on_failure()
     assert c.metrics.network_traffic_failures._value.get() == 1
+
+
+@pytest.mark.parametrize(
+    ("parse", "body"),
+    [
+        pytest.param(wiring.pvc_parse, {"metadata": {"name": "c"}}, id="pvc-without-namespace"),
+        pytest.param(wiring.pv_parse, {"metadata": {}}, id="pv-without-name"),
+        pytest.param(wiring.storage_class_parse, {"metadata": {"name": 3}}, id="class-name-not-a-string"),
+        pytest.param(wiring.csi_node_parse, {"spec": {"drivers": []}}, id="csinode-without-metadata"),
+    ],
+)
+def test_the_storage_informers_leave_malformed_objects_out(parse: Any, body: dict[str, Any]) -> None:
+    assert parse(body) is None
+
+
+async def test_storage_informers_feed_the_listers_and_the_queue() -> None:
+    """The volume plugins read what the informers hold; each change after the first LIST moves
+    the queue once, a re-LIST's unchanged object not at all."""
+    c = wiring.build(RunConfig(), _NO_API, HealthState())
+    moved: list[str] = []
+
+    def move(event: ClusterEvent, old: object = None, new: object = None) -> int:
+        moved.append(event.label)
+        return 0
+
+    c.queue.move_all_to_active_or_backoff = move  # type: ignore[method-assign]
+    c.volumes.pvcs.replace_all([pvc_body("data", "team")])
+    c.volumes.pvcs.synced.set()
+    assert moved == [], "the first LIST moves nothing"
+    assert c.volumes.pvc("team", "data") is not None and c.volumes.pvc("other", "data") is None
+    c.volumes.pvcs.apply("MODIFIED", pvc_body("data", "team"))
+    c.volumes.pvcs.apply("MODIFIED", pvc_body("data", "team", volume="pv-1"))
+    c.volumes.pvs.synced.set()
+    c.volumes.pvs.apply("ADDED", pv_body("pv-1"))
+    c.volumes.classes.apply("ADDED", storage_class_body("fast"))
+    c.volumes.csi_nodes.apply("ADDED", csi_node_body("node-1", d_example=2))
+    c.volumes.csi_nodes.apply("DELETED", csi_node_body("node-1"))
+    assert c.volumes.pv("pv-1") is not None and c.volumes.storage_class("fast") is not None
+    assert c.volumes.csi_node("node-1") is None
+    assert [v.name for v in c.volumes.list_pvs()] == ["pv-1"]
+    assert moved == [
+        "PersistentVolumeClaimUpdate",
+        "PersistentVolumeAdd",
+        "StorageClassAdd",
+        "CSINodeAdd",
+        "CSINodeDelete",
+    ]
+    zone = next(p for p in c.scheduler.profile.filter if p.name == "VolumeZone")
+    assert zone.volumes is c.volumes, "the plugins read the informers' listers"
+
+
+async def test_the_cache_waits_for_the_storage_informers() -> None:
+    c = wiring.build(RunConfig(), _NO_API, HealthState())
+    for store in (c.nodes, c.bound_pods, c.namespaces, c.pools):
+        store.synced.set()
+    task = asyncio.create_task(wiring._ready_when_synced(c))
+    await asyncio.sleep(0)
+    assert not c.cache.ready.is_set()
+    for store in c.volumes.by_resource().values():
+        store.synced.set()
+    await asyncio.wait_for(task, 1)
+    assert c.cache.ready.is_set()

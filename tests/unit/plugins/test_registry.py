@@ -33,9 +33,13 @@ IN_TREE = [
     "NodeResourcesFit",
     "NodeResourcesLeastAllocated",
     "NodeUnschedulable",
+    "NodeVolumeLimits",
     "PodTopologySpread",
     "PrioritySort",
     "TaintToleration",
+    "VolumeBinding",
+    "VolumeRestrictions",
+    "VolumeZone",
 ]
 
 
@@ -66,6 +70,6 @@ def test_every_in_tree_plugin_that_can_reject_registers_events() -> None:
     rejecting = [
         p for p in plugins if isinstance(p, (PreFilterPlugin, FilterPlugin, ReservePlugin, PermitPlugin))
     ]
-    assert len(rejecting) == 9, [p.name for p in rejecting]
+    assert len(rejecting) == 13, [p.name for p in rejecting]
     for plugin in rejecting:
         assert isinstance(plugin, EnqueueExtensions) and plugin.events_to_register(), plugin.name
