@@ -28,6 +28,15 @@ def check_after(kubectl: Kubectl) -> Iterator[None]:
     assert_check_clean(kubectl)
 
 
+NO_FREE_NO_VICTIMS = (
+    "0/3 nodes are available: 3 node(s) had no free underlay IPs. "
+    "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
+)
+"""kube-scheduler's message when every node is out of addresses and no pod there has a lower
+priority (the preemption part, double stop included, is upstream's)."""
+NOT_HELPFUL = "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."
+"""The preemption part when every node was rejected for a reason preemption cannot change."""
+
 POOL_RANGES = {f"node-{i}": f"10.0.{i}.10-10.0.{i}.19" for i in (1, 2, 3)}
 
 
@@ -88,12 +97,12 @@ def test_35_replicas_on_3_nodes_x_10_addresses(
 
         cond = wait_for(f"PodScheduled condition on {name}", condition, timeout=30)
         assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
-        assert cond["message"] == "0/3 nodes are available: 3 node(s) had no free underlay IPs."
+        assert cond["message"] == NO_FREE_NO_VICTIMS
         evs = wait_for(
             "FailedScheduling event", lambda n=name: events_for(kubectl, ns, n, "FailedScheduling")
         )
         assert evs[0]["type"] == "Warning"
-        assert evs[0]["message"] == "0/3 nodes are available: 3 node(s) had no free underlay IPs."
+        assert evs[0]["message"] == NO_FREE_NO_VICTIMS
         assert len(evs) == 1, "events must be deduplicated (count bumped), not one per retry"
 
     name = running[0]["metadata"]["name"]
@@ -186,7 +195,7 @@ def test_taints_and_node_selector_are_respected(
         ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "nowhere", "FailedScheduling"))
         assert ev[0]["message"] == (
             "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
-            "2 node(s) didn't match Pod's node affinity/selector."
+            "2 node(s) didn't match Pod's node affinity/selector. " + NOT_HELPFUL
         )
     finally:
         kubectl("taint", "node", "node-3", "dedicated=infra:NoSchedule-")
@@ -240,13 +249,14 @@ def test_pods_use_only_the_pools_they_name_and_their_namespace_may_use(
     ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "reserved-node", "FailedScheduling"))
     assert ev[0]["message"] == (
         "0/3 nodes are available: 1 node(s) had no NodeIPPool the pod may use, "
-        "2 node(s) didn't match Pod's node affinity/selector."
+        "2 node(s) didn't match Pod's node affinity/selector. " + NOT_HELPFUL
     )
     kubectl("delete", "pod", "-n", ns, "reserved-node", "--wait=true")
     kubectl.create(_with_pools("typo", "genral"), ns)
     ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "typo", "FailedScheduling"))
     assert ev[0]["message"] == (
-        "0/3 nodes are available: NodeIPPool(s) genral named by ipscheduler.io/pools do not exist."
+        "0/3 nodes are available: NodeIPPool(s) genral named by ipscheduler.io/pools do not exist. "
+        "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
     )
     pools.create("genral", "node-3", ["10.33.4.10-10.33.4.11"])  # the pool appears: the pod is retried
     wait_for("typo bound", lambda: _pod(kubectl, ns, "typo")["spec"].get("nodeName") == "node-3")

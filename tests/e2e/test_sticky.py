@@ -222,7 +222,9 @@ def test_two_active_schedulers_never_hand_a_retained_address_to_another_pod(
     kubectl.create(intruder, ns)
     ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "intruder", "FailedScheduling"))
     assert ev[0]["message"] == (
-        "0/3 nodes are available: 1 node(s) had no free underlay IPs, 2 node(s) had no NodeIPPool."
+        "0/3 nodes are available: 1 node(s) had no free underlay IPs, 2 node(s) had no NodeIPPool. "
+        "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+        "2 Preemption is not helpful for scheduling.."
     )
     time.sleep(3)
     assert placed_pod(kubectl, ns, "intruder") is None

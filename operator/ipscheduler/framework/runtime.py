@@ -344,17 +344,21 @@ class Framework:
     ) -> tuple[PostFilterResult | None, Status]:
         """PostFilter plugins in order, when no node fits (``RunPostFilterPlugins``).
 
-        The first success (or Error) ends the run and is returned with its result;
+        Each plugin gets every rejected node's status, or the PreFilter's for every node
+        (upstream's absent-nodes status). The first success (or Error) ends the run;
         Unschedulable results let the next plugin try and are returned merged if none
         succeeds (no plugins: an Unschedulable status without reasons), with the last
         result a plugin gave (e.g. preemption clearing a stale nomination).
         """
         reasons: list[str] = []
         result: PostFilterResult | None = None
+        statuses: Mapping[str, Status] = diagnosis.node_to_status
+        if diagnosis.pre_filter is not None:  # upstream: every node gets the PreFilter's status
+            statuses = dict.fromkeys(self.nodes, diagnosis.pre_filter)
         started = time.perf_counter()
         for plugin in self.post_filter:
             t0 = time.perf_counter()
-            got, st = await plugin.post_filter(state, pod, diagnosis.node_to_status)
+            got, st = await plugin.post_filter(state, pod, statuses)
             self._plugin(state, plugin.name, "PostFilter", t0, st)
             if st.is_success() or not st.is_rejected():
                 self._point("PostFilter", started, st)
