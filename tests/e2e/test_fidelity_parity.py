@@ -1,4 +1,5 @@
-"""Differential test of preemption: ip-scheduler preempts as the real kube-scheduler does.
+"""Differential tests of preemption and volumes: ip-scheduler decides as the real
+kube-scheduler does where scheduler mode must not be the lesser product.
 
 Two mirrored worlds of three nodes (4 CPUs, two underlay addresses each): world ``a`` is
 scheduled by kube-scheduler (same release) with the addresses as the extended resource
@@ -9,6 +10,12 @@ PodDisruptionBudgets, then creates the same preemptor(s) in both worlds. Both sc
 must evict the same victims (by name) and bind each preemptor to the same node index, or
 leave it Pending with nothing evicted; and both must match what kube-scheduler's rules
 give for the case (written in the table). A disagreement prints the case.
+
+Volumes: in the same worlds, pods with a claim of a ``WaitForFirstConsumer`` class, over
+local PersistentVolumes (static, no provisioner) or over a provisioner that honours
+``volume.kubernetes.io/selected-node`` (the test plays it: it creates the local volume on
+the selected node), must land on the same node index in both worlds, or stay Pending in
+both.
 """
 
 from __future__ import annotations
@@ -159,7 +166,14 @@ def worlds(
 
 
 def _pod(
-    ns: str, w: str, name: str, priority: str, cpu: str, labels: dict[str, str], **select: str
+    ns: str,
+    w: str,
+    name: str,
+    priority: str,
+    cpu: str,
+    labels: dict[str, str],
+    claim: str = "",
+    **select: str,
 ) -> dict[str, Any]:
     requests: dict[str, str] = {"cpu": cpu, "memory": "64Mi"}
     spec: dict[str, Any] = {
@@ -170,6 +184,8 @@ def _pod(
             {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": requests}}
         ],
     }
+    if claim:
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"{claim}-{w}"}}]
     if w == "a":
         requests[UNDERLAY] = "1"
         spec["containers"][0]["resources"]["limits"] = {UNDERLAY: "1"}
@@ -302,3 +318,156 @@ def test_same_preemptions_as_kube_scheduler(kubectl: Kubectl, worlds: dict[str, 
 
 def _show(outcome: tuple[tuple[int | None, ...], frozenset[str]]) -> dict[str, Any]:
     return {"nodes": list(outcome[0]), "evicted": sorted(outcome[1])}
+
+
+# --------------------------------------------------------------------------- volumes
+STATIC = "static"
+PROVISIONED = "provisioned"
+PROVISIONER = "example.com/ipscheduler-e2e"
+
+
+@dataclass(frozen=True)
+class VolumeCase:
+    """Local volumes (node index, size) made in both worlds, the class the claim asks for,
+    the claim's size, and where kube-scheduler's rules put the pod (None: Pending)."""
+
+    volumes: tuple[tuple[int, str], ...]
+    klass: str
+    size: str
+    want: int | None
+
+
+VOLUME_CASES = {
+    "the only fitting static volume": VolumeCase(((1, "1Gi"), (2, "512Mi")), STATIC, "1Gi", 1),
+    "no static volume big enough": VolumeCase(((0, "1Gi"),), STATIC, "5Gi", None),
+    "provisioned where the class allows": VolumeCase((), PROVISIONED, "1Gi", 2),
+}
+
+
+def _local_pv(
+    name: str, node: str, size: str, klass: str, claim: tuple[str, str, str] | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "capacity": {"storage": size},
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": klass,
+        "persistentVolumeReclaimPolicy": "Delete",
+        "local": {"path": f"/mnt/{name}"},
+        "nodeAffinity": {
+            "required": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                        ]
+                    }
+                ]
+            }
+        },
+    }
+    if claim is not None:
+        spec["claimRef"] = {"namespace": claim[0], "name": claim[1], "uid": claim[2]}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.fixture(scope="module")
+def classes(kubectl: Kubectl, worlds: dict[str, Any]) -> Iterator[dict[str, str]]:
+    """The two WaitForFirstConsumer classes: without a provisioner, and with one whose
+    allowedTopologies admit only node index 2 (label ``pre-index``)."""
+    ns = worlds["ns"]
+    names = {STATIC: f"{ns}-static", PROVISIONED: f"{ns}-provisioned"}
+    kubectl.apply(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": names[STATIC]},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    )
+    kubectl.apply(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": names[PROVISIONED]},
+            "provisioner": PROVISIONER,
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": "pre-index", "values": ["2"]}]}],
+        }
+    )
+    yield names
+    kubectl.run("delete", "storageclass", *names.values(), "--ignore-not-found", check=False)
+
+
+def _provision(kubectl: Kubectl, ns: str, klass: str, made: list[str]) -> None:
+    """Play the provisioner once: a local volume on the selected node for each claim of
+    ``klass`` that has one and no volume yet (what an external provisioner does)."""
+    for claim in kubectl.json("get", "pvc", "-n", ns)["items"]:
+        meta, spec = claim["metadata"], claim["spec"]
+        node = (meta.get("annotations") or {}).get("volume.kubernetes.io/selected-node")
+        name = f"pv-{meta['uid']}"
+        if spec.get("storageClassName") != klass or not node or spec.get("volumeName") or name in made:
+            continue
+        size = spec["resources"]["requests"]["storage"]
+        kubectl.apply(_local_pv(name, node, size, klass, (ns, meta["name"], meta["uid"])))
+        made.append(name)
+
+
+def _failed(kubectl: Kubectl, ns: str, name: str) -> bool:
+    events = kubectl.json(
+        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name},reason=FailedScheduling"
+    )["items"]
+    return bool(events)
+
+
+@pytest.mark.parametrize("name", list(VOLUME_CASES))
+def test_same_volume_decisions_as_kube_scheduler(
+    kubectl: Kubectl, worlds: dict[str, Any], classes: dict[str, str], name: str
+) -> None:
+    case, ns = VOLUME_CASES[name], worlds["ns"]
+    klass = classes[case.klass]
+    volumes: list[str] = []
+    try:
+        for w in WORLDS:
+            for i, size in case.volumes:
+                pv = f"{ns}-{w}-{i}-{size.lower()}"
+                kubectl.apply(_local_pv(pv, worlds["world"][w][i], size, klass))
+                volumes.append(pv)
+            kubectl.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": f"data-{w}"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": klass,
+                        "resources": {"requests": {"storage": case.size}},
+                    },
+                },
+                ns,
+            )
+            kubectl.create(_pod(ns, w, "app", "p100", "100m", {"role": "app"}, claim="data"), ns)
+
+        def decided() -> dict[str, int | None] | None:
+            if case.klass == PROVISIONED:
+                _provision(kubectl, ns, klass, volumes)
+            out: dict[str, int | None] = {}
+            for w in WORLDS:
+                pod = kubectl.json("get", "pod", f"app-{w}", "-n", ns)
+                if pod["spec"].get("nodeName"):
+                    out[w] = _node_index(kubectl, pod)
+                elif case.want is None and _failed(kubectl, ns, f"app-{w}"):
+                    out[w] = None
+                else:
+                    return None
+            return out
+
+        got = wait_for(f"{name}: decided in both worlds", decided, timeout=90, interval=0.5)
+    finally:
+        kubectl("delete", "pods", "--all", "-n", ns, "--wait=true", "--timeout=120s")
+        kubectl.run("delete", "pvc", "--all", "-n", ns, "--wait=true", "--timeout=60s", check=False)
+        kubectl.run("delete", "pv", *volumes, "--ignore-not-found", "--wait=false", check=False)
+    report = json.dumps(
+        {"case": name, "kube-scheduler": got["a"], "ip-scheduler": got["b"], "rules": case.want}
+    )
+    assert got["a"] == got["b"] == case.want, report
