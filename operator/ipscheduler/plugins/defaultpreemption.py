@@ -223,7 +223,9 @@ class DefaultPreemption:
     async def plan(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> Plan:
         """What preemption would do for ``pod`` (steps 1-4 of the module doc), without
         acting: ``explain`` shows it. Reads the PodDisruptionBudgets through the handle's
-        client (none without one); an API error is an Error plan."""
+        client (none without one), one LIST, only when some candidate node has a pod of
+        lower priority (a pod that can preempt nothing costs no API call); an API error is
+        an Error plan."""
         eligible, why = self.eligible(pod, statuses)
         if not eligible:
             return Plan(Status.unschedulable(why, plugin=NAME))
@@ -236,10 +238,12 @@ class DefaultPreemption:
         node_statuses: dict[str, Status] = {}
         candidates: list[tuple[Candidate, tuple[PodInfo, ...]]] = []
         if potential:
-            try:
-                budgets = await self._budgets()
-            except Exception as e:
-                return Plan(Status.error(f"listing PodDisruptionBudgets: {e!r}", plugin=NAME))
+            budgets: list[DisruptionBudget] = []
+            if any(p.priority < pod.priority for n in potential for p in n.pods):  # else no victims: no LIST
+                try:
+                    budgets = await self._budgets()
+                except Exception as e:
+                    return Plan(Status.error(f"listing PodDisruptionBudgets: {e!r}", plugin=NAME))
             candidates, node_statuses = self.dry_run(state, pod, potential, budgets)
         if not candidates:
             not_helpful = Status.unresolvable(MSG_NOT_HELPFUL, plugin=NAME)

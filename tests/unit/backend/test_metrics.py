@@ -146,3 +146,15 @@ async def test_metrics_are_503_until_a_registry_is_attached() -> None:
         assert (await client.get("/metrics")).status == 503
         state.metrics = scraped()
         assert (await client.get("/metrics")).status == 200
+
+
+def test_preemption_series_are_upstreams() -> None:
+    m = scraped()
+    m.observe_preemption_attempt()
+    m.observe_preemption_attempt()
+    m.observe_preemption_victims(3)
+    text = m.exposition().decode()
+    assert "scheduler_preemption_attempts_total 2.0" in text
+    assert 'scheduler_preemption_victims_bucket{le="2.0"} 0.0' in text
+    assert 'scheduler_preemption_victims_bucket{le="4.0"} 1.0' in text
+    assert 'scheduler_preemption_victims_bucket{le="64.0"} 1.0' in text

@@ -352,3 +352,21 @@ def test_args_validation() -> None:
         DefaultPreemptionArgs(minCandidateNodesPercentage=0, minCandidateNodesAbsolute=0)
     plugin = DefaultPreemption(PluginHandle(binder=None), DefaultPreemptionArgs(minCandidateNodesAbsolute=2))  # type: ignore[arg-type]
     assert [plugin.num_candidates(n) for n in (1, 10, 100)] == [1, 2, 10]
+
+
+@dataclass
+class CountingClient(FakeClient):
+    lists: int = 0
+
+    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
+        self.lists += 1
+        return self.budgets
+
+
+def test_a_pod_that_can_preempt_nothing_costs_no_api_call() -> None:
+    client = CountingClient()
+    fw = profile(client)
+    run(fw, pod_info("equal", priority=0), [full("a", low("v", 0))])
+    assert client.lists == 0
+    run(fw, HIGH, [full("a", low("v", 0))])
+    assert client.lists == 1

@@ -415,3 +415,25 @@ def test_check_names_the_tenancy_rule_of_a_pod_not_adopted_and_of_an_allocation(
     assert got == (
         [] if not expected else [f"pool pool-a: ns/a (u1): the pod may not use the pool: {expected}"]
     )
+
+
+@pytest.mark.parametrize(
+    ("holder", "expected"),
+    [
+        pytest.param(pod("hi", "hi", node=None, phase="Pending"), [], id="held while the victim terminates"),
+        pytest.param(
+            pod("hi", "hi", node="node-b", phase="Running"),
+            ["pool pool-a: ns/hi (hi): Nominated, but its pod is bound to node-b"],
+            id="the pod is bound elsewhere",
+        ),
+    ],
+)
+def test_a_nominated_place_over_a_full_pool(holder: dict[str, Any], expected: list[str]) -> None:
+    victim = pod("v", "v", pool_name="pool-a", ip="10.0.0.1")
+    allocations = {
+        "v": alloc("10.0.0.1", pod="ns/v"),
+        "hi": builders.alloc(None, pod="ns/hi", phase="Nominated"),
+    }
+    status = {"capacity": 1, "allocated": 2, "free": 0}
+    body = pool(addresses=["10.0.0.1"], allocations=allocations, status=status)
+    assert find_violations([body], [victim, holder]) == expected
