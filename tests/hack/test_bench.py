@@ -152,3 +152,42 @@ def test_the_running_phase_is_not_in_the_default_phases() -> None:
     assert "running" in bench.PHASES
     assert "running" not in bench.DEFAULT_PHASES
     assert set(bench.DEFAULT_PHASES) == set(bench.PHASES) - {"running"}
+
+
+def test_the_contended_phases_run_by_default_after_the_backlogs() -> None:
+    order = list(bench.PHASES)
+    assert {"contended-ours", "contended-kube50", "contended-kube1000"} <= set(bench.DEFAULT_PHASES)
+    assert order.index("backlog-kube1000") < order.index("contended-ours") < order.index("failover")
+
+
+@pytest.mark.parametrize(
+    ("rows", "want"),
+    [
+        pytest.param(
+            [
+                {"phase": "backlog: ip-scheduler", "drain_pods_per_s": 60.0},
+                {"phase": "contended: ip-scheduler", "drain_pods_per_s": 45.0, "contending_lists": 120},
+                {"phase": "backlog: kube-scheduler (qps 1000)", "drain_pods_per_s": 200.0},
+                {
+                    "phase": "contended: kube-scheduler (qps 1000)",
+                    "drain_pods_per_s": 190.0,
+                    "contending_lists": 9,
+                },
+            ],
+            [
+                "contended: ip-scheduler drains at 75 % of its uncontended rate "
+                "(45.0 against 60.0 pods/s, 120 LISTs)",
+                "contended: kube-scheduler (qps 1000) drains at 95 % of its uncontended rate "
+                "(190.0 against 200.0 pods/s, 9 LISTs)",
+            ],
+            id="both schedulers",
+        ),
+        pytest.param(
+            [{"phase": "contended: ip-scheduler", "drain_pods_per_s": 45.0}],
+            [],
+            id="no uncontended row to compare",
+        ),
+    ],
+)
+def test_contention_summary(rows: list[dict[str, Any]], want: list[str]) -> None:
+    assert bench.contention_summary(rows) == want
