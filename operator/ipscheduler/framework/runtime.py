@@ -286,15 +286,18 @@ class Framework:
         ``pkg/scheduler/framework/runtime/framework.go``: a pod must fit both ways, as the
         nominated pods may or may not land there)."""
         filters = self._active_filters(state)
-        if not self._nominated_here(pod, node):
-            return self._filter(filters, state, pod, node)
-        return self._filter_with_nominated_pods(filters, state, pod, node)
+        if self._nominated_here(pod, node):
+            st = self._filter_with_nominated_pods(filters, state, pod, node)
+            if not st.is_success():
+                return st
+        return self._filter(filters, state, pod, node)
 
     def _filter_with_nominated_pods(
         self, filters: Sequence[FilterPlugin], state: CycleState, pod: PodInfo, node: NodeInfo
     ) -> Status:
-        """:meth:`run_filters_with_nominated_pods` for a node with such pods (upstream
-        ``addGENominatedPods``)."""
+        """The filters on ``node`` with its nominated pods of at least ``pod``'s priority
+        counted (upstream ``addGENominatedPods``), on a clone of ``state``; the run without
+        them is the caller's (find_feasible has made it already)."""
         with_them, cloned = node, state.clone()
         for other in self.nominated_pods_for_node(node.name):
             if other.priority >= pod.priority and other.uid != pod.uid:
@@ -302,10 +305,7 @@ class Framework:
                 st = self.run_pre_filter_extension_add_pod(cloned, pod, other, with_them)
                 if not st.is_success():
                     return st
-        st = self._filter(filters, cloned, pod, with_them)
-        if not st.is_success():
-            return st
-        return self._filter(filters, state, pod, node)
+        return self._filter(filters, cloned, pod, with_them)
 
     @staticmethod
     def _filter(filters: Sequence[FilterPlugin], state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
