@@ -52,6 +52,12 @@ def pod_body(name: str, node: str = "") -> dict[str, Any]:
 def world(nodes: int, capacity: int, bound: int) -> tuple[Framework, Snapshot]:
     """The default profile over ``nodes`` nodes with a pool of ``capacity`` addresses each
     and ``bound`` pods placed round-robin; returns the profile and the cache's snapshot."""
+    fw, cache = world_and_cache(nodes, capacity, bound)
+    return fw, cache.snapshot()
+
+
+def world_and_cache(nodes: int, capacity: int, bound: int) -> tuple[Framework, Cache]:
+    """:func:`world`, returning the node cache instead of its snapshot."""
     cache = Cache()
     pools: dict[str, list[PoolView]] = {}
     for i in range(nodes):
@@ -80,7 +86,7 @@ def world(nodes: int, capacity: int, bound: int) -> tuple[Framework, Snapshot]:
     cache.ready.set()
     pool_cache = PoolCache(cache)
     pool_cache.attach(pools)
-    return build_profile(UnderlayIPDeps(pool_cache, None)), cache.snapshot()  # type: ignore[arg-type]
+    return build_profile(UnderlayIPDeps(pool_cache, None)), cache  # type: ignore[arg-type]
 
 
 def cycle(fw: Framework, pod: PodInfo, snapshot: Snapshot) -> int:
@@ -91,6 +97,22 @@ def cycle(fw: Framework, pod: PodInfo, snapshot: Snapshot) -> int:
     return len(feasible)
 
 
+def placing_cycles(fw: Framework, cache: Cache, cycles: int) -> list[str]:
+    """``cycles`` cycles of pods of one shape, each assumed on its best node as the scheduler
+    does (so that node is rebuilt in the next snapshot); returns the nodes chosen."""
+    chosen: list[str] = []
+    for i in range(cycles):
+        pod = PodInfo.from_obj(pod_body(f"incoming-{i}"))
+        snapshot = cache.snapshot()
+        state = CycleState()
+        feasible, _ = fw.find_feasible(state, pod, snapshot)
+        totals = fw.total_scores(fw.run_scores(state, pod, feasible), feasible)
+        best = max(feasible, key=lambda n: totals[n.name]).name
+        cache.assume_pod(PodInfo.from_obj(pod_body(f"incoming-{i}", best)).lean())
+        chosen.append(best)
+    return chosen
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=1000)
@@ -98,7 +120,21 @@ def main() -> int:
     p.add_argument("--bound", type=int, default=0, help="pods already bound, spread over the nodes")
     p.add_argument("--cycles", type=int, default=200)
     p.add_argument("--profile", help="write a cProfile of the cycles to this file")
+    p.add_argument(
+        "--place",
+        action="store_true",
+        help="place each cycle's pod on its best node (a new pod each time, one node rebuilt per "
+        "cycle, as in the scheduler) instead of scoring one pod on an unchanged snapshot",
+    )
     args = p.parse_args()
+    if args.place:
+        fw, cache = world_and_cache(args.nodes, args.capacity, args.bound)
+        placing_cycles(fw, cache, 1)
+        started = time.process_time()
+        placing_cycles(fw, cache, args.cycles)
+        ms = (time.process_time() - started) / args.cycles * 1000
+        print(f"{args.nodes} nodes, {args.bound} bound pods, placing: {ms:.2f} CPU ms/cycle")
+        return 0
     fw, snapshot = world(args.nodes, args.capacity, args.bound)
     pod = PodInfo.from_obj(pod_body("incoming"))
     feasible = cycle(fw, pod, snapshot)

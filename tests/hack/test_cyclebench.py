@@ -20,3 +20,14 @@ def test_the_cycle_benchmark_schedules_its_pod(nodes: int, bound: int, feasible:
     pod = PodInfo.from_obj(cyclebench.pod_body("incoming"))
     assert cyclebench.cycle(fw, pod, snapshot) == feasible
     assert sum(len(n.pods) for n in snapshot.values()) == bound
+
+
+def test_placing_cycles_assume_each_pod_on_a_feasible_node() -> None:
+    """``--place``: each cycle's pod is assumed on the node it scored best on, so that node
+    is rebuilt with the pod in the next snapshot, as in the scheduler."""
+    fw, cache = cyclebench.world_and_cache(20, capacity=3, bound=0)
+    chosen = cyclebench.placing_cycles(fw, cache, 5)
+    snapshot = cache.snapshot()
+    assert set(chosen) <= set(snapshot)
+    assert sum(len(n.pods) for n in snapshot.values()) == 5
+    assert {p.name for p in snapshot[chosen[-1]].pods} >= {"incoming-4"}

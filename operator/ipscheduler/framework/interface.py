@@ -19,7 +19,7 @@ handle, the what-if runs preemption makes and the cluster events side by side.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
@@ -351,6 +351,20 @@ class PreFilterExtensions(Protocol):
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Return success if ``pod`` may run on ``node``, else Unschedulable with a reason."""
+
+
+@runtime_checkable
+class NodeLocal(Protocol):
+    """A Filter or Score plugin whose result on a node depends on nothing but the
+    :class:`NodeInfo` object and what :meth:`node_local_key` returns for the pod (its args
+    are fixed per plugin instance): the framework may reuse a result for an unchanged node
+    and a pod of the same shape (:mod:`ipscheduler.framework.nodememo`). Not upstream's:
+    kube-scheduler recomputes every cycle."""
+
+    def node_local_key(self, pod: PodInfo) -> Hashable | None:
+        """A hashable, compared by value, of every part of ``pod`` (and of what its PreFilter
+        or PreScore derives from ``pod`` alone) that this plugin's Filter and Score read;
+        None when this pod's result may depend on more (then nothing is reused)."""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,10 @@ rejection per node; PostFilter runs when none fits; a PreScore Skip leaves that 
 Score out; scores are normalized per plugin and summed with weights; Reserve failures run
 Unreserve on every Reserve plugin in reverse order; Bind plugins are tried until one does
 not return Skip; PreBind, Bind and PostBind are one binding cycle.
+
+Size: one class, as upstream's ``frameworkImpl`` runs every extension point in one
+``framework.go``: the scheduling cycle (with the nominated pods, the node-local memos and
+the what-if runs preemption makes) reads as one walk through the points.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ipscheduler.framework.diagnosis import Diagnosis as Diagnosis  # noqa: PLC0414 (re-exported)
@@ -45,6 +49,7 @@ from ipscheduler.framework.interface import (
     ScorePlugin,
     Status,
 )
+from ipscheduler.framework.nodememo import NodeMemo, node_local_key
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.framework.waiting import WaitingPods
 
@@ -122,6 +127,11 @@ class Framework:
     nodes: Mapping[str, NodeInfo] = field(default_factory=dict, compare=False)
     """The nodes of the current cycle, as the last :meth:`find_feasible` got them (upstream
     ``SnapshotSharedLister``: PostFilter reads them)."""
+    memoize: bool = field(default=True, compare=False)
+    """Reuse node-local Filter and Score results for unchanged nodes and pods of the same
+    shape (:mod:`ipscheduler.framework.nodememo`); tests turn it off to compare."""
+    filter_memo: NodeMemo[Status] = field(default_factory=NodeMemo, compare=False, repr=False)
+    score_memo: NodeMemo[tuple[int, ...]] = field(default_factory=NodeMemo, compare=False, repr=False)
 
     def set_pod_activator(self, activator: PodActivator) -> None:
         """Where the plugins' ``handle.activate`` moves pods: the scheduling queue (upstream
@@ -193,14 +203,23 @@ class Framework:
             if self.recorder is not None and state.record_plugin_metrics
             else None
         )
+        head, sid = self._node_local_head(filters, pod) if timed is None else (0, -1)
+        rest = filters[head:]
         for i in range(total):
             node = all_nodes[(start + i) % total]
             processed += 1
-            st = (
-                self._filter(filters, state, pod, node)
-                if timed is None
-                else self._timed_filter(filters, state, pod, node, timed)
-            )
+            if sid >= 0:
+                kept = self.filter_memo.get(node, sid)
+                if kept is None:
+                    kept = self._filter(filters[:head], state, pod, node)
+                    self.filter_memo.put(node, sid, kept)
+                st = kept
+                if st.code is Code.SUCCESS and rest:
+                    st = self._filter(rest, state, pod, node)
+            elif timed is None:
+                st = self._filter(filters, state, pod, node)
+            else:
+                st = self._timed_filter(filters, state, pod, node, timed)
             if st.is_success() and self._nominated_here(pod, node):
                 st = self._filter_with_nominated_pods(filters, state, pod, node)
             if st.is_success():
@@ -217,6 +236,20 @@ class Framework:
             for name, seconds in (timed or {}).items():
                 self.recorder.observe_plugin(name, "Filter", outcome.code.value, seconds)
         return feasible, diagnosis
+
+    def _node_local_head(self, filters: Sequence[FilterPlugin], pod: PodInfo) -> tuple[int, int]:
+        """How many of ``filters``, from the first, are node-local for ``pod``, and the memo
+        shape id of their keys (``(0, -1)``: none, or the memo is off)."""
+        keys: list[Hashable] = []
+        for plugin in filters if self.memoize else ():
+            key = node_local_key(plugin, pod)
+            if key is None:
+                break
+            keys.append((plugin.name, key))
+        if not keys:
+            return 0, -1
+        self.filter_memo.prune(self.nodes)
+        return len(keys), self.filter_memo.shape(tuple(keys))
 
     def queueing_hints(self) -> list[tuple[str, ClusterEventWithHint]]:
         """Every plugin that can reject a pod (PreFilter, Filter, Reserve, Permit) with the
@@ -389,26 +422,54 @@ class Framework:
                 skip.add(pre.name)
         self._point("PreScore", started)
         started = time.perf_counter()
-        for plugin, _ in self.score:
-            if plugin.name in skip:
-                continue
+        active = [p for p, _ in self.score if p.name not in skip]
+        local = {} if state.record_plugin_metrics else self._node_local_scores(state, pod, nodes, active)
+        for plugin in active:
             t0 = time.perf_counter()
-            scores = {n.name: plugin.score(state, pod, n) for n in nodes}
+            scores = local.get(plugin.name) or {n.name: plugin.score(state, pod, n) for n in nodes}
             plugin.normalize_score(state, pod, scores)
             self._plugin(state, plugin.name, "Score", t0, None)
-            for name, s in scores.items():
-                if not 0 <= s <= MAX_NODE_SCORE:
-                    raise ValueError(f"plugin {plugin.name} gave node {name} score {s} outside 0..100")
+            if scores and not 0 <= min(scores.values()) <= max(scores.values()) <= MAX_NODE_SCORE:
+                name, s = next((k, v) for k, v in scores.items() if not 0 <= v <= MAX_NODE_SCORE)
+                raise ValueError(f"plugin {plugin.name} gave node {name} score {s} outside 0..100")
             out[plugin.name] = scores
         self._point("Score", started)
         return out
+
+    def _node_local_scores(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], plugins: Sequence[ScorePlugin]
+    ) -> dict[str, dict[str, int]]:
+        """The raw scores (before NormalizeScore) of the node-local ``plugins`` for ``pod``:
+        plugin name → node name → score, reused per node object and pod shape
+        (:attr:`score_memo`); plugins that are not node-local for ``pod`` are absent."""
+        keyed = [(p, node_local_key(p, pod)) for p in plugins] if self.memoize and nodes else []
+        local = [p for p, key in keyed if key is not None]
+        if not local:
+            return {}
+        memo = self.score_memo
+        memo.prune(self.nodes)
+        sid = memo.shape(tuple((p.name, key) for p, key in keyed if key is not None))
+        columns: list[dict[str, int]] = [{} for _ in local]
+        for n in nodes:
+            got = memo.get(n, sid)
+            if got is None:
+                got = tuple(p.score(state, pod, n) for p in local)
+                memo.put(n, sid, got)
+            for column, score in zip(columns, got, strict=True):
+                column[n.name] = score
+        return {p.name: column for p, column in zip(local, columns, strict=True)}
 
     def total_scores(
         self, per_plugin: dict[str, dict[str, int]], nodes: Sequence[NodeInfo]
     ) -> dict[str, int]:
         """Weighted sum of :meth:`run_scores` output per node."""
         weights = {p.name: w for p, w in self.score}
-        return {n.name: sum(weights[p] * s[n.name] for p, s in per_plugin.items()) for n in nodes}
+        totals = dict.fromkeys((n.name for n in nodes), 0)
+        for plugin, scores in per_plugin.items():
+            weight = weights[plugin]
+            for name in totals:
+                totals[name] += weight * scores[name]
+        return totals
 
     async def run_reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Reserve plugins in order; on failure unreserve all of them and return the failure."""

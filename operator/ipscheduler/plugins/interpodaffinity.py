@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -515,6 +515,13 @@ class InterPodAffinity:
                 for w in ex_terms.preferred_anti_affinity:
                     add(w.term, -w.weight, pod, own_ns, node)
         return out
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        """Skip when PreFilter's pass found no topology score for any pair: every node would
+        score 0 after NormalizeScore, so the totals are the same without this plugin (upstream
+        runs it and sums the zeros). Success otherwise, or when PreFilter did not run."""
+        s = state.get(_PRE_SCORE_KEY)
+        return Status.skip() if isinstance(s, _PreScoreState) and not s.topology_score else Status.success()
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Sum of the topology scores of ``node``'s label pairs (negative for anti-affinity)."""

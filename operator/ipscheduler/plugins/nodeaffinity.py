@@ -25,7 +25,7 @@ the matching rules of
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import (
@@ -36,6 +36,7 @@ from ipscheduler.framework.interface import (
     Status,
     default_normalize,
 )
+from ipscheduler.framework.nodememo import freeze
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.plugins.helper import match_node_selector_term, match_required_node_affinity
 
@@ -89,6 +90,11 @@ class NodeAffinity:
             else None
         )
         return Status.success() if preferred else Status.skip()
+
+    def node_local_key(self, pod: PodInfo) -> Hashable:
+        """:class:`~ipscheduler.framework.interface.NodeLocal`:
+        The pod's nodeSelector and node affinity (required for Filter, preferred for Score)."""
+        return (freeze(pod.node_selector), freeze(pod.affinity.get("nodeAffinity")))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Reject ``node`` unless it satisfies the pod's nodeSelector and required node affinity."""

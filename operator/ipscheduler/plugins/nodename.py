@@ -13,10 +13,11 @@ ORed) carries such a field; the pod may then go to any of the named nodes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import ClusterEventWithHint, CycleState, Handle, QueueingHint, Status
+from ipscheduler.framework.nodememo import freeze
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodeName"
@@ -67,6 +68,11 @@ class NodeName:
     """Filter: reject every node but the one the pod names."""
 
     name: str = NAME
+
+    def node_local_key(self, pod: PodInfo) -> Hashable:
+        """:class:`~ipscheduler.framework.interface.NodeLocal`:
+        The names the pod may run on come from its ``nodeName`` and required node affinity."""
+        return (pod.node_name, freeze(pod.affinity.get("nodeAffinity")))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Success if the pod names no node or names this one (the names are read from the

@@ -14,7 +14,7 @@ requested pod ports``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import ClusterEventWithHint, CycleState, Handle, QueueingHint, Status
@@ -39,6 +39,11 @@ class NodePorts:
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
         """Skip when the pod asks for no host port (``node_ports.go`` PreFilter)."""
         return Status.success() if pod.host_ports else Status.skip()
+
+    def node_local_key(self, pod: PodInfo) -> Hashable:
+        """:class:`~ipscheduler.framework.interface.NodeLocal`:
+        The pod's host ports (the node's used ports come from its pods, in the NodeInfo)."""
+        return pod.host_ports
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Success unless one of the pod's host ports conflicts with the node's used ports."""

@@ -9,6 +9,8 @@ the taints lag the condition. The rejection is plain ``Unschedulable``
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import ClusterEventWithHint, CycleState, Handle, QueueingHint, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo
@@ -22,6 +24,11 @@ class NodeReady:
     """Filter: rejects nodes that are not Ready."""
 
     name: str = NAME
+
+    def node_local_key(self, pod: PodInfo) -> Hashable:
+        """:class:`~ipscheduler.framework.interface.NodeLocal`:
+        Nothing of the pod: the node's Ready condition alone decides."""
+        return ()
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Success if ``node`` is Ready, else Unschedulable ``node(s) were not ready``."""

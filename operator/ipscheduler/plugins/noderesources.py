@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -53,6 +53,7 @@ from ipscheduler.framework.interface import (
     QueueingHint,
     Status,
 )
+from ipscheduler.framework.nodememo import freeze
 from ipscheduler.framework.quantity import to_units
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.resources import (
@@ -171,6 +172,11 @@ class NodeResourcesFit:
         """Compute the pod's request vector once per cycle (``computePodResourceRequest``)."""
         state.write(_STATE_KEY, request_units(pod.requests))
         return Status.success()
+
+    def node_local_key(self, pod: PodInfo) -> Hashable:
+        """:class:`~ipscheduler.framework.interface.NodeLocal`: the pod's requests (the node's
+        allocatable, requested and pod count are in the NodeInfo)."""
+        return freeze(pod.requests)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Reject ``node`` with one reason per insufficient resource.
@@ -314,6 +320,11 @@ class NodeResourcesLeastAllocated:
         self._node_memo[node.name] = (node, units)
         return units
 
+    def node_local_key(self, pod: PodInfo) -> Hashable:
+        """:class:`~ipscheduler.framework.interface.NodeLocal`: the pod's requests and its
+        non-zero requests."""
+        return (freeze(pod.requests), freeze(pod.nonzero_requests))
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """Weighted integer mean of :func:`least_requested_score` over the scored resources
         (``_allocation``'s rules: a scalar resource the pod does not request, or the node
@@ -350,6 +361,10 @@ class NodeResourcesBalancedAllocation:
         self.resources = _validate(resources)
         self._scalar = frozenset(r for r in self.resources if is_scalar_resource(r))
         self._state_key = f"{self.name}/pod-units"
+
+    def node_local_key(self, pod: PodInfo) -> Hashable:
+        """:class:`~ipscheduler.framework.interface.NodeLocal`: the pod's requests."""
+        return freeze(pod.requests)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         """:func:`balanced_resource_score` with the pod's actual requests added to the node's.

@@ -7,6 +7,8 @@ tolerates the taint ``node.kubernetes.io/unschedulable:NoSchedule``.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import ClusterEventWithHint, CycleState, Handle, QueueingHint, Status
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
@@ -23,6 +25,11 @@ class NodeUnschedulable:
     """Filter: rejects cordoned nodes unless the pod tolerates the unschedulable taint."""
 
     name: str = NAME
+
+    def node_local_key(self, pod: PodInfo) -> Hashable:
+        """:class:`~ipscheduler.framework.interface.NodeLocal`:
+        The pod's tolerations (of the unschedulable taint)."""
+        return pod.tolerations
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Success unless ``node`` is unschedulable and the pod lacks a matching toleration."""

@@ -14,6 +14,8 @@ Mirrors ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go``:
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from ipscheduler.framework import events
 from ipscheduler.framework.interface import (
     ClusterEventWithHint,
@@ -41,6 +43,11 @@ class TaintToleration:
     """Filter on NoSchedule/NoExecute taints; score on PreferNoSchedule taints."""
 
     name: str = NAME
+
+    def node_local_key(self, pod: PodInfo) -> Hashable:
+        """:class:`~ipscheduler.framework.interface.NodeLocal`:
+        The pod's tolerations (Filter reads NoSchedule and NoExecute ones, Score PreferNoSchedule ones)."""
+        return pod.tolerations
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Reject ``node`` if it has a NoSchedule/NoExecute taint the pod does not tolerate.

@@ -195,7 +195,7 @@ def test_the_default_plugins_fill_their_points() -> None:
         "InterPodAffinity",
         "UnderlayIP",
     ]
-    assert names(fw.pre_score) == ["NodeAffinity", "PodTopologySpread"]
+    assert names(fw.pre_score) == ["NodeAffinity", "PodTopologySpread", "InterPodAffinity"]
     assert (names(fw.post_filter), names(fw.permit)) == (
         ["DefaultPreemption", "Coscheduling"],
         ["Coscheduling"],
