@@ -421,11 +421,20 @@ async def run_phase(
 
 async def contend(core: client.CoreV1Api, done: asyncio.Event, lists: list[int]) -> None:
     """LIST every pod of the cluster every :data:`CONTEND_INTERVAL` s until ``done``, counting
-    the LISTs in ``lists[0]`` (a failed LIST is retried at the next tick)."""
+    the LISTs in ``lists[0]`` (a failed LIST is retried at the next tick).
+
+    Each body is read to its end, as a dashboard reads it (not decoded: the bench shares the
+    machine), and the connection goes back to the pool: an unread body of 5000 pods kept its
+    connection, and once the pool's were all taken the bench's own requests waited forever.
+    """
     while not done.is_set():
         started = time.monotonic()
         with contextlib.suppress(Exception):
-            await core.list_pod_for_all_namespaces(_preload_content=False)
+            response = await core.list_pod_for_all_namespaces(_preload_content=False)
+            try:
+                await response.read()
+            finally:
+                response.release()
             lists[0] += 1
         await asyncio.sleep(max(0.0, CONTEND_INTERVAL - (time.monotonic() - started)))
 

@@ -191,3 +191,38 @@ def test_the_contended_phases_run_by_default_after_the_backlogs() -> None:
 )
 def test_contention_summary(rows: list[dict[str, Any]], want: list[str]) -> None:
     assert bench.contention_summary(rows) == want
+
+
+class _Body:
+    def __init__(self) -> None:
+        self.read_through = self.released = False
+
+    async def read(self) -> bytes:
+        self.read_through = True
+        return b'{"items": []}'
+
+    def release(self) -> None:
+        self.released = True
+
+
+async def test_the_contending_client_reads_each_list_and_gives_its_connection_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unread LIST body keeps its pooled connection: with big bodies the pool ran out and
+    the large preset's contended phase never ended."""
+    monkeypatch.setattr(bench, "CONTEND_INTERVAL", 0.0)
+    done = asyncio.Event()
+    bodies: list[_Body] = []
+
+    class Core:
+        async def list_pod_for_all_namespaces(self, _preload_content: bool) -> _Body:
+            assert _preload_content is False
+            bodies.append(_Body())
+            if len(bodies) == 3:
+                done.set()
+            return bodies[-1]
+
+    lists = [0]
+    await asyncio.wait_for(bench.contend(cast(Any, Core()), done, lists), timeout=5)
+    assert lists == [3]
+    assert all(b.read_through and b.released for b in bodies)
