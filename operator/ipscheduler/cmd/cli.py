@@ -65,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         except flags.UsageError as e:
             print(f"ipscheduler: {e}", file=sys.stderr)
             return flags.EXIT_USAGE
-        with contextlib.suppress(KeyboardInterrupt):
-            return asyncio.run(runner.main(cfg))
+        with (
+            contextlib.suppress(KeyboardInterrupt),
+            asyncio.Runner(loop_factory=runner.loop_factory(args.event_loop)) as loop,
+        ):
+            return loop.run(runner.main(cfg))
         return 0
     return 2  # pragma: no cover - argparse enforces a command

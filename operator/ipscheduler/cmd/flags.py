@@ -294,6 +294,13 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         metavar="N",
         help="log verbosity, klog's levels: 2 adds binds and unschedulable attempts, 4 debug (bare -v: 4)",
     )
+    run.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default="uvloop",
+        help="the asyncio event loop: uvloop (libuv's, less CPU per event) or asyncio (the "
+        "standard library's)",
+    )
     logging_group.add_argument(
         "--logging-format",
         choices=logs.FORMATS,
@@ -302,6 +309,9 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         "pod, node, pool, uid, ip where they apply",
     )
 
+
+EVENT_LOOPS = ("uvloop", "asyncio")
+"""``--event-loop`` choices (:func:`ipscheduler.cmd.runner.loop_factory`)."""
 
 DEFAULT_EXTENDER_LISTEN = "0.0.0.0:8888"
 

@@ -7,7 +7,9 @@ development only, on ``--health-addr`` (plain HTTP, no authentication).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 from kubernetes_asyncio import client
@@ -23,6 +25,19 @@ from ipscheduler.kube.reviews import DelegatingAuth
 from ipscheduler.underlayip.metrics import UnderlayIPMetrics
 
 log = logging.getLogger(__name__)
+
+
+def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop factory of ``--event-loop`` ``name`` for :class:`asyncio.Runner`:
+    ``uvloop.new_event_loop`` for ``uvloop`` (kopf and aiohttp run on it), None (the standard
+    library's loop) for ``asyncio``. Raises ValueError for another name."""
+    if name == "uvloop":
+        import uvloop  # only the run and extender commands need it
+
+        return uvloop.new_event_loop
+    if name == "asyncio":
+        return None
+    raise ValueError(f"unknown event loop {name!r}")
 
 
 async def main(cfg: RunConfig) -> int:

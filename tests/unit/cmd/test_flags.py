@@ -415,3 +415,35 @@ def test_extender_https(tls_files: dict[str, str], argv: list[str], https: bool,
             flags.run_config(args)
     else:
         assert flags.run_config(args).extender_https is https
+
+
+@pytest.mark.parametrize(
+    ("argv", "loop_module"),
+    [
+        pytest.param((), "uvloop", id="uvloop-by-default"),
+        pytest.param(("--event-loop", "asyncio"), "asyncio", id="the-standard-librarys-on-request"),
+    ],
+)
+def test_the_event_loop_flag_picks_the_loop_the_scheduler_runs_on(
+    argv: tuple[str, ...], loop_module: str
+) -> None:
+    import asyncio
+
+    from ipscheduler.cmd import runner
+
+    args = run_args(*argv)
+    with asyncio.Runner(loop_factory=runner.loop_factory(args.event_loop)) as r:
+
+        async def which() -> str:
+            return type(asyncio.get_running_loop()).__module__.split(".")[0]
+
+        assert r.run(which()) == loop_module
+
+
+def test_an_unknown_event_loop_is_refused() -> None:
+    from ipscheduler.cmd import runner
+
+    with pytest.raises(ValueError, match="unknown event loop 'trio'"):
+        runner.loop_factory("trio")
+    with pytest.raises(SystemExit):
+        run_args("--event-loop", "trio")
