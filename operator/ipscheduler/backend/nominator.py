@@ -23,6 +23,10 @@ class Nominator:
     def __bool__(self) -> bool:
         return bool(self._node_of)
 
+    def any_nominated(self) -> bool:
+        """Whether any pod is nominated to any node."""
+        return bool(self._node_of)
+
     def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
         """The pods nominated to ``node``, in the order they were nominated."""
         pods = self._by_node.get(node)

@@ -486,6 +486,11 @@ class PodNominator(Protocol):
         """The pods nominated to ``node`` (empty when none)."""
         ...
 
+    def any_nominated(self) -> bool:
+        """Whether any pod is nominated to any node (when not, a cycle skips asking node by
+        node)."""
+        ...
+
 
 class EventRecorder(Protocol):
     """Posts Kubernetes Events (upstream ``Handle.EventRecorder``; in the process,

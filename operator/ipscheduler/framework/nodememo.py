@@ -22,7 +22,8 @@ would have returned, which the unit tests check against runs without the memo.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping
+import itertools
+from collections.abc import Hashable, Mapping
 from typing import Any, Generic, TypeVar
 
 from ipscheduler.framework.types import NodeInfo, PodInfo
@@ -30,11 +31,11 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 V = TypeVar("V")
 
 MAX_SHAPES = 1024
-"""Distinct shapes remembered; one more clears every memo (ids are then reused)."""
+"""Distinct shapes a memo remembers; one more and it starts again (with new ids)."""
 
-MAX_SHAPES_PER_NODE = 8
-"""Results kept per node object; one more clears that node's (a cluster with more
-distinct workloads than this interleaved recomputes, as without the memo)."""
+MAX_SHAPES_PER_NODE = 16
+"""Results kept per node object, Filter and Score together; one more clears them (a cluster
+with more distinct workloads than this interleaved recomputes, as without the memo)."""
 
 
 def freeze(value: Any) -> Hashable:
@@ -48,52 +49,48 @@ def freeze(value: Any) -> Hashable:
     return value  # type: ignore[no-any-return]
 
 
-class NodeMemo(Generic[V]):
-    """Results by ``(NodeInfo object, shape id)``.
+_SHAPE_IDS = itertools.count()
+"""Shape ids of every memo of the process: never reused, so a result kept on a node under
+an id that a memo forgot cannot be taken for another shape's."""
 
-    :meth:`shape` turns a key (hashable, compared by value) into a small id once per cycle;
-    :meth:`get` and :meth:`put` then cost one dict lookup each per node. A node's results
-    are dropped as soon as a different NodeInfo object for it is seen.
+
+class NodeMemo(Generic[V]):
+    """Results by ``(NodeInfo object, shape id)``, kept on the node object
+    (:attr:`~ipscheduler.framework.types.NodeInfo.memo`): a rebuilt node starts empty, and a
+    node that is gone takes its results with it.
+
+    :meth:`shape` turns a key (hashable, compared by value) into an id once per cycle;
+    :meth:`get` and :meth:`put` then cost one dict operation each per node (the framework
+    inlines :meth:`get`: ``node.memo.get(shape)``).
     """
 
     def __init__(self) -> None:
         self._shapes: dict[Hashable, int] = {}
-        self._by_node: dict[str, tuple[NodeInfo, dict[int, V]]] = {}
 
     def shape(self, key: Hashable) -> int:
-        """The id of ``key`` (the same id for an equal key until :data:`MAX_SHAPES` distinct
-        keys were seen, when every memo is cleared and ids start again)."""
+        """The id of ``key``: the same id for an equal key until :data:`MAX_SHAPES` distinct
+        keys were seen; then they are forgotten and new ids are handed out."""
         sid = self._shapes.get(key)
         if sid is None:
             if len(self._shapes) >= MAX_SHAPES:
                 self._shapes.clear()
-                self._by_node.clear()
-            sid = self._shapes[key] = len(self._shapes)
+            sid = self._shapes[key] = next(_SHAPE_IDS)
         return sid
 
-    def get(self, node: NodeInfo, shape: int) -> V | None:
-        """The result kept for this very ``node`` object and ``shape``, or None."""
-        seen = self._by_node.get(node.name)
-        if seen is None or seen[0] is not node:
-            return None
-        return seen[1].get(shape)
+    @staticmethod
+    def get(node: NodeInfo, shape: int) -> V | None:
+        """The result kept on this very ``node`` object for ``shape``, or None."""
+        value: V | None = node.memo.get(shape)
+        return value
 
-    def put(self, node: NodeInfo, shape: int, value: V) -> None:
-        """Keep ``value`` for ``node`` (this object) and ``shape``."""
-        seen = self._by_node.get(node.name)
-        if seen is None or seen[0] is not node or len(seen[1]) >= MAX_SHAPES_PER_NODE:
-            self._by_node[node.name] = (node, {shape: value})
-        else:
-            seen[1][shape] = value
-
-    def prune(self, names: Collection[str]) -> None:
-        """Forget the nodes not in ``names`` once more than a few are kept that are not
-        (removed nodes), so the memo holds about one NodeInfo per node."""
-        if len(self._by_node) > len(names) + 64:
-            self._by_node = {k: v for k, v in self._by_node.items() if k in names}
-
-    def __len__(self) -> int:
-        return len(self._by_node)
+    @staticmethod
+    def put(node: NodeInfo, shape: int, value: V) -> None:
+        """Keep ``value`` on ``node`` for ``shape`` (a node holding :data:`MAX_SHAPES_PER_NODE`
+        results drops them first)."""
+        memo = node.memo
+        if len(memo) >= MAX_SHAPES_PER_NODE:
+            memo.clear()
+        memo[shape] = value
 
 
 def node_local_key(plugin: object, pod: PodInfo) -> Hashable | None:

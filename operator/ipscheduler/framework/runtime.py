@@ -205,11 +205,12 @@ class Framework:
         )
         head, sid = self._node_local_head(filters, pod) if timed is None else (0, -1)
         rest = filters[head:]
+        nominated = self.pod_nominator is not None and self.pod_nominator.any_nominated()
         for i in range(total):
             node = all_nodes[(start + i) % total]
             processed += 1
             if sid >= 0:
-                kept = self.filter_memo.get(node, sid)
+                kept = node.memo.get(sid)
                 if kept is None:
                     kept = self._filter(filters[:head], state, pod, node)
                     self.filter_memo.put(node, sid, kept)
@@ -220,7 +221,7 @@ class Framework:
                 st = self._filter(filters, state, pod, node)
             else:
                 st = self._timed_filter(filters, state, pod, node, timed)
-            if st.is_success() and self._nominated_here(pod, node):
+            if nominated and st.code is Code.SUCCESS and self._nominated_here(pod, node):
                 st = self._filter_with_nominated_pods(filters, state, pod, node)
             if st.is_success():
                 feasible.append(node)
@@ -248,7 +249,6 @@ class Framework:
             keys.append((plugin.name, key))
         if not keys:
             return 0, -1
-        self.filter_memo.prune(self.nodes)
         return len(keys), self.filter_memo.shape(tuple(keys))
 
     def queueing_hints(self) -> list[tuple[str, ClusterEventWithHint]]:
@@ -447,11 +447,10 @@ class Framework:
         if not local:
             return {}
         memo = self.score_memo
-        memo.prune(self.nodes)
         sid = memo.shape(tuple((p.name, key) for p, key in keyed if key is not None))
         columns: list[dict[str, int]] = [{} for _ in local]
         for n in nodes:
-            got = memo.get(n, sid)
+            got = n.memo.get(sid)
             if got is None:
                 got = tuple(p.score(state, pod, n) for p in local)
                 memo.put(n, sid, got)

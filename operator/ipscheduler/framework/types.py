@@ -140,6 +140,9 @@ class NodeInfo:
     uid: str = ""
     pods: tuple[PodInfo, ...] = ()
     """Non-terminal pods bound to this node (any scheduler); filled per scheduling cycle."""
+    memo: dict[int, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    """Results kept for this very object by :class:`~ipscheduler.framework.nodememo.NodeMemo`
+    (shape id → result). Not copied by ``dataclasses.replace``: a changed node starts empty."""
 
     @functools.cached_property
     def requested(self) -> dict[str, Decimal]:

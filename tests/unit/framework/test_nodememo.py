@@ -47,14 +47,15 @@ def test_a_result_is_kept_for_the_very_node_object_and_shape() -> None:
     memo.put(node, shape, "fits")
     assert memo.get(node, shape) == "fits"
     assert memo.get(node, other) is None
-    same_content = dataclasses.replace(node)  # equal, but another object: a rebuilt node
-    assert memo.get(same_content, shape) is None
-    memo.put(same_content, other, "too small")
-    assert memo.get(node, shape) is None  # the old object's results went with it
-    assert memo.get(same_content, other) == "too small"
+    rebuilt = dataclasses.replace(node)  # equal, but another object: a rebuilt node
+    assert rebuilt == node
+    assert memo.get(rebuilt, shape) is None
+    memo.put(rebuilt, other, "too small")
+    assert memo.get(node, other) is None
+    assert NodeMemo().shape(("NodeResourcesFit", freeze({"cpu": Decimal("1")}))) not in (shape, other)
 
 
-def test_a_node_keeps_a_few_shapes_and_the_memo_a_bounded_number() -> None:
+def test_a_node_keeps_a_few_results_and_a_memo_a_bounded_number_of_shapes() -> None:
     memo: NodeMemo[int] = NodeMemo()
     node = NodeInfo(name="n1")
     ids = [memo.shape(i) for i in range(MAX_SHAPES_PER_NODE + 1)]
@@ -64,17 +65,7 @@ def test_a_node_keeps_a_few_shapes_and_the_memo_a_bounded_number() -> None:
     assert memo.get(node, ids[0]) is None
     for i in range(MAX_SHAPES):
         memo.shape(("more", i))
-    assert memo.get(node, ids[-1]) is None  # too many shapes: everything was forgotten
-    assert len(memo) == 0
-
-
-def test_removed_nodes_are_pruned() -> None:
-    memo: NodeMemo[int] = NodeMemo()
-    sid = memo.shape("s")
-    for i in range(100):
-        memo.put(NodeInfo(name=f"n{i}"), sid, i)
-    memo.prune({"n1", "n2"})
-    assert len(memo) == 2
+    assert memo.shape(MAX_SHAPES_PER_NODE) != ids[-1]  # forgotten: a new id, not an old one
 
 
 @pytest.mark.parametrize(
@@ -229,5 +220,4 @@ def test_a_profile_with_the_memo_schedules_as_one_without_it_while_the_cluster_c
         )
         cache.update_node(cache.node(changed.name), changed)
     assert placed > 10  # the cycles really placed pods, so nodes really changed under the memo
-    assert len(with_memo.filter_memo) > 0 and len(with_memo.score_memo) > 0
-    assert len(without.filter_memo) == 0 and len(without.score_memo) == 0
+    assert any(n.memo for n in cache.snapshot().values())

@@ -101,6 +101,9 @@ class Nominated:
     def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
         return self.pods.get(node, [])
 
+    def any_nominated(self) -> bool:
+        return any(self.pods.values())
+
 
 def profile(client: FakeClient | None = None, recorder: FakeRecorder | None = None) -> Framework:
     """NodeUnschedulable, TaintToleration and NodeResourcesFit, then DefaultPreemption with
