@@ -226,3 +226,28 @@ async def test_the_contending_client_reads_each_list_and_gives_its_connection_ba
     await asyncio.wait_for(bench.contend(cast(Any, Core()), done, lists), timeout=5)
     assert lists == [3]
     assert all(b.read_through and b.released for b in bodies)
+
+
+async def test_a_phase_namespace_goes_with_its_pods_deleted_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes_asyncio import client
+
+    calls: list[str] = []
+
+    class Core:
+        async def delete_collection_namespaced_pod(self, ns: str, grace_period_seconds: int) -> None:
+            calls.append(f"delete pods in {ns} grace {grace_period_seconds}")
+
+        async def delete_namespace(self, ns: str) -> None:
+            calls.append(f"delete namespace {ns}")
+
+        async def read_namespace(self, ns: str) -> None:
+            calls.append("read")
+            if calls.count("read") == 2:
+                raise client.exceptions.ApiException(status=404)
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    monkeypatch.setattr(bench.asyncio, "sleep", no_sleep)
+    await bench.delete_namespace(cast(Any, Core()), "bench-3")
+    assert calls == ["delete pods in bench-3 grace 0", "delete namespace bench-3", "read", "read"]
