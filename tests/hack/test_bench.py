@@ -228,7 +228,12 @@ async def test_the_contending_client_reads_each_list_and_gives_its_connection_ba
     assert all(b.read_through and b.released for b in bodies)
 
 
-async def test_a_phase_namespace_goes_with_its_pods_deleted_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "collection_fails", [False, True], ids=["pods-deleted-at-once", "collection-timed-out"]
+)
+async def test_a_phase_namespace_goes_with_its_pods_deleted_at_once(
+    monkeypatch: pytest.MonkeyPatch, collection_fails: bool
+) -> None:
     from kubernetes_asyncio import client
 
     calls: list[str] = []
@@ -236,6 +241,8 @@ async def test_a_phase_namespace_goes_with_its_pods_deleted_at_once(monkeypatch:
     class Core:
         async def delete_collection_namespaced_pod(self, ns: str, grace_period_seconds: int) -> None:
             calls.append(f"delete pods in {ns} grace {grace_period_seconds}")
+            if collection_fails:
+                raise TimeoutError
 
         async def delete_namespace(self, ns: str) -> None:
             calls.append(f"delete namespace {ns}")
