@@ -408,6 +408,30 @@ async def test_the_sweep_writes_old_bound_marks_one_write_per_pool_and_leaves_yo
     assert ctrl.writer.writes == writes + len(deferred)
 
 
+async def test_the_sweep_writes_marks_a_few_pools_at_a_time_each_in_one_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thousands of pools with marks to write after an outage do not take every connection
+    at once: MARK_WRITES_IN_FLIGHT pools at a time, still one write per pool."""
+    monkeypatch.setattr("ipscheduler.underlayip.reconciler.MARK_WRITES_IN_FLIGHT", 2)
+    ctrl, api = marks_setup({name: {f"{name}1": OLD, f"{name}2": OLD} for name in ("p", "q", "r")})
+    in_flight, most = [0], [0]
+    real = api.replace_cluster_status
+
+    async def put(res: Any, name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+        await asyncio.sleep(0.01)
+        in_flight[0] -= 1
+        return await real(res, name, rv, status)
+
+    api.replace_cluster_status = put  # type: ignore[method-assign]
+    ctrl.started.set()
+    counts = await ctrl.repairs.gc_sweep()
+    assert counts["marked_bound"] == 6 and sorted(api.puts) == ["p", "q", "r"] and most[0] == 2
+    assert set(phases(api).values()) == {"Bound"}
+
+
 async def test_the_start_up_reconcile_defers_young_bound_marks_and_writes_old_ones_one_write_per_pool() -> (
     None
 ):
