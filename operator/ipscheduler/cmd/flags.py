@@ -129,10 +129,11 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--bound-mark-delay",
         type=_duration,
-        default=20.0,
+        default=300.0,
         metavar="DURATION",
-        help="how long PostBind's mark of an allocation as Bound may wait to ride along with its "
-        "pool's next write (group commit; nobody waits for it; at most half of --reserved-ttl)",
+        help="how long a Bound mark waits to ride along with its pool's next write before the "
+        "garbage-collection sweep writes it (batched: one write per pool; the allocation stays "
+        "Reserved meanwhile, which --reserved-ttl never releases while its pod is bound with it)",
     )
     run.add_argument(
         "--watch-timeout",
@@ -443,7 +444,6 @@ def run_config(args: Any) -> RunConfig:
         problems.append("--kube-api-qps and --kube-api-burst must not be negative")
     if problems:
         raise UsageError("; ".join(problems))
-    reserved_ttl = max(0.0, args.reserved_ttl)
     return RunConfig(
         kubeconfig=args.kubeconfig,
         scheduler_name=config.profile.scheduler_name,
@@ -456,8 +456,8 @@ def run_config(args: Any) -> RunConfig:
         config=config,
         bind_concurrency=max(1, args.bind_concurrency),
         gc_interval=max(1.0, args.gc_interval),
-        reserved_ttl=reserved_ttl,
-        bound_mark_delay=min(max(0.0, args.bound_mark_delay), reserved_ttl / 2),
+        reserved_ttl=max(0.0, args.reserved_ttl),
+        bound_mark_delay=max(0.0, args.bound_mark_delay),
         multus_network=args.multus_network,
         health_addr=args.health_addr,
         secure=secure,

@@ -44,8 +44,9 @@ class RunConfig:
     bind_concurrency: int = 256
     gc_interval: float = 30.0
     reserved_ttl: float = 60.0
-    bound_mark_delay: float = 20.0
-    """Seconds a deferred Bound mark waits for its pool's next write (``PoolWriter.defer_delay``)."""
+    bound_mark_delay: float = 300.0
+    """Seconds a deferred Bound mark waits to ride along with its pool's next write before
+    the GC sweep writes it (``Reconciler.bound_mark_delay``)."""
     multus_network: str | None = None
     health_addr: str = ""
     """Plain HTTP, no authentication (local development only); '' off."""

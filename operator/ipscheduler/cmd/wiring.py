@@ -197,7 +197,6 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     writer = PoolWriter(
         api,
         pool_cache,
-        defer_delay=cfg.bound_mark_delay,
         on_conflict=pool_metrics.cas_conflicts.inc,
         on_write=pool_metrics.count_write,
     )
@@ -254,6 +253,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         recorder=recorder,
         gc_interval=cfg.gc_interval,
         reserved_ttl=cfg.reserved_ttl,
+        bound_mark_delay=cfg.bound_mark_delay,
         health=health,
         metrics=pool_metrics,
         requeue=queue.move_all_to_active_or_backoff,

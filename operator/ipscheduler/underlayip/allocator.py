@@ -327,6 +327,12 @@ def mark_bound(pool: PoolView, ctx: PoolContext, uid: str) -> NodeIPPoolStatus |
     return desired_status(pool, ctx, allocs)
 
 
+def mark_bound_key(uid: str) -> tuple[str, str]:
+    """The key pod ``uid``'s deferred Bound mark is queued under
+    (:meth:`~ipscheduler.underlayip.writer.PoolWriter.defer`): one deferred mark per pod."""
+    return ("mark_bound", uid)
+
+
 def release(
     pool: PoolView,
     ctx: PoolContext,

@@ -80,6 +80,7 @@ class PoolController:
         recorder: EventRecorder,
         gc_interval: float = 30.0,
         reserved_ttl: float = 60.0,
+        bound_mark_delay: float = 300.0,
         health: HealthState | None = None,
         metrics: UnderlayIPMetrics | None = None,
         requeue: Requeue = lambda event, old, new: None,
@@ -89,8 +90,10 @@ class PoolController:
         watch_timeout: float = 90.0,
         list_all_pods: bool = False,
     ) -> None:
-        """``scheduler_name``: only pods with this schedulerName are ours. ``gc_interval`` and
-        ``reserved_ttl`` in seconds (``--gc-interval``, ``--reserved-ttl``).
+        """``scheduler_name``: only pods with this schedulerName are ours. ``gc_interval``,
+        ``reserved_ttl`` and ``bound_mark_delay`` in seconds (``--gc-interval``,
+        ``--reserved-ttl``, ``--bound-mark-delay``: the age after which a GC sweep writes a
+        Bound mark that no write of its pool carried).
         ``requeue(event, old, new)`` is told when addresses were released
         (``events.ADDRESS_RELEASED``) or pools changed (``events.NODE_IP_POOL_CHANGE``): the
         scheduling queue's move of the unschedulable pods those events may help.
@@ -131,6 +134,7 @@ class PoolController:
             queue_check=queue_check if queue_check is not None else _no_queue_check,
             gc_interval=gc_interval,
             reserved_ttl=reserved_ttl,
+            bound_mark_delay=bound_mark_delay,
             watch_timeout=watch_timeout,
             list_all_pods=list_all_pods,
         )
@@ -272,8 +276,11 @@ class PoolController:
         pool's status or retry pending pods (that write already set a complete status, and
         frees capacity only on release, which retries pending pods itself); a deleting
         pool is always looked at (it may be ready to finalize). Someone else's status
-        change goes to :meth:`on_pool_status`."""
+        change goes to :meth:`on_pool_status`. A deleted pool's deferred writes (Bound
+        marks) are dropped: no write would ever carry them."""
         self.cache.invalidate(name)
+        if kind == "DELETED":
+            self.writer.drop_deferred(name)
         meta = body.get("metadata") or {}
         echo = kind != "DELETED" and self.cache.is_own_write(name, str(meta.get("resourceVersion", "")))
         if not echo or meta.get("deletionTimestamp"):

@@ -26,7 +26,7 @@ Extension points:
   (the address with its subnet's prefix, gateway and routes, as a CNI IPAM
   result: :func:`ipscheduler.underlayip.pool.network_of`) into the binding
   annotations.
-- PostBind: mark the allocation Bound (deferred, coalesced write).
+- PostBind: mark the allocation Bound (deferred: rides along with the pool's next write).
 
 ``hostNetwork`` pods use the node's own address: every extension point
 skips them.
@@ -479,8 +479,9 @@ class UnderlayIP:
             annotations[multus.NETWORKS_ANNOTATION] = updated
 
     async def post_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
-        """Mark the allocation Bound (a deferred write that rides along with the pool's next
-        write; if lost, the start-up reconcile and the GC sweep mark it)."""
+        """Mark the allocation Bound: a deferred mutation that rides along with the pool's
+        next write, never a write of its own; the GC sweep writes what is left after
+        ``--bound-mark-delay``, in one write per pool."""
         c: _Cycle | None = state.get(_STATE)
         if c is not None:
             self.reservations.mark_bound(c.reservation, pod.uid)

@@ -34,6 +34,7 @@ from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
     ANNOTATION_NETWORK,
     ANNOTATION_PREFIX,
+    BOUND,
     POOLS,
     RESERVED,
 )
@@ -49,6 +50,11 @@ GC_MAX_DUTY = 0.02
 of at least D / GC_MAX_DUTY. At 10 000 pods a sweep's LIST takes about a second, which at
 the 30 s default would cost the scheduler a tenth of its CPU in a busy cluster."""
 
+MARK_WRITES_IN_FLIGHT = 16
+"""Pools whose Bound marks a sweep writes at once (one write per pool, however many marks):
+a sweep after a long outage may have thousands to write, and the binds share the client's
+connections with it."""
+
 
 def gc_pause(interval: float, last_sweep: float) -> float:
     """Seconds to wait before the next sweep: ``interval`` (``--gc-interval``), or
@@ -63,7 +69,9 @@ class Reconciler:
     ``scheduler_name``: only pods with this schedulerName are ours, unless
     ``list_all_pods`` (extender mode: pods of any schedulerName hold our addresses, bound
     through the extender, so the sweeps LIST every pod and keep those :func:`is_ours` says
-    are ours). ``gc_interval``, ``reserved_ttl`` and ``watch_timeout`` in seconds.
+    are ours). ``gc_interval``, ``reserved_ttl``, ``bound_mark_delay`` and ``watch_timeout``
+    in seconds (``bound_mark_delay``: how long a Bound mark waits to ride along with its
+    pool's next write before a sweep writes it).
     ``started``: set by the controller once the start-up reconcile is done (the GC waits
     for it). ``requeue``: the scheduling queue's move (``AddressReleased`` after a sweep
     released addresses). Each sweep calls ``queue_check("gc")`` before its LIST of our pods
@@ -84,6 +92,7 @@ class Reconciler:
         queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]],
         gc_interval: float = 30.0,
         reserved_ttl: float = 60.0,
+        bound_mark_delay: float = 300.0,
         watch_timeout: float = 90.0,
         list_all_pods: bool = False,
     ) -> None:
@@ -99,6 +108,7 @@ class Reconciler:
         self.queue_check = queue_check
         self.gc_interval = gc_interval
         self.reserved_ttl = reserved_ttl
+        self.bound_mark_delay = bound_mark_delay
         self.watch_timeout = watch_timeout
         """Seconds the pool cache may stay behind the API server before /healthz fails."""
         self.list_all_pods = list_all_pods
@@ -212,10 +222,15 @@ class Reconciler:
         LIST, so a pod missing from it is really gone), plans with
         :func:`repair.plan`, and confirms each release with a live read of the
         pod by UID. The pool LIST also feeds the watch-stall check and refreshes
-        the cache's view of each pool.
+        the cache's view of each pool, and the writer forgets what is deferred for pools
+        no longer in it. Bound marks older than ``bound_mark_delay`` are written, one write
+        per pool (:meth:`apply_repairs`).
         """
         live_pools = await self.api.list_cluster_objects(POOLS)
         self.check_watch(live_pools)
+        dropped = self.writer.drop_deferred_except({b["metadata"]["name"] for b in live_pools})
+        if dropped:
+            log.info("dropped %d deferred write(s) of NodeIPPools that no longer exist", dropped)
         pools: list[PoolView] = []
         for body in live_pools:
             try:
@@ -228,12 +243,7 @@ class Reconciler:
         pods = await self._list_our_pods()
         check_queue(pods)
         await self._read_statefulsets(pools)
-        now = utc_now()
-        repairs = [
-            r
-            for r in self._plan(pools, pods)
-            if not self._mark_on_its_way(r, now) and not self._in_cycle(r, pods)
-        ]
+        repairs = [r for r in self._plan(pools, pods) if not self._in_cycle(r, pods)]
         counts = await self.apply_repairs(repairs, confirm=True)
         if any(counts.values()):
             log.info("garbage collection: %s", counts)
@@ -248,15 +258,13 @@ class Reconciler:
         pod = pods.get(r.uid)
         return pod is not None and not pod.terminal and self.cache.node_cache.is_assumed(r.uid)
 
-    def _mark_on_its_way(self, r: repair.Repair, now: datetime.datetime) -> bool:
-        """A planned ``mark_bound`` that PostBind's deferred mark is still due to write:
-        the allocation is younger than twice the writer's ``defer_delay``
-        (``--bound-mark-delay``). Writing it from the sweep would cost one more pool write
-        per pod bound in the last ``defer_delay`` seconds; a mark that was lost (a failed
-        write) is written by the next sweep."""
-        if r.action != "mark_bound" or r.allocation is None:
+    def mark_due(self, r: repair.Repair, now: datetime.datetime) -> bool:
+        """Is planned ``mark_bound`` ``r`` to be written now: its allocation is older than
+        ``bound_mark_delay`` (``--bound-mark-delay``), so no write of its pool carried
+        PostBind's deferred mark that long? A younger one waits for its pool's next write."""
+        if r.action != "mark_bound":
             return False
-        return age(r.allocation.since, now) < 2 * self.writer.defer_delay
+        return r.allocation is None or age(r.allocation.since, now) >= self.bound_mark_delay
 
     def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
         now = utc_now()
@@ -321,10 +329,20 @@ class Reconciler:
         )
 
     async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:
-        """Carry out ``repairs`` by CAS; releases are confirmed live first when ``confirm``;
-        Bound marks are deferred (:meth:`PoolWriter.defer`)."""
+        """Carry out ``repairs`` by CAS; releases are confirmed live first when ``confirm``.
+
+        Bound marks never cost a write each. One whose allocation is younger than
+        ``bound_mark_delay`` (:meth:`mark_due`) is deferred (:meth:`PoolWriter.defer`, once
+        per pod: PostBind's own mark is the same) and rides along with its pool's next
+        write; the older ones are written last, all marks of a pool in one write
+        (:meth:`write_marks`), and waited for. After a failover the new leader plans a mark
+        for every pod the old one bound in its last ``bound_mark_delay``: deferred, they
+        cost the start-up reconcile nothing. Returns the repairs done per action
+        (``marked_bound``: marks written, deferred ones included)."""
         counts = {"released": 0, "marked_bound": 0, "adopted": 0, "adopt_conflicts": 0}
         released = False
+        due: list[repair.Repair] = []
+        now = utc_now()
         for r in repairs:
             if r.action == "release":
                 if confirm and not await self._confirmed(r):
@@ -365,17 +383,50 @@ class Reconciler:
                 counts["retained"] = counts.get("retained", 0) + 1
                 released = True  # a pod waiting for the identity's address may go now
             elif r.action == "mark_bound":
-                # Deferred as PostBind's own mark: it rides along with the pool's next write
-                # (or goes after --bound-mark-delay). After a failover the new leader plans a
-                # mark for every pod the old one bound in its last --bound-mark-delay; written
-                # one after another they held the end of the reconcile for many seconds.
-                self.writer.defer(r.pool, functools.partial(allocator.mark_bound, uid=r.uid))
-                counts["marked_bound"] += 1
+                if self.mark_due(r, now):
+                    due.append(r)
+                else:
+                    mark = functools.partial(allocator.mark_bound, uid=r.uid)
+                    self.writer.defer(r.pool, mark, key=allocator.mark_bound_key(r.uid))
+                    counts["marked_bound"] += 1
             else:
                 counts.update(await self.adopt(r, counts))
+        counts["marked_bound"] += await self.write_marks(due)
         if released:
             self.requeue(events.ADDRESS_RELEASED, None, None)
         return counts
+
+    async def write_marks(self, marks: list[repair.Repair]) -> int:
+        """Write the Bound marks ``marks`` (``mark_bound`` repairs) and wait for them: the
+        marks of one pool are submitted together, so the writer's group commit puts them in
+        one write (with whatever else is queued for the pool, deferred marks included);
+        :data:`MARK_WRITES_IN_FLIGHT` pools at a time. Returns how many allocations the
+        writes left Bound; a failed write is logged (the next sweep plans its marks again)."""
+        by_pool: dict[str, list[str]] = {}
+        for r in marks:
+            by_pool.setdefault(r.pool, []).append(r.uid)
+        names = sorted(by_pool)
+        marked = 0
+        for start in range(0, len(names), MARK_WRITES_IN_FLIGHT):
+            queued = [
+                (name, uid, self.writer.submit(name, functools.partial(allocator.mark_bound, uid=uid)))
+                for name in names[start : start + MARK_WRITES_IN_FLIGHT]
+                for uid in by_pool[name]
+            ]
+            results = await asyncio.gather(*(f for _, _, f in queued), return_exceptions=True)
+            failed: dict[str, BaseException] = {}
+            for (name, uid, _), result in zip(queued, results, strict=True):
+                if isinstance(result, BaseException):
+                    failed.setdefault(name, result)
+                elif (
+                    result is not None and (a := result.allocations.get(uid)) is not None and a.phase == BOUND
+                ):
+                    marked += 1
+            for name, e in failed.items():
+                log.warning(
+                    "writing the Bound marks of NodeIPPool %s failed (%r); the next sweep retries", name, e
+                )
+        return marked
 
     async def adopt(self, r: repair.Repair, counts: dict[str, int]) -> dict[str, int]:
         ref = pod_key_ref(r.pod, r.uid)

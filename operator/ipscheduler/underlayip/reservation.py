@@ -14,7 +14,8 @@ PreBind, revert in Unreserve), UnderlayIP sits over :class:`ReservationManager`:
 - **unreserve**: after a live read shows the pod not bound with it, release what this
   cycle wrote, and only that (CAS on ``reservedBy``); a Retained address taken back is
   Retained again;
-- **mark_bound** (PostBind): a deferred write that rides along with the pool's next one.
+- **mark_bound** (PostBind): a deferred mutation that rides along with the pool's next
+  write; what no write carries within ``--bound-mark-delay`` the GC sweep writes.
 
 Each cycle's part is a :class:`CycleReservation`, kept in the plugin's cycle state.
 """
@@ -184,11 +185,18 @@ class ReservationManager:
 
     def _drop_other_holds(self, pod: PodInfo, kept: str | None) -> None:
         """The pod has its reservation (in pool ``kept``): the places preemption held for it
-        in other pools go, with those pools' next writes (the GC sweep releases any left)."""
+        in other pools go, with those pools' next writes. No deadline of their own: a place
+        that no write carries is released by the next GC sweep once the pod is bound (within
+        ``--gc-interval``, and the sweep's release retries the pending pods, which a deferred
+        write never did), and preemption is rare enough that its holds are no write cost."""
         for pool in self.cache.pools_holding(pod.uid):
             held = pool.allocations.get(pod.uid)
             if pool.name != kept and held is not None and held.phase == NOMINATED:
-                self.writer.defer(pool.name, functools.partial(allocator.drop_nomination, uid=pod.uid))
+                self.writer.defer(
+                    pool.name,
+                    functools.partial(allocator.drop_nomination, uid=pod.uid),
+                    key=("drop_nomination", pod.uid),
+                )
 
     # -- preemption's hold ---------------------------------------------------------
     async def hold(self, pod: PodInfo, node: str, choice: PoolChoice, victims: frozenset[str]) -> str | None:
@@ -330,8 +338,12 @@ class ReservationManager:
             )
 
     def mark_bound(self, r: CycleReservation, uid: str) -> None:
-        """Mark pod ``uid``'s allocation Bound: a deferred write that rides along with the
-        pool's next write (at most ``PoolWriter.defer_delay`` later); if lost, the start-up
-        reconcile and the GC sweep mark it."""
+        """Mark pod ``uid``'s allocation Bound: a deferred mutation that rides along with
+        the pool's next write and never costs one of its own (:meth:`PoolWriter.defer`). The
+        GC sweep writes, in batches, the marks still not written once the allocation is
+        older than ``--bound-mark-delay``; until then the allocation stays Reserved, which
+        the TTL never releases while the pod is bound with it."""
         if r.pool is not None:
-            self.writer.defer(r.pool, functools.partial(allocator.mark_bound, uid=uid))
+            self.writer.defer(
+                r.pool, functools.partial(allocator.mark_bound, uid=uid), key=allocator.mark_bound_key(uid)
+            )

@@ -11,12 +11,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.framework.aio import KeyedTimers
 from ipscheduler.framework.backoff import Backoff
 from ipscheduler.kube.client import Conflict, KubeApi
 from ipscheduler.underlayip.cache import PoolCache
@@ -59,8 +58,10 @@ class PoolWriter:
     round trip instead of one per pod.
 
     :meth:`defer` queues a mutation nobody waits for (marking an allocation
-    Bound) that rides along with the pool's next write, or is written after
-    ``defer_delay`` seconds if none comes.
+    Bound) that rides along with the pool's next write: it never costs a write
+    of its own. Whatever is still deferred when no write comes is the GC
+    sweep's to write (:mod:`ipscheduler.underlayip.reconciler`), in batches;
+    :meth:`drop_deferred` forgets the deferred mutations of a pool that is gone.
 
     No allocation without the finalizer: before the first write that adds an
     allocation to a pool lacking ``ipscheduler.io/allocations``, the finalizer is
@@ -79,19 +80,17 @@ class PoolWriter:
         self,
         api: KubeApi,
         cache: PoolCache,
-        defer_delay: float = 5.0,
         on_conflict: Callable[[], object] = lambda: None,
         on_write: Callable[[int], object] = lambda mutations: None,
     ) -> None:
-        """``defer_delay``: seconds a deferred mutation waits for a write to ride along with;
-        ``on_conflict()`` is called for every 409 Conflict, ``on_write(mutations)`` for every
-        write that landed, with the mutations it carried (the wing's metrics)."""
+        """``on_conflict()`` is called for every 409 Conflict, ``on_write(mutations)`` for
+        every write that landed, with the mutations it carried (the wing's metrics)."""
         self.api = api
         self.cache = cache
-        self.defer_delay = defer_delay
         self._queues: dict[str, list[_Write]] = {}
+        self._deferred_keys: dict[str, set[Hashable]] = {}
+        """The keys of the deferred mutations in each pool's queue (duplicates are dropped)."""
         self._flushers: dict[str, asyncio.Task[None]] = {}
-        self._timers: KeyedTimers[str] = KeyedTimers()  # deferred writes' deadlines, by pool
         self.conflicts = 0
         self.writes = 0
         """Successful PUTs (for tests and the benchmark)."""
@@ -108,17 +107,47 @@ class PoolWriter:
         self._kick(name)
         return future
 
-    def defer(self, name: str, mutate: MutateFn) -> None:
-        """Queue ``mutate`` without waiting: written with the next write of the pool, or
-        after ``defer_delay`` s. Failures are logged; the start-up reconcile and the GC
-        sweep repair what a lost deferred write would have done."""
+    def defer(self, name: str, mutate: MutateFn, key: Hashable | None = None) -> None:
+        """Queue ``mutate`` for pool ``name`` without waiting: it rides along with the pool's
+        next write (a :meth:`submit` or :meth:`flush`), however late that comes; it never
+        starts a write of its own. ``key`` (e.g. ``("mark_bound", uid)``): a deferred
+        mutation with the same key still queued for the pool makes this one a duplicate,
+        dropped. Failures are logged; the start-up reconcile and the GC sweep repair what a
+        deferred mutation that never landed would have done."""
+        if key is not None:
+            keys = self._deferred_keys.setdefault(name, set())
+            if key in keys:
+                return
+            keys.add(key)
         self._queues.setdefault(name, []).append(_Write(mutate, None))
-        if name not in self._flushers:
-            self._timers.call_later(name, self.defer_delay, self._kick)
 
     def pending(self, name: str) -> int:
         """Mutations queued for pool ``name`` and not yet taken into a write."""
         return len(self._queues.get(name, ()))
+
+    def deferred_pools(self) -> set[str]:
+        """The pools with deferred mutations queued (nobody waits for them)."""
+        return {name for name, queue in self._queues.items() if any(w.future is None for w in queue)}
+
+    def drop_deferred(self, name: str) -> int:
+        """Forget the deferred mutations queued for pool ``name``, which is gone (deleted:
+        no write would ever carry them); submitted ones stay, their write settles them.
+        Returns how many were dropped."""
+        queue = self._queues.get(name)
+        self._deferred_keys.pop(name, None)
+        if not queue:
+            return 0
+        kept = [w for w in queue if w.future is not None]
+        if kept:
+            self._queues[name] = kept
+        else:
+            del self._queues[name]
+        return len(queue) - len(kept)
+
+    def drop_deferred_except(self, names: Collection[str]) -> int:
+        """:meth:`drop_deferred` for every pool not in ``names`` (e.g. a live LIST of the
+        pools: the GC sweep's bound on what deleted pools leave queued). Returns how many."""
+        return sum(self.drop_deferred(name) for name in self.deferred_pools() if name not in names)
 
     async def flush(self) -> None:
         """Write everything queued now, deferred mutations included, and wait for it."""
@@ -128,7 +157,6 @@ class PoolWriter:
             await asyncio.gather(*self._flushers.values(), return_exceptions=True)
 
     def _kick(self, name: str) -> None:
-        self._timers.cancel(name)
         if name not in self._flushers:
             loop = asyncio.get_running_loop()
             self._flushers[name] = loop.create_task(self._flush(name), name=f"write NodeIPPool {name}")
@@ -137,6 +165,7 @@ class PoolWriter:
         batch: list[_Write] = []
         try:
             while batch := self._queues.pop(name, []):
+                self._deferred_keys.pop(name, None)
                 await self._commit(name, batch)
         except asyncio.CancelledError:
             for w in batch:

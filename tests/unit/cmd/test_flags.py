@@ -33,7 +33,7 @@ def test_defaults_are_kube_schedulers() -> None:
         10.0,
         2.0,
     )
-    assert (cfg.gc_interval, cfg.reserved_ttl, cfg.bound_mark_delay, cfg.watch_timeout) == (30, 60, 20, 90)
+    assert (cfg.gc_interval, cfg.reserved_ttl, cfg.bound_mark_delay, cfg.watch_timeout) == (30, 60, 300, 90)
     assert (cfg.kube_api_qps, cfg.kube_api_burst) == (0.0, 0)
 
 
@@ -84,9 +84,20 @@ def test_lease_name_and_namespace_and_their_old_names(argv: list[str]) -> None:
         ("--reserved-ttl", "1.5", "reserved_ttl", 1.5),
         ("--watch-timeout", "500ms", "watch_timeout", 1.0),  # at least 1 s
         ("--bound-mark-delay", "10s", "bound_mark_delay", 10.0),
-        ("--bound-mark-delay", "1h", "bound_mark_delay", 30.0),  # at most half of --reserved-ttl
+        ("--bound-mark-delay", "1h", "bound_mark_delay", 3600.0),  # not capped by --reserved-ttl
+        ("--bound-mark-delay", "0", "bound_mark_delay", 0.0),
     ],
-    ids=["go-seconds", "go-compound", "bare-seconds", "minutes", "bare-fraction", "floor", "delay", "capped"],
+    ids=[
+        "go-seconds",
+        "go-compound",
+        "bare-seconds",
+        "minutes",
+        "bare-fraction",
+        "floor",
+        "delay",
+        "delay-beyond-the-ttl",
+        "no-delay",
+    ],
 )
 def test_durations_take_go_syntax_or_bare_seconds(flag: str, text: str, attr: str, seconds: float) -> None:
     assert getattr(config_of(f"{flag}={text}"), attr) == seconds

@@ -74,9 +74,9 @@ async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
     assert moved == ["AssignedPodAdd", "AssignedPodDelete", "NodeAdd", "NodeIPPoolChange"]
 
 
-async def test_the_bound_mark_delay_reaches_the_pool_writer() -> None:
+async def test_the_bound_mark_delay_reaches_the_gc_sweep() -> None:
     c = wiring.build(RunConfig(bound_mark_delay=7.0), _NO_API, HealthState())
-    assert c.writer.defer_delay == 7.0
+    assert c.controller.repairs.bound_mark_delay == 7.0
 
 
 def pool_a(rv: str) -> dict[str, Any]:

@@ -10,7 +10,10 @@ hand out the address of a running pod again (seen in the e2e suite).
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
+import datetime
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -51,6 +54,10 @@ class Api(FakePoolApi):
     async def pod_pages(self, field_selector: str) -> AsyncIterator[list[dict[str, Any]]]:
         await self.listing.wait()
         yield self.pods
+
+    async def list_cluster_objects(self, res: Any) -> list[dict[str, Any]]:
+        """The GC sweep's LIST of the pools."""
+        return [copy.deepcopy(b) for b in self.bodies.values()]
 
 
 class Events:
@@ -313,16 +320,141 @@ async def test_adoption_skips_a_pod_the_pool_recorded_since_the_sweeps_list(
     assert (counts["adopted"], len(api.puts)) == (adopted, puts)
 
 
-async def test_repairs_defer_bound_marks_to_the_pools_next_write() -> None:
-    """A planned Bound mark costs no write of its own (after a failover there is one for every
-    pod the old leader bound in its last --bound-mark-delay): it waits for the pool's next
-    write, as PostBind's mark does."""
-    _, ctrl, api = setup(None)
-    r = Repair("mark_bound", "p", "u1", "ns/pod-u1", "pod is bound with this address", "10.0.0.1")
-    counts = await ctrl.repairs.apply_repairs([r], confirm=False)
-    assert counts["marked_bound"] == 1 and not api.puts and ctrl.writer.pending("p") == 1
-    await ctrl.writer.flush()
-    assert api.bodies["p"]["status"]["allocations"]["u1"]["phase"] == "Bound" and len(api.puts) == 1
+def stamp(age_s: float) -> str:
+    """The RFC 3339 timestamp ``age_s`` seconds ago (the repairs age allocations by the wall clock)."""
+    at = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=age_s)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+YOUNG, OLD = 10.0, 3600.0
+"""Ages of Reserved allocations whose pods are bound with them, against the default
+--bound-mark-delay of 300 s."""
+
+
+def marks_setup(allocations: dict[str, dict[str, float]]) -> tuple[PoolController, Api]:
+    """A pool controller over pools on node-1 (pool name → {pod UID: age of its Reserved
+    allocation}); every pod is running on node-1, bound with its allocation."""
+    bodies = []
+    pods = []
+    for i, (name, ages) in enumerate(sorted(allocations.items())):
+        allocs = {}
+        for j, (uid, age_s) in enumerate(sorted(ages.items()), start=1):
+            ip = f"10.0.{i}.{j}"
+            allocs[uid] = alloc(ip, pod=f"ns/pod-{uid}", since=stamp(age_s))
+            pods.append(prebound_body(uid, ip, name))
+        bodies.append(
+            pool_body(name, "node-1", addresses=[f"10.0.{i}.1-10.0.{i}.9"], rv="10", allocations=allocs)
+        )
+    cache = pool_cache(
+        {"node-1": [NodeInfo(name="node-1", ready=True)]},
+        {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in bodies},
+    )
+    api = Api(bodies, None)
+    api.pods = pods
+    ctrl = PoolController(
+        scheduler_name="ip-scheduler",
+        api=api,  # type: ignore[arg-type]
+        cache=cache,
+        writer=PoolWriter(api, cache),  # type: ignore[arg-type]
+        recorder=Events(),  # type: ignore[arg-type]
+    )
+    return ctrl, api
+
+
+def phases(api: Api) -> dict[str, str]:
+    return {
+        uid: a["phase"] for body in api.bodies.values() for uid, a in body["status"]["allocations"].items()
+    }
+
+
+@pytest.mark.parametrize(
+    ("allocations", "writes", "deferred"),
+    [
+        pytest.param({"p": {"u1": OLD, "u2": OLD, "u3": OLD}}, 1, set(), id="three-old-marks-one-write"),
+        pytest.param(
+            {"p": {"u1": OLD, "u2": OLD, "u3": YOUNG}, "q": {"u4": OLD}, "r": {"u5": YOUNG, "u6": YOUNG}},
+            2,
+            {"r"},
+            id="one-write-per-pool-young-marks-ride-along-or-wait",
+        ),
+        pytest.param({"p": {"u1": YOUNG, "u2": YOUNG}}, 0, {"p"}, id="only-young-marks-no-write"),
+    ],
+)
+async def test_the_sweep_writes_old_bound_marks_one_write_per_pool_and_leaves_young_ones(
+    allocations: dict[str, dict[str, float]], writes: int, deferred: set[str]
+) -> None:
+    """What no write of its pool carried within --bound-mark-delay (300 s) the GC sweep
+    writes, all marks of a pool in one write, and waits for; a younger mark is deferred
+    (as PostBind's own is, once per pod): it rides along with that write, or waits for the
+    pool's next one and costs nothing until then."""
+    ctrl, api = marks_setup(allocations)
+    ctrl.started.set()
+    counts = await ctrl.repairs.gc_sweep()
+    assert ctrl.writer.writes == writes and len(api.puts) == len(set(api.puts)) == writes
+    written = {uid for name, ages in allocations.items() if name not in deferred for uid in ages}
+    assert {uid for uid, phase in phases(api).items() if phase == "Bound"} == written
+    assert counts["marked_bound"] == sum(len(ages) for ages in allocations.values())
+    assert ctrl.writer.deferred_pools() == deferred
+    for name in deferred:  # PostBind's mark of the same pod: not queued twice
+        uid = min(allocations[name])
+        ctrl.writer.defer(
+            name, functools.partial(allocator.mark_bound, uid=uid), key=allocator.mark_bound_key(uid)
+        )
+        assert ctrl.writer.pending(name) == len(allocations[name])
+    await ctrl.repairs.gc_sweep()  # still young: deferred once, no write
+    assert ctrl.writer.writes == writes
+    await ctrl.writer.flush()  # the pools' next writes carry them
+    assert set(phases(api).values()) == {"Bound"}
+    assert ctrl.writer.writes == writes + len(deferred)
+
+
+async def test_the_sweep_writes_marks_a_few_pools_at_a_time_each_in_one_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thousands of pools with marks to write after an outage do not take every connection
+    at once: MARK_WRITES_IN_FLIGHT pools at a time, still one write per pool."""
+    monkeypatch.setattr("ipscheduler.underlayip.reconciler.MARK_WRITES_IN_FLIGHT", 2)
+    ctrl, api = marks_setup({name: {f"{name}1": OLD, f"{name}2": OLD} for name in ("p", "q", "r")})
+    in_flight, most = [0], [0]
+    real = api.replace_cluster_status
+
+    async def put(res: Any, name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+        await asyncio.sleep(0.01)
+        in_flight[0] -= 1
+        return await real(res, name, rv, status)
+
+    api.replace_cluster_status = put  # type: ignore[method-assign]
+    ctrl.started.set()
+    counts = await ctrl.repairs.gc_sweep()
+    assert counts["marked_bound"] == 6 and sorted(api.puts) == ["p", "q", "r"] and most[0] == 2
+    assert set(phases(api).values()) == {"Bound"}
+
+
+async def test_the_start_up_reconcile_defers_young_bound_marks_and_writes_old_ones_one_write_per_pool() -> (
+    None
+):
+    """After a failover the new leader plans a mark for every pod the old one bound in its
+    last --bound-mark-delay: deferred, they cost the reconcile no write (u4's waits for q's
+    next write; u3's rides along with p's); the old ones of a pool go in one write."""
+    ctrl, api = marks_setup({"p": {"u1": OLD, "u2": OLD, "u3": YOUNG}, "q": {"u4": YOUNG}})
+    await ctrl.repairs.reconcile()
+    assert api.puts == ["p"]
+    assert phases(api) == {"u1": "Bound", "u2": "Bound", "u3": "Bound", "u4": "Reserved"}
+    assert ctrl.writer.deferred_pools() == {"q"}
+
+
+async def test_a_deleted_pools_deferred_marks_are_dropped() -> None:
+    """The informer's DELETED event and the sweep's pool LIST both drop what the writer
+    holds for a pool that no longer exists: no write would ever carry it."""
+    ctrl, api = marks_setup({"p": {"u1": YOUNG}, "q": {"u2": YOUNG}, "r": {"u3": YOUNG}})
+    await ctrl.repairs.reconcile()
+    assert ctrl.writer.deferred_pools() == {"p", "q", "r"}
+    ctrl.on_pool_store_event("DELETED", "p", api.bodies.pop("p"), None, None)
+    del api.bodies["q"]  # its DELETED event was lost
+    await ctrl.repairs.gc_sweep()
+    assert ctrl.writer.deferred_pools() == {"r"} and not api.puts
 
 
 # --------------------------------------------------------------------------- running pods hold their address

@@ -1,5 +1,5 @@
 """underlayip/reconciler: the NodeIPPool watch-stall detector (PoolController.check_watch; fake
-clock, no server) and the garbage-collection sweep's pacing and what it leaves to PostBind."""
+clock, no server) and the garbage-collection sweep's pacing and which Bound marks it writes."""
 
 from __future__ import annotations
 
@@ -216,20 +216,29 @@ def test_gc_pause_bounds_the_sweeps_share_of_time(last_sweep: float, pause: floa
 
 
 @pytest.mark.parametrize(
-    ("action", "age_s", "skipped"),
+    ("action", "age_s", "due"),
     [
-        pytest.param("mark_bound", 5.0, True, id="young-mark-left-to-postbind"),
-        pytest.param("mark_bound", 39.0, True, id="just-under-twice-the-delay"),
-        pytest.param("mark_bound", 41.0, False, id="lost-mark-written-by-the-sweep"),
-        pytest.param("release", 5.0, False, id="releases-never-skipped"),
+        pytest.param("mark_bound", 5.0, False, id="young-mark-waits-for-the-pools-next-write"),
+        pytest.param("mark_bound", 299.0, False, id="just-under-the-delay"),
+        pytest.param("mark_bound", 300.0, True, id="at-the-delay-written-by-the-sweep"),
+        pytest.param("mark_bound", 86_400.0, True, id="a-lost-mark-a-day-old"),
+        pytest.param("mark_bound", -60.0, False, id="since-in-the-future-counts-as-now"),
+        pytest.param("release", 3600.0, False, id="not-a-mark"),
     ],
 )
-def test_the_sweep_leaves_young_bound_marks_to_postbind(action: str, age_s: float, skipped: bool) -> None:
-    """PostBind's deferred mark lands within --bound-mark-delay (20 s here): the GC sweep
-    does not write it again unless the allocation is older than twice that."""
+def test_the_sweep_writes_a_bound_mark_only_after_the_bound_mark_delay(
+    action: str, age_s: float, due: bool
+) -> None:
+    """PostBind's deferred mark rides along with the pool's next write; a sweep writes it
+    only when the allocation is older than --bound-mark-delay (300 s here)."""
     now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     since = now - datetime.timedelta(seconds=age_s)
     alloc = Allocation(ip="10.0.0.1", pod="ns/p", phase="Reserved", since=since)
     r = Repair(action, "pool", "uid", "ns/p", "why", "10.0.0.1", allocation=alloc)  # type: ignore[arg-type]
-    ctrl = types.SimpleNamespace(writer=types.SimpleNamespace(defer_delay=20.0))
-    assert Reconciler._mark_on_its_way(ctrl, r, now) is skipped  # type: ignore[arg-type]
+    ctrl = types.SimpleNamespace(bound_mark_delay=300.0)
+    assert Reconciler.mark_due(ctrl, r, now) is due  # type: ignore[arg-type]
+
+
+async def test_the_bound_mark_delay_defaults_to_five_minutes() -> None:
+    sched = PoolController(scheduler_name="x", api=_NONE, cache=pool_cache(), writer=_NONE, recorder=_NONE)
+    assert sched.repairs.bound_mark_delay == pytest.approx(300.0)

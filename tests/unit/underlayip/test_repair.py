@@ -202,6 +202,33 @@ def test_plan_reserved_ttl_parameter_is_used() -> None:
     assert [r.action for r in plan([p], pods, NOW, reserved_ttl=10.0)] == ["release"]
 
 
+@pytest.mark.parametrize(
+    ("age_s", "count_only"),
+    [
+        pytest.param(TTL + 1, False, id="just-over-the-ttl"),
+        pytest.param(300, False, id="the-bound-mark-delay"),
+        pytest.param(86_400, False, id="a-day"),
+        pytest.param(86_400, True, id="a-day-count-only-slot"),
+    ],
+)
+def test_a_reserved_allocation_whose_pod_is_bound_with_it_is_never_released_whatever_its_age(
+    age_s: float, count_only: bool
+) -> None:
+    """PostBind's Bound mark waits for the pool's next write, or --bound-mark-delay (5 min)
+    for the GC sweep: the allocation stays Reserved meanwhile, well past --reserved-ttl. The
+    TTL never releases it: it is marked Bound instead."""
+    allocation = alloc(None if count_only else "10.0.0.1", phase="Reserved", since=ago(age_s))
+    p = pool(
+        addresses=None if count_only else ADDRS,
+        capacity=3 if count_only else None,
+        allocations={"u1": allocation},
+    )
+    annotations = {} if count_only else ours()
+    pods = {"u1": pod("u1", node="node-a", annotations=annotations)}
+    assert [(r.action, r.uid) for r in plan([p], pods, NOW, TTL)] == [("mark_bound", "u1")]
+    assert plan([p], pods, NOW, reserved_ttl=0.0)[0].action == "mark_bound"
+
+
 def test_plan_count_only_release_has_no_ip() -> None:
     p = pool(capacity=3, allocations={"u1": alloc(None, phase="Bound")})
     assert summary(plan([p], {}, NOW, TTL)) == [("release", "pool-a", "u1", "ns/p", None)]

@@ -1,4 +1,5 @@
-"""underlayip/writer.PoolWriter: group commit of NodeIPPool status mutations, CAS retries, deferred writes."""
+"""underlayip/writer.PoolWriter: group commit of NodeIPPool status mutations, CAS retries,
+deferred mutations (which ride along with a pool's next write and never cost one of their own)."""
 
 from __future__ import annotations
 
@@ -33,15 +34,13 @@ def body(
     )
 
 
-def setup(
-    *bodies: dict[str, Any], defer_delay: float = 1.0, **observers: Any
-) -> tuple[FakePoolApi, PoolCache, PoolWriter]:
+def setup(*bodies: dict[str, Any], **observers: Any) -> tuple[FakePoolApi, PoolCache, PoolWriter]:
     cache = pool_cache(
         {"node-a": [NodeInfo(name="node-a", ready=True)]},
         {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in bodies},
     )
     api = FakePoolApi(list(bodies))
-    return api, cache, PoolWriter(api, cache, defer_delay=defer_delay, **observers)  # type: ignore[arg-type]
+    return api, cache, PoolWriter(api, cache, **observers)  # type: ignore[arg-type]
 
 
 def reserve(uid: str) -> MutateFn:
@@ -119,26 +118,86 @@ async def test_nothing_to_change_writes_nothing_and_a_missing_pool_is_none() -> 
     assert await writer.submit("gone", reserve("u1")) is None
 
 
-async def test_deferred_mutation_rides_along_with_the_next_write() -> None:
-    api, _, writer = setup(body(u0="10.0.0.1"), defer_delay=60)
-    writer.defer("p", functools.partial(allocator.mark_bound, uid="u0"))
-    await asyncio.sleep(0.01)
-    assert api.puts == []
-    assert writer.pending("p") == 1
-    await writer.submit("p", reserve("u1"))
-    assert api.puts == ["p"]
+def mark(uid: str) -> MutateFn:
+    return functools.partial(allocator.mark_bound, uid=uid)
+
+
+async def wait_an_hour(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let an hour pass on the event loop's clock (no real waiting): every timer armed
+    before now is due, and the loop runs what is ready."""
+    loop = asyncio.get_running_loop()
+    real = loop.time
+    monkeypatch.setattr(loop, "time", lambda: real() + 3600.0)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.001)
+
+
+@pytest.mark.parametrize(
+    "next_write",
+    [
+        pytest.param("submit", id="a-submit"),
+        pytest.param("flush", id="a-flush"),
+    ],
+)
+async def test_a_deferred_mutation_is_never_written_alone_only_with_the_pools_next_write(
+    monkeypatch: pytest.MonkeyPatch, next_write: str
+) -> None:
+    api, _, writer = setup(body(u0="10.0.0.1"))
+    writer.defer("p", mark("u0"), key=allocator.mark_bound_key("u0"))
+    await wait_an_hour(monkeypatch)
+    assert api.puts == [] and writer.pending("p") == 1, "a deferred mutation costs no write of its own"
+    if next_write == "submit":
+        await writer.submit("p", reserve("u1"))
+    else:
+        await writer.flush()
+    assert api.puts == ["p"] and writer.pending("p") == 0
     allocs = api.bodies["p"]["status"]["allocations"]
-    assert (allocs["u0"]["phase"], allocs["u1"]["phase"]) == ("Bound", "Reserved")
+    assert allocs["u0"]["phase"] == "Bound"
+    assert next_write == "flush" or allocs["u1"]["phase"] == "Reserved"
 
 
-async def test_deferred_mutation_is_written_after_the_delay_alone() -> None:
-    api, _, writer = setup(body(u0="10.0.0.1"), defer_delay=0.05)
-    writer.defer("p", functools.partial(allocator.mark_bound, uid="u0"))
-    writer.defer("p", functools.partial(allocator.mark_bound, uid="u0"))
-    await asyncio.sleep(0.2)
+@pytest.mark.parametrize(
+    ("keys", "queued"),
+    [
+        pytest.param(["u0", "u0", "u0"], 1, id="same-pods-mark-deferred-thrice"),
+        pytest.param(["u0", "u1", "u0"], 2, id="two-pods"),
+        pytest.param([None, None], 2, id="no-key-no-deduplication"),
+    ],
+)
+async def test_duplicate_deferred_mutations_do_not_pile_up(keys: list[str | None], queued: int) -> None:
+    api, _, writer = setup(body(u0="10.0.0.1", u1="10.0.0.2"))
+    for key in keys:
+        writer.defer("p", mark(key or "u0"), key=None if key is None else allocator.mark_bound_key(key))
+    assert writer.pending("p") == queued
+    await writer.flush()
     assert api.puts == ["p"]
-    assert api.bodies["p"]["status"]["allocations"]["u0"]["phase"] == "Bound"
-    assert writer.pending("p") == 0
+    writer.defer(
+        "p", mark("u0"), key=allocator.mark_bound_key("u0")
+    )  # the first one is written: queued again
+    assert writer.pending("p") == 1
+
+
+async def test_deferred_mutations_of_a_deleted_pool_are_dropped() -> None:
+    """A pool deleted before its next write would keep its deferred mutations forever: the
+    pool informer's DELETED event (drop_deferred) and the GC sweep's LIST
+    (drop_deferred_except) drop them; a submitted mutation is kept, its write settles it."""
+    api, _, writer = setup(
+        *(body(name, addresses=f"10.0.{i}.1-10.0.{i}.4", u0=f"10.0.{i}.1") for i, name in enumerate("pqr"))
+    )
+    for name in ("p", "q", "r"):
+        writer.defer(name, mark("u0"), key=allocator.mark_bound_key("u0"))
+    assert writer.deferred_pools() == {"p", "q", "r"}
+    assert writer.drop_deferred("p") == 1 and writer.drop_deferred("p") == 0
+    assert writer.drop_deferred_except({"r"}) == 1
+    assert writer.deferred_pools() == {"r"} and writer.pending("q") == 0
+    writer.defer("p", mark("u0"), key=allocator.mark_bound_key("u0"))  # the key went with the drop
+    assert writer.pending("p") == 1
+    submitted = writer.submit("r", reserve("u1"))  # queued behind r's deferred mark
+    assert writer.drop_deferred("r") == 1 and writer.pending("r") == 1
+    written = await submitted
+    assert written is not None and written.allocations["u0"].phase == "Reserved"
+    assert api.puts == ["r"]
 
 
 # ---------------------------------------------------------------- no allocation without the finalizer
