@@ -46,6 +46,7 @@ from ipscheduler.backend.metrics import Metrics
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
 from ipscheduler.cmd import extender as extender_server
+from ipscheduler.cmd import gctuning
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.cmd.profiles import (
     build_profile,
@@ -147,6 +148,12 @@ class Components:
             )
         if self.extender is not None and self.cfg.extender_listen:
             self.tasks.append(asyncio.get_running_loop().create_task(self._serve_extender(), name="extender"))
+        self.tasks.append(asyncio.get_running_loop().create_task(self._tune_gc(), name="gc-tuning"))
+
+    async def _tune_gc(self) -> None:
+        """Tune the garbage collector once the caches hold the cluster (:mod:`gctuning`)."""
+        await self.controller.ready_to_schedule.wait()
+        gctuning.tune()
 
     async def _serve_extender(self) -> None:
         """Answer kube-scheduler once the caches hold the cluster (before, every node would
