@@ -26,6 +26,7 @@ from ipscheduler.kube.client import Conflict
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip import allocator
+from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.repair import Repair
@@ -78,6 +79,17 @@ class Recorder:
         pass
 
 
+def controller(api: Api, cache: PoolCache) -> PoolController:
+    """The pool controller over ``api`` and ``cache``, with its own writer and a fake recorder."""
+    return PoolController(
+        scheduler_name="ip-scheduler",
+        api=api,  # type: ignore[arg-type]
+        cache=cache,
+        writer=PoolWriter(api, cache),  # type: ignore[arg-type]
+        recorder=Events(),  # type: ignore[arg-type]
+    )
+
+
 def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
     pool = pool_body(
         "p",
@@ -96,14 +108,7 @@ def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
         queue=SchedulingQueue(PrioritySort()),
         recorder=Recorder(),  # type: ignore[arg-type]
     )
-    ctrl = PoolController(
-        scheduler_name="ip-scheduler",
-        api=api,  # type: ignore[arg-type]
-        cache=cache,
-        writer=PoolWriter(api, cache),  # type: ignore[arg-type]
-        recorder=Events(),  # type: ignore[arg-type]
-    )
-    return sched, ctrl, api
+    return sched, controller(api, cache), api
 
 
 def bound_event(
@@ -351,14 +356,7 @@ def marks_setup(allocations: dict[str, dict[str, float]]) -> tuple[PoolControlle
     )
     api = Api(bodies, None)
     api.pods = pods
-    ctrl = PoolController(
-        scheduler_name="ip-scheduler",
-        api=api,  # type: ignore[arg-type]
-        cache=cache,
-        writer=PoolWriter(api, cache),  # type: ignore[arg-type]
-        recorder=Events(),  # type: ignore[arg-type]
-    )
-    return ctrl, api
+    return controller(api, cache), api
 
 
 def phases(api: Api) -> dict[str, str]:
