@@ -93,7 +93,7 @@ def cycle(fw: Framework, pod: PodInfo, snapshot: Snapshot) -> int:
     """One scheduling cycle up to the totals; returns the number of feasible nodes."""
     state = CycleState()
     feasible, _ = fw.find_feasible(state, pod, snapshot)
-    fw.total_scores(fw.run_scores(state, pod, feasible), feasible)
+    fw.score_totals(state, pod, feasible)
     return len(feasible)
 
 
@@ -106,7 +106,7 @@ def placing_cycles(fw: Framework, cache: Cache, cycles: int) -> list[str]:
         snapshot = cache.snapshot()
         state = CycleState()
         feasible, _ = fw.find_feasible(state, pod, snapshot)
-        totals = fw.total_scores(fw.run_scores(state, pod, feasible), feasible)
+        totals = fw.score_totals(state, pod, feasible)
         best = max(feasible, key=lambda n: totals[n.name]).name
         cache.assume_pod(PodInfo.from_obj(pod_body(f"incoming-{i}", best)).lean())
         chosen.append(best)

@@ -93,6 +93,15 @@ class NodeMemo(Generic[V]):
         memo[shape] = value
 
 
+def normalizes(plugin: object) -> bool:
+    """Whether Score plugin ``plugin`` has a NormalizeScore that does something: False when
+    it declares ``normalizes = False`` (upstream: its ``ScoreExtensions()`` returns nil, as
+    NodeResourcesFit's and NodeResourcesBalancedAllocation's do). The framework then adds
+    its raw scores, which must be within ``0..MAX_NODE_SCORE``, without calling
+    ``normalize_score``."""
+    return getattr(plugin, "normalizes", True) is not False
+
+
 def node_local_key(plugin: object, pod: PodInfo) -> Hashable | None:
     """``plugin.node_local_key(pod)`` for a :class:`~ipscheduler.framework.interface.NodeLocal`
     plugin; None for any other plugin (its results are never reused)."""

@@ -294,6 +294,9 @@ class NodeResourcesLeastAllocated:
     """Score: favour nodes with the most unrequested cpu/memory (NodeResourcesFit ``LeastAllocated``)."""
 
     name: str = LEAST_ALLOCATED_NAME
+    normalizes: bool = False
+    """Upstream's NodeResourcesFit has no ScoreExtensions
+    (:func:`~ipscheduler.framework.nodememo.normalizes`)."""
 
     def __init__(self, resources: Mapping[str, int] | None = None) -> None:
         """``resources``: resource name → weight (1..100); default cpu and memory, weight 1 each."""
@@ -355,6 +358,8 @@ class NodeResourcesBalancedAllocation:
     """Score: favour nodes whose cpu and memory fractions stay close to each other."""
 
     name: str = BALANCED_ALLOCATION_NAME
+    normalizes: bool = False
+    """Upstream's plugin has no ScoreExtensions (:func:`~ipscheduler.framework.nodememo.normalizes`)."""
 
     def __init__(self, resources: Mapping[str, int] | None = None) -> None:
         """``resources``: resource names (weights are validated but, as upstream, unused)."""

@@ -125,11 +125,7 @@ class ExtenderVerbs:
         nodes = self._nodes(names, args.node_objects())
         state = CycleState()
         feasible, _ = self.profile.find_feasible(state, pod, nodes, find_all=True)
-        totals = (
-            self.profile.total_scores(self.profile.run_scores(state, pod, feasible), feasible)
-            if feasible
-            else {}
-        )
+        totals = self.profile.score_totals(state, pod, feasible) if feasible else {}
         weight = sum(w for _, w in self.profile.score) or 1
         return [
             HostPriority(host=n, score=totals.get(n, 0) * MAX_EXTENDER_PRIORITY // (weight * MAX_NODE_SCORE))

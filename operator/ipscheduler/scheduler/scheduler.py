@@ -173,8 +173,7 @@ class Scheduler:
             if result is not None and (result.nominated_node_name or pod.nominated_node_name):
                 await self.profile.run_nominated(pod, result)
             return await self._scheduling_failed(qp, message, nominated=nominated)
-        per_plugin = self.profile.run_scores(state, pod, feasible)
-        totals = self.profile.total_scores(per_plugin, feasible)
+        totals = self.profile.score_totals(state, pod, feasible)
         best = max(totals.values())
         host = random.choice([n for n in feasible if totals[n.name] == best])
         st = await self.profile.run_reserve(state, pod, host)

@@ -76,11 +76,22 @@ def _parse_ip(text: str) -> IPAddress | None:
     return parsed
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _ip_int(text: str) -> tuple[int, int] | None:
+    """``(version, integer)`` of the bare IP address ``text`` (as :func:`_parse_ip`), or None.
+
+    Cached: the same allocation addresses are read on every change of their pool.
+    """
+    parsed = _parse_ip(text)
+    return None if parsed is None else (parsed.version, int(parsed))
+
+
 def _to_ip(version: int, value: int) -> IPAddress:
     """Integer ``value`` of IP ``version`` (4 or 6) back to an address object."""
     return ipaddress.IPv4Address(value) if version == 4 else ipaddress.IPv6Address(value)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _ip_text(version: int, value: int) -> str:
     """Canonical (compressed) text of integer address ``value`` of IP ``version``."""
     return _to_ip(version, value).compressed
@@ -274,8 +285,9 @@ class AddressSet:
         types, zone IDs) is simply not contained: no exception is raised.
         """
         if isinstance(ip, str):
-            parsed = _parse_ip(ip)
-        elif isinstance(ip, ipaddress.IPv4Address | ipaddress.IPv6Address):
+            key = _ip_int(ip)
+            return key is not None and self._contains_int(*key)
+        if isinstance(ip, ipaddress.IPv4Address | ipaddress.IPv6Address):
             parsed = ip if getattr(ip, "scope_id", None) is None else None
         else:
             parsed = None
@@ -334,9 +346,9 @@ class AddressSet:
         """Distinct valid ``taken`` strings that are inside this set, as ``(version, int)``."""
         result: set[tuple[int, int]] = set()
         for text in taken:
-            parsed = _parse_ip(text) if isinstance(text, str) else None
-            if parsed is not None and self._contains_int(parsed.version, int(parsed)):
-                result.add((parsed.version, int(parsed)))
+            key = _ip_int(text) if isinstance(text, str) else None
+            if key is not None and self._contains_int(*key):
+                result.add(key)
         return result
 
     def first_free(self, taken: Collection[str], blocked: AddressSet | None = None) -> str | None:

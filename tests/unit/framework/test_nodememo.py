@@ -172,8 +172,9 @@ def outcome(fw: Framework, pod: PodInfo, nodes: Any) -> tuple[Any, ...]:
     state = CycleState()
     feasible, diagnosis = fw.find_feasible(state, pod, nodes)
     scores = fw.run_scores(state, pod, feasible) if feasible else {}
+    totals = fw.score_totals(state, pod, feasible) if feasible else {}
     statuses: dict[str, Status] = dict(diagnosis.node_to_status)
-    return [n.name for n in feasible], statuses, diagnosis.pre_filter, scores
+    return [n.name for n in feasible], statuses, diagnosis.pre_filter, scores, totals
 
 
 def test_a_profile_with_the_memo_schedules_as_one_without_it_while_the_cluster_changes() -> None:
@@ -207,7 +208,8 @@ def test_a_profile_with_the_memo_schedules_as_one_without_it_while_the_cluster_c
             want = outcome(without, pod, snapshot)
             assert got == want, (rnd, shape)
             if got[0]:  # bind it where the totals say, as the scheduler would: that node changes
-                totals = with_memo.total_scores(got[3], [snapshot[n] for n in got[0]])
+                totals = got[4]
+                assert totals == with_memo.total_scores(got[3], [snapshot[n] for n in got[0]])
                 best = max(got[0], key=lambda n: (totals[n], n))
                 cache.add_pod(PodInfo.from_obj(pod_body(f"{shape}-{rnd}", best, **spec)).lean())
                 placed += 1

@@ -511,6 +511,89 @@ def test_run_scores_and_total_scores(
     assert p.total_scores(per_plugin, node_list) == totals
 
 
+@dataclass
+class LocalScore(FakeScore):
+    """A node-local FakeScore (its memo key is fixed); ``normalizes`` False: no NormalizeScore."""
+
+    normalizes: bool = True
+    calls: int = 0
+    noop_normalizations: int = 0
+
+    def node_local_key(self, pod: PodInfo) -> str:
+        return "shape"
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        self.calls += 1
+        return self.raw[node.name]
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        if not self.normalizes:  # as upstream's plugins without ScoreExtensions: nothing
+            self.noop_normalizations += 1
+            return
+        default_normalize(scores, reverse=self.reverse)
+
+
+SCORE_TOTAL_CASES = [
+    # (plugins as (name, raw, weight, normalizes, node-local)), expected totals
+    ([("A", {"n1": 30, "n2": 70}, 2, False, True)], {"n1": 60, "n2": 140}),
+    (
+        [("A", {"n1": 30, "n2": 70}, 1, False, True), ("B", {"n1": 4, "n2": 2}, 3, True, True)],
+        {"n1": 330, "n2": 220},
+    ),
+    (
+        [
+            ("A", {"n1": 30, "n2": 70}, 1, False, True),
+            ("B", {"n1": 4, "n2": 2}, 3, True, True),
+            ("C", {"n1": 0, "n2": 5}, 2, True, False),
+        ],
+        {"n1": 330, "n2": 420},
+    ),
+    ([("C", {"n1": 1, "n2": 5}, 1, True, False)], {"n1": 20, "n2": 100}),
+    (
+        [("A", {"n1": 0, "n2": 0}, 1, False, True), ("B", {"n1": 0, "n2": 0}, 1, True, True)],
+        {"n1": 0, "n2": 0},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("specs", "totals"),
+    SCORE_TOTAL_CASES,
+    ids=[
+        "summed-only",
+        "summed-and-normalized",
+        "with-a-plugin-not-node-local",
+        "none-node-local",
+        "all-zero",
+    ],
+)
+def test_score_totals_equal_the_weighted_sum_of_run_scores_and_reuse_node_local_scores(
+    specs: list[tuple[str, dict[str, int], int, bool, bool]], totals: dict[str, int]
+) -> None:
+    plugins = [
+        (LocalScore(name, raw, normalizes=norm) if local else FakeScore(name, raw), weight)
+        for name, raw, weight, norm, local in specs
+    ]
+    p = profile(score=plugins)
+    node_list = list(nodes("n1", "n2").values())
+    assert p.score_totals(CycleState(), POD, node_list) == totals
+    local = [plugin for plugin, _ in plugins if isinstance(plugin, LocalScore)]
+    assert all(plugin.noop_normalizations == 0 for plugin in local)  # summed, never normalized
+    assert p.total_scores(p.run_scores(CycleState(), POD, node_list), node_list) == totals
+    before = [plugin.calls for plugin in local]
+    assert p.score_totals(CycleState(), POD, node_list) == totals  # the same node objects again
+    assert [plugin.calls for plugin in local] == before  # ... scored from the memo
+    p.memoize = False
+    assert p.score_totals(CycleState(), POD, node_list) == totals
+    assert all(plugin.calls == b + len(node_list) for plugin, b in zip(local, before, strict=True))
+
+
+def test_score_totals_rejects_a_summed_score_out_of_range() -> None:
+    p = profile(score=[(LocalScore("Big", {"n1": 101}, normalizes=False), 1)])
+    with pytest.raises(ValueError, match="plugin Big gave node n1 score 101"):
+        p.score_totals(CycleState(), POD, list(nodes("n1").values()))
+
+
 def test_run_scores_rejects_out_of_range() -> None:
     class Bad:
         name = "Bad"
