@@ -139,10 +139,13 @@ def test_the_docs_name_the_event_api_the_code_writes() -> None:
 
     from ipscheduler.kube.client import KubeApi
 
-    for method in (KubeApi.create_event, KubeApi.patch_event):
-        source = inspect.getsource(method)
-        (call,) = re.findall(r"self\.core\.(\w+)\(", source)
-        assert hasattr(CoreV1Api, call), call
+    patch = inspect.getsource(KubeApi.patch_event)
+    (call,) = re.findall(r"self\.core\.(\w+)\(", patch)
+    assert hasattr(CoreV1Api, call), call
+    create = inspect.getsource(KubeApi.create_event)
+    assert re.search(r'send_json\("POST", path', create), create
+    assert re.search(r'path = f"/api/v1/namespaces/\{[^}]*\}/events"', create), create
+    for source in (patch, create):
         assert "events.k8s.io" not in source
     compatibility = section("Compatibility and stability").split("\n- **The", 1)[0]
     assert "core/v1 Events" in compatibility

@@ -10,6 +10,10 @@
   ``PodScheduled=True``).
 - Pod condition ``PodScheduled=False`` (strategic merge patch on ``pods/status``).
 - Events: create and patch (the deduplicating recorder is :mod:`ipscheduler.kube.events`).
+
+Size: one class, as client-go's typed clients are the one door to the API server: every
+request, its error mapping (404, 409 → :class:`Conflict`) and the lean path of the three
+writes per pod (:meth:`KubeApi.send_json`) in one place, so no other module talks HTTP.
 """
 
 from __future__ import annotations
