@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "nodeippools.ipscheduler.io.yaml"
 PODGROUP_CRD = ROOT / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 SCHEDULER = "ip-scheduler"
+PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+"""The label that puts a pod in a PodGroup (scheduler-plugins' Coscheduling)."""
 KUBE = "kube-with-extender"
 """kube-scheduler's profile in the extender tests (its pods request RESOURCE)."""
 OURS = "ip-scheduler-ext"
@@ -392,3 +394,23 @@ def terminate(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def podgroup(name: str, min_member: int, timeout: int | None = None) -> dict[str, Any]:
+    """A PodGroup of ``min_member`` (scheduleTimeoutSeconds ``timeout`` when given)."""
+    spec: dict[str, Any] = {"minMember": min_member}
+    if timeout is not None:
+        spec["scheduleTimeoutSeconds"] = timeout
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def member(group: str, name: str, **spec: Any) -> dict[str, Any]:
+    """A pod of our scheduler in PodGroup ``group`` (its label), no grace period."""
+    body = pod_manifest(name, SCHEDULER, terminationGracePeriodSeconds=0, **spec)
+    body["metadata"]["labels"][PODGROUP_LABEL] = group
+    return body

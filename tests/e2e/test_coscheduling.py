@@ -12,34 +12,18 @@ import yaml
 
 from tests.e2e.helpers import (
     PODGROUP_CRD,
-    SCHEDULER,
+    PODGROUP_LABEL,
     Pools,
     SchedulerProcess,
     assert_check_clean,
     events_for,
+    member,
+    podgroup,
     pods_of,
 )
-from tests.kube import Kubectl, pod_manifest, wait_for
+from tests.kube import Kubectl, wait_for
 
-LABEL = "scheduling.x-k8s.io/pod-group"
-
-
-def podgroup(name: str, min_member: int, timeout: int | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"minMember": min_member}
-    if timeout is not None:
-        spec["scheduleTimeoutSeconds"] = timeout
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def member(group: str, name: str, **spec: Any) -> dict[str, Any]:
-    body = pod_manifest(name, SCHEDULER, terminationGracePeriodSeconds=0, **spec)
-    body["metadata"]["labels"][LABEL] = group
-    return body
+LABEL = PODGROUP_LABEL
 
 
 def bound(kubectl: Kubectl, ns: str, group: str) -> list[dict[str, Any]]:

@@ -30,6 +30,8 @@ from tests.e2e.helpers import (
     assert_check_clean,
     deployment,
     events_for,
+    member,
+    podgroup,
     pods_of,
     token_kubeconfig,
 )
@@ -342,3 +344,79 @@ def test_connections_cut_mid_write_settle_every_reservation(
         print(f"proxy accepted {fp.accepted} connections")
     finally:
         sched.stop()
+
+
+def test_a_gang_held_at_permit_across_a_sigkill_holds_one_address_per_pod(
+    scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """Issue 38: 3 of a PodGroup's 4 members wait at Permit with addresses on node-1, the
+    scheduler is SIGKILLed, node-1 cordoned and the scheduler started again: it places them
+    on node-2. The dead process's reservations go within --reserved-ttl plus a sweep, not at
+    the new process's Permit timeout (60 s here); each pod then holds one address; the
+    fourth member lets the group bind whole."""
+    ttl = 6.0
+    args = ("--gc-interval", "2", "--reserved-ttl", str(int(ttl)))
+    names = ["crash-node-1", "crash-node-2"]
+    pools.create(names[0], "node-1", ["10.64.1.1-10.64.1.4"])
+    pools.create(names[1], "node-2", ["10.64.2.1-10.64.2.4"])
+    first = scheduler_factory(*args)
+    kubectl.apply(podgroup("crash", 4, timeout=60), ns)
+    prefer = {"ipscheduler.io/pools": ",".join(names)}  # node-1's pool first
+    for i in range(4):
+        gates = [{"name": "example.com/hold"}] if i == 3 else []  # the fourth waits, gated
+        body = member("crash", f"crash-{i}", schedulingGates=gates)
+        body["metadata"]["annotations"] = prefer
+        kubectl.apply(body, ns)
+    keys = {f"{ns}/crash-{i}" for i in range(3)}
+
+    def reservations() -> dict[str, list[str]]:
+        """Pod → the reservedBy of each of its allocations, over both pools."""
+        out: dict[str, list[str]] = {}
+        for name in names:
+            for a in _allocations(pools, name).values():
+                out.setdefault(a["pod"], []).append(a.get("reservedBy", ""))
+        return out
+
+    dead = wait_for("3 reserved, waiting at Permit", lambda: (r := reservations()).keys() == keys and r)
+    dead_identity = {by.rpartition("/")[0] for held in dead.values() for by in held}
+    assert {a["pod"] for a in _allocations(pools, names[0]).values()} == keys, "all on node-1"
+    first.kill()
+    killed = time.monotonic()
+    kubectl("cordon", "node-1")
+    try:
+        scheduler_factory(*args)
+
+        def one_each_by_the_new_process() -> bool:
+            now = reservations()
+            return now.keys() == keys and all(
+                len(held) == 1 and held[0].rpartition("/")[0] not in dead_identity for held in now.values()
+            )
+
+        wait_for("one reservation per pod, the new process's", one_each_by_the_new_process, timeout=ttl + 15)
+        took = time.monotonic() - killed
+        print(
+            f"the dead process's reservations gone {took:.1f}s after its SIGKILL (--reserved-ttl {ttl:.0f})"
+        )
+        assert {a["pod"] for a in _allocations(pools, names[1]).values()} == keys, "all on node-2 now"
+        for _ in range(6):  # still waiting at Permit, one address each
+            time.sleep(0.5)
+            assert all(len(held) == 1 for held in reservations().values()), reservations()
+    finally:
+        kubectl("uncordon", "node-1")
+    kubectl(
+        "patch",
+        "pod",
+        "crash-3",
+        "-n",
+        ns,
+        "--type=json",
+        "-p",
+        '[{"op":"remove","path":"/spec/schedulingGates"}]',
+    )
+    wait_for(
+        "all 4 bound",
+        lambda: all(_pod(kubectl, ns, f"crash-{i}")["spec"].get("nodeName") for i in range(4)),
+        timeout=30,
+    )
+    assert sorted(len(h) for h in reservations().values()) == [1, 1, 1, 1]
+    assert_check_clean(kubectl)

@@ -73,3 +73,72 @@ def test_ip_commands_show_list_and_release_only_what_no_live_pod_holds(
     assert "uid-ghost" not in pools.get("tools")["status"]["allocations"]
     assert ip("show", "10.44.1.15").stderr == "address 10.44.1.15 is not allocated (free in pool tools)\n"
     assert ip("show", "not-an-ip").returncode == 2
+
+
+def test_ip_release_decides_from_the_live_pod_whatever_the_status_says(
+    scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """Issue 38: a running pod's allocation edited to phase Retained, then its recorded pod
+    name edited: ``ip release`` refuses both times (the pod is found by UID, alive). Then the
+    allocation is removed by an edit: the scheduler restores it with the pod's release policy
+    and identity, so the pod keeps its sticky address."""
+    from tests.e2e.helpers import pods_of, statefulset
+
+    scheduler_factory("--gc-interval", "3600")  # nothing but the command and the restore act
+    pools.create("iprel", "node-2", ["10.63.1.1-10.63.1.9"])
+    kubectl.apply(statefulset("fx", 1, **{"ipscheduler.io/pools": "iprel"}), ns)
+    wait_for("fx-0 bound", lambda: _pod(kubectl, ns, "fx-0")["spec"].get("nodeName"), timeout=60)
+    pod = _pod(kubectl, ns, "fx-0")
+    uid, address = pod["metadata"]["uid"], pod["metadata"]["annotations"]["ipscheduler.io/ip"]
+
+    def edit(allocation: dict[str, Any] | None) -> None:
+        patch = json.dumps({"status": {"allocations": {uid: allocation}}})
+        kubectl("patch", "nodeippool", "iprel", "--subresource=status", "--type=merge", "-p", patch)
+
+    def release() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ipscheduler",
+                "ip",
+                "release",
+                address,
+                "--kubeconfig",
+                str(kubectl.kubeconfig),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    edit({"phase": "Retained"})
+    refused = release()
+    assert refused.returncode == 1, refused.stdout
+    assert refused.stderr == (
+        f"ip release: refused: {address} is held by running pod {ns}/fx-0 (UID {uid}); "
+        "delete the pod to release it\n"
+    )
+    edit({"phase": "Bound", "pod": f"{ns}/someone-else"})
+    refused = release()
+    assert refused.returncode == 1, refused.stdout
+    assert f"is held by running pod {ns}/someone-else (UID {uid})" in refused.stderr
+    assert uid in pools.get("iprel")["status"]["allocations"]
+
+    edit(None)  # the allocation removed: restored at once, as the pod's own
+    restored = wait_for(
+        "the allocation restored",
+        lambda: pools.get("iprel")["status"]["allocations"].get(uid),
+        timeout=30,
+    )
+    assert (restored["ip"], restored["pod"], restored["phase"]) == (address, f"{ns}/fx-0", "Bound")
+    assert (restored.get("releasePolicy"), restored.get("identity")) == ("StatefulSet", f"{ns}/fx-0")
+    kubectl("delete", "pod", "fx-0", "-n", ns, "--wait=true")
+
+    def back() -> str | None:
+        for p in pods_of(kubectl, ns, "app=fx"):
+            if p["metadata"]["uid"] != uid and p["spec"].get("nodeName"):
+                return str(p["metadata"].get("annotations", {}).get("ipscheduler.io/ip"))
+        return None
+
+    assert wait_for("fx-0 re-created and bound", back, timeout=60) == address

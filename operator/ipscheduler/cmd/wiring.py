@@ -45,8 +45,8 @@ from ipscheduler.backend.health import HealthState
 from ipscheduler.backend.metrics import Metrics
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.backend.supervisor import Supervisor
+from ipscheduler.cmd import election, gctuning
 from ipscheduler.cmd import extender as extender_server
-from ipscheduler.cmd import gctuning
 from ipscheduler.cmd.options import RunConfig
 from ipscheduler.cmd.profiles import (
     build_profile,
@@ -208,10 +208,11 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         on_write=pool_metrics.count_write,
     )
 
+    identity = cfg.identity or election.identity()  # one for the reservations and the GC
     deps = UnderlayIPDeps(
         pool_cache,
         writer,
-        identity=cfg.identity,
+        identity=identity,
         reserved_ttl=cfg.reserved_ttl,
         # build() runs once this replica holds the Lease (cmd/runner: the operator starts
         # under it): reservations another replica made before now are the last leader's.
@@ -269,6 +270,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         ready_to_schedule=ready_to_schedule,
         watch_timeout=cfg.watch_timeout,
         list_all_pods=bool(cfg.extender_listen),
+        identity=identity,
     )
     pod_groups = PodGroupController(
         api,

@@ -4,11 +4,12 @@ one way to release an address (also the kubectl plugin: ``kubectl ipscheduler ..
 - ``ip show ADDRESS``: the pool, node, holder pod and UID, phase, release policy and since.
 - ``ip list [-n NAMESPACE] [--pool P] [--node N] [--phase PHASE] [-o json]``: every
   allocation (of the namespace's pods), a table.
-- ``ip release ADDRESS``: only an allocation no live pod holds: phase Retained, or one whose
-  pod is gone or has ended (an orphan the GC sweep would release too). A live holder is a
-  refusal that says why. The release is a compare-and-swap on the pool's status that
-  removes exactly the allocation that was read; the pod is confirmed gone by a live read
-  by UID first (never by name alone).
+- ``ip release ADDRESS``: only an allocation no live pod holds: one whose pod is gone or
+  has ended (a Retained allocation, or an orphan the GC sweep would release too). The pod
+  is looked up by UID in a fresh LIST of every pod, never by the name or phase the status
+  records, and no other live pod may carry the address in its own annotations; a live
+  holder is a refusal that says why, whatever the status says. The release is a
+  compare-and-swap on the pool's status that removes exactly the allocation that was read.
 - ``pools [--node N] [-o json]``: ``kubectl get nodeippools`` with a total line: capacity,
   allocated, free and retained per pool as its status says, and whether it is Ready (and
   why not).
@@ -27,10 +28,10 @@ from dataclasses import asdict, dataclass
 from kubernetes_asyncio import client
 
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, live_pod, load_client_config
+from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, load_client_config
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.models import ANNOTATION_PREFIX, POOLS, RETAINED
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, ANNOTATION_PREFIX, POOLS
 from ipscheduler.underlayip.pool import PoolContext, PoolView
 from ipscheduler.underlayip.selection import is_ours, namespace_default_pools, tenancy_problem
 
@@ -121,14 +122,40 @@ def select(
 
 
 def why_not_release(row: AddressRow) -> str | None:
-    """Why ``row`` may not be released by an operator (None: it may): only a Retained
-    allocation, or one whose pod is gone or has ended, may be."""
-    if row.phase == RETAINED or row.holder in ("gone", "ended"):
+    """Why ``row`` may not be released by an operator (None: it may): only an allocation
+    whose pod (by UID: ``row.holder``) is gone or has ended may be, whatever phase the status
+    records (a Retained allocation is its gone pod's; one whose pod is live is not to be
+    released, even if someone edited its phase)."""
+    if row.holder in ("gone", "ended"):
         return None
     return (
         f"{row.ip or 'the slot'} is held by {row.holder} pod {row.pod} (UID {row.uid}); "
         "delete the pod to release it"
     )
+
+
+def carried_by(ip: str, pool: str, uid: str, pods: Mapping[str, PodInfo]) -> str | None:
+    """Why address ``ip`` of ``pool``, recorded for pod ``uid``, may not be released because
+    another live pod carries it in its own annotations (``ipscheduler.io/ip``, and
+    ``ipscheduler.io/pool`` when set), e.g. a pod whose allocation's recorded name or UID
+    was edited (None: no live pod carries it). ``pods``: the pods by UID, as just listed."""
+    for pod in pods.values():
+        if pod.uid == uid or pod.terminal or not ip:
+            continue
+        carried = pod.annotations.get(ANNOTATION_IP)
+        if carried is None or pod.annotations.get(ANNOTATION_POOL, pool) != pool:
+            continue
+        try:
+            same = canonical(carried) == ip
+        except AddressError:
+            same = False
+        if same:
+            state = "running" if pod.bound else "pending"
+            return (
+                f"{ip} is carried by {state} pod {pod.key} (UID {pod.uid}) in its {ANNOTATION_IP} "
+                "annotation; delete the pod to release it"
+            )
+    return None
 
 
 def render_table(rows: Iterable[AddressRow]) -> str:
@@ -262,7 +289,7 @@ async def ip_release(
     api = await _api(kubeconfig, context)
     try:
         for _ in range(CAS_ATTEMPTS):
-            pools, _pods = await _read(api, scheduler_name)
+            pools = await _pools(api)
             found = [(p, uid) for p in pools for uid, a in p.allocations.items() if a.ip == ip]
             if not found:
                 return 1, f"address {ip} is not allocated\n"
@@ -273,10 +300,11 @@ async def ip_release(
                 )
             pool, uid = found[0]
             held = pool.allocations[uid]
-            live = await live_pod(api, uid, held.pod)
-            row = address_rows([pool], {live.uid: live} if live is not None else {})
-            mine = next(r for r in row if r.uid == uid)
-            why = why_not_release(mine)
+            # Every pod as the API server has it now, by UID (never by the name the status
+            # records, which may be edited), with the annotations they carry.
+            pods = await lean_pods(api, "", ANNOTATION_PREFIX)
+            mine = next(r for r in address_rows([pool], pods) if r.uid == uid)
+            why = why_not_release(mine) or carried_by(ip, pool.name, uid, pods)
             if why is not None:
                 return 1, f"ip release: refused: {why}\n"
             status = allocator.release(pool, PoolContext(), uid, expect=held)

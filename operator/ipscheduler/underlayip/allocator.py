@@ -361,8 +361,12 @@ def adopt(
     pod_key: str,
     ip: str | None,
     now: datetime.datetime | None = None,
+    retention: Retention | None = None,
 ) -> NodeIPPoolStatus | None:
-    """Record a Bound allocation for a pod bound earlier with ``ip`` (start-up adoption).
+    """Record a Bound allocation for a pod bound earlier with ``ip`` (start-up adoption), with
+    the pod's release policy and identity (``retention``, from its own annotations and
+    owner: :func:`~ipscheduler.underlayip.retention.retention_of`), so a sticky pod whose
+    allocation was lost keeps its address through its next re-creation.
 
     Returns None when already recorded. Raises :class:`AdoptConflict` when
     ``ip`` is held by another pod or is not in the pool.
@@ -385,7 +389,7 @@ def adopt(
         if pool.addresses is None or ip not in pool.addresses:
             raise AdoptConflict(f"address {ip} is not in pool {pool.name}")
     allocs = dict(pool.allocations)
-    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase=BOUND, since=now or utc_now())
+    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase=BOUND, since=now or utc_now(), **_kept(retention))
     return desired_status(pool, ctx, allocs, now)
 
 

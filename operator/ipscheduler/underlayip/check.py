@@ -14,6 +14,8 @@ Invariants (each violation is one line of output):
   the namespace's ``ipscheduler.io/default-pools``);
 - an allocation's pool serves the node its (bound) pod runs on;
 - a pool's ``allocated`` does not exceed its ``capacity``;
+- a pod identity (release policy StatefulSet or Never) holds at most one allocation, across
+  all pools (its next pod takes that one back; a second is an address leaked to it);
 - a bound pod's ``ipscheduler.io/ip`` / ``ipscheduler.io/pool`` annotations
   match its allocation, and its ``ipscheduler.io/network`` (when present) the
   network facts its pool gives that address (:func:`~ipscheduler.underlayip.pool.network_of`).
@@ -42,6 +44,7 @@ from ipscheduler.underlayip.models import (
     RETAINED,
 )
 from ipscheduler.underlayip.pool import PoolView, network_of
+from ipscheduler.underlayip.retention import NEVER
 from ipscheduler.underlayip.selection import is_ours, tenancy_problem
 
 
@@ -133,6 +136,7 @@ def find_violations(
                         f"{where}: annotation {ANNOTATION_NETWORK}={ann_net} differs from the pool's "
                         f"network for {a.ip}: {json.dumps(want, separators=(',', ':'))}"
                     )
+    problems.extend(_identities_held_twice(by_name.values()))
     problems.extend(_shared_by_running_pods(by_uid.values()))
     for uid, pod in by_uid.items():
         spec = raw_pods[uid].get("spec") or {}
@@ -149,6 +153,25 @@ def find_violations(
                 line += f": it may not use NodeIPPool {named.name}: {why}"
             problems.append(line)
     return problems
+
+
+def _identities_held_twice(pools: Iterable[PoolView]) -> list[str]:
+    """One line per pod identity that two or more allocations are recorded for: its pods take
+    back one address (:func:`~ipscheduler.underlayip.retention.takes_back`: policy Never for
+    any pod of that name, StatefulSet for the same StatefulSet UID), so any other is leaked."""
+    kept: dict[tuple[str, str], list[str]] = {}
+    for pool in pools:
+        for uid, a in pool.allocations.items():
+            if a.identity:
+                owner = "" if a.release_policy == NEVER else (a.owner_uid or "")
+                kept.setdefault((a.identity, owner), []).append(
+                    f"{a.ip or '(slot)'} ({a.phase}, {a.pod} ({uid}), pool {pool.name})"
+                )
+    return [
+        f"identity {identity} holds {len(held)} allocations: " + ", ".join(sorted(held))
+        for (identity, _), held in sorted(kept.items())
+        if len(held) > 1
+    ]
 
 
 def _shared_by_running_pods(pods: Iterable[PodInfo]) -> list[str]:

@@ -89,8 +89,10 @@ class PoolController:
         ready_to_schedule: asyncio.Event | None = None,
         watch_timeout: float = 90.0,
         list_all_pods: bool = False,
+        identity: str = "",
     ) -> None:
-        """``scheduler_name``: only pods with this schedulerName are ours. ``gc_interval``,
+        """``scheduler_name``: only pods with this schedulerName are ours. ``identity``: this
+        replica's, as its reservations record it (the GC spares only its own in-flight ones). ``gc_interval``,
         ``reserved_ttl`` and ``bound_mark_delay`` in seconds (``--gc-interval``,
         ``--reserved-ttl``, ``--bound-mark-delay``: the age after which a GC sweep writes a
         Bound mark that no write of its pool carried).
@@ -137,6 +139,7 @@ class PoolController:
             bound_mark_delay=bound_mark_delay,
             watch_timeout=watch_timeout,
             list_all_pods=list_all_pods,
+            identity=identity,
         )
         """The start-up reconcile, the GC sweep, the watch-stall check and adoption."""
         self._early: set[str] | None = None  # UIDs claimed before `started`; None: not yet

@@ -39,7 +39,7 @@ from ipscheduler.underlayip.models import (
     RESERVED,
 )
 from ipscheduler.underlayip.pool import PoolView, age, network_of, utc_now
-from ipscheduler.underlayip.retention import StatefulSetFacts
+from ipscheduler.underlayip.retention import StatefulSetFacts, retention_of
 from ipscheduler.underlayip.selection import is_ours, tenancy_problem
 from ipscheduler.underlayip.writer import PoolWriter
 
@@ -95,8 +95,11 @@ class Reconciler:
         bound_mark_delay: float = 300.0,
         watch_timeout: float = 90.0,
         list_all_pods: bool = False,
+        identity: str = "",
     ) -> None:
         self.scheduler_name = scheduler_name
+        self.identity = identity
+        """This replica's identity, as its reservations record it (``reservedBy``'s first part)."""
         self.api = api
         self.cache = cache
         self.writer = writer
@@ -250,10 +253,15 @@ class Reconciler:
         return counts
 
     def _in_cycle(self, r: repair.Repair, pods: dict[str, PodInfo]) -> bool:
-        """A planned release of a Reserved allocation whose pod, still pending, is assumed in
-        this process's cache: the cycle that reserved it is alive (held at Permit while its
-        PodGroup gathers, possibly beyond ``--reserved-ttl``); its Unreserve gives it back."""
+        """A planned release of a Reserved allocation that this replica made
+        (``reservedBy``'s identity is :attr:`identity`) for a pod still pending and assumed
+        in this process's cache: the cycle that reserved it is alive (held at Permit while
+        its PodGroup gathers, possibly beyond ``--reserved-ttl``); its Unreserve gives it
+        back. Another process's reservation for the same pod (one SIGKILLed while the pod
+        waited at Permit) is not exempt: ``--reserved-ttl`` and one sweep release it."""
         if r.action != "release" or r.allocation is None or r.allocation.phase != RESERVED:
+            return False
+        if not self.identity or (r.allocation.reserved_by or "").rpartition("/")[0] != self.identity:
             return False
         pod = pods.get(r.uid)
         return pod is not None and not pod.terminal and self.cache.node_cache.is_assumed(r.uid)
@@ -446,8 +454,10 @@ class Reconciler:
                 counts["adopt_refused"] = counts.get("adopt_refused", 0) + 1
                 await self.refuse_adoption(r.subject, pool, problem)
                 return counts
+            retention = retention_of(r.subject) if r.subject is not None else None
             await self.writer.submit(
-                r.pool, functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip)
+                r.pool,
+                functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip, retention=retention),
             )
             counts["adopted"] += 1
             if mismatch := _network_mismatch(pool, r):

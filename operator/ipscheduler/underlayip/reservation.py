@@ -35,11 +35,12 @@ from dataclasses import dataclass, field
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.interface import Status
+from ipscheduler.framework.klog import kv
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import ANNOTATION_POOL, NOMINATED, RETAINED, NodeIPPoolStatus
+from ipscheduler.underlayip.models import ANNOTATION_POOL, NOMINATED, RESERVED, RETAINED, NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView, freed_by_eviction, network_of, utc_now
 from ipscheduler.underlayip.retention import Retention
 from ipscheduler.underlayip.selection import PoolChoice, may_use
@@ -157,8 +158,39 @@ class ReservationManager:
                 continue
             r.pending = self._submit(r, pod, node, pool.name)
             self.cache.assume(pool.name, pod.uid)
+            self._release_abandoned(pod, r.owner, pool.name)
             return Status.success()
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
+
+    def _release_abandoned(self, pod: PodInfo, owner: str, kept: str) -> None:
+        """The pod, reserved in pool ``kept`` by cycle ``owner``, gives up its Reserved
+        allocations in other pools that another cycle made and abandoned
+        (:func:`~ipscheduler.underlayip.allocator.abandoned`: older than ``--reserved-ttl``,
+        or made by another replica before this one took the Lease, e.g. a process
+        SIGKILLed while the pod waited at Permit): a pod holds one address at a time. Each
+        release is its own write, queued now (no I/O here) and only if the allocation is
+        still the one seen (``expect``); a failure is logged, the GC sweep releases it."""
+        now = utc_now()
+        for pool in self.cache.pools_holding(pod.uid):
+            held = pool.allocations.get(pod.uid)
+            if (
+                pool.name == kept
+                or held is None
+                or held.phase != RESERVED
+                or not allocator.abandoned(held, owner, now, self.reserved_ttl, self.takeover_before)
+            ):
+                continue
+            log.info(
+                "releasing %s of %s in pool %s: reserved by %s, a cycle that is over",
+                held.ip or "a place",
+                pod.key,
+                pool.name,
+                held.reserved_by,
+                extra=kv(pod=pod.key, pool=pool.name, ip=held.ip or ""),
+            )
+            release = functools.partial(allocator.release, uid=pod.uid, expect=held)
+            future = self.writer.submit(pool.name, release)
+            future.add_done_callback(functools.partial(_log_failure, f"release of {pod.key}'s reservation"))
 
     async def commit(self, r: CycleReservation, pod: PodInfo, node: NodeInfo) -> Status:
         """Wait for the write :meth:`reserve` queued (nothing pending: success); if that pool
@@ -347,3 +379,9 @@ class ReservationManager:
             self.writer.defer(
                 r.pool, functools.partial(allocator.mark_bound, uid=uid), key=allocator.mark_bound_key(uid)
             )
+
+
+def _log_failure(what: str, future: asyncio.Future[PoolView | None]) -> None:
+    """Done callback of a write nobody awaits: log its failure (the GC sweep repairs it)."""
+    if not future.cancelled() and (e := future.exception()) is not None:
+        log.warning("%s failed: %s", what, e)

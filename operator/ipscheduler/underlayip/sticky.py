@@ -99,9 +99,11 @@ def kept_address(
     for pool, uid, a in claims(pod.uid, retention, cache.kept_for(identity)):
         claim = Claim(pool, uid, a)
         if a.phase != RETAINED:
-            if cache.node_cache.pod(uid) is None and not cache.node_cache.is_assumed(uid):
-                return KeptAddress(WAITING, claim)
-            continue
+            # Recorded for the identity's previous pod, another UID of the same name: that pod
+            # is gone from the API server (a StatefulSet makes the next one only then), even
+            # if this process's informer has not said so yet. The pod waits for the address
+            # to be retained, never takes a second one.
+            return KeptAddress(WAITING, claim)
         start = max(t for t in (pod.creation, a.retained_since, a.since) if t is not None)
         waited = age(start, now)
         if retention.timeout is not None and waited > retention.timeout:

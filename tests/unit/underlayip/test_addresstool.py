@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.addresstool import (
     AddressRow,
     PoolRow,
     address_rows,
+    carried_by,
     pool_rows,
     pool_total,
     render_pools,
@@ -66,14 +68,68 @@ ROW = AddressRow("10.0.0.2", "pool-a", "node-a", "ns/run", "u-run", "Bound", "Po
         (dataclasses.replace(ROW, holder="ended"), None),
         (dataclasses.replace(ROW, holder="gone", phase="Retained", policy="StatefulSet"), None),
         (
+            dataclasses.replace(ROW, holder="running", phase="Retained", policy="StatefulSet"),
+            "10.0.0.2 is held by running pod ns/run (UID u-run); delete the pod to release it",
+        ),
+        (
             dataclasses.replace(ROW, ip="", holder="running"),
             "the slot is held by running pod ns/run (UID u-run); delete the pod to release it",
         ),
     ],
-    ids=["running", "pending", "orphan", "ended", "retained", "count-only-slot"],
+    ids=[
+        "running",
+        "pending",
+        "orphan",
+        "ended",
+        "retained",
+        "edited-to-retained-running",
+        "count-only-slot",
+    ],
 )
 def test_only_what_no_live_pod_holds_may_be_released(row: AddressRow, why: str | None) -> None:
     assert why_not_release(row) == why
+
+
+RUNNING = pod_info(
+    "fx-0",
+    uid="u-live",
+    node_name="node-a",
+    phase="Running",
+    annotations={"ipscheduler.io/ip": "10.0.0.2", "ipscheduler.io/pool": "pool-a"},
+)
+
+
+@pytest.mark.parametrize(
+    ("pods", "why"),
+    [
+        ({"u-live": RUNNING}, "10.0.0.2 is carried by running pod ns/fx-0 (UID u-live)"),
+        ({"u-live": dataclasses.replace(RUNNING, phase="Succeeded")}, None),
+        ({"u-live": dataclasses.replace(RUNNING, annotations={"ipscheduler.io/ip": "10.0.0.3"})}, None),
+        (
+            {
+                "u-live": dataclasses.replace(
+                    RUNNING, annotations={**RUNNING.annotations, "ipscheduler.io/pool": "b"}
+                )
+            },
+            None,
+        ),
+        ({"u-rec": dataclasses.replace(RUNNING, uid="u-rec")}, None),
+        ({}, None),
+    ],
+    ids=[
+        "a-live-pod-carries-it",
+        "it-ended",
+        "another-address",
+        "another-pool",
+        "the-recorded-pod",
+        "no-pod",
+    ],
+)
+def test_an_address_a_live_pod_carries_is_never_released(pods: dict[str, PodInfo], why: str | None) -> None:
+    """The allocation of u-rec was edited (its recorded pod name, or its UID): the live pod
+    carrying the address in its own annotations still holds it (issue 38)."""
+    got = carried_by("10.0.0.2", "pool-a", "u-rec", pods)
+    assert (got is None) if why is None else (got is not None and got.startswith(why))
 
 
 def test_the_table_has_kubectl_columns() -> None:

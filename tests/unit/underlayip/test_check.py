@@ -437,3 +437,51 @@ def test_a_nominated_place_over_a_full_pool(holder: dict[str, Any], expected: li
     status = {"capacity": 1, "allocated": 2, "free": 0}
     body = pool(addresses=["10.0.0.1"], allocations=allocations, status=status)
     assert find_violations([body], [victim, holder]) == expected
+
+
+def kept(
+    ip: str, pod_key: str, phase: str, policy: str = "StatefulSet", owner: str = "sts-1"
+) -> dict[str, Any]:
+    """An allocation kept for pod identity ``ns/db-0`` (``owner``: its StatefulSet's UID)."""
+    out = alloc(ip, pod_key, phase=phase)
+    out.update(releasePolicy=policy, identity="ns/db-0")
+    if policy == "StatefulSet":
+        out["ownerUID"] = owner
+    return out
+
+
+@pytest.mark.parametrize(
+    ("allocations", "expected"),
+    [
+        ({"old": kept("10.0.0.1", "ns/db-0", "Retained")}, []),
+        (
+            {"old": kept("10.0.0.1", "ns/db-0", "Retained"), "new": kept("10.0.0.3", "ns/db-0", "Bound")},
+            [
+                "identity ns/db-0 holds 2 allocations: 10.0.0.1 (Retained, ns/db-0 (old), pool pool-a), "
+                "10.0.0.3 (Bound, ns/db-0 (new), pool pool-a)"
+            ],
+        ),
+        (
+            {
+                "old": kept("10.0.0.1", "ns/db-0", "Retained", owner="sts-1"),
+                "new": kept("10.0.0.3", "ns/db-0", "Bound", owner="sts-2"),
+            },
+            [],
+        ),
+        (
+            {
+                "old": kept("10.0.0.1", "ns/db-0", "Retained", policy="Never"),
+                "new": kept("10.0.0.3", "ns/db-0", "Bound", policy="Never"),
+            },
+            ["identity ns/db-0 holds 2 allocations"],
+        ),
+    ],
+    ids=["one", "two-for-one-statefulset", "a-recreated-statefulsets-old-one", "never-any-owner"],
+)
+def test_an_identity_holding_two_allocations_is_a_violation(
+    allocations: dict[str, Any], expected: list[str]
+) -> None:
+    """Issue 38: one identity held 10.61.1.1 and 10.61.1.3; check stayed clean."""
+    got = [v for v in find_violations([pool(addresses=V4, allocations=allocations)], []) if "identity" in v]
+    assert len(got) == len(expected)
+    assert all(g.startswith(e) for g, e in zip(got, expected, strict=True))

@@ -410,6 +410,41 @@ async def test_an_abandoned_reservation_is_taken_over_with_its_address() -> None
     assert mine.since > datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 
 
+@pytest.mark.parametrize(
+    ("other", "plugin", "released"),
+    [
+        pytest.param(held("10.0.1.3", by="dead/1"), {}, True, id="older-than-reserved-ttl"),
+        pytest.param(
+            held("10.0.1.3", since=_ago(5), by="replica-a/1"),
+            {"takeover_before": datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=60)},
+            True,
+            id="another-replica-before-this-one-led",
+        ),
+        pytest.param(held("10.0.1.3", since=_ago(5), by="replica-a/1"), {}, False, id="in-flight-elsewhere"),
+        pytest.param(held("10.0.1.3", phase="Bound"), {}, False, id="bound-with-it"),
+        pytest.param(held("10.0.1.3", phase="Retained"), {}, False, id="retained"),
+    ],
+)
+async def test_a_pod_reserved_on_another_node_gives_up_an_abandoned_reservation(
+    other: dict[str, Any], plugin: dict[str, Any], released: bool
+) -> None:
+    """A process SIGKILLed while the pod waited at Permit left a reservation on node-b; this
+    cycle reserves on node-a: the pod holds one address, not two (issue 38)."""
+    env = Env(
+        [
+            pool("p1", addresses=["10.0.0.1-10.0.0.4"]),
+            pool("p2", node="node-b", addresses=["10.0.1.1-10.0.1.4"], allocations={"uid-me": other}),
+        ],
+        **plugin,
+    )
+    state = env.pre_filter(POD)
+    assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
+    await env.writer.flush()
+    assert allocated_ip(state) == "10.0.0.1"
+    assert ("uid-me" in env.api.bodies["p2"]["status"]["allocations"]) is not released
+    assert ("uid-me" in env.allocations("p2")) is not released
+
+
 async def test_two_replicas_one_failing_its_bind_leave_the_winner_its_allocation() -> None:
     """The SRE's finding: replica B's reservation lost its CAS to A's for the same pod and
     reused A's allocation; A's bind failed and its Unreserve released it while B bound the
@@ -931,10 +966,17 @@ async def test_after_its_retain_timeout_the_pod_is_placed_anew_and_says_so() -> 
     ]
 
 
-def test_an_address_still_recorded_for_the_previous_pod_holds_the_new_one_back() -> None:
+@pytest.mark.parametrize("informer_lags", [False, True], ids=["previous-pod-gone-here", "informer-lags"])
+def test_an_address_still_recorded_for_the_previous_pod_holds_the_new_one_back(informer_lags: bool) -> None:
+    """The old pod is gone; its release is on its way. Even while this replica's bound-pods
+    informer still shows it (a new pod of its name exists only once it is gone from the API
+    server), the new pod waits instead of taking a second address (issue 38)."""
     bound = {**builders.alloc("10.0.2.5", pod="ns/web-0", phase="Bound")}
     bound.update(releasePolicy="StatefulSet", identity="ns/web-0", ownerUID="uid-sts")
-    env = sticky_env({"uid-old": bound})  # the old pod is gone; its release is on its way
+    env = sticky_env({"uid-old": bound})
+    if informer_lags:
+        old = dataclasses.replace(web0("uid-old"), node_name="node-b", phase="Running")
+        env.cache.node_cache.add_pod(old)
     st = env.plugin.pre_filter(CycleState(), web0("uid-new"), env.cache.node_cache.nodes())
     assert (st.code, st.reasons) == (
         Code.UNSCHEDULABLE,

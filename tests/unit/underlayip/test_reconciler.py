@@ -242,3 +242,28 @@ def test_the_sweep_writes_a_bound_mark_only_after_the_bound_mark_delay(
 async def test_the_bound_mark_delay_defaults_to_five_minutes() -> None:
     sched = PoolController(scheduler_name="x", api=_NONE, cache=pool_cache(), writer=_NONE, recorder=_NONE)
     assert sched.repairs.bound_mark_delay == pytest.approx(300.0)
+
+
+@pytest.mark.parametrize(
+    ("reserved_by", "assumed", "exempt"),
+    [
+        pytest.param("me/1234", True, True, id="this-replicas-cycle-held-at-permit"),
+        pytest.param("dead/1234", True, False, id="another-process-same-pod-assumed-here"),
+        pytest.param(None, True, False, id="no-reservedBy"),
+        pytest.param("me/1234", False, False, id="not-assumed-here"),
+    ],
+)
+def test_the_gc_spares_only_this_replicas_reservations_of_a_pod_in_a_live_cycle(
+    reserved_by: str | None, assumed: bool, exempt: bool
+) -> None:
+    """A pod held at Permit here keeps the reservation this replica made past --reserved-ttl;
+    the reservation a SIGKILLed process made for the same pod is released (issue 38)."""
+    from ipscheduler.framework.types import PodInfo
+
+    since = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    alloc = Allocation(ip="10.0.0.1", pod="ns/p", phase="Reserved", since=since, reservedBy=reserved_by)
+    r = Repair("release", "pool", "uid", "ns/p", "why", "10.0.0.1", allocation=alloc)
+    node_cache = types.SimpleNamespace(is_assumed=lambda uid: assumed and uid == "uid")
+    ctrl = types.SimpleNamespace(identity="me", cache=types.SimpleNamespace(node_cache=node_cache))
+    pods = {"uid": PodInfo(uid="uid", namespace="ns", name="p")}
+    assert Reconciler._in_cycle(ctrl, r, pods) is exempt  # type: ignore[arg-type]
