@@ -411,29 +411,36 @@ async def test_an_abandoned_reservation_is_taken_over_with_its_address() -> None
 
 
 @pytest.mark.parametrize(
-    ("other", "plugin", "released"),
+    ("phase", "seconds_ago", "by", "led_since_ago", "released"),
     [
-        pytest.param(held("10.0.1.3", by="dead/1"), {}, True, id="older-than-reserved-ttl"),
-        pytest.param(
-            held("10.0.1.3", since=_ago(5), by="replica-a/1"),
-            {"takeover_before": datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=60)},
-            True,
-            id="another-replica-before-this-one-led",
-        ),
-        pytest.param(held("10.0.1.3", since=_ago(5), by="replica-a/1"), {}, False, id="in-flight-elsewhere"),
-        pytest.param(held("10.0.1.3", phase="Bound"), {}, False, id="bound-with-it"),
-        pytest.param(held("10.0.1.3", phase="Retained"), {}, False, id="retained"),
+        pytest.param("Reserved", None, "dead/1", None, True, id="older-than-reserved-ttl"),
+        pytest.param("Reserved", 5, "replica-a/1", -60, True, id="another-replica-before-this-one-led"),
+        pytest.param("Reserved", 5, "replica-a/1", None, False, id="in-flight-elsewhere"),
+        pytest.param("Bound", None, None, None, False, id="bound-with-it"),
+        pytest.param("Retained", None, None, None, False, id="retained"),
     ],
 )
 async def test_a_pod_reserved_on_another_node_gives_up_an_abandoned_reservation(
-    other: dict[str, Any], plugin: dict[str, Any], released: bool
+    phase: str, seconds_ago: float | None, by: str | None, led_since_ago: float | None, released: bool
 ) -> None:
     """A process SIGKILLed while the pod waited at Permit left a reservation on node-b; this
-    cycle reserves on node-a: the pod holds one address, not two (issue 38)."""
+    cycle reserves on node-a: the pod holds one address, not two (issue 38). Times are
+    stamped at run time (``seconds_ago``: None for SINCE, long past; ``led_since_ago``:
+    when this replica took the Lease, negative for the future; None: no election)."""
+    since = SINCE if seconds_ago is None else _ago(seconds_ago)
+    plugin: dict[str, Any] = {}
+    if led_since_ago is not None:
+        now = datetime.datetime.now(datetime.UTC)
+        plugin["takeover_before"] = now - datetime.timedelta(seconds=led_since_ago)
     env = Env(
         [
             pool("p1", addresses=["10.0.0.1-10.0.0.4"]),
-            pool("p2", node="node-b", addresses=["10.0.1.1-10.0.1.4"], allocations={"uid-me": other}),
+            pool(
+                "p2",
+                node="node-b",
+                addresses=["10.0.1.1-10.0.1.4"],
+                allocations={"uid-me": held("10.0.1.3", phase=phase, since=since, by=by)},
+            ),
         ],
         **plugin,
     )
