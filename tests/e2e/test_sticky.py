@@ -285,3 +285,45 @@ def test_a_deployments_pods_do_not_keep_their_addresses(
     wait_for("2 placed again", lambda: len(placed(kubectl, ns, "plain")) == 2, timeout=60)
     assert [a["phase"] for a in allocations(pools, ["plain"]).values()].count("Retained") == 0
     assert_check_clean(kubectl)
+
+
+def identities_held_twice(pools: Pools, names: list[str]) -> dict[str, list[str]]:
+    """Identity → its addresses, for the identities two or more allocations are kept for."""
+    by_identity: dict[str, list[str]] = {}
+    for a in allocations(pools, names).values():
+        if a.get("identity"):
+            by_identity.setdefault(a["identity"], []).append(a.get("ip") or "(slot)")
+    return {k: v for k, v in by_identity.items() if len(v) > 1}
+
+
+def test_pods_recreated_again_and_again_under_two_active_schedulers_keep_one_address_each(
+    scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """Issue 38: a StatefulSet's 6 pods deleted 12 times over (all at once, so a new pod's
+    cycle may run before a replica has seen its predecessor go, and a pod may be deleted
+    after taking its identity's address back but before its bind), under two active
+    replicas, each SIGKILLed once and restarted: every pod comes back with its identity's
+    address, and no identity ever holds two."""
+    replicas = [scheduler_factory(), scheduler_factory()]
+    _pools(pools)
+    kubectl.apply(statefulset("db", 6), ns)
+    first = all_placed(kubectl, ns, "db", 6)
+    kills = {4: replicas[0], 8: replicas[1]}  # each SIGKILLed once and started again
+    for rnd in range(12):  # 72 re-creations, as the issue's reproduction
+        if rnd in kills:
+            kills[rnd].kill()
+            kills[rnd].start(wait="")
+        before = placed(kubectl, ns, "db")
+        kubectl("delete", "pod", *sorted(first), "-n", ns, "--wait=false")
+
+        def again(before: dict[str, tuple[str, str, str]] = before) -> dict[str, tuple[str, str, str]] | None:
+            now = placed(kubectl, ns, "db")
+            fresh = {n: v for n, v in now.items() if before.get(n, ("",))[0] != v[0]}
+            return fresh if len(fresh) == len(first) else None
+
+        back = wait_for(f"round {rnd}: all 6 re-created and placed", again, timeout=90)
+        assert {n: v[1:] for n, v in back.items()} == {n: v[1:] for n, v in first.items()}, (
+            f"round {rnd}: each pod on its node with its address"
+        )
+        assert identities_held_twice(pools, POOLS) == {}, f"round {rnd}"
+    assert_check_clean(kubectl)

@@ -134,6 +134,28 @@ def to_take_back(
     return retained_for(pool, identity, owner_uid)
 
 
+def identity_held(
+    pool: PoolView, uid: str, pod_key: str, retention: Retention | None
+) -> tuple[str, Allocation] | None:
+    """The allocation ``pool`` records for the identity of pod ``uid`` (``retention``: a
+    sticky one, StatefulSet or Never) under another pod's UID and not Retained: the
+    identity's address, still the previous pod's (its release on its way), or already taken
+    back by another pod of the identity that is gone since. ``(that UID, the allocation)``,
+    or None. A new address must not be given meanwhile: the identity would hold two."""
+    if retention is None or not retention.sticky:
+        return None
+    identity = retention.identity or pod_key
+    for other, a in pool.allocations.items():
+        if (
+            other != uid
+            and a.identity == identity
+            and a.phase != RETAINED
+            and takes_back(a, retention.owner_uid)
+        ):
+            return other, a
+    return None
+
+
 def _kept(retention: Retention | None) -> dict[str, Any]:
     """The allocation fields that record ``retention`` (None or policy Pod: none)."""
     if retention is None or not retention.sticky:
@@ -217,6 +239,8 @@ def reserve(
             allocs[uid] = existing.model_copy(update={"reserved_by": owner, "since": now})
             return Reservation(desired_status(pool, ctx, allocs, now), existing.ip)
         raise ReservedElsewhere(pool.name, existing)
+    if (held := identity_held(pool, uid, pod_key, retention)) is not None:
+        raise IdentityHeld(pool.name, *held)
     possible, ip = _pick_new(pool, ctx)
     if not possible:
         raise PoolFull(pool.name)
@@ -404,6 +428,20 @@ class ReservedElsewhere(Exception):
     def __init__(self, pool: str, allocation: Allocation) -> None:
         by = allocation.reserved_by or "an earlier cycle"
         super().__init__(f"NodeIPPool {pool} holds a {allocation.phase} allocation of the pod made by {by}")
+        self.pool = pool
+        self.allocation = allocation
+
+
+class IdentityHeld(Exception):
+    """The pool still records the address of the pod's identity for another pod (raised by
+    :func:`reserve`, :func:`identity_held`): the pod waits (an Error: retried after backoff)
+    until that allocation is Retained, then takes it back, never a second address."""
+
+    def __init__(self, pool: str, uid: str, allocation: Allocation) -> None:
+        super().__init__(
+            f"NodeIPPool {pool} still records the address {allocation.ip or '(slot)'} of the pod's identity "
+            f"for pod {allocation.pod} (UID {uid}, {allocation.phase}): waiting for it to be retained"
+        )
         self.pool = pool
         self.allocation = allocation
 

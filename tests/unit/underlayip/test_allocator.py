@@ -13,6 +13,7 @@ from ipscheduler.framework.types import NodeInfo
 from ipscheduler.underlayip.addresses import AddressSet
 from ipscheduler.underlayip.allocator import (
     AdoptConflict,
+    IdentityHeld,
     PoolFull,
     ReservedElsewhere,
     adopt,
@@ -971,3 +972,42 @@ def test_drop_nomination_removes_only_a_held_place() -> None:
     new = drop_nomination(p, ALONE, "hi")
     assert new is not None and "hi" not in new.allocations and new.nominated == 0
     assert drop_nomination(p, ALONE, "v1") is None, "a Bound allocation is not a hold"
+
+
+@pytest.mark.parametrize(
+    ("retention", "held"),
+    [
+        (STS_KEEP, True),
+        (Retention("StatefulSet", "ns/web-0", "uid-sts-recreated", 0), False),
+        (Retention("StatefulSet", "ns/web-1", "uid-sts", 1), False),
+        (Retention("Pod"), False),
+    ],
+    ids=["same-identity", "statefulset-recreated", "another-ordinal", "plain-pod"],
+)
+def test_a_pod_never_gets_a_second_address_while_its_identitys_is_another_pods(
+    retention: Retention, held: bool
+) -> None:
+    """Issue 38's two-replica failure: pod u2 of identity ns/web-0 took the Retained address
+    back (Reserved under u2) and was deleted before its bind; pod u3 of the same identity,
+    whose cycle saw the address still Retained, must wait (IdentityHeld) instead of taking a
+    new one; once u2's Unreserve retains it again, u3 takes it back."""
+    status = retain(_reserved_sticky(), ALONE, "u1", now=SINCE_TIME)
+    assert status is not None
+    body_ = body(addresses=["10.0.0.1-10.0.0.3"], allocations={})
+    taken, _, _ = reserve(
+        with_status(body_, status), ALONE, "u2", "ns/web-0", now=SINCE_TIME, owner="r/1", retention=STS_KEEP
+    )
+    assert taken is not None and taken.allocations["u2"].phase == "Reserved"
+    pool = with_status(body_, taken)
+    if not held:
+        new, ip, _ = reserve(pool, ALONE, "u3", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention)
+        assert new is not None and ip == "10.0.0.2"
+        return
+    with pytest.raises(IdentityHeld, match=r"still records the address 10\.0\.0\.1 of the pod.s identity"):
+        reserve(pool, ALONE, "u3", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention)
+    again = retain(pool, ALONE, "u2", now=SINCE_TIME)  # u2's Unreserve keeps it for the identity
+    assert again is not None
+    new, ip, taken_back = reserve(
+        with_status(body_, again), ALONE, "u3", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention
+    )
+    assert new is not None and (ip, taken_back) == ("10.0.0.1", True) and list(new.allocations) == ["u3"]
