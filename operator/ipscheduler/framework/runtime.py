@@ -517,8 +517,9 @@ class Framework:
             if key is None:
                 other.append((plugin, weight))
             else:
-                (columned if normalizes(plugin) else summed).append((plugin, weight))
-                keys.append((plugin.name, key, normalizes(plugin)))
+                normalized = normalizes(plugin)
+                (columned if normalized else summed).append((plugin, weight))
+                keys.append((plugin.name, key, normalized))
         totals: dict[str, int] = {}
         columns: list[dict[str, int]] = [{} for _ in columned]
         if keys:

@@ -99,9 +99,13 @@ def abandoned(
         return True
     if takeover_before is None or not allocation.reserved_by:
         return False
-    theirs = allocation.reserved_by.rpartition("/")[0]
     since = allocation.since if allocation.since.tzinfo else allocation.since.replace(tzinfo=datetime.UTC)
-    return theirs != owner.rpartition("/")[0] and since < takeover_before
+    return replica_of(allocation.reserved_by) != replica_of(owner) and since < takeover_before
+
+
+def replica_of(reserved_by: str | None) -> str:
+    """The replica identity of a ``reservedBy`` (``<replica identity>/<cycle token>``; "" for none)."""
+    return (reserved_by or "").rpartition("/")[0]
 
 
 def retained_for(pool: PoolView, identity: str, owner_uid: str = "") -> tuple[str, Allocation] | None:

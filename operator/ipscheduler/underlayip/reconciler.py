@@ -261,7 +261,7 @@ class Reconciler:
         waited at Permit) is not exempt: ``--reserved-ttl`` and one sweep release it."""
         if r.action != "release" or r.allocation is None or r.allocation.phase != RESERVED:
             return False
-        if not self.identity or (r.allocation.reserved_by or "").rpartition("/")[0] != self.identity:
+        if not self.identity or allocator.replica_of(r.allocation.reserved_by) != self.identity:
             return False
         pod = pods.get(r.uid)
         return pod is not None and not pod.terminal and self.cache.node_cache.is_assumed(r.uid)
