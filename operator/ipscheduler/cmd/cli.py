@@ -8,12 +8,15 @@ import contextlib
 import sys
 
 from ipscheduler import __version__
-from ipscheduler.cmd import flags, logs
+from ipscheduler.cmd import gctuning
 
 KUBECONFIG_HELP = "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``ipscheduler`` command line's parser (imports every command's flags)."""
+    from ipscheduler.cmd import flags
+
     parser = argparse.ArgumentParser(prog="ipscheduler", description="An underlay-IP-aware pod scheduler.")
     parser.add_argument("--version", action="version", version=f"ipscheduler {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -41,7 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ipscheduler`` console script; returns the exit code."""
+    if (sys.argv[1:] if argv is None else argv)[:1] in (["run"], ["extender"]):
+        # Before the imports (the flags import kopf, kubernetes-asyncio and pydantic models):
+        # no full collections until the caches are filled (cmd/gctuning).
+        gctuning.hold()
     args = build_parser().parse_args(argv)
+    from ipscheduler.cmd import flags, logs
+
     if args.command == "crd":
         if args.resource == "podgroups":
             from ipscheduler.coscheduling.models import crd_yaml as podgroup_crd

@@ -43,10 +43,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.kube.client import TRANSIENT_ERRORS
@@ -96,6 +92,13 @@ def new_certificate(
     as such, anything else as DNS names), ``organizations`` the subject's O (kube's groups
     of a client certificate). A CA (``is_ca``) may sign; any other certificate is valid for
     TLS servers and clients both. Valid from an hour ago for ``days`` days."""
+    # cryptography only here: importing it takes 0.1-0.2 s of every start, also with
+    # --secure-port 0 or a given --tls-cert-file.
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name(
         [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]

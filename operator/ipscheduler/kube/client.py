@@ -19,7 +19,6 @@ writes per pod (:meth:`KubeApi.send_json`) in one place, so no other module talk
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable
@@ -28,6 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+import orjson
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -203,7 +203,7 @@ class KubeApi:
                 err = ApiException(status=resp.status, reason=resp.reason)
                 err.body = raw.decode(errors="replace")
                 raise err
-            return json.loads(raw) if raw else {}
+            return orjson.loads(raw) if raw else {}
         finally:
             resp.release()
 

@@ -24,13 +24,13 @@ fails past the watch timeout).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 import aiohttp
+import orjson
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -81,7 +81,7 @@ class RawWatch(watch.Watch):
 
     def unmarshal_event(self, data: str | bytes, response_type: str | None) -> Any:
         try:
-            js = json.loads(data)
+            js = orjson.loads(data)
         except ValueError as e:  # a line cut mid-way or garbage: reconnect and relist
             raise ValueError(f"undecodable watch event: {str(data)[:200]}") from e
         if not isinstance(js, dict) or "object" not in js or "type" not in js:

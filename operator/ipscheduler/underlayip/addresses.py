@@ -262,6 +262,15 @@ class AddressSet:
         excluded = cls(tuple(iv for entry in exclude for iv in _parse(entry, whole_block=True)))
         return included.difference(excluded)
 
+    @staticmethod
+    @functools.lru_cache(maxsize=1 << 14)
+    def of_spec(addresses: tuple[str, ...], exclude: tuple[str, ...]) -> AddressSet:
+        """:meth:`from_entries`, memoized on the entries (tuples): a NodeIPPool's spec is
+        validated (its size) and parsed (its view) from the same entries, and every status
+        write comes back through the watch with the same spec. 16384 specs, one per pool of
+        the largest clusters. Raises AddressError (not memoized)."""
+        return AddressSet.from_entries(addresses, exclude)
+
     @property
     def size(self) -> int:
         """Exact number of addresses (an int; may be up to 2**32 + 2**128)."""

@@ -46,7 +46,6 @@ and the ceiling above computed from the same models, stay in one module.
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -355,10 +354,9 @@ def _oversize(what: str) -> PydanticCustomError:
     )
 
 
-@functools.lru_cache(maxsize=1024)
 def _declared_size(addresses: tuple[str, ...], exclude: tuple[str, ...]) -> int | None:
     try:
-        return AddressSet.from_entries(addresses, exclude).size
+        return AddressSet.of_spec(addresses, exclude).size  # the set the pool's view will use
     except AddressError:
         return None  # reported where the pool is parsed (PoolView.spec_error)
 

@@ -122,9 +122,9 @@ class PoolView:
             if spec.addresses:
                 # A gateway is never handed out as a pod address.
                 gateways = tuple(s.gateway for s in subnets if s.gateway is not None)
-                addresses = _address_set(tuple(spec.addresses), (*spec.exclude, *gateways))
+                addresses = AddressSet.of_spec(tuple(spec.addresses), (*spec.exclude, *gateways))
             elif spec.exclude:
-                _address_set((), tuple(spec.exclude))  # validate: a bad entry is a spec error
+                AddressSet.of_spec((), tuple(spec.exclude))  # validate: a bad entry is a spec error
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(x) for x in first["loc"])
@@ -197,13 +197,6 @@ class PoolView:
             if a.ip is not None and _canonical_or_none(a.ip) == want:
                 return uid
         return None
-
-
-@functools.lru_cache(maxsize=4096)
-def _address_set(addresses: tuple[str, ...], exclude: tuple[str, ...]) -> AddressSet:
-    """``AddressSet.from_entries``, memoized: every status write of a pool comes back
-    through the watch with the same spec. Raises AddressError (not memoized)."""
-    return AddressSet.from_entries(addresses, exclude)
 
 
 def _canonical_or_none(ip: str) -> str | None:

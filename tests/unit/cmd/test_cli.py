@@ -62,3 +62,24 @@ def test_ip_needs_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["ip"])
     assert exit_info.value.code == 2
+
+
+def test_the_run_command_imports_cryptography_only_to_generate_a_certificate() -> None:
+    """Every start of ``ipscheduler run`` pays for its imports before its first bind; the
+    cryptography package (0.1-0.2 s) is needed only for a self-signed certificate."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from ipscheduler.cmd import cli, runner, wiring\n"
+        "cli.build_parser()\n"
+        "assert 'cryptography' not in sys.modules, 'imported at start'\n"
+        "from ipscheduler.cmd import serving\n"
+        "serving.new_certificate('x')\n"
+        "assert 'cryptography' in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
