@@ -131,6 +131,8 @@ NODE_LEASE_SECONDS = {"xlarge": 240}
 every quarter of it: 5000 nodes at 40 s are 500 lease PUTs/s, more than a 2-core API server
 serves beside the phases; at 240 s, 83/s. The same cluster serves every phase, so all
 phases have the same background."""
+RESTART_SETTLE_S = 30.0
+"""Seconds the restart phase waits before starting the scheduler (see :func:`run_phases`)."""
 REAL_NODE = "real-node-1"
 """The running phase's real node (its name in the bench's cluster; its host index is free)."""
 RUNNING_PODS = 50
@@ -1378,7 +1380,10 @@ async def run_all(
 
         await phase("ours", ours(), "ip-scheduler", pods, False)
         if "restart" in args.phases:
-            # Restart with N pools and one pending pod: process start → that pod bound.
+            # Restart with N pools and one pending pod: process start → that pod bound, once
+            # the API server has worked off the setup's writes (one per node and per pool) or
+            # the previous phase's deletions, as a scheduler restarts on a cluster at rest.
+            await asyncio.sleep(RESTART_SETTLE_S)
             sched = ours()
             try:
                 restart = await run_phase(
