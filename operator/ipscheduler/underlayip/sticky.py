@@ -25,7 +25,7 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.events import pod_ref
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import RETAINED, Allocation
+from ipscheduler.underlayip.models import NOMINATED, RETAINED, Allocation
 from ipscheduler.underlayip.pool import PoolView, age
 from ipscheduler.underlayip.retention import Retention, claims
 from ipscheduler.underlayip.writer import PoolWriter
@@ -96,7 +96,18 @@ def kept_address(
     from the latest of its creation, the allocation's ``retainedSince`` and ``since`` (to
     the microsecond, against ``now``, timezone-aware UTC)."""
     identity = retention.identity or pod.key
-    for pool, uid, a in claims(pod.uid, retention, cache.kept_for(identity)):
+    recorded = cache.kept_for(identity)
+    own = [(pool, uid, a) for pool, uid, a in recorded if uid == pod.uid and a.phase != NOMINATED]
+    for pool, uid, a in own:
+        if a.phase != RETAINED:
+            # The identity's address is already recorded for this very pod: another cycle took
+            # it back (another active replica's, racing this one for the pod), or the pod is
+            # bound with it and this process's informer has not said so yet. The pod waits for
+            # that bind or that cycle's Unreserve, never takes a second address elsewhere.
+            return KeptAddress(WAITING, Claim(pool, uid, a))
+    for pool, uid, a in [*own, *claims(pod.uid, retention, recorded)]:
+        # The pod's own Retained allocation (its Unreserve kept the address for the
+        # identity) holds it as another UID's does.
         claim = Claim(pool, uid, a)
         if a.phase != RETAINED:
             # Recorded for the identity's previous pod, another UID of the same name: that pod

@@ -940,8 +940,29 @@ async def test_the_next_pod_of_the_identity_goes_back_to_its_address_and_node() 
     await env.plugin.unreserve(state, pod, env.node("node-b"))  # the binding failed
     assert env.allocations("pb") == {"uid-new": ("10.0.2.5", "Retained")}, "kept for the identity"
     again = env.pre_filter(pod)
+    assert not env.plugin.filter(again, pod, env.node("node-a")).is_success(), "still held to node-b"
     assert (await env.reserve(again, pod, env.node("node-b"))).is_success()
     assert allocated_ip(again) == "10.0.2.5"
+
+
+@pytest.mark.parametrize(
+    "phase",
+    ["Reserved", "Bound"],
+    ids=["another-replicas-cycle-took-it-back", "bound-informer-lags"],
+)
+def test_a_pod_whose_identitys_address_is_recorded_for_it_waits_instead_of_taking_a_second(
+    phase: str,
+) -> None:
+    """Two active replicas race for one pod: one took the identity's address back for it
+    (re-keyed to the pod's UID). The other must not give the same pod a second address in
+    another pool: it waits for that cycle's bind or Unreserve."""
+    taken = {**kept("10.0.2.5"), "phase": phase, "reservedBy": "other-replica/cycle-1"}
+    env = sticky_env({"uid-new": taken})
+    st = env.plugin.pre_filter(CycleState(), web0("uid-new"), env.cache.node_cache.nodes())
+    assert (st.code, st.reasons) == (
+        Code.UNSCHEDULABLE,
+        ("the pod's retained address is still recorded for its previous pod",),
+    )
 
 
 async def test_a_recreated_statefulset_does_not_inherit_the_address() -> None:
