@@ -97,23 +97,21 @@ def kept_address(
     the microsecond, against ``now``, timezone-aware UTC)."""
     identity = retention.identity or pod.key
     recorded = cache.kept_for(identity)
-    own = [(pool, uid, a) for pool, uid, a in recorded if uid == pod.uid and a.phase != NOMINATED]
-    for pool, uid, a in own:
-        if a.phase != RETAINED:
-            # The identity's address is already recorded for this very pod: another cycle took
-            # it back (another active replica's, racing this one for the pod), or the pod is
-            # bound with it and this process's informer has not said so yet. The pod waits for
-            # that bind or that cycle's Unreserve, never takes a second address elsewhere.
-            return KeptAddress(WAITING, Claim(pool, uid, a))
+    # The pod's own allocations of the identity come first, not yet Retained ones before
+    # Retained ones (a preemption's Nominated place aside): another cycle took the address
+    # back for it, or its Unreserve kept it (held to it as to another UID's).
+    own = sorted(
+        ((pool, uid, a) for pool, uid, a in recorded if uid == pod.uid and a.phase != NOMINATED),
+        key=lambda entry: entry[2].phase == RETAINED,
+    )
     for pool, uid, a in [*own, *claims(pod.uid, retention, recorded)]:
-        # The pod's own Retained allocation (its Unreserve kept the address for the
-        # identity) holds it as another UID's does.
         claim = Claim(pool, uid, a)
         if a.phase != RETAINED:
-            # Recorded for the identity's previous pod, another UID of the same name: that pod
-            # is gone from the API server (a StatefulSet makes the next one only then), even
-            # if this process's informer has not said so yet. The pod waits for the address
-            # to be retained, never takes a second one.
+            # Recorded for the identity's previous pod, another UID of the same name (gone
+            # from the API server: a StatefulSet makes the next one only then, even if this
+            # process's informer has not said so yet), or for this very pod by another cycle
+            # (another active replica's, racing this one) or bound with it (the informer
+            # lags). The pod waits for that address, never takes a second one.
             return KeptAddress(WAITING, claim)
         start = max(t for t in (pod.creation, a.retained_since, a.since) if t is not None)
         waited = age(start, now)
