@@ -150,14 +150,18 @@ def pid_alive(pid: int, exe: str) -> bool:
 
 
 def ensure_cni_plugin(rebuild: bool = False) -> Path:
-    """``bin/ipscheduler-ipam`` of the repository, built by ``make cni`` if absent (or if
-    ``rebuild``) into a temporary file renamed over it, so that a real node executing the
+    """``bin/ipscheduler-ipam`` of the repository, built by ``make cni`` if absent, older than a
+    source file of ``cni/`` (a real node must run the plugin as checked out), or if
+    ``rebuild``, into a temporary file renamed over it, so that a real node executing the
     plugin meanwhile runs either the old or the new file, never a partial one. Call it under
     :func:`realnode.host_lock` (two builders would race on the rename). Returns its path;
     raises DevclusterError if the build fails."""
     ipam = REPO / "bin" / "ipscheduler-ipam"
     if os.access(ipam, os.X_OK) and not rebuild:
-        return ipam
+        built = ipam.stat().st_mtime
+        sources = [p for p in (REPO / "cni").rglob("*") if p.suffix in (".go", ".mod", ".sum")]
+        if all(p.stat().st_mtime <= built for p in sources):
+            return ipam
     log("building bin/ipscheduler-ipam (make cni)")
     tmp = ipam.with_name(f".{ipam.name}.{os.getpid()}")
     try:

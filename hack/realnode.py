@@ -98,6 +98,12 @@ class Layout:
     def pod_logs(self) -> Path:
         return self.root / "pod-logs"
 
+    @property
+    def ledger(self) -> Path:
+        """``ipscheduler-ipam``'s node-local ledger (its ``ipam.dataDir``; on a node users run,
+        ``/var/lib/cni/ipscheduler-ipam``): on the node's disk, kept across restarts."""
+        return self.root / "ipam-ledger"
+
 
 def node_root(index: int) -> Path:
     """Where real node ``index`` keeps its state: ``/var/lib/ipscheduler/ipsbr<index>``."""
@@ -220,8 +226,8 @@ disabled_plugins = [
 
 def conflist(layout: Layout, ipam_kubeconfig: Path) -> dict[str, Any]:
     """The node's CNI network: the reference ``bridge`` on ``ipsbr<index>`` (the gateway on the
-    bridge, no masquerade) with ``ipscheduler-ipam`` as IPAM and the pod-annotations
-    capability on, as ``examples/cni/10-underlay-bridge.conflist``."""
+    bridge, no masquerade) with ``ipscheduler-ipam`` as IPAM (its ledger under the node's root)
+    and the pod-annotations capability on, as ``examples/cni/10-underlay-bridge.conflist``."""
     return {
         "cniVersion": "1.1.0",
         "name": NETWORK_NAME,
@@ -236,6 +242,7 @@ def conflist(layout: Layout, ipam_kubeconfig: Path) -> dict[str, Any]:
                     "type": "ipscheduler-ipam",
                     "kubeconfig": str(ipam_kubeconfig),
                     "nodeName": layout.name,
+                    "dataDir": str(layout.ledger),
                 },
             }
         ],
@@ -496,6 +503,26 @@ def teardown_host(layout: Layout) -> None:
             with contextlib.suppress(OSError):
                 if link.is_symlink() and os.readlink(link).startswith(prefix):
                     link.unlink()
+
+
+def power_off(layout: Layout, netns: list[Path]) -> None:
+    """What a reboot leaves of the node, with its kubelet and containerd already stopped: every
+    container process and shim killed, the runtime's mounts and its state on tmpfs (containerd's
+    ``state``, runc's root) gone, and the pods' network namespaces ``netns`` (from
+    :func:`sandbox_netns`, read before containerd stopped) gone without any CNI DEL; what lives
+    on disk stays (containerd's root, the kubelet's, ``ipscheduler-ipam``'s ledger)."""
+    kill_shims(layout)
+    for _ in range(50):
+        if not kill_cgroup_processes(layout):
+            break
+        time.sleep(0.1)
+    runtime = (layout.root / "containerd" / "state", layout.root / "containerd" / "runc")
+    for point in _mounts_under(layout.root):
+        if any(point.startswith(f"{d}/") for d in runtime) or "/kubelet/pods/" in point:
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+    remove_netns(netns)
+    for folder in runtime:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # -- certificates -----------------------------------------------------------------

@@ -3,13 +3,16 @@ helpers.py)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import binaries
 import devcluster
+import realnode
 from tests.builders import free_port
 from tests.e2e.helpers import (
     Pools,
@@ -18,6 +21,7 @@ from tests.e2e.helpers import (
     running_extender,
     running_kube_scheduler,
 )
+from tests.e2e.realpods import REAL_NODE
 from tests.kube import Kubectl, create_namespace
 
 
@@ -69,6 +73,32 @@ def scheduler(
     p = SchedulerProcess(kubectl.kubeconfig, tmp_path_factory.mktemp("scheduler") / "scheduler.log").start()
     yield p
     p.stop()
+
+
+@pytest.fixture(scope="module")
+def real_node(cluster: devcluster.Cluster) -> Iterator[realnode.Layout]:
+    """Real node ``real-node-1`` for this module (stopped, torn down and deleted afterwards)."""
+    try:
+        try:
+            layout = cluster.start_real_node(REAL_NODE)
+        except binaries.DevclusterError as e:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"a real node could not start in CI: {e}")
+            pytest.skip(f"a real node could not start: {e}")
+        yield layout
+    finally:
+        cluster.stop_real_node(REAL_NODE, delete_node=True)
+
+
+@pytest.fixture
+def node_pool(real_node: realnode.Layout, pools: Pools) -> Any:
+    """``node_pool(name, addresses)``: a NodeIPPool for the real node with its subnet's facts."""
+
+    def create(name: str, addresses: list[str]) -> None:
+        subnet = {"cidr": real_node.subnet, "gateway": real_node.node_ip, "routes": [{"dst": "0.0.0.0/0"}]}
+        pools.create(name, real_node.name, addresses, subnets=[subnet])
+
+    return create
 
 
 @pytest.fixture

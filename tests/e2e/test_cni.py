@@ -53,6 +53,8 @@ class Cni:
     plugin: Path
     tools: Path
     kubeconfig: Path
+    ledger: Path
+    """The plugin's node-local ledger (``ipam.dataDir``), the module's own."""
 
     @property
     def path(self) -> str:
@@ -74,7 +76,7 @@ def cni(kubectl: Kubectl, crd: None, tmp_path_factory: pytest.TempPathFactory) -
     kubectl("create", "clusterrolebinding", name, f"--clusterrole={name}", f"--serviceaccount={name}:ipam")
     try:
         kc = token_kubeconfig(kubectl, "ipam", name, tmp_path_factory.mktemp("cni-kc") / "kubeconfig")
-        yield Cni(out, tools, kc)
+        yield Cni(out, tools, kc, tmp_path_factory.mktemp("cni-ledger"))
     finally:
         kubectl.run("delete", "clusterrolebinding", name, "--ignore-not-found", check=False)
         kubectl.run("delete", "clusterrole", name, "--ignore-not-found", check=False)
@@ -126,7 +128,7 @@ def conflist(
     plugin = conf["plugins"][0]
     plugin["bridge"] = bridge_of(netns)
     if ipam is None:
-        plugin["ipam"].update(kubeconfig=str(cni.kubeconfig), nodeName=node)
+        plugin["ipam"].update(kubeconfig=str(cni.kubeconfig), nodeName=node, dataDir=str(cni.ledger))
     else:
         plugin["ipam"] = ipam
         plugin["capabilities"] = {"ips": True}
@@ -336,6 +338,51 @@ def test_check_fails_once_the_pod_no_longer_holds_the_address(
     assert run_cni(cni, "del", netns, conf, pod, tmp_path).returncode == 0
     subprocess.run(["ip", "netns", "del", netns], check=True)  # DEL after the sandbox is gone
     assert run_cni(cni, "del", netns, conf, pod, tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "teardown", ["del", "netns-gone"], ids=["the-old-sandbox-deleted", "the-old-netns-gone-without-del"]
+)
+def test_an_address_still_in_another_sandbox_is_refused_until_that_sandbox_is_gone(
+    teardown: str,
+    multus_scheduler: SchedulerProcess,
+    pools: Pools,
+    cni: Cni,
+    kubectl: Kubectl,
+    ns: str,
+    tmp_path: Path,
+) -> None:
+    """Pod A is force-deleted while its sandbox (a netns with the address on eth0) is still
+    there, and the pool's one address goes to pod B (a kwok node: released at once). ADD for
+    B's sandbox is refused with "try again later" naming A's sandbox, and configures no
+    address; the runtime's DEL of that failed sandbox leaves A's record alone. Once A's sandbox
+    is torn down (its DEL, or its netns gone without a DEL, as after a reboot), the same ADD
+    puts the address on B's eth0."""
+    pools.create(POOL, NODE, ["10.77.1.5"], subnets=[SUBNET])
+    with fresh_netns() as first, fresh_netns() as second:
+        a = bound_pod(kubectl, ns, "a")
+        conf_a, conf_b = conflist(cni, first), conflist(cni, second)
+        assert run_cni(cni, "add", first, conf_a, a, tmp_path).returncode == 0
+        kubectl("delete", "pod", "a", "-n", ns, "--grace-period=0", "--force")
+        b = bound_pod(kubectl, ns, "b")
+        assert b.annotations["ipscheduler.io/ip"] == a.annotations["ipscheduler.io/ip"] == "10.77.1.5"
+        for _ in range(2):
+            refused = run_cni(cni, "add", second, conf_b, b, tmp_path)
+            said = refused.stdout + refused.stderr
+            assert refused.returncode != 0, said
+            assert "address still held by another sandbox on this node" in said, said
+            assert f"UID {a.uid}" in said and f"/var/run/netns/{first}" in said, said
+            assert ipv4_of(second) == []
+            assert run_cni(cni, "del", second, conf_b, b, tmp_path).returncode == 0  # the runtime's cleanup
+        assert ipv4_of(first) == ["10.77.1.5/24"]
+        if teardown == "del":
+            assert run_cni(cni, "del", first, conf_a, a, tmp_path).returncode == 0
+        else:
+            subprocess.run(["ip", "netns", "del", first], check=True)
+        add = run_cni(cni, "add", second, conf_b, b, tmp_path)
+        assert add.returncode == 0, add.stdout + add.stderr
+        assert ipv4_of(second) == ["10.77.1.5/24"]
+        assert run_cni(cni, "del", second, conf_b, b, tmp_path).returncode == 0
 
 
 REFUSALS = ["uid", "other-node", "forged-runtime", "foreign-pod", "pending", "count-only"]

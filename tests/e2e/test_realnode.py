@@ -1,6 +1,7 @@
 """Pods that really run: a real kubelet + containerd + runc node, the reserved address as pod IP.
 
-``hack/devcluster.py`` starts real node ``real-node-1`` for this module (containerd v2 with
+``hack/devcluster.py`` starts real node ``real-node-1`` for this module (the ``real_node``
+fixture) (containerd v2 with
 runc, the kubelet of the pinned release, the reference ``bridge`` CNI plugin with
 ``ipscheduler-ipam`` as IPAM and the pod-annotations capability on, images imported from
 OCI archives). Its pool serves ``10.88.<i>.0/24`` with the gateway ``10.88.<i>.1`` on the
@@ -13,15 +14,12 @@ Outside CI a missing prerequisite (root, Go, gcc, apt) skips the module; in CI i
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,125 +30,27 @@ import realnode
 from tests.e2e.helpers import (
     KUBE,
     RESOURCE,
-    SCHEDULER,
-    Pools,
     SchedulerProcess,
     assert_check_clean,
     events_for,
-    pods_of,
     published,
     statefulset,
     wants_address,
 )
+from tests.e2e.realpods import (
+    GRACEFUL,
+    REAL_NODE,
+    busybox_deployment,
+    busybox_template,
+    exec_in,
+    host_ifindexes,
+    running,
+    wait_running,
+)
 from tests.kube import Kubectl, wait_for
 
-NODE = "real-node-1"
+NODE = REAL_NODE
 IP = "ipscheduler.io/ip"
-
-
-@pytest.fixture(scope="module")
-def real_node(cluster: devcluster.Cluster) -> Iterator[realnode.Layout]:
-    """Real node ``real-node-1`` for this module (stopped, torn down and deleted afterwards)."""
-    try:
-        try:
-            layout = cluster.start_real_node(NODE)
-        except binaries.DevclusterError as e:
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"a real node could not start in CI: {e}")
-            pytest.skip(f"a real node could not start: {e}")
-        yield layout
-    finally:
-        cluster.stop_real_node(NODE, delete_node=True)
-
-
-@pytest.fixture
-def node_pool(real_node: realnode.Layout, pools: Pools) -> Any:
-    """``node_pool(name, addresses)``: a NodeIPPool for the real node with its subnet's facts."""
-
-    def create(name: str, addresses: list[str]) -> None:
-        subnet = {"cidr": real_node.subnet, "gateway": real_node.node_ip, "routes": [{"dst": "0.0.0.0/0"}]}
-        pools.create(name, real_node.name, addresses, subnets=[subnet])
-
-    return create
-
-
-def busybox_template(name: str, **annotations: str) -> dict[str, Any]:
-    return {
-        "metadata": {"labels": {"app": name}, **({"annotations": annotations} if annotations else {})},
-        "spec": {
-            "schedulerName": SCHEDULER,
-            "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {realnode.LABEL: "true"},
-            "tolerations": [realnode.TOLERATION],
-            "containers": [
-                {"name": "main", "image": binaries.BUSYBOX_IMAGE, "command": ["sleep", "3600"]},
-            ],
-        },
-    }
-
-
-GRACEFUL = {
-    "name": "main",
-    "image": binaries.BUSYBOX_IMAGE,
-    "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"],
-}
-"""A container that ends on SIGTERM, as a well-behaved workload does (busybox ``sleep`` as PID 1
-ignores it, so only a grace period of 0 ends it quickly)."""
-
-
-def host_ifindexes() -> set[int]:
-    """The interface indexes of the host's network namespace (a pod's veth peer among them)."""
-    found = set()
-    for d in Path("/sys/class/net").iterdir():
-        with contextlib.suppress(OSError, ValueError):  # an interface going away meanwhile
-            found.add(int((d / "ifindex").read_text()))
-    return found
-
-
-def busybox_deployment(name: str, replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": busybox_template(name),
-        },
-    }
-
-
-def running(kubectl: Kubectl, ns: str, app: str, count: int) -> list[dict[str, Any]] | None:
-    """The ``count`` pods of ``app`` once all are Running and Ready with a pod IP, else None."""
-    pods = [p for p in pods_of(kubectl, ns, f"app={app}") if not p["metadata"].get("deletionTimestamp")]
-    ready = [
-        p
-        for p in pods
-        if p["status"].get("phase") == "Running"
-        and p["status"].get("podIP")
-        and all(c.get("ready") for c in p["status"].get("containerStatuses") or [{}])
-    ]
-    return ready if len(ready) == count and len(pods) == count else None
-
-
-def wait_running(
-    kubectl: Kubectl, ns: str, app: str, count: int, timeout: float = 120
-) -> list[dict[str, Any]]:
-    def state() -> list[dict[str, Any]] | None:
-        return running(kubectl, ns, app, count)
-
-    try:
-        return wait_for(f"{count} pod(s) of {app} Running", state, timeout=timeout, interval=1)
-    except AssertionError:
-        pods = pods_of(kubectl, ns, f"app={app}")
-        events = kubectl("get", "events", "-n", ns)
-        raise AssertionError(
-            f"pods: {json.dumps([p['status'] for p in pods])[:3000]}\nevents:\n{events}"
-        ) from None
-
-
-def exec_in(kubectl: Kubectl, ns: str, pod: str, *cmd: str) -> str:
-    return kubectl("exec", "-n", ns, pod, "--", *cmd)
 
 
 def test_deployment_pods_run_with_the_reserved_address_on_eth0_and_reach_each_other(

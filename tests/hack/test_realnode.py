@@ -74,6 +74,7 @@ def test_conflist_is_the_bridge_with_our_ipam_and_the_annotations_capability(lay
         "type": "ipscheduler-ipam",
         "kubeconfig": "/pki/ipam.kubeconfig",
         "nodeName": "real-node-1",
+        "dataDir": str(layout.root / "ipam-ledger"),
     }
 
 

@@ -22,11 +22,21 @@ import (
 // stdout and exit codes.
 const beThePlugin = "IPSCHEDULER_IPAM_TEST_BE_PLUGIN"
 
+// dataDir is the ledger directory every configuration of these tests names.
+var dataDir string
+
 func TestMain(m *testing.M) {
 	if os.Getenv(beThePlugin) == "1" {
 		os.Exit(ipam.Main())
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "ipscheduler-ipam-ledger-")
+	if err != nil {
+		panic(err)
+	}
+	dataDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 type run struct {
@@ -102,7 +112,7 @@ func apiServer(t *testing.T) string {
 
 func conf(cniVersion, kubeconfig string) string {
 	return `{"cniVersion":"` + cniVersion + `","name":"underlay","type":"bridge",
-		"ipam":{"type":"ipscheduler-ipam","kubeconfig":"` + kubeconfig + `","nodeName":"node-a"}}`
+		"ipam":{"type":"ipscheduler-ipam","kubeconfig":"` + kubeconfig + `","nodeName":"node-a","dataDir":"` + dataDir + `"}}`
 }
 
 func jsonEqual(t *testing.T, got, want string) {

@@ -3,10 +3,13 @@ package ipam
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/ipscheduler/ipscheduler/cni/internal/ledger"
 )
 
 // Annotation keys written by the scheduler.
@@ -47,6 +50,17 @@ type IPAMConf struct {
 	SchedulerName string `json:"schedulerName,omitempty"`
 	// TimeoutSeconds bounds each API request (default 10).
 	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
+	// DataDir is the node-local ledger's directory (default
+	// /var/lib/cni/ipscheduler-ipam): which sandbox holds which address.
+	DataDir string `json:"dataDir,omitempty"`
+}
+
+// LedgerDir is DataDir or its default.
+func (c *IPAMConf) LedgerDir() string {
+	if c.DataDir == "" {
+		return ledger.DefaultDir
+	}
+	return c.DataDir
 }
 
 // Timeout is the per-request timeout.
@@ -83,6 +97,9 @@ func LoadConfig(stdin []byte, hostname func() (string, error)) (*NetConf, error)
 	if conf.IPAM.SchedulerName == "" {
 		conf.IPAM.SchedulerName = DefaultSchedulerName
 	}
+	if conf.IPAM.DataDir != "" && !filepath.IsAbs(conf.IPAM.DataDir) {
+		return nil, newErr(types.ErrInvalidNetworkConfig, MsgInvalidConfig, "ipam.dataDir %q is not an absolute path", conf.IPAM.DataDir)
+	}
 	if conf.IPAM.TimeoutSeconds < 0 {
 		return nil, newErr(types.ErrInvalidNetworkConfig, MsgInvalidConfig, "ipam.timeoutSeconds must not be negative")
 	}
@@ -100,6 +117,20 @@ func LoadConfig(stdin []byte, hostname func() (string, error)) (*NetConf, error)
 		return nil, newErr(types.ErrInvalidNetworkConfig, MsgInvalidConfig, "ipam.nodeName is unset and the host name is empty")
 	}
 	return conf, nil
+}
+
+// LedgerDirOf reads only ipam.dataDir from a network configuration (DEL and
+// GC need nothing else): the default when absent or unreadable.
+func LedgerDirOf(stdin []byte) string {
+	var conf struct {
+		IPAM struct {
+			DataDir string `json:"dataDir"`
+		} `json:"ipam"`
+	}
+	if json.Unmarshal(stdin, &conf) != nil || !filepath.IsAbs(conf.IPAM.DataDir) {
+		return ledger.DefaultDir
+	}
+	return conf.IPAM.DataDir
 }
 
 // K8sArgs are the CNI_ARGS keys containerd and CRI-O set.

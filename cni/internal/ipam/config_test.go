@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/ipscheduler/ipscheduler/cni/internal/ledger"
 )
 
 func hostname(name string) func() (string, error) {
@@ -61,10 +63,10 @@ func TestLoadConfig(t *testing.T) {
 			name: "everything set, runtimeConfig annotations",
 			stdin: `{"cniVersion":"0.4.0","name":"underlay","type":"macvlan",
 				"capabilities":{"io.kubernetes.cri.pod-annotations":true},
-				"ipam":{"type":"ipscheduler-ipam","kubeconfig":"/k","nodeName":"node-b","schedulerName":"mine","timeoutSeconds":2.5},
+				"ipam":{"type":"ipscheduler-ipam","kubeconfig":"/k","nodeName":"node-b","schedulerName":"mine","timeoutSeconds":2.5,"dataDir":"/d"},
 				"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"ipscheduler.io/ip":"10.0.1.12","ipscheduler.io/pool":"p"}}}`,
 			hostname: func() (string, error) { t.Fatal("hostname must not be read when nodeName is set"); return "", nil },
-			want:     IPAMConf{Type: "ipscheduler-ipam", Kubeconfig: "/k", NodeName: "node-b", SchedulerName: "mine", TimeoutSeconds: 2.5},
+			want:     IPAMConf{Type: "ipscheduler-ipam", Kubeconfig: "/k", NodeName: "node-b", SchedulerName: "mine", TimeoutSeconds: 2.5, DataDir: "/d"},
 			wantAnn:  map[string]string{"ipscheduler.io/ip": "10.0.1.12", "ipscheduler.io/pool": "p"},
 		},
 		{
@@ -80,6 +82,11 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name:     "negative timeout",
 			stdin:    `{"name":"n","ipam":{"nodeName":"a","timeoutSeconds":-1}}`,
+			wantCode: types.ErrInvalidNetworkConfig,
+		},
+		{
+			name:     "relative ledger directory",
+			stdin:    `{"name":"n","ipam":{"nodeName":"a","dataDir":"var/lib"}}`,
 			wantCode: types.ErrInvalidNetworkConfig,
 		},
 		{
@@ -174,5 +181,20 @@ func TestParseArgs(t *testing.T) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestLedgerDirOf(t *testing.T) {
+	for stdin, want := range map[string]string{
+		`{"ipam":{"dataDir":"/x/y"}}`:            "/x/y",
+		`{"ipam":{"dataDir":"rel"}}`:             ledger.DefaultDir,
+		`{"ipam":{}}`:                            ledger.DefaultDir,
+		`not JSON`:                               ledger.DefaultDir,
+		`{"ipam":{"dataDir":5}}`:                 ledger.DefaultDir,
+		`{"ipam":{"nodeName":5,"dataDir":"/z"}}`: "/z", // the rest of the configuration is not DEL's business
+	} {
+		if got := LedgerDirOf([]byte(stdin)); got != want {
+			t.Errorf("%s: %s, want %s", stdin, got, want)
+		}
 	}
 }

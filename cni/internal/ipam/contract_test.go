@@ -299,9 +299,10 @@ func runContractCase(t *testing.T, c *networkContract, tc contractCase, runtime 
 	}
 	var out bytes.Buffer
 	p := &Plugin{
-		Hostname: hostname("elsewhere"),
-		NewAPI:   func(*IPAMConf) (API, error) { return api, nil },
-		Stdout:   &out,
+		Hostname:   hostname("elsewhere"),
+		NewAPI:     func(*IPAMConf) (API, error) { return api, nil },
+		Stdout:     &out,
+		OpenLedger: tempLedger(t),
 	}
 	conf := map[string]any{
 		"cniVersion":   c.CNIVersion,

@@ -59,6 +59,8 @@ const (
 	MsgPrevResultMismatch = "prevResult does not carry the allocated address"
 	MsgAPI                = "Kubernetes API request failed"
 	MsgTenancy            = "the pod may not use this NodeIPPool"
+	MsgAddressHeld        = "address still held by another sandbox on this node"
+	MsgLedger             = "node ledger unusable"
 )
 
 // errorTable is every (code, msg) pair the plugin prints, in the order of
@@ -78,11 +80,13 @@ var errorTable = []struct {
 	{"ErrInvalidEnvironmentVariables", types.ErrInvalidEnvironmentVariables, MsgInvalidArgs},
 	{"ErrIOFailure", types.ErrIOFailure, MsgReadStdin},
 	{"ErrIOFailure", types.ErrIOFailure, MsgPipe},
+	{"ErrIOFailure", types.ErrIOFailure, MsgLedger},
 	{"ErrDecodingFailure", types.ErrDecodingFailure, MsgDecodeConfig},
 	{"ErrDecodingFailure", types.ErrDecodingFailure, MsgDecodePrevResult},
 	{"ErrDecodingFailure", types.ErrDecodingFailure, MsgConvertPrevResult},
 	{"ErrInvalidNetworkConfig", types.ErrInvalidNetworkConfig, MsgInvalidConfig},
 	{"ErrTryAgainLater", types.ErrTryAgainLater, MsgTryAgain},
+	{"ErrTryAgainLater", types.ErrTryAgainLater, MsgAddressHeld},
 	{"ErrStatusUnavailable", ErrStatusUnavailable, MsgStatusUnavailable},
 	{"ErrPodUIDMismatch", ErrPodUIDMismatch, MsgPodUIDMismatch},
 	{"ErrPoolOtherNode", ErrPoolOtherNode, MsgPoolOtherNode},

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ipscheduler/ipscheduler/cni/internal/kube"
 	"github.com/ipscheduler/ipscheduler/cni/internal/kubeconfig"
+	"github.com/ipscheduler/ipscheduler/cni/internal/ledger"
 )
 
 // Version is the plugin's own version (set with -ldflags "-X ...ipam.Version=...").
@@ -31,11 +33,30 @@ type Plugin struct {
 	NewAPI func(conf *IPAMConf) (API, error)
 	// Stdout receives the ADD result.
 	Stdout io.Writer
+	// OpenLedger opens the node-local ledger in a directory (ledger.Open when nil).
+	OpenLedger func(dir string) (*ledger.Ledger, error)
 }
 
 // Default is the production plugin.
 func Default() *Plugin {
-	return &Plugin{Hostname: os.Hostname, NewAPI: NewKubeAPI, Stdout: os.Stdout}
+	return &Plugin{Hostname: os.Hostname, NewAPI: NewKubeAPI, Stdout: os.Stdout, OpenLedger: ledger.Open}
+}
+
+// ledger opens the ledger in dir; errors are *types.Error ErrIOFailure.
+func (p *Plugin) ledger(dir string) (*ledger.Ledger, error) {
+	open := p.OpenLedger
+	if open == nil {
+		open = ledger.Open
+	}
+	l, err := open(dir)
+	if err != nil {
+		return nil, ledgerFailure(err)
+	}
+	return l, nil
+}
+
+func ledgerFailure(err error) error {
+	return newErr(types.ErrIOFailure, MsgLedger, "%v", err)
 }
 
 // NewKubeAPI loads conf.Kubeconfig and builds a client with conf's timeout.
@@ -78,7 +99,9 @@ func (p *Plugin) verify(conf *NetConf, args *skel.CmdArgs) (*Verified, error) {
 	})
 }
 
-// Add verifies the pod's reservation and prints its address.
+// Add verifies the pod's reservation, records the address as this
+// sandbox's in the node-local ledger (refused, code 11, while another sandbox
+// that still exists has it: the kubelet retries the sandbox) and prints it.
 func (p *Plugin) Add(args *skel.CmdArgs) error {
 	conf, err := LoadConfig(args.StdinData, p.Hostname)
 	if err != nil {
@@ -88,7 +111,31 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	l, err := p.ledger(conf.IPAM.LedgerDir())
+	if err != nil {
+		return err
+	}
+	entry := ledger.Entry{
+		ContainerID: args.ContainerID,
+		IfName:      args.IfName,
+		Network:     conf.Name,
+		Netns:       args.Netns,
+		PodUID:      v.PodUID,
+		Pod:         v.Pod.String(),
+	}
+	if err := l.Claim(v.IP, entry); err != nil {
+		return claimFailure(err)
+	}
 	return RenderResult(p.Stdout, BuildResult(v), conf.CNIVersion)
+}
+
+// claimFailure is the CNI error of a failed ledger.Claim.
+func claimFailure(err error) error {
+	var held *ledger.Held
+	if errors.As(err, &held) {
+		return newErr(types.ErrTryAgainLater, MsgAddressHeld, "%v", held)
+	}
+	return ledgerFailure(err)
 }
 
 // Check re-verifies the reservation and that prevResult carries its address.
@@ -110,10 +157,31 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
+	if err := p.checkLedger(conf, args, v); err != nil {
+		return err
+	}
 	if prev == nil {
 		return nil
 	}
 	return CheckPrevResult(prev, v.IP)
+}
+
+// checkLedger fails (code 11, MsgAddressHeld) when the ledger gives v's
+// address to another sandbox that still exists. An address the ledger does
+// not record (a sandbox made before the ledger existed) passes.
+func (p *Plugin) checkLedger(conf *NetConf, args *skel.CmdArgs, v *Verified) error {
+	l, err := p.ledger(conf.IPAM.LedgerDir())
+	if err != nil {
+		return err
+	}
+	holder, err := l.Holder(v.IP)
+	if err != nil {
+		return ledgerFailure(err)
+	}
+	if holder != nil && holder.Of() != (ledger.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}) && l.Exists(*holder) {
+		return claimFailure(&ledger.Held{IP: v.IP, Holder: *holder})
+	}
+	return nil
 }
 
 // CheckPrevResult fails with ErrPrevResultMismatch unless prev carries ip.
@@ -127,12 +195,44 @@ func CheckPrevResult(prev *types100.Result, ip netip.Addr) error {
 		"the pool allocates %s, prevResult has %d other address(es)", ip, len(prev.IPs))
 }
 
-// Del always succeeds without talking to the API: the scheduler owns
-// release (by pod UID, when the pod is deleted or finishes).
-func (p *Plugin) Del(_ *skel.CmdArgs) error { return nil }
+// Del removes the sandbox interface's addresses from the node-local ledger
+// (the main plugin calls it after removing the interface) and never talks to
+// the API: the scheduler releases by pod UID. Idempotent; it succeeds when
+// nothing is held and whatever the configuration (only ipam.dataDir is read).
+// It fails (ErrIOFailure) only when the ledger cannot be written, so the
+// runtime retries rather than forget a release.
+func (p *Plugin) Del(args *skel.CmdArgs) error {
+	l, err := p.ledger(LedgerDirOf(args.StdinData))
+	if err != nil {
+		return err
+	}
+	if _, err := l.Release(ledger.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}); err != nil {
+		return ledgerFailure(err)
+	}
+	return nil
+}
 
-// GC is a no-op: the plugin holds nothing on the node.
-func (p *Plugin) GC(_ *skel.CmdArgs) error { return nil }
+// GC (CNI 1.1) removes from the ledger this network's addresses whose sandbox
+// interface is not in cni.dev/valid-attachments, and every holder that no
+// longer exists (a reboot, a sandbox gone without DEL).
+func (p *Plugin) GC(args *skel.CmdArgs) error {
+	var conf types.PluginConf
+	if err := json.Unmarshal(args.StdinData, &conf); err != nil {
+		return newErr(types.ErrDecodingFailure, MsgDecodeConfig, "%v", err)
+	}
+	l, err := p.ledger(LedgerDirOf(args.StdinData))
+	if err != nil {
+		return err
+	}
+	valid := make([]ledger.Attachment, 0, len(conf.ValidAttachments))
+	for _, a := range conf.ValidAttachments {
+		valid = append(valid, ledger.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
+	}
+	if _, err := l.Collect(conf.Name, valid); err != nil {
+		return ledgerFailure(err)
+	}
+	return nil
+}
 
 // Status fails (code 50) only when the plugin's own configuration is broken:
 // the kubeconfig is missing, unreadable or unusable. It does not call the

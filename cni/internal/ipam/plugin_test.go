@@ -17,6 +17,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/ipscheduler/ipscheduler/cni/internal/kube"
+	"github.com/ipscheduler/ipscheduler/cni/internal/ledger"
 )
 
 // fakeServer is a TLS API server on 127.0.0.1 serving pods and NodeIPPools as JSON.
@@ -108,8 +109,15 @@ func netconf(cniVersion, kubeconfigPath string, extra string) []byte {
 	"ipam":{"type":"ipscheduler-ipam","kubeconfig":"` + kubeconfigPath + `","nodeName":"node-a"}` + extra + `}`)
 }
 
-func newPlugin(out *bytes.Buffer) *Plugin {
-	return &Plugin{Hostname: hostname("node-a"), NewAPI: NewKubeAPI, Stdout: out}
+func newPlugin(t *testing.T, out *bytes.Buffer) *Plugin {
+	return &Plugin{Hostname: hostname("node-a"), NewAPI: NewKubeAPI, Stdout: out, OpenLedger: tempLedger(t)}
+}
+
+// tempLedger is an OpenLedger that opens one ledger in a temporary directory
+// of the test, whatever the configuration names.
+func tempLedger(t *testing.T) func(string) (*ledger.Ledger, error) {
+	dir := t.TempDir()
+	return func(string) (*ledger.Ledger, error) { return ledger.Open(dir) }
 }
 
 func setup(t *testing.T) (*fakeServer, string) {
@@ -146,7 +154,7 @@ func TestAdd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := newPlugin(&out).Add(&skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: tt.args, StdinData: tt.stdin})
+			err := newPlugin(t, &out).Add(&skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: tt.args, StdinData: tt.stdin})
 			if failedAsWanted(t, err, tt.wantCode, "") {
 				if out.Len() != 0 {
 					t.Fatalf("printed something before failing: %s", out.String())
@@ -166,7 +174,7 @@ func TestCheck(t *testing.T) {
 	prevOther := `,"prevResult":{"cniVersion":"1.1.0","ips":[{"address":"10.0.1.13/24"}]}`
 	check := func(stdin []byte) error {
 		var out bytes.Buffer
-		err := newPlugin(&out).Check(&skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: cniArgs, StdinData: stdin})
+		err := newPlugin(t, &out).Check(&skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: cniArgs, StdinData: stdin})
 		if out.Len() != 0 {
 			t.Fatalf("CHECK printed %s", out.String())
 		}
@@ -197,8 +205,9 @@ func TestCheck(t *testing.T) {
 
 func TestDelNeverTalksToTheAPI(t *testing.T) {
 	p := &Plugin{
-		Hostname: func() (string, error) { t.Fatal("DEL read the host name"); return "", nil },
-		NewAPI:   func(*IPAMConf) (API, error) { t.Fatal("DEL built an API client"); return nil, nil },
+		Hostname:   func() (string, error) { t.Fatal("DEL read the host name"); return "", nil },
+		NewAPI:     func(*IPAMConf) (API, error) { t.Fatal("DEL built an API client"); return nil, nil },
+		OpenLedger: tempLedger(t),
 	}
 	for _, stdin := range [][]byte{
 		netconf("1.1.0", "/nonexistent", ""),
@@ -218,7 +227,7 @@ func TestDelNeverTalksToTheAPI(t *testing.T) {
 
 func TestStatus(t *testing.T) {
 	srv, kc := setup(t)
-	p := newPlugin(&bytes.Buffer{})
+	p := newPlugin(t, &bytes.Buffer{})
 	before := srv.requests.Load()
 	if err := p.Status(&skel.CmdArgs{StdinData: netconf("1.1.0", kc, "")}); err != nil {
 		t.Fatal(err)
@@ -261,4 +270,75 @@ func TestWriteError(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestAnAddressStillInAnotherSandboxIsRefusedUntilItsDel: pod web-0 (UID u-1) is
+// force-deleted and re-created (UID u-2); the scheduler gives the new pod the same
+// address while the old sandbox, whose netns still exists, has not been torn down.
+// ADD and CHECK of the new sandbox are refused with "try again later" naming the old
+// one; once the old sandbox's DEL ran, ADD succeeds; GC drops what the runtime no
+// longer has.
+func TestAnAddressStillInAnotherSandboxIsRefusedUntilItsDel(t *testing.T) {
+	srv, kc := setup(t)
+	var out bytes.Buffer
+	p := newPlugin(t, &out)
+	stdin := netconf("1.1.0", kc, "")
+	old := &skel.CmdArgs{ContainerID: "old", Netns: "/proc/self/ns/net", IfName: "eth0", Args: cniArgs, StdinData: stdin}
+	if err := p.Add(old); err != nil {
+		t.Fatal(err)
+	}
+	srv.setPod(mkPod("u-2", "ip-scheduler", ann("pool-a", "10.0.1.12", AnnotationNetwork, network4)))
+	srv.setPool(mkPool("node-a", []string{"10.0.1.0/24"}, map[string]kube.Allocation{"u-2": alloc("10.0.1.12", "Reserved")}))
+	args := strings.Replace(cniArgs, "u-1", "u-2", 1)
+	fresh := &skel.CmdArgs{ContainerID: "new", Netns: "/run/netns/ipscheduler-test-new", IfName: "eth0", Args: args, StdinData: stdin}
+	out.Reset()
+	err := p.Add(fresh)
+	if !failedAsWanted(t, err, types.ErrTryAgainLater, MsgAddressHeld) || out.Len() != 0 {
+		t.Fatalf("ADD over a live sandbox's address: %v (printed %q)", err, out.String())
+	}
+	for _, want := range []string{"10.0.1.12", "sandbox old", "UID u-1", "netns /proc/self/ns/net"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not name %q", err, want)
+		}
+	}
+	if err := p.Check(fresh); !failedAsWanted(t, err, types.ErrTryAgainLater, MsgAddressHeld) {
+		t.Fatalf("CHECK: %v", err)
+	}
+	for range 2 {
+		if err := p.Del(old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Add(fresh); err != nil {
+		t.Fatalf("ADD after the old sandbox's DEL: %v", err)
+	}
+	if err := p.Check(fresh); err != nil {
+		t.Fatalf("CHECK of the holder: %v", err)
+	}
+	gc := netconf("1.1.0", kc, `,"cni.dev/valid-attachments":[{"containerID":"other","ifname":"eth0"}]`)
+	if err := p.GC(&skel.CmdArgs{StdinData: gc}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := p.OpenLedger("")
+	if entries, err := l.Entries(); err != nil || len(entries) != 0 {
+		t.Fatalf("after GC: %v %v", entries, err)
+	}
+}
+
+func TestALedgerThatCannotBeWrittenFailsAddAndDel(t *testing.T) {
+	_, kc := setup(t)
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &Plugin{Hostname: hostname("node-a"), NewAPI: NewKubeAPI, Stdout: &bytes.Buffer{}, OpenLedger: ledger.Open}
+	stdin := netconf("1.1.0", kc, `,"x":1`)
+	stdin = []byte(strings.Replace(string(stdin), `"nodeName":"node-a"`, `"nodeName":"node-a","dataDir":"`+file+`"`, 1))
+	args := &skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: cniArgs, StdinData: stdin}
+	if err := p.Add(args); !failedAsWanted(t, err, types.ErrIOFailure, MsgLedger) {
+		t.Fatalf("ADD: %v", err)
+	}
+	if err := p.Del(args); !failedAsWanted(t, err, types.ErrIOFailure, MsgLedger) {
+		t.Fatalf("DEL must not forget a release it cannot write: %v", err)
+	}
 }

@@ -68,6 +68,7 @@ type Network struct {
 
 // Verified is the outcome of a successful verification.
 type Verified struct {
+	Pod     PodRef
 	PodUID  string
 	Pool    string
 	IP      netip.Addr
@@ -306,7 +307,7 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 			"pod %s is annotated %s, NodeIPPool %s allocates %q to UID %s", ref, ip, ann.Pool, alloc.IP, uid)
 	}
 
-	v := &Verified{PodUID: uid, Pool: ann.Pool, IP: ip, Source: source}
+	v := &Verified{Pod: ref, PodUID: uid, Pool: ann.Pool, IP: ip, Source: source}
 	if ann.Network != "" {
 		if v.Network, err = ParseNetwork(ann.Network, ip); err != nil {
 			return nil, err

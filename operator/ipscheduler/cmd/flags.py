@@ -29,6 +29,7 @@ from ipscheduler.framework.duration import format_duration, parse_duration
 from ipscheduler.underlayip.multus import MultusError, parse_network_name
 from ipscheduler.underlayip.plugin import Strategy
 from ipscheduler.underlayip.publisher import RESOURCE
+from ipscheduler.underlayip.teardown import DEFAULT_RELEASE_DELAY
 
 EXIT_USAGE = 2
 """Exit status of a bad flag, an invalid ``--config`` or a flag that contradicts it."""
@@ -134,6 +135,16 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         help="how long a Bound mark waits to ride along with its pool's next write before the "
         "garbage-collection sweep writes it (batched: one write per pool; the allocation stays "
         "Reserved meanwhile, which --reserved-ttl never releases while its pod is bound with it)",
+    )
+    run.add_argument(
+        "--release-delay",
+        type=_duration,
+        default=DEFAULT_RELEASE_DELAY,
+        metavar="DURATION",
+        help="how long the address of a pod removed without its node confirming the teardown "
+        "(deleted without its grace period, or while its node was not Ready) stays Releasing once "
+        "the node is Ready, before it is handed out again (at once when the node is deleted or "
+        "simulated by kwok)",
     )
     run.add_argument(
         "--watch-timeout",
@@ -458,6 +469,7 @@ def run_config(args: Any) -> RunConfig:
         gc_interval=max(1.0, args.gc_interval),
         reserved_ttl=max(0.0, args.reserved_ttl),
         bound_mark_delay=max(0.0, args.bound_mark_delay),
+        release_delay=max(0.0, args.release_delay),
         multus_network=args.multus_network,
         health_addr=args.health_addr,
         secure=secure,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ipscheduler.cmd.election import ElectionSettings, identity
 from ipscheduler.framework.config import SchedulerConfiguration
 from ipscheduler.underlayip.plugin import Strategy
+from ipscheduler.underlayip.teardown import DEFAULT_RELEASE_DELAY
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ class RunConfig:
     bound_mark_delay: float = 300.0
     """Seconds a deferred Bound mark waits to ride along with its pool's next write before
     the GC sweep writes it (``Reconciler.bound_mark_delay``)."""
+    release_delay: float = DEFAULT_RELEASE_DELAY
+    """``--release-delay``: seconds the address of a pod removed without its node confirming the
+    teardown stays Releasing once the node is Ready (:mod:`ipscheduler.underlayip.teardown`)."""
     multus_network: str | None = None
     health_addr: str = ""
     """Plain HTTP, no authentication (local development only); '' off."""

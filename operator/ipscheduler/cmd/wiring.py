@@ -262,6 +262,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         gc_interval=cfg.gc_interval,
         reserved_ttl=cfg.reserved_ttl,
         bound_mark_delay=cfg.bound_mark_delay,
+        release_delay=cfg.release_delay,
         health=health,
         metrics=pool_metrics,
         requeue=queue.move_all_to_active_or_backoff,

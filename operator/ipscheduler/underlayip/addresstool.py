@@ -31,7 +31,7 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, load_client_config
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, ANNOTATION_PREFIX, POOLS
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, ANNOTATION_PREFIX, POOLS, RELEASING
 from ipscheduler.underlayip.pool import PoolContext, PoolView
 from ipscheduler.underlayip.selection import is_ours, namespace_default_pools, tenancy_problem
 
@@ -45,7 +45,8 @@ class AddressRow:
     when the allocation names none), ``since`` (RFC 3339), ``holder``: ``running``,
     ``pending``, ``ended`` (Succeeded/Failed), or ``gone`` (no pod of that UID), and
     ``note``: why the running holder may not use the pool (the tenancy rules,
-    :func:`~ipscheduler.underlayip.selection.tenancy_problem`; "" when it may)."""
+    :func:`~ipscheduler.underlayip.selection.tenancy_problem`; "" when it may), or, for a
+    Releasing one, since when it waits for its node (:mod:`~ipscheduler.underlayip.teardown`)."""
 
     ip: str
     pool: str
@@ -69,6 +70,10 @@ def _holder(uid: str, pods: Mapping[str, PodInfo]) -> str:
 
 
 def _note(uid: str, pool: PoolView, pods: Mapping[str, PodInfo], default_pools: Mapping[str, str]) -> str:
+    a = pool.allocations[uid]
+    if a.phase == RELEASING:
+        since = (a.releasing_since or a.since).isoformat().replace("+00:00", "Z")
+        return f"pod gone at {since}; waiting for node {pool.node_name} to let the address go"
     pod = pods.get(uid)
     if pod is None or pod.terminal or not pod.bound:
         return ""
@@ -324,7 +329,7 @@ async def ip_release(
 @dataclass(frozen=True)
 class PoolRow:
     """One NodeIPPool as its status says: ``capacity``, ``allocated``, ``free``, ``retained``,
-    ``ready`` (the Ready condition's status: ``True``, ``False``, or ``Unknown`` before the
+    ``releasing``, ``ready`` (the Ready condition's status: ``True``, ``False``, or ``Unknown`` before the
     scheduler wrote one) and its ``reason`` (``""`` when Ready)."""
 
     name: str
@@ -333,6 +338,7 @@ class PoolRow:
     allocated: int
     free: int
     retained: int
+    releasing: int
     ready: str
     reason: str
 
@@ -352,6 +358,7 @@ def pool_rows(pools: Iterable[PoolView]) -> list[PoolRow]:
                 allocated=st.allocated,
                 free=st.free,
                 retained=st.retained,
+                releasing=st.releasing,
                 ready=status,
                 reason=ready.reason if ready is not None and status != "True" else "",
             )
@@ -361,7 +368,7 @@ def pool_rows(pools: Iterable[PoolView]) -> list[PoolRow]:
 
 def pool_total(rows: Iterable[PoolRow]) -> dict[str, int]:
     """The sums over ``rows``: ``pools``, ``nodes`` (distinct), ``capacity``, ``allocated``,
-    ``free``, ``retained``, and ``ready`` (pools whose Ready is True)."""
+    ``free``, ``retained``, ``releasing``, and ``ready`` (pools whose Ready is True)."""
     rows = list(rows)
     return {
         "pools": len(rows),
@@ -370,23 +377,20 @@ def pool_total(rows: Iterable[PoolRow]) -> dict[str, int]:
         "allocated": sum(r.allocated for r in rows),
         "free": sum(r.free for r in rows),
         "retained": sum(r.retained for r in rows),
+        "releasing": sum(r.releasing for r in rows),
         "ready": sum(1 for r in rows if r.ready == "True"),
     }
 
 
 def render_pools(rows: list[PoolRow]) -> str:
-    """kubectl-style columns (NAME NODE CAPACITY ALLOCATED FREE RETAINED READY REASON) and a
-    ``TOTAL`` line: the node count, the sums, and the pools Ready out of all."""
+    """kubectl-style columns (NAME NODE CAPACITY ALLOCATED FREE RETAINED RELEASING READY REASON)
+    and a ``TOTAL`` line: the node count, the sums, and the pools Ready out of all."""
     total = pool_total(rows)
-    table: list[tuple[str, ...]] = [
-        ("NAME", "NODE", "CAPACITY", "ALLOCATED", "FREE", "RETAINED", "READY", "REASON")
-    ]
-    table += [
-        (r.name, r.node, str(r.capacity), str(r.allocated), str(r.free), str(r.retained), r.ready, r.reason)
-        for r in rows
-    ]
+    counted = ("capacity", "allocated", "free", "retained", "releasing")
+    table: list[tuple[str, ...]] = [("NAME", "NODE", *(k.upper() for k in counted), "READY", "REASON")]
+    table += [(r.name, r.node, *(str(getattr(r, k)) for k in counted), r.ready, r.reason) for r in rows]
     nodes = f"{total['nodes']} node{'s' if total['nodes'] != 1 else ''}"
-    counts = [str(total[k]) for k in ("capacity", "allocated", "free", "retained")]
+    counts = [str(total[k]) for k in counted]
     table.append(("TOTAL", nodes, *counts, f"{total['ready']}/{total['pools']}", ""))
     return _columns(table)
 

@@ -15,7 +15,15 @@ import datetime
 from typing import Any, NamedTuple
 
 from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.models import BOUND, NOMINATED, RESERVED, RETAINED, Allocation, NodeIPPoolStatus
+from ipscheduler.underlayip.models import (
+    BOUND,
+    NOMINATED,
+    RELEASING,
+    RESERVED,
+    RETAINED,
+    Allocation,
+    NodeIPPoolStatus,
+)
 from ipscheduler.underlayip.pool import (
     PoolContext,
     PoolView,
@@ -305,17 +313,52 @@ def unreserve(
 
 
 def retain(
+    pool: PoolView,
+    ctx: PoolContext,
+    uid: str,
+    now: datetime.datetime | None = None,
+    confirmed: bool = True,
+) -> NodeIPPoolStatus | None:
+    """Pod ``uid`` ended. ``confirmed`` (:func:`~ipscheduler.underlayip.teardown.confirmed`:
+    the kubelet reported it terminal, or no sandbox of its node can hold the address): keep its
+    allocation for its identity (phase Retained) when its policy says so (StatefulSet or Never,
+    with an identity), else remove it (as :func:`release`). Not ``confirmed``: a Reserved or
+    Bound allocation with an address becomes Releasing (``releasingSince`` = ``now``, its
+    ``reservedBy`` dropped: the cycle is over), still taken until :func:`settle`; one without
+    an address (a slot, a Nominated place) goes as when confirmed. None when it holds nothing
+    here, or is Retained or Releasing already."""
+    a = pool.allocations.get(uid)
+    if a is None or a.phase in (RETAINED, RELEASING):
+        return None
+    now = now or utc_now()
+    if not confirmed and a.ip is not None and a.phase in (RESERVED, BOUND):
+        allocs = dict(pool.allocations)
+        allocs[uid] = a.model_copy(update={"phase": RELEASING, "releasing_since": now, "reserved_by": None})
+        return desired_status(pool, ctx, allocs, now)
+    return _let_go(pool, ctx, uid, a, now)
+
+
+def settle(
     pool: PoolView, ctx: PoolContext, uid: str, now: datetime.datetime | None = None
 ) -> NodeIPPoolStatus | None:
-    """Pod ``uid`` ended: keep its allocation for its identity (phase Retained) when its
-    policy says so (StatefulSet or Never, with an identity), else remove it (as
-    :func:`release`). None when it holds nothing here or is Retained already."""
+    """Pod ``uid``'s Releasing allocation may go (its node let the address go, or
+    ``--release-delay`` passed with the node Ready: :func:`~ipscheduler.underlayip.teardown.
+    release_at`): Retained by its policy, else removed. None when it holds no Releasing
+    allocation here."""
     a = pool.allocations.get(uid)
-    if a is None or a.phase == RETAINED:
+    if a is None or a.phase != RELEASING:
         return None
+    return _let_go(pool, ctx, uid, a, now or utc_now())
+
+
+def _let_go(
+    pool: PoolView, ctx: PoolContext, uid: str, a: Allocation, now: datetime.datetime
+) -> NodeIPPoolStatus | None:
+    """Allocation ``a`` of pod ``uid``, whose pod is gone and whose address no sandbox holds:
+    Retained for its identity (policies StatefulSet and Never), else removed."""
     if a.release_policy in (STATEFULSET, NEVER) and a.identity:
         allocs = dict(pool.allocations)
-        allocs[uid] = a.model_copy(update={"phase": RETAINED, "retained_since": now or utc_now()})
+        allocs[uid] = a.model_copy(update={"phase": RETAINED, "retained_since": now, "releasing_since": None})
         return desired_status(pool, ctx, allocs, now)
     return release(pool, ctx, uid)
 

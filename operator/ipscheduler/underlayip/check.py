@@ -41,6 +41,7 @@ from ipscheduler.underlayip.models import (
     BOUND,
     NOMINATED,
     POOLS,
+    RELEASING,
     RETAINED,
 )
 from ipscheduler.underlayip.pool import PoolView, network_of
@@ -104,10 +105,10 @@ def find_violations(
                     problems.append(f"address {ip} held twice: {holders[ip]} and {a.pod} (pool {pool.name})")
                 holders[ip] = f"{a.pod} (pool {pool.name})"
             pod = by_uid.get(uid)
-            if a.phase == RETAINED:
+            if a.phase in (RETAINED, RELEASING):
                 if pod is not None and pod.bound and not pod.terminal:
-                    problems.append(f"{where}: Retained, but its pod runs on {pod.node_name}")
-                continue  # kept for the pod's identity after the pod ended
+                    problems.append(f"{where}: {a.phase}, but its pod runs on {pod.node_name}")
+                continue  # kept for the pod's identity, or until its node let it go, after the pod ended
             if pod is None:
                 problems.append(f"{where}: allocation of a pod that no longer exists")
                 continue

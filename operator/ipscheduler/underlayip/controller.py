@@ -9,7 +9,10 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
 - **finalizer** ``ipscheduler.io/allocations``: kept on live pools, removed once
   a deleting pool holds nothing (``DeletionBlocked`` event meanwhile);
 - **release**: when a pod of ours ends, after :meth:`PoolController.confirm_gone`
-  (the only live-read rule) where the event alone does not prove it;
+  (the only live-read rule) where the event alone does not prove it; the address of a pod
+  removed without its node confirming the teardown stays ``Releasing`` until the node has
+  been Ready for ``--release-delay`` (:mod:`~ipscheduler.underlayip.teardown`), timed by the
+  :class:`~ipscheduler.underlayip.releasing.ReleaseClock` it holds (``clock``);
 - **garbage collection**, the **start-up reconcile** and **adoption** of pods
   created already bound with our annotations: repairs planned from fresh LISTs, by the
   :class:`~ipscheduler.underlayip.reconciler.Reconciler` it holds (``repairs``);
@@ -22,6 +25,10 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
 It subscribes itself to the informers it needs (:meth:`PoolController.subscribe`:
 pending pods, bound pods, nodes, NodeIPPools) and tells the scheduling queue when
 capacity was freed (``requeue``); nothing flows back from the scheduler.
+
+Size: the wing's one subscriber to those four informers and the writer of every pool status
+but the reservations', so one module; what has a state of its own is a room it holds (the
+repairs, the release clock), not code inlined here.
 """
 
 from __future__ import annotations
@@ -56,7 +63,9 @@ from ipscheduler.underlayip.models import (
 )
 from ipscheduler.underlayip.pool import EXHAUSTED, READY, PoolView, pool_ref, refresh, utc_now
 from ipscheduler.underlayip.reconciler import Reconciler, adoption
+from ipscheduler.underlayip.releasing import ReleaseClock
 from ipscheduler.underlayip.selection import is_ours
+from ipscheduler.underlayip.teardown import DEFAULT_RELEASE_DELAY, reported_terminal
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -90,6 +99,7 @@ class PoolController:
         watch_timeout: float = 90.0,
         list_all_pods: bool = False,
         identity: str = "",
+        release_delay: float = DEFAULT_RELEASE_DELAY,
     ) -> None:
         """``scheduler_name``: only pods with this schedulerName are ours. ``identity``: this
         replica's, as its reservations record it (the GC spares only its own in-flight ones). ``gc_interval``,
@@ -123,6 +133,9 @@ class PoolController:
         start-up reconcile runs beside it."""
         self.started = asyncio.Event()
         """Set once the start-up reconcile is done (adoption and the GC wait for it)."""
+        self._tasks = TaskSet()
+        self.clock = ReleaseClock(cache, writer, self._tasks, requeue, release_delay)
+        """Node states and the Releasing allocations' timers (``--release-delay``)."""
         self.repairs = Reconciler(
             scheduler_name=scheduler_name,
             api=api,
@@ -140,10 +153,10 @@ class PoolController:
             watch_timeout=watch_timeout,
             list_all_pods=list_all_pods,
             identity=identity,
+            clock=self.clock,
         )
         """The start-up reconcile, the GC sweep, the watch-stall check and adoption."""
         self._early: set[str] | None = None  # UIDs claimed before `started`; None: not yet
-        self._tasks = TaskSet()
         self.status_queue: WorkQueue[str] = WorkQueue(
             STATUS_DELAY, lambda: Backoff(STATUS_RETRY, STATUS_RETRY, 0.0)
         )
@@ -160,6 +173,7 @@ class PoolController:
 
     async def stop(self) -> None:
         """Cancel releases in flight; write what the PoolWriter still holds (deferred Bound marks)."""
+        self.clock.stop()
         await self._tasks.cancel()
         try:
             await asyncio.wait_for(self.writer.flush(), timeout=5)
@@ -261,14 +275,16 @@ class PoolController:
         if new is not None:
             self.on_bound_pod(new)
         elif old is not None:
-            self.on_bound_pod_gone(old)
+            self.on_bound_pod_gone(old, reported_terminal(body))
 
     def on_node_event(
         self, kind: str | None, name: str, body: dict[str, Any], old: NodeInfo | None, new: NodeInfo | None
     ) -> None:
         """A node informer event: a node added or deleted changes its pools' status (every
         pool is recomputed). The queue hears of it from the scheduler's own node handler
-        (``NodeAdd``/``NodeDelete``), not from here: one fact moves the queue once."""
+        (``NodeAdd``/``NodeDelete``), not from here: one fact moves the queue once. The
+        release clock keeps the node's state (:meth:`ReleaseClock.on_node_event`)."""
+        self.clock.on_node_event(name, body, old, new)
         if kind is not None and (old is None) != (new is None):
             self.status_queue.add()
 
@@ -284,6 +300,8 @@ class PoolController:
         self.cache.invalidate(name)
         if kind == "DELETED":
             self.writer.drop_deferred(name)
+        elif new is not None:
+            self.clock.arm(new)
         meta = body.get("metadata") or {}
         echo = kind != "DELETED" and self.cache.is_own_write(name, str(meta.get("resourceVersion", "")))
         if not echo or meta.get("deletionTimestamp"):
@@ -302,15 +320,17 @@ class PoolController:
         else:
             self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
 
-    def on_bound_pod_gone(self, pod: PodInfo) -> None:
-        """A bound pod (any scheduler's) was deleted or turned terminal. Its hold and claim
-        end; if it is ours and holds an allocation, the address goes back to the pool (and
-        the queue is told once it did)."""
+    def on_bound_pod_gone(self, pod: PodInfo, terminal: bool = True) -> None:
+        """A bound pod (any scheduler's) was deleted or turned terminal (``terminal``: its last
+        state shows it Succeeded or Failed). Its hold and claim end; if it is ours and holds an
+        allocation, the address goes back to the pool (:meth:`release`), Releasing when its
+        node has not confirmed the teardown (:meth:`ReleaseClock.confirmed`)."""
         self.cache.unhold(pod.uid)
         self.cache.unclaim(pod.uid)
         self.repairs.refused.discard(pod.uid)
         if is_ours(pod, self.scheduler_name) and self.cache.pools_holding(pod.uid):
-            self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
+            let_go = self.release(pod.uid, self.clock.confirmed(pod.node_name, terminal))
+            self._tasks.spawn(let_go, f"release {pod.key}")
 
     def on_bound_pod(self, pod: PodInfo) -> None:
         """A bound pod appeared or changed in the pods-by-node watch.
@@ -458,14 +478,17 @@ class PoolController:
         live = await self.repairs.live_pod(uid, key)
         return live is None or live.terminal
 
-    async def release(self, uid: str) -> None:
+    async def release(self, uid: str, confirmed: bool = True) -> None:
         """Pod ``uid`` ended: remove its allocations from every pool holding one (CAS), or
         keep them for its identity (phase Retained) where its release policy says so
-        (:func:`~ipscheduler.underlayip.allocator.retain`)."""
+        (:func:`~ipscheduler.underlayip.allocator.retain`); not ``confirmed``: Releasing
+        (the pool's informer event arms their timers, :meth:`ReleaseClock.arm`)."""
         now = utc_now()
+        move = functools.partial(allocator.retain, uid=uid, now=now, confirmed=confirmed)
         for pool in self.cache.pools_holding(uid):
-            await self.writer.submit(pool.name, functools.partial(allocator.retain, uid=uid, now=now))
-        self.requeue(events.ADDRESS_RELEASED, None, None)
+            await self.writer.submit(pool.name, move)
+        if confirmed:
+            self.requeue(events.ADDRESS_RELEASED, None, None)
 
     def pool_counts(self, pool: PoolView) -> tuple[int, int, int, int, int]:
         """``(capacity, allocated, free, retained, exhausted)`` of a pool as the scheduler

@@ -197,7 +197,7 @@ class Subnet(CrdModel):
     )
 
 
-Phase = Literal["Reserved", "Bound", "Retained", "Nominated"]
+Phase = Literal["Reserved", "Bound", "Retained", "Nominated", "Releasing"]
 RESERVED: Phase = "Reserved"
 """Taken by a scheduling cycle, not yet bound (released after ``--reserved-ttl`` if never bound)."""
 BOUND: Phase = "Bound"
@@ -207,7 +207,14 @@ RETAINED: Phase = "Retained"
 NOMINATED: Phase = "Nominated"
 """A place held for a pod that preemption nominated to the pool's node, while its victims
 terminate (no address yet: the pod's Reserve turns it into its reservation)."""
-PHASES: tuple[Phase, ...] = (RESERVED, BOUND, RETAINED, NOMINATED)
+RELEASING: Phase = "Releasing"
+"""Its pod is gone, but its node has not confirmed that the pod's sandbox let the address go
+(the pod was removed without the kubelet reporting it terminal: deleted without its grace
+period, force-deleted, or while its node was not Ready): the address stays taken until
+``--release-delay`` has passed with the node Ready (at once when the node is deleted), then
+goes back to the pool, or becomes Retained by its release policy
+(:mod:`ipscheduler.underlayip.teardown`)."""
+PHASES: tuple[Phase, ...] = (RESERVED, BOUND, RETAINED, NOMINATED, RELEASING)
 ReleasePolicy = Literal["Pod", "StatefulSet", "Never"]
 
 
@@ -220,7 +227,10 @@ class Allocation(CrdModel):
         description="Reserved before the bind, Bound after; Retained once its pod ended and the "
         "address waits for the next pod of the same identity (release policy StatefulSet or Never); "
         "Nominated: a place held, without an address, for a pod that preemption nominated to the "
-        "node while its victims terminate."
+        "node while its victims terminate; Releasing: the pod is gone but its node has not "
+        "confirmed that its sandbox let the address go (deleted without its grace period, or while "
+        "the node was not Ready): still taken until the node has been Ready for the scheduler's "
+        "--release-delay."
     )
     since: datetime.datetime = Field(description="When the allocation was made (RFC 3339).")
     reserved_by: str | None = Field(
@@ -254,6 +264,11 @@ class Allocation(CrdModel):
         alias="retainedSince",
         description="When the pod ended and the allocation became Retained (RFC 3339).",
     )
+    releasing_since: datetime.datetime | None = Field(
+        default=None,
+        alias="releasingSince",
+        description="When the pod was seen gone and the allocation became Releasing (RFC 3339).",
+    )
 
 
 # --------------------------------------------------------------------------
@@ -274,21 +289,28 @@ def _compact(value: Any) -> int:
 
 
 def worst_case_allocation() -> tuple[str, dict[str, Any]]:
-    """``(pod UID, allocation as written)``: every field present and at its schema maximum."""
+    """``(pod UID, allocation as written)``: every field present and at its schema maximum.
+
+    Of the allocation's shapes the longest: Retained (``reservedBy`` kept, with
+    ``retainedSince``). A Releasing one has a one-byte longer phase and ``releasingSince``
+    instead, but never a ``reservedBy`` (its cycle is over: :func:`~ipscheduler.underlayip.
+    allocator.retain` drops it), so it is shorter; both are compared here."""
     when = datetime.datetime(2026, 12, 31, 23, 59, 59, tzinfo=datetime.UTC)
     key = f"{'n' * NAMESPACE_MAX}/{'p' * NAME_MAX}"
-    worst = Allocation(
-        ip="f" * IP_TEXT_MAX,
-        pod=key,
-        phase="Retained",
-        since=when,
-        reserved_by="r" * RESERVED_BY_MAX,
-        release_policy="StatefulSet",
-        identity="i" * IDENTITY_MAX,
-        owner_uid="o" * OWNER_UID_MAX,
-        retained_since=when,
-    )
-    return "u" * UID_LENGTH, worst.model_dump(mode="json", by_alias=True, exclude_none=True)
+    common: dict[str, Any] = {
+        "ip": "f" * IP_TEXT_MAX,
+        "pod": key,
+        "since": when,
+        "release_policy": "StatefulSet",
+        "identity": "i" * IDENTITY_MAX,
+        "owner_uid": "o" * OWNER_UID_MAX,
+    }
+    shapes = [
+        Allocation(phase="Retained", reserved_by="r" * RESERVED_BY_MAX, retained_since=when, **common),
+        Allocation(phase="Releasing", releasing_since=when, **common),
+    ]
+    wires = [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in shapes]
+    return "u" * UID_LENGTH, max(wires, key=_compact)
 
 
 def allocation_bytes() -> int:
@@ -486,6 +508,10 @@ class NodeIPPoolStatus(CrdModel):
         default=0,
         description="Places held for pods that preemption nominated to the node (phase Nominated).",
     )
+    releasing: int = Field(
+        default=0,
+        description="Addresses of pods gone whose node has not yet let them go (phase Releasing).",
+    )
     allocations: dict[str, Allocation] = Field(default_factory=dict, description="Pod UID to allocation.")
     conditions: list[Condition] = Field(
         default_factory=list,
@@ -544,6 +570,12 @@ def crd_manifest() -> dict[str, Any]:
             {"name": "Free", "type": "integer", "jsonPath": ".status.free"},
             {"name": "Retained", "type": "integer", "jsonPath": ".status.retained"},
             {"name": "Nominated", "type": "integer", "jsonPath": ".status.nominated"},
+            {
+                "name": "Releasing",
+                "type": "integer",
+                "jsonPath": ".status.releasing",
+                "description": "Addresses of pods gone whose node has not yet let them go.",
+            },
             crdschema.AGE_COLUMN,
             {
                 "name": "Ready",

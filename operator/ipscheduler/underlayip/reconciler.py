@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ipscheduler.backend.health import HealthState
+from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework.interface import Requeue
 from ipscheduler.framework.klog import kv
 from ipscheduler.framework.types import PodInfo
@@ -39,6 +40,7 @@ from ipscheduler.underlayip.models import (
     RESERVED,
 )
 from ipscheduler.underlayip.pool import PoolView, age, network_of, utc_now
+from ipscheduler.underlayip.releasing import MOVES, ReleaseClock
 from ipscheduler.underlayip.retention import StatefulSetFacts, retention_of
 from ipscheduler.underlayip.selection import is_ours, tenancy_problem
 from ipscheduler.underlayip.writer import PoolWriter
@@ -54,6 +56,10 @@ MARK_WRITES_IN_FLIGHT = 16
 """Pools whose Bound marks a sweep writes at once (one write per pool, however many marks):
 a sweep after a long outage may have thousands to write, and the binds share the client's
 connections with it."""
+
+
+def _fields(r: repair.Repair) -> dict[str, Any]:
+    return kv(pod=r.pod, pool=r.pool, uid=r.uid, ip=r.ip)
 
 
 def gc_pause(interval: float, last_sweep: float) -> float:
@@ -96,8 +102,12 @@ class Reconciler:
         watch_timeout: float = 90.0,
         list_all_pods: bool = False,
         identity: str = "",
+        clock: ReleaseClock | None = None,
     ) -> None:
         self.scheduler_name = scheduler_name
+        self.clock = clock if clock is not None else ReleaseClock(cache, writer, TaskSet(), requeue)
+        """Its node states say whether a gone pod's address waits for its node, and how long
+        (:mod:`~ipscheduler.underlayip.teardown`)."""
         self.identity = identity
         """This replica's identity, as its reservations record it (``reservedBy``'s first part)."""
         self.api = api
@@ -277,7 +287,15 @@ class Reconciler:
     def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
         now = utc_now()
         self._skew.observe(pools, now)
-        return repair.plan(pools, pods, now, self.reserved_ttl, self._skew.first_seen, self._statefulsets)
+        return self._plan_at(pools, pods, now)
+
+    def _plan_at(
+        self, pools: list[PoolView], pods: Mapping[str, PodInfo], now: datetime.datetime
+    ) -> list[repair.Repair]:
+        skew, sets, clock = self._skew.first_seen, self._statefulsets, self.clock
+        return repair.plan(
+            pools, pods, now, self.reserved_ttl, skew, sets, nodes=clock.nodes, release_delay=clock.delay
+        )
 
     async def _read_statefulsets(self, pools: list[PoolView]) -> None:
         """Read the StatefulSets that Retained allocations of ``pools`` belong to (one GET
@@ -329,12 +347,7 @@ class Reconciler:
         pool = self.cache.pool(r.pool)
         if pool is None or r.uid not in pool.allocations:
             return False
-        return any(
-            x.action == r.action and x.uid == r.uid
-            for x in repair.plan(
-                [pool], pods, utc_now(), self.reserved_ttl, self._skew.first_seen, self._statefulsets
-            )
-        )
+        return any(x.action == r.action and x.uid == r.uid for x in self._plan_at([pool], pods, utc_now()))
 
     async def apply_repairs(self, repairs: list[repair.Repair], confirm: bool) -> dict[str, int]:
         """Carry out ``repairs`` by CAS; releases are confirmed live first when ``confirm``.
@@ -361,7 +374,7 @@ class Reconciler:
                     r.pod,
                     r.pool,
                     r.reason,
-                    extra=kv(pod=r.pod, pool=r.pool, uid=r.uid, ip=r.ip),
+                    extra=_fields(r),
                 )
                 written = await self.writer.submit(
                     r.pool, functools.partial(allocator.release, uid=r.uid, expect=r.allocation)
@@ -374,22 +387,14 @@ class Reconciler:
                 counts["released"] += 1
                 self.metrics.gc_releases.inc()
                 released = True
-            elif r.action == "retain":
+            elif r.action in MOVES:
                 if confirm and not await self._confirmed(r):
                     continue
-                log.info(
-                    "retaining %s of %s in pool %s for its identity: %s",
-                    r.ip or "slot",
-                    r.pod,
-                    r.pool,
-                    r.reason,
-                    extra=kv(pod=r.pod, pool=r.pool, uid=r.uid, ip=r.ip),
-                )
-                await self.writer.submit(
-                    r.pool, functools.partial(allocator.retain, uid=r.uid, now=utc_now())
-                )
-                counts["retained"] = counts.get("retained", 0) + 1
-                released = True  # a pod waiting for the identity's address may go now
+                what, count, move = MOVES[r.action]
+                log.info(f"%s of %s in pool %s {what}: %s", r.ip, r.pod, r.pool, r.reason, extra=_fields(r))
+                await self.writer.submit(r.pool, functools.partial(move, uid=r.uid, now=utc_now()))
+                counts[count] = counts.get(count, 0) + 1
+                released |= r.action != "await_teardown"  # a pod may take its place (or identity's)
             elif r.action == "mark_bound":
                 if self.mark_due(r, now):
                     due.append(r)

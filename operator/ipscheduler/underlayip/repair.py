@@ -18,15 +18,18 @@ from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
     ANNOTATION_NETWORK,
     ANNOTATION_POOL,
+    BOUND,
     NOMINATED,
+    RELEASING,
     RESERVED,
     RETAINED,
     Allocation,
 )
 from ipscheduler.underlayip.pool import PoolView, age
 from ipscheduler.underlayip.retention import StatefulSetFacts, retained_release_reason, statefulset_of
+from ipscheduler.underlayip.teardown import DEFAULT_RELEASE_DELAY, NodeState, confirmed, release_at
 
-Action = Literal["release", "mark_bound", "adopt", "retain"]
+Action = Literal["release", "mark_bound", "adopt", "retain", "await_teardown", "settle"]
 
 NOMINATED_TTL = 300.0
 """Seconds a Nominated place is held at most (preemption's victims have that long to
@@ -62,10 +65,14 @@ def plan(
     first_seen: Mapping[tuple[str, datetime.datetime], datetime.datetime] | None = None,
     statefulsets: Mapping[tuple[str, str], StatefulSetFacts | None] | None = None,
     nominated_ttl: float = NOMINATED_TTL,
+    nodes: Mapping[str, NodeState] | None = None,
+    release_delay: float = DEFAULT_RELEASE_DELAY,
 ) -> list[Repair]:
     """Repairs that make allocations match pods.
 
-    ``pods`` maps UID → pod for the pods of our scheduler (any phase).
+    ``pods`` maps UID → pod for the pods of our scheduler (any phase). ``nodes``: the nodes
+    that exist, by name (:mod:`~ipscheduler.underlayip.teardown`); None: no node facts, every
+    node lets a gone pod's address go at once (as a deleted one does).
 
     - release: the pod is gone or terminal; or the allocation stayed Reserved
       longer than ``reserved_ttl`` seconds while the pod is bound to another
@@ -73,6 +80,12 @@ def plan(
       bound at all (the cycle that reserved it died between Reserve and Bind);
     - mark_bound: Reserved, and the pod is bound to the pool's node with our
       pool annotation (a crash between bind and PostBind);
+    - await_teardown, instead of release or retain: the pod is gone from the API server (not
+      seen terminal) and the allocation holds an address its node has not confirmed let go
+      (:func:`~ipscheduler.underlayip.teardown.confirmed`): it becomes Releasing;
+    - settle: a Releasing allocation whose time came (:func:`~ipscheduler.underlayip.teardown.
+      release_at`, ``release_delay`` seconds with its node Ready; at once when the node is
+      gone): Retained or released by its policy;
     - release, too: a Bound allocation older than ``reserved_ttl`` of a pod that
       is not bound (pods are never unbound, so the record is bogus; it would
       keep the pod from ever being scheduled);
@@ -110,11 +123,20 @@ def plan(
             since = min(since, first_seen.get((uid, since), since))
         return age(since, now)
 
+    def node_of(pool: PoolView) -> NodeState | None:
+        return None if nodes is None else nodes.get(pool.node_name)
+
     out: list[Repair] = []
     held: set[str] = set()
     for pool in pools:
         for uid, a in pool.allocations.items():
             held.add(uid)
+            if a.phase == RELEASING:
+                when = release_at(a.releasing_since or a.since, node_of(pool), release_delay)
+                if when is not None and when <= now:
+                    why_settle = _settle_reason(pool, node_of(pool), release_delay)
+                    out.append(Repair("settle", pool.name, uid, a.pod, why_settle, a.ip, allocation=a))
+                continue
             if a.phase == RETAINED:
                 why = _retained_reason(a, statefulsets)
                 if why is not None:
@@ -132,6 +154,13 @@ def plan(
                 action: Action = (
                     "retain" if gone and a.identity and a.release_policy in KEEPING else "release"
                 )
+                if (
+                    pod is None
+                    and a.ip is not None
+                    and a.phase in (RESERVED, BOUND)
+                    and not confirmed(False, node_of(pool))
+                ):
+                    action = "await_teardown"
                 out.append(Repair(action, pool.name, uid, a.pod, why, a.ip, allocation=a))
                 continue
             pod = pods.get(uid)
@@ -207,6 +236,15 @@ def bound_with(pod: PodInfo, pool: PoolView) -> bool:
         return False
     named = pod.annotations.get(ANNOTATION_POOL) or ""
     return named == pool.name or (not named and pool.addresses is None)
+
+
+def _settle_reason(pool: PoolView, node: NodeState | None, release_delay: float) -> str:
+    """Why a Releasing allocation of ``pool`` may go now (see :func:`plan`)."""
+    if node is None:
+        return f"node {pool.node_name} no longer exists"
+    if node.simulated:
+        return f"node {pool.node_name} is simulated (no sandbox holds the address)"
+    return f"node {pool.node_name} Ready for {release_delay:.0f}s since the pod was seen gone"
 
 
 def _nomination_over(

@@ -25,7 +25,7 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.events import pod_ref
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import NOMINATED, RETAINED, Allocation
+from ipscheduler.underlayip.models import NOMINATED, RELEASING, RETAINED, Allocation
 from ipscheduler.underlayip.pool import PoolView, age
 from ipscheduler.underlayip.retention import Retention, claims
 from ipscheduler.underlayip.writer import PoolWriter
@@ -62,7 +62,8 @@ class KeptAddress:
       retain-timeout: the pod is placed anew and this address released once the new one is
       written;
     - ``waiting``: it is still recorded for the previous pod of the identity (that pod is
-      gone; the pool controller is about to retain it): the pod waits.
+      gone; the pool controller is about to retain it, or waits Releasing for its node to let
+      it go): the pod waits.
     """
 
     kind: Literal["held", "rehome", "waiting"]
@@ -80,6 +81,11 @@ class KeptAddress:
             return f"{what}: the pod may go to {pool.node_name} only{until}"
         if self.kind == REHOME:
             return f"{what}: past the pod's retain-timeout, so placed anew and that address released"
+        if a.phase == RELEASING:
+            return (
+                f"address {a.ip} of pool {pool.name} is Releasing: the previous pod {a.pod} was removed "
+                f"before {pool.node_name} confirmed its teardown; the pod waits until it is retained"
+            )
         return (
             f"address {a.ip or '(slot)'} of pool {pool.name} still recorded for the previous pod "
             f"{a.pod}: the pod waits until it is retained"

@@ -186,6 +186,7 @@ POOLS = [
             "allocated": 4,
             "free": 6,
             "retained": 1,
+            "releasing": 2,
             "conditions": [_ready("True", "Ready")],
         },
     ),
@@ -205,10 +206,10 @@ POOLS = [
 
 def test_pool_rows_say_what_the_status_says_and_why_a_pool_is_not_ready() -> None:
     assert pool_rows(POOLS) == [
-        PoolRow("c", "node-1", 5, 0, 5, 0, "True", ""),
-        PoolRow("a", "node-2", 3, 3, 0, 0, "False", "AddressConflict"),
-        PoolRow("b", "node-2", 10, 4, 6, 1, "True", ""),
-        PoolRow("new", "node-3", 0, 0, 0, 0, "Unknown", ""),
+        PoolRow("c", "node-1", 5, 0, 5, 0, 0, "True", ""),
+        PoolRow("a", "node-2", 3, 3, 0, 0, 0, "False", "AddressConflict"),
+        PoolRow("b", "node-2", 10, 4, 6, 1, 2, "True", ""),
+        PoolRow("new", "node-3", 0, 0, 0, 0, 0, "Unknown", ""),
     ]
     assert pool_total(pool_rows(POOLS)) == {
         "pools": 4,
@@ -217,6 +218,7 @@ def test_pool_rows_say_what_the_status_says_and_why_a_pool_is_not_ready() -> Non
         "allocated": 7,
         "free": 11,
         "retained": 1,
+        "releasing": 2,
         "ready": 2,
     }
 
@@ -224,12 +226,12 @@ def test_pool_rows_say_what_the_status_says_and_why_a_pool_is_not_ready() -> Non
 def test_the_pools_table_has_kubectl_columns_and_a_total_line() -> None:
     lines = render_pools(pool_rows(POOLS)).splitlines()
     assert [line.split() for line in lines] == [
-        ["NAME", "NODE", "CAPACITY", "ALLOCATED", "FREE", "RETAINED", "READY", "REASON"],
-        ["c", "node-1", "5", "0", "5", "0", "True"],
-        ["a", "node-2", "3", "3", "0", "0", "False", "AddressConflict"],
-        ["b", "node-2", "10", "4", "6", "1", "True"],
-        ["new", "node-3", "0", "0", "0", "0", "Unknown"],
-        ["TOTAL", "3", "nodes", "18", "7", "11", "1", "2/4"],
+        ["NAME", "NODE", "CAPACITY", "ALLOCATED", "FREE", "RETAINED", "RELEASING", "READY", "REASON"],
+        ["c", "node-1", "5", "0", "5", "0", "0", "True"],
+        ["a", "node-2", "3", "3", "0", "0", "0", "False", "AddressConflict"],
+        ["b", "node-2", "10", "4", "6", "1", "2", "True"],
+        ["new", "node-3", "0", "0", "0", "0", "0", "Unknown"],
+        ["TOTAL", "3", "nodes", "18", "7", "11", "1", "2", "2/4"],
     ]
     assert lines[0].index("CAPACITY") == lines[-1].index("18")  # aligned columns
     assert render_pools(pool_rows(POOLS[2:3])).splitlines()[-1].split()[:3] == ["TOTAL", "1", "node"]
@@ -278,3 +280,17 @@ def test_ip_list_notes_a_running_holder_that_may_not_use_its_pool(
     (row,) = address_rows([reserved], running, defaults)
     assert (row.holder, row.note) == ("running", note)
     assert render_table([row]).splitlines()[1].endswith(note or row.since)
+
+
+def test_a_releasing_row_says_since_when_it_waits_for_its_node() -> None:
+    """``ip list --phase Releasing``: the address of a force-deleted pod, its pod gone, waiting
+    for its node; an operator may still release it (its pod is gone)."""
+    releasing = {
+        **alloc("10.0.0.5", pod="ns/forced", phase="Releasing"),
+        "releasingSince": "2024-01-01T00:05:00Z",
+    }
+    p = pool("pool-a", "node-a", addresses=["10.0.0.1-10.0.0.9"], allocations={"u-f": releasing})
+    (row,) = select(address_rows([p], {}), phase="Releasing")
+    assert (row.ip, row.holder) == ("10.0.0.5", "gone")
+    assert row.note == "pod gone at 2024-01-01T00:05:00Z; waiting for node node-a to let the address go"
+    assert why_not_release(row) is None

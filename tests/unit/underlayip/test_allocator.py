@@ -26,6 +26,7 @@ from ipscheduler.underlayip.allocator import (
     reserve,
     retain,
     retained_for,
+    settle,
     to_take_back,
     unreserve,
 )
@@ -1011,3 +1012,82 @@ def test_a_pod_never_gets_a_second_address_while_its_identitys_is_another_pods(
         with_status(body_, again), ALONE, "u3", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention
     )
     assert new is not None and (ip, taken_back) == ("10.0.0.1", True) and list(new.allocations) == ["u3"]
+
+
+# --------------------------------------------------------------------------- Releasing
+
+
+@pytest.mark.parametrize(
+    ("start", "want_phase"),
+    [
+        (alloc("10.0.0.1", phase="Bound"), "Releasing"),
+        (alloc("10.0.0.1", phase="Reserved"), "Releasing"),
+        (alloc(None, phase="Bound"), None),  # a count-only slot: no interface holds it
+        (alloc(None, phase="Nominated"), None),  # a place, no address
+        (alloc("10.0.0.1", phase="Retained"), "Retained"),  # nothing to do (returns None)
+        (alloc("10.0.0.1", phase="Releasing"), "Releasing"),  # nothing to do (returns None)
+    ],
+    ids=["bound", "reserved", "count-only-slot", "nominated", "retained-already", "releasing-already"],
+)
+def test_an_unconfirmed_end_leaves_an_address_releasing(
+    start: dict[str, Any], want_phase: str | None
+) -> None:
+    kept = start["phase"] in ("Retained", "Releasing")
+    pool = view(addresses=["10.0.0.1-10.0.0.3"], allocations={"u1": {**start, "reservedBy": "r/1"}})
+    later = SINCE_TIME + datetime.timedelta(minutes=1)
+    status = retain(pool, ALONE, "u1", now=later, confirmed=False)
+    if kept:
+        assert status is None
+        return
+    assert status is not None
+    if want_phase is None:
+        assert status.allocations == {}, "released at once"
+        return
+    a = status.allocations["u1"]
+    assert (a.phase, a.ip, a.releasing_since, a.reserved_by) == ("Releasing", "10.0.0.1", later, None)
+    assert (status.allocated, status.releasing, status.free) == (1, 1, 2)
+    wire = status.to_wire()
+    assert wire["releasing"] == 1 and wire["allocations"]["u1"]["releasingSince"] == "2024-01-01T00:01:00Z"
+    releasing = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
+    other, ip, _ = reserve(releasing, ALONE, "u9", "ns/other", now=later, owner="r/2")
+    assert other is not None and ip == "10.0.0.2", "a Releasing address is taken for everyone else"
+    full = view(addresses=["10.0.0.1"], allocations={"u1": alloc("10.0.0.1", phase="Releasing")})
+    with pytest.raises(PoolFull):
+        reserve(full, ALONE, "u9", "ns/other", owner="r/2")
+
+
+@pytest.mark.parametrize(
+    ("retention", "want_phase"),
+    [(Retention("Pod"), None), (STS_KEEP, "Retained"), (Retention("Never", "ns/db"), "Retained")],
+    ids=["policy-pod-goes-back-to-the-pool", "statefulset-is-retained", "never-is-retained"],
+)
+def test_settle_lets_a_releasing_address_go_by_its_policy(
+    retention: Retention, want_phase: str | None
+) -> None:
+    later = SINCE_TIME + datetime.timedelta(minutes=1)
+    body_ = body(addresses=["10.0.0.1-10.0.0.3"], allocations={})
+    status = retain(_reserved_sticky(retention), ALONE, "u1", now=SINCE_TIME, confirmed=False)
+    assert status is not None and status.allocations["u1"].phase == "Releasing"
+    releasing = with_status(body_, status)
+    settled = settle(releasing, ALONE, "u1", now=later)
+    assert settled is not None and settled.releasing == 0
+    if want_phase is None:
+        assert settled.allocations == {}
+        return
+    a = settled.allocations["u1"]
+    assert (a.phase, a.ip, a.retained_since, a.releasing_since) == ("Retained", "10.0.0.1", later, None)
+    assert a.identity == retention.identity and a.release_policy == retention.policy
+    again = with_status(body_, settled)
+    assert settle(again, ALONE, "u1") is None, "only a Releasing allocation settles"
+    assert settle(again, ALONE, "nobody") is None
+
+
+def test_the_identity_waits_while_its_address_is_releasing() -> None:
+    """The next pod of a StatefulSet identity whose previous pod was force-deleted neither takes
+    the Releasing address back nor gets a second one: it waits (IdentityHeld)."""
+    status = retain(_reserved_sticky(), ALONE, "u1", now=SINCE_TIME, confirmed=False)
+    assert status is not None
+    releasing = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
+    assert to_take_back(releasing, "u2", "ns/web-0", STS_KEEP) is None
+    with pytest.raises(IdentityHeld):
+        reserve(releasing, ALONE, "u2", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=STS_KEEP)

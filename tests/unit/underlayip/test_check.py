@@ -485,3 +485,23 @@ def test_an_identity_holding_two_allocations_is_a_violation(
     got = [v for v in find_violations([pool(addresses=V4, allocations=allocations)], []) if "identity" in v]
     assert len(got) == len(expected)
     assert all(g.startswith(e) for g, e in zip(got, expected, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("pods", "want"),
+    [
+        ([], []),
+        ([pod("u1", "a", phase="Succeeded", pool_name="pool-a", ip="10.0.0.1")], []),
+        (
+            [pod("u1", "a", pool_name="pool-a", ip="10.0.0.1")],
+            ["pool pool-a: ns/a (u1): Releasing, but its pod runs on node-a"],
+        ),
+    ],
+    ids=["its-pod-gone:-clean", "its-pod-ended:-clean", "its-pod-runs:-violation"],
+)
+def test_a_releasing_address_is_the_gone_pods_until_its_node_lets_it_go(
+    pods: list[dict[str, Any]], want: list[str]
+) -> None:
+    releasing = {**alloc("10.0.0.1", "ns/a", phase="Releasing"), "releasingSince": builders.SINCE}
+    pools = [pool(addresses=V4, allocations={"u1": releasing}, status={"capacity": 14, "allocated": 1})]
+    assert find_violations(pools, pods) == want

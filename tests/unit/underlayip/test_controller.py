@@ -681,3 +681,47 @@ async def test_a_pool_status_refresh_that_fails_is_tried_again(
     assert refreshed == ["p"], "the pools that exist"
     assert ctrl.status_queue.pending() == (frozenset({"p"}) if again_at_once else frozenset())
     assert ctrl.status_queue.num_requeues("p") == requeues
+
+
+@pytest.mark.parametrize(
+    ("last_state", "nodes", "phase"),
+    [
+        ({"status": {"phase": "Running"}}, {"node-1": {"ready": "True"}}, "Releasing"),
+        ({"metadata": {"name": "u1"}}, {"node-1": {"ready": "True"}}, "Releasing"),
+        ({"status": {"phase": "Running"}}, {"node-1": {"ready": "False"}}, "Releasing"),
+        ({"status": {"phase": "Failed"}}, {"node-1": {"ready": "True"}}, None),
+        ({"status": {"phase": "Running"}}, {"node-1": {"ready": "True", "kwok": True}}, None),
+        ({"status": {"phase": "Running"}}, {}, None),
+    ],
+    ids=[
+        "deleted-running:-waits-for-the-node",
+        "gone-in-a-relist:-waits-for-the-node",
+        "deleted-while-the-node-is-not-ready:-waits",
+        "reported-terminal-by-the-kubelet:-released",
+        "kwok-node:-released",
+        "node-deleted:-released",
+    ],
+)
+async def test_a_bound_pod_removed_without_a_confirmed_teardown_leaves_its_address_releasing(
+    last_state: dict[str, Any], nodes: dict[str, dict[str, Any]], phase: str | None
+) -> None:
+    sched, ctrl, api = setup(None)
+    told: list[str] = []
+    ctrl.clock.requeue = ctrl.requeue = lambda event, old, new: told.append(str(event))
+    for name, facts in nodes.items():
+        annotations = {"kwok.x-k8s.io/node": "fake"} if facts.get("kwok") else {}
+        cond = {"type": "Ready", "status": facts["ready"], "lastTransitionTime": "2024-01-01T00:00:00Z"}
+        body = {"metadata": {"name": name, "annotations": annotations}, "status": {"conditions": [cond]}}
+        ctrl.on_node_event(None, name, body, None, NodeInfo(name=name, ready=facts["ready"] == "True"))
+    gone = PodInfo.from_obj(pod_body(node="node-1", phase="Running"))
+    sched.handlers.on_bound_pod_event("DELETED", gone, None)
+    ctrl.on_bound_pod_event("DELETED", "u1", last_state, gone, None)
+    await settle(ctrl)
+    a = api.bodies["p"]["status"]["allocations"].get("u1")
+    assert (a or {}).get("phase") == phase
+    if phase is None:
+        assert told, "pending pods are told the address is free"
+    else:
+        assert a["ip"] == "10.0.0.1" and "releasingSince" in a and "reservedBy" not in a
+        assert api.bodies["p"]["status"]["releasing"] == 1
+        assert not told, "nothing was freed yet"

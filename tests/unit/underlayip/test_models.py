@@ -79,6 +79,7 @@ PRINTER_COLUMNS = [
     ("Free", "integer", ".status.free"),
     ("Retained", "integer", ".status.retained"),
     ("Nominated", "integer", ".status.nominated"),
+    ("Releasing", "integer", ".status.releasing"),
     ("Age", "date", ".metadata.creationTimestamp"),
 ]
 
@@ -168,7 +169,15 @@ def test_conditions_are_a_map_keyed_by_type(schema: dict[str, Any]) -> None:
 
 def test_the_ceiling_is_computed_from_the_worst_case_allocation() -> None:
     uid, wire = models.worst_case_allocation()
-    assert set(wire) == {f.alias or name for name, f in models.Allocation.model_fields.items()}
+    # Every field but releasingSince: a Releasing allocation (one byte longer a phase, never a
+    # reservedBy) is the shorter shape.
+    assert set(wire) | {"releasingSince"} == {
+        f.alias or name for name, f in models.Allocation.model_fields.items()
+    }
+    assert wire["phase"] == "Retained" and "reservedBy" in wire
+    releasing = {**wire, "phase": "Releasing", "releasingSince": wire["retainedSince"]}
+    del releasing["retainedSince"], releasing["reservedBy"]
+    assert len(json.dumps(releasing)) < len(json.dumps(wire))
     entry = len(json.dumps({uid: wire}, separators=(",", ":"))) - 1
     assert models.ALLOCATION_BYTES > entry > 1200
     assert models.RESERVED_BYTES == 2 * models.SPEC_BYTES + models.OTHER_BYTES

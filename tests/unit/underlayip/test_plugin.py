@@ -22,6 +22,8 @@ from ipscheduler.underlayip.plugin import (
     UnderlayIP,
 )
 from ipscheduler.underlayip.pool import PoolContext, PoolView
+from ipscheduler.underlayip.retention import retention_of
+from ipscheduler.underlayip.sticky import kept_address
 from ipscheduler.underlayip.writer import PoolWriter
 from tests import builders
 from tests.builders import SINCE
@@ -1009,6 +1011,27 @@ def test_an_address_still_recorded_for_the_previous_pod_holds_the_new_one_back(i
     assert (st.code, st.reasons) == (
         Code.UNSCHEDULABLE,
         ("the pod's retained address is still recorded for its previous pod",),
+    )
+
+
+def test_an_address_releasing_for_the_force_deleted_previous_pod_holds_the_new_one_back() -> None:
+    """The previous pod of the identity was force-deleted: its address is Releasing until its
+    node let it go. The new pod neither takes it back yet nor gets a second one; explain says
+    why (sticky.kept_address)."""
+    releasing = {**kept("10.0.2.5"), "phase": "Releasing", "releasingSince": SINCE}
+    del releasing["retainedSince"]
+    env = sticky_env({"uid-old": releasing})
+    pod = web0("uid-new")
+    st = env.plugin.pre_filter(CycleState(), pod, env.cache.node_cache.nodes())
+    assert (st.code, st.reasons) == (
+        Code.UNSCHEDULABLE,
+        ("the pod's retained address is still recorded for its previous pod",),
+    )
+    found = kept_address(env.cache, pod, retention_of(pod), datetime.datetime.now(datetime.UTC))
+    assert found is not None and found.kind == "waiting"
+    assert found.describe() == (
+        "address 10.0.2.5 of pool pb is Releasing: the previous pod ns/web-0 was removed before node-b "
+        "confirmed its teardown; the pod waits until it is retained"
     )
 
 

@@ -13,6 +13,7 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL
 from ipscheduler.underlayip.repair import Repair, SkewClock, plan, retained_statefulsets
 from ipscheduler.underlayip.retention import StatefulSetFacts
+from ipscheduler.underlayip.teardown import NodeState
 from tests import builders
 from tests.builders import NOW, ago, pool
 
@@ -554,3 +555,99 @@ def test_plan_a_nominated_place(since: str, the_pod: PodInfo | None, want: str |
     repairs = plan([held], {"hi": the_pod} if the_pod else {}, NOW, reserved_ttl=TTL)
     assert [r.reason for r in repairs] == ([want] if want else [])
     assert all(r.action == "release" for r in repairs)
+
+
+# --------------------------------------------------------------------------- Releasing
+
+READY_NODE = {"node-a": NodeState(True, NOW - datetime.timedelta(hours=1))}
+
+
+def releasing(since: str, ip: str | None = "10.0.0.1", **extra: Any) -> dict[str, Any]:
+    return {**alloc(ip, phase="Releasing"), "releasingSince": since, **extra}
+
+
+# (allocation, pod or None, nodes, expected actions, reason substring or None)
+TEARDOWN = [
+    (alloc("10.0.0.1", phase="Bound"), None, READY_NODE, [("await_teardown", "u1")], "no longer exists"),
+    (alloc("10.0.0.1", phase="Reserved"), None, READY_NODE, [("await_teardown", "u1")], "no longer exists"),
+    (
+        {**alloc("10.0.0.1", phase="Bound"), "releasePolicy": "StatefulSet", "identity": "ns/web-0"},
+        None,
+        READY_NODE,
+        [("await_teardown", "u1")],
+        "no longer exists",
+    ),
+    (alloc(None, phase="Bound"), None, READY_NODE, [("release", "u1")], "no longer exists"),
+    (
+        alloc("10.0.0.1", phase="Bound"),
+        pod("u1", node="node-a", phase="Failed"),
+        READY_NODE,
+        [("release", "u1")],
+        "Failed",
+    ),
+    (alloc("10.0.0.1", phase="Bound"), None, {}, [("release", "u1")], "no longer exists"),
+    (
+        alloc("10.0.0.1", phase="Bound"),
+        None,
+        {"node-a": NodeState(True, simulated=True)},
+        [("release", "u1")],
+        "no longer exists",
+    ),
+    (releasing(ago(30)), None, READY_NODE, [("settle", "u1")], "Ready for 15s"),
+    (releasing(ago(5)), None, READY_NODE, [], None),
+    (releasing(ago(3600)), None, {"node-a": NodeState(False)}, [], None),
+    (releasing(ago(3600)), None, {"node-a": NodeState(True, NOW - datetime.timedelta(seconds=5))}, [], None),
+    (
+        releasing(ago(3600)),
+        None,
+        {"node-a": NodeState(True, NOW - datetime.timedelta(seconds=20))},
+        [("settle", "u1")],
+        "Ready",
+    ),
+    (releasing(ago(5)), None, {}, [("settle", "u1")], "no longer exists"),
+    (releasing(ago(5)), None, {"node-a": NodeState(False, simulated=True)}, [("settle", "u1")], "simulated"),
+]
+
+
+@pytest.mark.parametrize(
+    ("a", "p", "nodes", "expected", "why"),
+    TEARDOWN,
+    ids=[
+        "bound-pod-gone:-waits-for-its-node",
+        "reserved-pod-gone:-waits-for-its-node",
+        "sticky-pod-gone:-waits-for-its-node-before-it-is-retained",
+        "count-only-slot:-released-at-once",
+        "kubelet-reported-it-terminal:-released-at-once",
+        "node-deleted:-released-at-once",
+        "kwok-node:-released-at-once",
+        "releasing-past-the-delay:-settled",
+        "releasing-within-the-delay:-kept",
+        "node-not-ready:-kept-however-long",
+        "node-ready-again-within-the-delay:-kept",
+        "node-ready-again-past-the-delay:-settled",
+        "node-deleted-meanwhile:-settled",
+        "kwok-node-even-not-ready:-settled",
+    ],
+)
+def test_a_gone_pods_address_waits_for_its_node(
+    a: dict[str, Any],
+    p: PodInfo | None,
+    nodes: dict[str, NodeState],
+    expected: list[tuple[str, str]],
+    why: str | None,
+) -> None:
+    pools = [pool(addresses=ADDRS, allocations={"u1": a})]
+    pods = {p.uid: p} if p is not None else {}
+    out = plan(pools, pods, NOW, TTL, nodes=nodes, release_delay=15.0)
+    assert [(r.action, r.uid) for r in out] == expected
+    if why is not None:
+        assert why in out[0].reason, out[0].reason
+
+
+def test_without_node_facts_every_node_lets_go_at_once() -> None:
+    """``nodes`` None (no node informer, as in the tests of the other rules): a gone pod's
+    address is released at once and a Releasing one settles."""
+    pools = [
+        pool(addresses=ADDRS, allocations={"u1": alloc("10.0.0.1", phase="Bound"), "u2": releasing(YOUNG)})
+    ]
+    assert [(r.action, r.uid) for r in plan(pools, {}, NOW, TTL)] == [("release", "u1"), ("settle", "u2")]
