@@ -40,10 +40,12 @@ Phases (``--phases``, all but ``running`` by default, in this order):
   ip-scheduler (a NodeIPPool of N addresses, ``ipscheduler-ipam`` as the CNI IPAM), then
   with kube-scheduler (qps 1000) and the reference ``host-local`` IPAM on the same bridge:
   create → Running (p50/p99, until all Running, pods/s, the node's CPU per pod), then all
-  deleted at once: deletion → address released (ours: the allocation gone from the pool's
-  status; host-local: its reservation file gone), → pod object gone, and → CNI DEL (the
-  pod's veth off the bridge). Its own table (:func:`running_table`), ``running`` in the
-  JSON. Without root it is skipped, saying why (:func:`running_phases`).
+  deleted at once, every third forced (``--running-forced-every``): deletion → address
+  released (ours: the allocation gone from the pool's status; host-local: its reservation
+  file gone), graceful and forced apart, → pod object gone, → CNI DEL (the pod's veth off
+  the bridge), and the pool status writes per deleted pod. Its own table
+  (:func:`running_table`), ``running`` in the JSON. Without root it is skipped, saying why
+  (:func:`running_phases`).
 
 Reported per phase: throughput (pods/s from the first create, or the
 scheduler's start for a backlog, to the last bind), create→bound latency
@@ -135,6 +137,9 @@ RESTART_SETTLE_S = 30.0
 """Seconds the restart phase waits before starting the scheduler (see :func:`run_phases`)."""
 REAL_NODE = "real-node-1"
 """The running phase's real node (its name in the bench's cluster; its host index is free)."""
+FORCED_EVERY = 3
+"""The running phase force-deletes every third pod (``--running-forced-every``): the address
+of a pod removed without its node confirming the teardown waits ``Releasing``."""
 RUNNING_PODS = 50
 """Default pods of the running phase (``--running-pods``): see :func:`running_phases`."""
 MAX_RUNNING_PODS = 110
@@ -1057,10 +1062,15 @@ async def measure_running(
     index: int,
     addresses: tuple[str, str],
     track_releases: Callable[[RunningPhase], Coroutine[Any, Any, None]],
+    forced_every: int = FORCED_EVERY,
 ) -> dict[str, Any]:
     """Create ``pods`` busybox pods of ``phase`` at once (50 requests in flight), wait until all
-    are Running, delete them all at once, wait until every address is released and every pod
-    object gone; the result row. ``addresses``: the first and last address pods may get."""
+    are Running, delete them all at once (every ``forced_every``-th, from the last, forced:
+    ``gracePeriodSeconds: 0``, as ``kubectl delete --force --grace-period=0``; 0: none), wait
+    until every address is released and every pod object gone; the result row, the graceful
+    and the forced deletions' times apart, and the API requests per pod of the deletions
+    (``apiserver_request_total``, from the first deletion to the last release).
+    ``addresses``: the first and last address pods may get."""
     core = client.CoreV1Api(api)
     ns = f"bench-running-{index}"
     await new_namespace(core, ns)
@@ -1080,10 +1090,13 @@ async def measure_running(
                     ns, busybox_pod(name, phase.scheduler_name), _preload_content=False
                 )
 
+        forced = {n for i, n in enumerate(names) if forced_every and (i + 1) % forced_every == 0}
+
         async def delete(name: str) -> None:
             async with sem:
                 phase.delete_requested[name] = time.monotonic()
-                await core.delete_namespaced_pod(name, ns, _preload_content=False)
+                grace = 0 if name in forced else None
+                await core.delete_namespaced_pod(name, ns, grace_period_seconds=grace, _preload_content=False)
 
         cpu_before = node_cpu(cluster, layout)
         start = time.monotonic()
@@ -1095,6 +1108,7 @@ async def measure_running(
         veths = bridge_ports(layout)
         veth_gone: dict[str, float] = {}
         watches.append(asyncio.create_task(track_veths(layout, veths, veth_gone)))
+        requests_before = await apiserver_requests(api)
         delete_start = time.monotonic()
         await asyncio.gather(*(delete(n) for n in names))
         await wait_until(
@@ -1106,6 +1120,7 @@ async def measure_running(
             max(180.0, 2.0 * pods),
             *watches,
         )
+        deletion_requests = per_pod_requests(requests_before, await apiserver_requests(api), pods)
     finally:
         for w in watches:
             w.cancel()
@@ -1115,7 +1130,8 @@ async def measure_running(
         return {q: round(percentile(values, v), 2) for q, v in (("p50", 0.5), ("p99", 0.99))}
 
     up = [phase.running[n] - phase.created[n] for n in phase.running if n in phase.created]
-    released = [phase.released[n] - phase.delete_requested[n] for n in phase.released]
+    released = [phase.released[n] - phase.delete_requested[n] for n in phase.released if n not in forced]
+    released_forced = [phase.released[n] - phase.delete_requested[n] for n in phase.released if n in forced]
     gone = [phase.gone[n] - phase.delete_requested[n] for n in phase.gone if n in phase.delete_requested]
     torn_down = [t - delete_start for t in veth_gone.values()]
     first, last = (ipaddress.IPv4Address(a) for a in addresses)
@@ -1132,6 +1148,12 @@ async def measure_running(
         "released": len(phase.released),
         "released_means": phase.released_means,
         "delete_to_released_s": pct(released),
+        "forced": len(forced),
+        "forced_delete_to_released_s": pct(released_forced),
+        "deletion_requests_per_pod": deletion_requests,
+        "pool_writes_per_deleted_pod": round(
+            sum(v for k, v in deletion_requests.items() if k.endswith("nodeippools/status")), 2
+        ),
         "all_released_s": round(max(phase.released.values(), default=delete_start) - delete_start, 2),
         "gone": len(phase.gone),
         "delete_to_gone_s": pct(gone),
@@ -1159,7 +1181,11 @@ async def measure_running(
 
 
 async def running_phases(
-    api: client.ApiClient, cluster: devcluster.Cluster, pods: int, ours: Callable[[], Ours]
+    api: client.ApiClient,
+    cluster: devcluster.Cluster,
+    pods: int,
+    ours: Callable[[], Ours],
+    forced_every: int = FORCED_EVERY,
 ) -> tuple[list[dict[str, Any]], str]:
     """The ``running`` phase: pods that really run, with each IPAM, on one real node.
 
@@ -1199,8 +1225,11 @@ async def running_phases(
     runs CNI DEL and reports them terminal before the API server removes the pod object;
     ip-scheduler releases on that terminal report, after CNI DEL, and host-local at CNI DEL.
     "→ CNI DEL" (the pod's veth leaving the bridge, timed from the first deletion request)
-    shows that moment for both. (With a grace period of 0 the API server removes the pod at
-    once, without the kubelet, and ip-scheduler releases before CNI DEL: docs/cni.md, Known gap.)
+    shows that moment for both. Every ``forced_every``-th pod is force-deleted (grace period
+    0): the API server removes it at once, without the kubelet; ip-scheduler holds its
+    address Releasing until the node has been Ready for ``--release-delay`` (docs/cni.md,
+    "Deletions the kubelet does not confirm"), host-local frees it at CNI DEL. Their times are
+    reported apart ("→ released, forced").
 
     Returns the two rows, and "" or why the phase was skipped (not root, no cgroups, ...).
     """
@@ -1254,6 +1283,7 @@ async def running_phases(
                     0,
                     addresses,
                     lambda p: track_pool_releases(api, pool, p),
+                    forced_every,
                 )
             )
             # The pool's finalizer is ip-scheduler's to remove: delete the pool while it runs.
@@ -1286,6 +1316,7 @@ async def running_phases(
                     1,
                     addresses,
                     lambda p: track_host_local_releases(data_dir, p),
+                    forced_every,
                 )
             )
         finally:
@@ -1304,12 +1335,13 @@ def running_table(rows: list[dict[str, Any]]) -> str:
     pod's create, the rest from its deletion request (→ CNI DEL: from the first one)."""
     head = (
         "| on a real node | running | s → Running | all Running s | pods/s | node CPU ms/pod "
-        "| released | s → released | all released s | s → pod gone | s → CNI DEL | correct |"
+        "| released | s → released | s → released, forced | all released s | s → pod gone "
+        "| s → CNI DEL | pool writes/pod | correct |"
     )
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [head, "|" + "---|" * 14]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['phase']}: {r['error']} |" + " |" * 10 + " NO |")
+            lines.append(f"| {r['phase']}: {r['error']} |" + " |" * 12 + " NO |")
             continue
 
         def p(key: str, r: dict[str, Any] = r) -> str:
@@ -1318,8 +1350,11 @@ def running_table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['phase']} | {r['running']}/{r['pods']} | {p('create_to_running_s')} "
             f"| {r['all_running_s']} | {r['running_pods_per_s']} | {r['node_cpu_ms_per_pod']} "
-            f"| {r['released']}/{r['pods']} | {p('delete_to_released_s')} | {r['all_released_s']} "
-            f"| {p('delete_to_gone_s')} | {p('delete_to_cni_del_s')} | {'yes' if r['correct'] else 'NO'} |"
+            f"| {r['released']}/{r['pods']} | {p('delete_to_released_s')} "
+            f"| {p('forced_delete_to_released_s') if r.get('forced') else '-'} | {r['all_released_s']} "
+            f"| {p('delete_to_gone_s')} | {p('delete_to_cni_del_s')} "
+            f"| {r.get('pool_writes_per_deleted_pod', '-')} "
+            f"| {'yes' if r['correct'] else 'NO'} |"
         )
     lines.append("")
     for r in rows:
@@ -1434,7 +1469,11 @@ async def run_all(
         if "running" in args.phases:
             try:
                 rows, skipped = await running_phases(
-                    api, cluster, args.running_pods, lambda: ours("ip-scheduler-running")
+                    api,
+                    cluster,
+                    args.running_pods,
+                    lambda: ours("ip-scheduler-running"),
+                    args.running_forced_every,
                 )
             except Exception as e:  # the other phases' results are still worth printing
                 traceback.print_exc()
@@ -1559,6 +1598,13 @@ def main() -> int:
         default=RUNNING_PODS,
         help=f"pods of the running phase, on one real node (default {RUNNING_PODS}, "
         f"at most {MAX_RUNNING_PODS})",
+    )
+    p.add_argument(
+        "--running-forced-every",
+        type=int,
+        default=FORCED_EVERY,
+        metavar="N",
+        help=f"force-delete every N-th pod of the running phase (default {FORCED_EVERY}: a third; 0: none)",
     )
     p.add_argument(
         "--backlog-pods",

@@ -78,13 +78,14 @@ def test_kubectl_finds_the_plugin_and_pools_sums_up(
         "ALLOCATED",
         "FREE",
         "RETAINED",
+        "RELEASING",
         "READY",
         "REASON",
     ]
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
-    assert rows["kp-a"] == ["node-1", "3", "0", "3", "0", "True"]
-    assert rows["kp-b"] == ["node-1", "1", "0", "1", "0", "True"]
-    assert rows["TOTAL"] == ["1", "node", "4", "0", "4", "0", "2/2"]
+    assert rows["kp-a"] == ["node-1", "3", "0", "3", "0", "0", "True"]
+    assert rows["kp-b"] == ["node-1", "1", "0", "1", "0", "0", "True"]
+    assert rows["TOTAL"] == ["1", "node", "4", "0", "4", "0", "0", "2/2"]
 
     as_json = plugin(plugin_env, "pools", "-o", "json", kubeconfig=kubectl.kubeconfig)
     assert as_json.returncode == 0, as_json.stderr

@@ -134,6 +134,18 @@ def test_the_running_table_has_a_row_per_scheduler_and_says_what_went_wrong() ->
     assert lines[2].count("|") == lines[0].count("|") == lines[3].count("|")
     assert "pod p2 never Running (last seen: Pending ContainerCreating)" in text
     assert "1 pod(s) whose podIP is not the reserved address" in text
+    assert "| 1.0 / 2.0 | - | 2.0 |" in lines[2], "no forced deletion: no forced column"
+    forced = bench.running_table(
+        [
+            {
+                **row,
+                "forced": 1,
+                "forced_delete_to_released_s": {"p50": 15.2, "p99": 16.0},
+                "pool_writes_per_deleted_pod": 1.4,
+            }
+        ]
+    ).splitlines()[2]
+    assert "| 1.0 / 2.0 | 15.2 / 16.0 | 2.0 |" in forced and "| 1.4 | NO |" in forced
 
 
 def test_without_root_the_running_phase_is_skipped_saying_why(

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -53,12 +54,13 @@ from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.metrics import UnderlayIPMetrics
+from ipscheduler.underlayip.metrics import PoolCounts, UnderlayIPMetrics
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
     ANNOTATION_POOL,
     FINALIZER,
     POOLS,
+    RELEASING,
     RETAINED,
 )
 from ipscheduler.underlayip.pool import EXHAUSTED, READY, PoolView, pool_ref, refresh, utc_now
@@ -200,6 +202,8 @@ class PoolController:
             self._early = set()
         for pod in list(self.cache.node_cache.bound_pods().values()):
             self.on_bound_pod(pod)
+        for pool in self.cache.pools().values():
+            self.clock.arm(pool)  # Releasing allocations written before this process ran
         self.ready_to_schedule.set()
         backoff = Backoff(1.0, 30.0, jitter=0.0)
         while True:
@@ -490,14 +494,15 @@ class PoolController:
         if confirmed:
             self.requeue(events.ADDRESS_RELEASED, None, None)
 
-    def pool_counts(self, pool: PoolView) -> tuple[int, int, int, int, int]:
-        """``(capacity, allocated, free, retained, exhausted)`` of a pool as the scheduler
-        sees it; exhausted: 1 while its Exhausted condition (as last written) is True."""
+    def pool_counts(self, pool: PoolView) -> PoolCounts:
+        """``(capacity, allocated, free, retained, exhausted, releasing)`` of a pool as the
+        scheduler sees it; exhausted: 1 while its Exhausted condition (as last written) is True."""
         blocked = self.cache.context(pool).blocked
-        retained = sum(1 for a in pool.allocations.values() if a.phase == RETAINED)
+        phases = Counter(a.phase for a in pool.allocations.values())
         cond = pool.condition(EXHAUSTED)
         exhausted = 1 if cond is not None and cond.status == "True" else 0
-        return pool.capacity(blocked), len(pool.allocations), pool.free(blocked), retained, exhausted
+        counts = (pool.capacity(blocked), len(pool.allocations), pool.free(blocked), phases[RETAINED])
+        return (*counts, exhausted, phases[RELEASING])
 
     # -- pool status -----------------------------------------------------------
     async def run_status(self) -> None:

@@ -2,7 +2,7 @@
 registry (:attr:`ipscheduler.backend.metrics.Metrics.registry`), as kube-scheduler's
 volumebinding plugin registers its own (``pkg/scheduler/framework/plugins/volumebinding/metrics``):
 
-- ``ipscheduler_pool_capacity|allocated|free|retained|exhausted{pool, node}``: from the
+- ``ipscheduler_pool_capacity|allocated|free|retained|exhausted|releasing{pool, node}``: from the
   pool cache at scrape time (exhausted is the pool's Exhausted condition, 1 or 0);
 - ``ipscheduler_pods_waiting_for_address``: unschedulable pods UnderlayIP rejected;
 - ``ipscheduler_pods_rehomed_total``: pods placed anew with a new address after their
@@ -26,8 +26,9 @@ from prometheus_client.registry import Collector
 
 from ipscheduler.underlayip.pool import PoolView
 
-PoolCounts = tuple[int, int, int, int, int]
-"""``(capacity, allocated, free, retained, exhausted)`` of a pool; exhausted is 1 or 0."""
+PoolCounts = tuple[int, int, int, int, int, int]
+"""``(capacity, allocated, free, retained, exhausted, releasing)`` of a pool; exhausted is 1
+or 0."""
 
 POOL_GAUGES = (
     ("capacity", "Usable addresses (or slots) of a NodeIPPool."),
@@ -35,6 +36,7 @@ POOL_GAUGES = (
     ("free", "Free addresses (or slots) of a NodeIPPool."),
     ("retained", "Allocations of a NodeIPPool kept for a pod identity whose pod ended."),
     ("exhausted", "1 while the NodeIPPool's Exhausted condition is True (no address free; with hysteresis)."),
+    ("releasing", "Addresses of a NodeIPPool whose pod is gone but whose node has not yet let them go."),
 )
 
 

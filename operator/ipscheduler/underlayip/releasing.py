@@ -81,7 +81,12 @@ class ReleaseClock:
 
     def confirmed(self, node_name: str, terminal: bool) -> bool:
         """Did the node ``node_name`` let a gone pod's address go (:func:`~ipscheduler.
-        underlayip.teardown.confirmed`; ``terminal``: the kubelet reported the pod terminal)?"""
+        underlayip.teardown.confirmed`; ``terminal``: the kubelet reported the pod terminal)?
+        Before the caches are ready (the pool cache is attached once the node informer has
+        synced) a node missing from :attr:`nodes` may just not be listed yet: only the
+        kubelet's report counts then."""
+        if not self.cache.ready.is_set():
+            return terminal
         return confirmed(terminal, self.nodes.get(node_name))
 
     def on_node_event(
@@ -105,8 +110,9 @@ class ReleaseClock:
         """Arm a timer for each Releasing allocation of ``pool`` (the status counts them: a pool
         with none costs nothing) at the moment it may go (:func:`~ipscheduler.underlayip.
         teardown.release_at`); none while its node is not Ready (armed when the node turns
-        Ready or is deleted). Needs a running event loop (none: nothing is armed)."""
-        if not pool.status.releasing:
+        Ready or is deleted), and none before the caches are ready (the controller arms every
+        pool then). Needs a running event loop (none: nothing is armed)."""
+        if not pool.status.releasing or not self.cache.ready.is_set():
             return
         node = self.nodes.get(pool.node_name)
         now = utc_now()

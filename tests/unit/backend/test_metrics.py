@@ -18,7 +18,7 @@ def families(text: str) -> set[str]:
     return set(re.findall(r"^# TYPE (\S+) ", text, re.MULTILINE))
 
 
-def scraped(counts: tuple[int, int, int, int, int] = (4, 1, 3, 0, 0)) -> Metrics:
+def scraped(counts: tuple[int, int, int, int, int, int] = (4, 1, 3, 0, 0, 0)) -> Metrics:
     """The scheduler's metrics with the underlayip wing's on the same registry, as wired."""
     m = Metrics("ip-scheduler")
     pool = builders.pool("p1", "n1", addresses=["10.0.0.1-10.0.0.4"])
@@ -64,8 +64,9 @@ def test_unschedulable_pods_by_plugin_and_pods_waiting_for_an_address() -> None:
 
 @pytest.mark.parametrize(("exhausted", "value"), [(1, "1.0"), (0, "0.0")], ids=["exhausted", "not"])
 def test_pool_exhausted_gauge(exhausted: int, value: str) -> None:
-    text = scraped((4, 4, 0, 0, exhausted)).exposition().decode()
+    text = scraped((4, 4, 0, 0, exhausted, 1)).exposition().decode()
     assert f'ipscheduler_pool_exhausted{{node="n1",pool="p1"}} {value}' in text
+    assert 'ipscheduler_pool_releasing{node="n1",pool="p1"} 1.0' in text
 
 
 def test_framework_timings_incoming_pods_and_leader() -> None:
@@ -109,7 +110,7 @@ def test_scrape_time_gauges_are_registered_once() -> None:
     with pytest.raises(ValueError, match="already registered"):
         m.scrape_from(dict, dict)
     with pytest.raises(ValueError, match="already registered"):
-        UnderlayIPMetrics.on(m.registry).scrape_from(lambda: 0, dict, lambda p: (0, 0, 0, 0, 0))
+        UnderlayIPMetrics.on(m.registry).scrape_from(lambda: 0, dict, lambda p: (0, 0, 0, 0, 0, 0))
 
 
 def test_the_wings_metrics_are_made_once_per_registry() -> None:

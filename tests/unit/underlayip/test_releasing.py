@@ -110,3 +110,19 @@ async def test_a_heartbeat_is_not_read_again() -> None:
     clock.on_node_event("node-1", {"garbage": True}, node, NodeInfo(name="node-1", ready=True))
     assert clock.nodes["node-1"] is before
     assert not clock.confirmed("node-1", terminal=False) and clock.confirmed("node-1", terminal=True)
+
+
+async def test_before_the_caches_are_ready_a_node_not_listed_yet_is_not_taken_for_a_deleted_one() -> None:
+    """At start the NodeIPPool informer may deliver a pool before the node informer has listed
+    its node: nothing is armed and only the kubelet's report confirms a teardown until the
+    pool cache is attached (after the node informer synced)."""
+    clock, api, _ = setup(utc_now() - datetime.timedelta(hours=1))
+    clock.cache.ready.clear()
+    assert not clock.confirmed("node-1", terminal=False) and clock.confirmed("node-1", terminal=True)
+    clock.arm(clock.cache.pool("p"))  # type: ignore[arg-type]
+    await asyncio.sleep(DELAY)
+    assert "u1" in allocations(api), "node-1 is not in clock.nodes yet: not a deleted node"
+    clock.cache.ready.set()
+    assert clock.confirmed("node-1", terminal=False), "ready: a node the informer does not list is gone"
+    clock.arm(clock.cache.pool("p"))  # type: ignore[arg-type]
+    await until("settled once ready", lambda: "u1" not in allocations(api))
