@@ -67,7 +67,7 @@ from ipscheduler.underlayip.pool import EXHAUSTED, READY, PoolView, pool_ref, re
 from ipscheduler.underlayip.reconciler import Reconciler, adoption
 from ipscheduler.underlayip.releasing import ReleaseClock
 from ipscheduler.underlayip.selection import is_ours
-from ipscheduler.underlayip.teardown import DEFAULT_RELEASE_DELAY, reported_terminal
+from ipscheduler.underlayip.teardown import DEFAULT_RELEASE_DELAY, kubelet_let_go
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -279,7 +279,7 @@ class PoolController:
         if new is not None:
             self.on_bound_pod(new)
         elif old is not None:
-            self.on_bound_pod_gone(old, reported_terminal(body))
+            self.on_bound_pod_gone(old, kubelet_let_go(body))
 
     def on_node_event(
         self, kind: str | None, name: str, body: dict[str, Any], old: NodeInfo | None, new: NodeInfo | None
@@ -324,16 +324,17 @@ class PoolController:
         else:
             self._tasks.spawn(self.release(pod.uid), f"release {pod.key}")
 
-    def on_bound_pod_gone(self, pod: PodInfo, terminal: bool = True) -> None:
-        """A bound pod (any scheduler's) was deleted or turned terminal (``terminal``: its last
-        state shows it Succeeded or Failed). Its hold and claim end; if it is ours and holds an
-        allocation, the address goes back to the pool (:meth:`release`), Releasing when its
-        node has not confirmed the teardown (:meth:`ReleaseClock.confirmed`)."""
+    def on_bound_pod_gone(self, pod: PodInfo, kubelet: bool = True) -> None:
+        """A bound pod (any scheduler's) was deleted or turned terminal (``kubelet``: its last
+        state shows the kubelet ended it: :func:`~ipscheduler.underlayip.teardown.kubelet_let_go`).
+        Its hold and claim end; if it is ours and holds an allocation, the address goes back to
+        the pool (:meth:`release`), Releasing when its node has not confirmed the teardown
+        (:meth:`ReleaseClock.confirmed`)."""
         self.cache.unhold(pod.uid)
         self.cache.unclaim(pod.uid)
         self.repairs.refused.discard(pod.uid)
         if is_ours(pod, self.scheduler_name) and self.cache.pools_holding(pod.uid):
-            let_go = self.release(pod.uid, self.clock.confirmed(pod.node_name, terminal))
+            let_go = self.release(pod.uid, self.clock.confirmed(pod.node_name, kubelet))
             self._tasks.spawn(let_go, f"release {pod.key}")
 
     def on_bound_pod(self, pod: PodInfo) -> None:

@@ -79,15 +79,14 @@ class ReleaseClock:
         """Cancel every timer (the GC sweep settles what is left, in this or another replica)."""
         self._timers.cancel_all()
 
-    def confirmed(self, node_name: str, terminal: bool) -> bool:
+    def confirmed(self, node_name: str, kubelet: bool) -> bool:
         """Did the node ``node_name`` let a gone pod's address go (:func:`~ipscheduler.
-        underlayip.teardown.confirmed`; ``terminal``: the kubelet reported the pod terminal)?
-        Before the caches are ready (the pool cache is attached once the node informer has
-        synced) a node missing from :attr:`nodes` may just not be listed yet: only the
-        kubelet's report counts then."""
+        underlayip.teardown.confirmed`; ``kubelet``: the kubelet ended the pod)? Before the
+        caches are ready (the pool cache is attached once the node informer has synced) a node
+        missing from :attr:`nodes` may just not be listed yet: only the kubelet counts then."""
         if not self.cache.ready.is_set():
-            return terminal
-        return confirmed(terminal, self.nodes.get(node_name))
+            return kubelet
+        return confirmed(kubelet, self.nodes.get(node_name))
 
     def on_node_event(
         self, name: str, body: dict[str, Any], old: NodeInfo | None, new: NodeInfo | None

@@ -10,10 +10,9 @@ beside the old one: two live interfaces with one address on an underlay network.
 So a pod's address goes back to the pool at once only when the node confirmed the teardown,
 or no sandbox can hold it:
 
-- the kubelet reported the pod terminal (``Succeeded``/``Failed``) before it was removed: a
-  graceful deletion, where the kubelet stops the containers and the sandbox (CNI DEL) before
-  it reports the terminal phase and deletes the pod (``pkg/kubelet/status/status_manager.go``,
-  ``canBeDeleted``; since Kubernetes 1.27 a pod being deleted is given a terminal phase first);
+- the kubelet ended the pod (:func:`kubelet_let_go`): it turned terminal, or its deletion was
+  graceful, which only the kubelet completes, after it stopped the containers and the sandbox
+  (CNI DEL) (``pkg/kubelet/status/status_manager.go``, ``canBeDeleted``);
 - its node no longer exists (deleted from the cluster: its sandboxes are gone with it);
 - its node is simulated by kwok (annotation :data:`SIMULATED_NODE_ANNOTATION`): no runtime,
   no sandbox, no interface.
@@ -82,19 +81,38 @@ def _time(value: object) -> datetime.datetime | None:
     return t if t.tzinfo is not None else t.replace(tzinfo=datetime.UTC)
 
 
-def reported_terminal(body: Mapping[str, Any]) -> bool:
-    """Does a pod's last state (a DELETED watch event's object) show it terminal, as the
-    kubelet reports it once it stopped the pod's containers and sandbox? A re-LIST's DELETED
-    carries no state: False."""
-    status = body.get("status")
-    return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
+def kubelet_let_go(last: Mapping[str, Any]) -> bool:
+    """Did the kubelet end this pod, tearing its sandbox down, before it left the watch of bound
+    pods? ``last`` is the object of the DELETED event: a watch narrowed by a field selector
+    reports a pod that stops matching (turned terminal) with its previous state, the last one
+    it matched (``k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go``,
+    ``convertToWatchEvent``), and a pod deleted with its last state. True when that state
+
+    - is terminal (``Succeeded``/``Failed``);
+    - has no ``deletionTimestamp``: the pod left the selection without a deletion, by turning
+      terminal, which for a bound pod only its kubelet reports;
+    - has one with a ``deletionGracePeriodSeconds`` above 0: a graceful deletion, which only the
+      kubelet completes (it stops the containers and the sandbox, CNI DEL included, then
+      reports the pod terminal or deletes it; ``pkg/kubelet/status/status_manager.go``).
+
+    False for a grace period of 0 (``--force --grace-period=0``, ``terminationGracePeriodSeconds:
+    0``, the pod garbage collector: the API server marks the pod with 0 and removes it at once,
+    also when it shortens a graceful deletion) and for a re-LIST's DELETED, which carries no
+    state."""
+    meta, status = last.get("metadata"), last.get("status")
+    if not isinstance(meta, Mapping) or not isinstance(status, Mapping):
+        return False
+    if status.get("phase") in ("Succeeded", "Failed") or meta.get("deletionTimestamp") is None:
+        return True
+    grace = meta.get("deletionGracePeriodSeconds")
+    return isinstance(grace, int) and not isinstance(grace, bool) and grace > 0
 
 
-def confirmed(reported_terminal: bool, node: NodeState | None) -> bool:
-    """Has the address of a pod that is gone left every sandbox? True when the kubelet
-    reported the pod terminal before it went (``reported_terminal``), when its node no longer
-    exists (``node`` None) or when kwok simulates it; else it goes ``Releasing``."""
-    return reported_terminal or node is None or node.simulated
+def confirmed(kubelet: bool, node: NodeState | None) -> bool:
+    """Has the address of a pod that is gone left every sandbox? True when the kubelet ended
+    the pod (``kubelet``: :func:`kubelet_let_go`), when its node no longer exists (``node``
+    None) or when kwok simulates it; else it goes ``Releasing``."""
+    return kubelet or node is None or node.simulated
 
 
 def release_at(

@@ -31,7 +31,7 @@ from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.repair import Repair
 from ipscheduler.underlayip.writer import PoolWriter
-from tests.builders import alloc, ours, pool_body
+from tests.builders import SINCE, alloc, ours, pool_body
 from tests.builders import pending_pod_body as pod_body
 from tests.unit.fakes import FakePoolApi, pool_cache
 
@@ -683,21 +683,31 @@ async def test_a_pool_status_refresh_that_fails_is_tried_again(
     assert ctrl.status_queue.num_requeues("p") == requeues
 
 
+RUNNING_STATE = {"metadata": {"name": "pod-u1", "uid": "u1"}, "status": {"phase": "Running"}}
+FORCED = {**RUNNING_STATE, "metadata": {**RUNNING_STATE["metadata"], "deletionTimestamp": SINCE}}
+FORCED["metadata"]["deletionGracePeriodSeconds"] = 0
+GRACEFUL = {**RUNNING_STATE, "metadata": {**FORCED["metadata"], "deletionGracePeriodSeconds": 30}}
+TURNED_TERMINAL = RUNNING_STATE
+"""DELETED events' objects: the pod's last state the bound-pods watch matched."""
+
+
 @pytest.mark.parametrize(
     ("last_state", "nodes", "phase"),
     [
-        ({"status": {"phase": "Running"}}, {"node-1": {"ready": "True"}}, "Releasing"),
+        (FORCED, {"node-1": {"ready": "True"}}, "Releasing"),
         ({"metadata": {"name": "u1"}}, {"node-1": {"ready": "True"}}, "Releasing"),
-        ({"status": {"phase": "Running"}}, {"node-1": {"ready": "False"}}, "Releasing"),
-        ({"status": {"phase": "Failed"}}, {"node-1": {"ready": "True"}}, None),
-        ({"status": {"phase": "Running"}}, {"node-1": {"ready": "True", "kwok": True}}, None),
-        ({"status": {"phase": "Running"}}, {}, None),
+        (FORCED, {"node-1": {"ready": "False"}}, "Releasing"),
+        (GRACEFUL, {"node-1": {"ready": "True"}}, None),
+        (TURNED_TERMINAL, {"node-1": {"ready": "True"}}, None),
+        (FORCED, {"node-1": {"ready": "True", "kwok": True}}, None),
+        (FORCED, {}, None),
     ],
     ids=[
-        "deleted-running:-waits-for-the-node",
+        "force-deleted:-waits-for-the-node",
         "gone-in-a-relist:-waits-for-the-node",
-        "deleted-while-the-node-is-not-ready:-waits",
-        "reported-terminal-by-the-kubelet:-released",
+        "force-deleted-while-the-node-is-not-ready:-waits",
+        "deleted-gracefully-so-ended-by-the-kubelet:-released",
+        "turned-terminal:-released",
         "kwok-node:-released",
         "node-deleted:-released",
     ],

@@ -92,11 +92,11 @@ async def test_a_deleted_or_simulated_node_lets_it_go_at_once(how: str) -> None:
     clock.on_node_event("node-1", node_body(False, utc_now()), None, down)
     if how == "deleted":
         clock.on_node_event("node-1", {}, down, None)
-        assert "node-1" not in clock.nodes and clock.confirmed("node-1", terminal=False)
+        assert "node-1" not in clock.nodes and clock.confirmed("node-1", kubelet=False)
     else:
         body = node_body(True, utc_now(), **{SIMULATED_NODE_ANNOTATION: "fake"})
         clock.on_node_event("node-1", body, down, NodeInfo(name="node-1", ready=True))
-        assert clock.confirmed("node-1", terminal=False)
+        assert clock.confirmed("node-1", kubelet=False)
     await until("settled at once", lambda: "u1" not in allocations(api), within=DELAY)
 
 
@@ -109,7 +109,7 @@ async def test_a_heartbeat_is_not_read_again() -> None:
     before = clock.nodes["node-1"]
     clock.on_node_event("node-1", {"garbage": True}, node, NodeInfo(name="node-1", ready=True))
     assert clock.nodes["node-1"] is before
-    assert not clock.confirmed("node-1", terminal=False) and clock.confirmed("node-1", terminal=True)
+    assert not clock.confirmed("node-1", kubelet=False) and clock.confirmed("node-1", kubelet=True)
 
 
 async def test_before_the_caches_are_ready_a_node_not_listed_yet_is_not_taken_for_a_deleted_one() -> None:
@@ -118,11 +118,11 @@ async def test_before_the_caches_are_ready_a_node_not_listed_yet_is_not_taken_fo
     pool cache is attached (after the node informer synced)."""
     clock, api, _ = setup(utc_now() - datetime.timedelta(hours=1))
     clock.cache.ready.clear()
-    assert not clock.confirmed("node-1", terminal=False) and clock.confirmed("node-1", terminal=True)
+    assert not clock.confirmed("node-1", kubelet=False) and clock.confirmed("node-1", kubelet=True)
     clock.arm(clock.cache.pool("p"))  # type: ignore[arg-type]
     await asyncio.sleep(DELAY)
     assert "u1" in allocations(api), "node-1 is not in clock.nodes yet: not a deleted node"
     clock.cache.ready.set()
-    assert clock.confirmed("node-1", terminal=False), "ready: a node the informer does not list is gone"
+    assert clock.confirmed("node-1", kubelet=False), "ready: a node the informer does not list is gone"
     clock.arm(clock.cache.pool("p"))  # type: ignore[arg-type]
     await until("settled once ready", lambda: "u1" not in allocations(api))

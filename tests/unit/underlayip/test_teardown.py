@@ -11,9 +11,9 @@ from ipscheduler.underlayip.teardown import (
     SIMULATED_NODE_ANNOTATION,
     NodeState,
     confirmed,
+    kubelet_let_go,
     node_state,
     release_at,
-    reported_terminal,
 )
 
 T0 = datetime.datetime(2026, 11, 27, 12, 0, 0, tzinfo=datetime.UTC)
@@ -67,20 +67,43 @@ def test_node_state(body: dict[str, Any], want: NodeState) -> None:
     assert node_state(body) == want
 
 
+def last_state(phase: str = "Running", deleted: str | None = None, grace: Any = None) -> dict[str, Any]:
+    """A DELETED event's object: the pod's last state the bound-pods watch matched."""
+    meta: dict[str, Any] = {"name": "p", "uid": "u1"}
+    if deleted is not None:
+        meta["deletionTimestamp"] = deleted
+    if grace is not None:
+        meta["deletionGracePeriodSeconds"] = grace
+    return {"metadata": meta, "spec": {"nodeName": "n1"}, "status": {"phase": phase}}
+
+
 @pytest.mark.parametrize(
     ("body", "want"),
     [
-        ({"status": {"phase": "Succeeded"}}, True),
-        ({"status": {"phase": "Failed"}}, True),
-        ({"status": {"phase": "Running"}}, False),
-        ({"status": {"phase": "Pending"}}, False),
-        ({"metadata": {"name": "uid-1"}}, False),
-        ({"status": "Failed"}, False),
+        (last_state(), True),
+        (last_state(deleted="2026-11-27T12:00:10Z", grace=10), True),
+        (last_state(deleted="2026-11-27T12:00:00Z", grace=0), False),
+        (last_state(deleted="2026-11-27T12:00:00Z"), False),
+        (last_state(deleted="2026-11-27T12:00:00Z", grace=True), False),
+        (last_state("Succeeded", deleted="2026-11-27T12:00:00Z", grace=0), True),
+        (last_state("Failed"), True),
+        ({"metadata": {"name": "u1"}}, False),
+        ({"metadata": {"name": "u1"}, "status": "Failed"}, False),
     ],
-    ids=["succeeded", "failed", "running", "pending", "relist-without-state", "malformed"],
+    ids=[
+        "left-the-watch-undeleted:-turned-terminal",
+        "graceful-deletion:-only-the-kubelet-completes-it",
+        "forced-or-grace-0",
+        "deleted-without-a-grace-period-recorded",
+        "malformed-grace",
+        "terminal",
+        "failed",
+        "relist-without-state",
+        "malformed",
+    ],
 )
-def test_reported_terminal(body: dict[str, Any], want: bool) -> None:
-    assert reported_terminal(body) is want
+def test_kubelet_let_go(body: dict[str, Any], want: bool) -> None:
+    assert kubelet_let_go(body) is want
 
 
 READY = NodeState(True, at(-3600))
@@ -96,7 +119,7 @@ READY = NodeState(True, at(-3600))
         (False, NodeState(True, simulated=True), True),
     ],
     ids=[
-        "kubelet-reported-terminal",
+        "the-kubelet-ended-it",
         "deleted-without-report",
         "deleted-while-not-ready",
         "node-deleted",
