@@ -34,6 +34,7 @@ from ipscheduler.underlayip.pool import (
     with_allocations,
 )
 from ipscheduler.underlayip.retention import NEVER, STATEFULSET, Retention, takes_back
+from ipscheduler.underlayip.teardown import on_an_interface
 
 
 def pick(pool: PoolView, ctx: PoolContext, uid: str) -> tuple[bool, str | None]:
@@ -320,18 +321,18 @@ def retain(
     confirmed: bool = True,
 ) -> NodeIPPoolStatus | None:
     """Pod ``uid`` ended. ``confirmed`` (:func:`~ipscheduler.underlayip.teardown.confirmed`:
-    the kubelet reported it terminal, or no sandbox of its node can hold the address): keep its
-    allocation for its identity (phase Retained) when its policy says so (StatefulSet or Never,
-    with an identity), else remove it (as :func:`release`). Not ``confirmed``: a Reserved or
-    Bound allocation with an address becomes Releasing (``releasingSince`` = ``now``, its
-    ``reservedBy`` dropped: the cycle is over), still taken until :func:`settle`; one without
-    an address (a slot, a Nominated place) goes as when confirmed. None when it holds nothing
-    here, or is Retained or Releasing already."""
+    the kubelet ended it, or no sandbox of its node can hold the address): keep its allocation
+    for its identity (phase Retained) when its policy says so (StatefulSet or Never, with an
+    identity), else remove it (as :func:`release`). Not ``confirmed``: an allocation an
+    interface may hold (:func:`~ipscheduler.underlayip.teardown.on_an_interface`) becomes
+    Releasing (``releasingSince`` = ``now``, its ``reservedBy`` dropped: the cycle is over),
+    still taken until :func:`settle`; any other goes as when confirmed. None when it holds
+    nothing here, or is Retained or Releasing already."""
     a = pool.allocations.get(uid)
     if a is None or a.phase in (RETAINED, RELEASING):
         return None
     now = now or utc_now()
-    if not confirmed and a.ip is not None and a.phase in (RESERVED, BOUND):
+    if not confirmed and on_an_interface(a):
         allocs = dict(pool.allocations)
         allocs[uid] = a.model_copy(update={"phase": RELEASING, "releasing_since": now, "reserved_by": None})
         return desired_status(pool, ctx, allocs, now)

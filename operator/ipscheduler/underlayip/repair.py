@@ -18,7 +18,6 @@ from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
     ANNOTATION_NETWORK,
     ANNOTATION_POOL,
-    BOUND,
     NOMINATED,
     RELEASING,
     RESERVED,
@@ -27,7 +26,13 @@ from ipscheduler.underlayip.models import (
 )
 from ipscheduler.underlayip.pool import PoolView, age
 from ipscheduler.underlayip.retention import StatefulSetFacts, retained_release_reason, statefulset_of
-from ipscheduler.underlayip.teardown import DEFAULT_RELEASE_DELAY, NodeState, confirmed, release_at
+from ipscheduler.underlayip.teardown import (
+    DEFAULT_RELEASE_DELAY,
+    NodeState,
+    confirmed,
+    on_an_interface,
+    release_at,
+)
 
 Action = Literal["release", "mark_bound", "adopt", "retain", "await_teardown", "settle"]
 
@@ -154,12 +159,7 @@ def plan(
                 action: Action = (
                     "retain" if gone and a.identity and a.release_policy in KEEPING else "release"
                 )
-                if (
-                    pod is None
-                    and a.ip is not None
-                    and a.phase in (RESERVED, BOUND)
-                    and not confirmed(False, node_of(pool))
-                ):
+                if pod is None and on_an_interface(a) and not confirmed(False, node_of(pool)):
                     action = "await_teardown"
                 out.append(Repair(action, pool.name, uid, a.pod, why, a.ip, allocation=a))
                 continue

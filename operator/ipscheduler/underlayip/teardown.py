@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ipscheduler.underlayip.models import BOUND, RESERVED, Allocation
+
 SIMULATED_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 """kwok's annotation on the nodes it simulates (``fake``): such a node runs no container
 runtime, so no sandbox ever holds an address there."""
@@ -106,6 +108,13 @@ def kubelet_let_go(last: Mapping[str, Any]) -> bool:
         return True
     grace = meta.get("deletionGracePeriodSeconds")
     return isinstance(grace, int) and not isinstance(grace, bool) and grace > 0
+
+
+def on_an_interface(a: Allocation) -> bool:
+    """May a sandbox's interface hold allocation ``a``'s address: a Reserved or Bound one with
+    an address (a count-only slot, a Nominated place or a Retained one has none on the node)?
+    Only such an allocation waits ``Releasing`` for its node."""
+    return a.ip is not None and a.phase in (RESERVED, BOUND)
 
 
 def confirmed(kubelet: bool, node: NodeState | None) -> bool:

@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 
+from ipscheduler.underlayip.models import Allocation
 from ipscheduler.underlayip.teardown import (
     SIMULATED_NODE_ANNOTATION,
     NodeState,
     confirmed,
     kubelet_let_go,
     node_state,
+    on_an_interface,
     release_at,
 )
 
@@ -155,3 +157,22 @@ def test_release_at(state: NodeState | None, want: datetime.datetime | None) -> 
 
 def test_release_at_reads_a_naive_time_as_utc() -> None:
     assert release_at(T0.replace(tzinfo=None), READY, 15.0) == at(15)
+
+
+@pytest.mark.parametrize(
+    ("ip", "phase", "want"),
+    [
+        ("10.0.0.1", "Bound", True),
+        ("10.0.0.1", "Reserved", True),
+        (None, "Bound", False),
+        (None, "Nominated", False),
+        ("10.0.0.1", "Retained", False),
+        ("10.0.0.1", "Releasing", False),
+    ],
+    ids=["bound", "reserved", "count-only-slot", "nominated-place", "retained", "releasing-already"],
+)
+def test_only_an_address_an_interface_may_hold_waits_for_its_node(
+    ip: str | None, phase: Any, want: bool
+) -> None:
+    a = Allocation(ip=ip, pod="ns/p", phase=phase, since=T0)
+    assert on_an_interface(a) is want
