@@ -137,7 +137,9 @@ def wire_pods(root: Path, kc: Path, pods: list[dict[str, Any]], prefix: str = NE
         meta, spec = pod["metadata"], pod["spec"]
         conf = json.loads((ROOT / "examples" / "cni" / "10-underlay-bridge.conflist").read_text())
         conf["plugins"][0]["bridge"] = bridge_name(prefix)
-        conf["plugins"][0]["ipam"].update(kubeconfig=str(kc), nodeName=spec["nodeName"])
+        # The plugin's node ledger in the demo's folder (a node keeps it in /var/lib/cni).
+        ipam = {"kubeconfig": str(kc), "nodeName": spec["nodeName"], "dataDir": str(root / "cni-ledger")}
+        conf["plugins"][0]["ipam"].update(ipam)
         # cnitool reads NETCONFPATH/<file> and picks the network by name; one file per node.
         for old in conf_dir.glob("*.conflist"):
             old.unlink()
