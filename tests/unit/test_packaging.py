@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -744,6 +745,28 @@ def test_the_kube_scheduler_entry_calls_the_extender_service(extender_manifests:
         port["port"],
         "",
     )
+
+
+def test_every_extender_instruction_gives_the_https_url_the_extender_serves() -> None:
+    """The extender serves its verbs over HTTPS only (the scheduler's secure serving): an
+    instruction giving ``urlPrefix: http://...`` makes every extender call of kube-scheduler
+    fail, and the pods wait for ever. Each place that tells users the ``urlPrefix`` gives
+    ``https://`` and no place gives ``http://`` for the extender Service."""
+    places = [
+        CHART / "templates" / "NOTES.txt",
+        CHART / "README.md",
+        CHART / "README.md.gotmpl",
+        CHART / "templates" / "extender.yaml",
+        DEPLOY_DIR / "README.md",
+        EXTENDER_DIR / "README.md",
+        EXTENDER_DIR / "kube-scheduler-config.yaml",
+    ]
+    for path in places:
+        text = path.read_text(encoding="utf-8")
+        assert "https://" in text, path
+        assert not re.search(r"http://\S*(extender|\.svc)", text), f"{path}: an http:// extender URL"
+    notes = (CHART / "templates" / "NOTES.txt").read_text(encoding="utf-8")
+    assert "urlPrefix: https://" in notes and "enableHTTPS: true" in notes
 
 
 def test_base_yaml_is_deploy_as_kustomize_renders_it(deploy_rendered: list[Manifest]) -> None:
