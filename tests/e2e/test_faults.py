@@ -336,7 +336,21 @@ def test_connections_cut_mid_write_settle_every_reservation(
         fp.refuse(True)
         time.sleep(2)
         fp.refuse(False)
-        wait_for("30 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 30, timeout=150, interval=1)
+        try:
+            wait_for("30 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 30, timeout=150, interval=1)
+        except AssertionError as e:  # what the scheduler was doing, for a run that cannot be repeated
+            pending = {
+                p["metadata"]["name"]: [
+                    (c.get("reason"), c.get("message")) for c in p["status"].get("conditions", [])
+                ]
+                for p in pods_of(kubectl, ns)
+                if not p["spec"].get("nodeName")
+            }
+            metrics = sched.probe("/metrics")[1].splitlines()
+            queues = [m for m in metrics if m.startswith(("scheduler_pending_pods{", "scheduler_goroutines"))]
+            raise AssertionError(
+                f"{e}\npending: {pending}\nqueues: {queues}\nscheduler log:\n{sched.log_tail(120)}"
+            ) from e
         ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in bound_pods(pods_of(kubectl, ns))]
         assert len(set(ips)) == 30
         assert_check_clean(kubectl, timeout=60)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -37,6 +37,17 @@ LIST_PAGE_SIZE = 500
 """Objects per LIST page (client-go's pager and reflector default, ``k8s.io/client-go/tools/pager``):
 a LIST of 10 000 pods is read and parsed 500 at a time, so its raw JSON never sits in
 memory all at once."""
+
+REQUEST_TIMEOUT = aiohttp.ClientTimeout(sock_connect=10, sock_read=65)
+"""Timeout of every request that does not give its own (a watch gives its inactivity): 10 s
+to open a connection, 65 s without a byte of the answer. kubernetes-asyncio sends requests
+with no timeout at all, so a connection that dies silently (a cut without a reset, a peer
+gone) would hold its caller, a binding cycle's slot or an informer's LIST, forever;
+client-go finds such a connection by its HTTP/2 health check instead
+(``k8s.io/client-go/transport``: ``ReadIdleTimeout`` 30 s, ``PingTimeout`` 15 s).
+65 s: the API server answers every request that is not a watch within its own
+``--request-timeout`` (60 s, ``k8s.io/apiserver/pkg/server/options/server_run_options.go``),
+with a 504 at worst; an answer that has not begun 5 s later will not come."""
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +170,15 @@ async def lean_pods(
     return pods
 
 
+def _with_default_timeout(request: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """``RESTClientObject.request`` with :data:`REQUEST_TIMEOUT` where the caller gave none."""
+
+    async def timed(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        return await request(*args, _request_timeout=_request_timeout or REQUEST_TIMEOUT, **kwargs)
+
+    return timed
+
+
 class KubeApi:
     """Thin typed wrapper over the kubernetes-asyncio calls the scheduler makes.
 
@@ -174,11 +194,17 @@ class KubeApi:
         with ``hack/bench.py --profile``). A proxy is still used when the kubeconfig
         names one (``proxy-url``, sent per request); kopf's own session does not trust
         the environment either (``kopf.ConnectionInfo.trust_env`` defaults to False).
+
+        Every request without a timeout of its own gets :data:`REQUEST_TIMEOUT`.
         """
         self.client = api_client
-        session = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        rest = getattr(api_client, "rest_client", None)
+        session = getattr(rest, "pool_manager", None)
         if session is not None and hasattr(session, "_trust_env"):
             session._trust_env = False
+        if rest is not None and not getattr(rest, "_ipscheduler_timeout", False):
+            rest.request = _with_default_timeout(rest.request)
+            rest._ipscheduler_timeout = True
         # Typed as Any: we pass plain dict bodies and use _preload_content=False /
         # _content_type, which the generated stubs do not describe.
         self.core: Any = client.CoreV1Api(api_client)

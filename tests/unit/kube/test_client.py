@@ -4,8 +4,12 @@ loaded by name, and its namespace is the one kubectl would use."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -66,6 +70,59 @@ async def test_session_does_not_trust_the_environment_but_keeps_a_kubeconfig_pro
         assert api.client.rest_client.proxy == "http://127.0.0.1:3128"
     finally:
         await api.close()
+
+
+# --------------------------------------------------------------------------- request timeouts
+
+
+@contextlib.asynccontextmanager
+async def _silent_server() -> AsyncIterator[str]:
+    """An HTTP server on 127.0.0.1 that accepts connections and never answers; its URL."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+
+
+async def test_a_request_the_server_never_answers_times_out_instead_of_holding_its_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        client_module, "REQUEST_TIMEOUT", aiohttp.ClientTimeout(sock_connect=1, sock_read=0.2)
+    )
+    async with _silent_server() as url:
+        conf = client.Configuration()
+        conf.host = url
+        api = KubeApi(client.ApiClient(conf))
+        try:
+            with pytest.raises(aiohttp.ServerTimeoutError):  # not wait_for's own TimeoutError
+                await asyncio.wait_for(api.send_json("POST", "/api/v1/namespaces/a/events", {}), 5)
+        finally:
+            await api.close()
+
+
+async def test_a_request_with_its_own_timeout_keeps_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watch gives its own (inactivity) timeout; the default does not replace it."""
+    monkeypatch.setattr(client_module, "REQUEST_TIMEOUT", aiohttp.ClientTimeout(sock_read=60))
+    async with _silent_server() as url:
+        conf = client.Configuration()
+        conf.host = url
+        api = KubeApi(KubeApi(client.ApiClient(conf)).client)  # wrapped twice: still one default
+        try:
+            with pytest.raises(aiohttp.ServerTimeoutError):  # not wait_for's own TimeoutError
+                await asyncio.wait_for(
+                    api.client.rest_client.request("GET", f"{url}/api/v1/pods", _request_timeout=(1, 0.2)), 5
+                )
+        finally:
+            await api.close()
 
 
 # --------------------------------------------------------------------------- kubeconfig contexts
