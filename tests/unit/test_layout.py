@@ -26,6 +26,7 @@ WHOLE_TREE = {
     "test_stated_facts.py",  # README, docs/, pyproject, Chart.yaml, go.mod and CRDs agree with the code
     "test_docs.py",  # README stays short; every link of README, ARCHITECTURE and docs/ leads somewhere
     "test_architecture_doc.py",  # every module ARCHITECTURE.md names exists
+    "test_lowest_versions.py",  # pyproject.toml's dependency floors: the unit tests at the lowest versions
 }
 # Modules in a floor's test folder that are not tests: helpers its tests share.
 HELPERS = {

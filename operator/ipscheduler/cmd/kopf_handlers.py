@@ -26,7 +26,6 @@ posts its own, kube-scheduler style.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 from collections.abc import Iterator
@@ -84,9 +83,7 @@ async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
     cfg: RunConfig = memo.config
     conf = await load_client_config(cfg.kubeconfig)
     memo.client_config = conf
-    header: Any = conf.get_api_key_with_prefix("BearerToken")
-    if asyncio.iscoroutine(header):  # async since kubernetes-asyncio 33.3
-        header = await header
+    header: Any = await conf.get_api_key_with_prefix("BearerToken")
     scheme, token = None, None
     if header:
         parts = str(header).split(" ", 1)
