@@ -317,8 +317,9 @@ def add_run_flags(run: argparse.ArgumentParser) -> None:
         "--logging-format",
         choices=logs.FORMATS,
         default="text",
-        help="text, or json: one object per line with ts, v, level, logger, msg and the fields "
-        "pod, node, pool, uid, ip where they apply",
+        help="text, or json: one object per line as kube-scheduler's JSON: ts (milliseconds), "
+        "logger, caller, msg, v (not on errors), the fields pod, node, pool, uid, ip where they "
+        "apply, err and errVerbose for an exception",
     )
 
 
