@@ -26,6 +26,12 @@ strings.ToLower(req.Method)``): GET → ``get``, POST → ``post``. Members of
 The extender's verbs (``ipscheduler extender --enable-https``) use the same certificate
 options; ``--client-ca-file`` there requires every client to present a certificate it
 signed (kube-scheduler's extender ``tlsConfig.certData``/``keyData``).
+
+The certificate, its key and the client CA are re-read when their files change, as
+kube-scheduler's ``dynamiccertificates`` controllers do: a rotation (cert-manager renewing
+the Secret, the kubelet swapping the volume's ``..data`` symlink) is served from the next
+TLS handshake on, without a restart; a changed file that does not load is a warning and
+the previous certificate keeps serving (:class:`ReloadingContext`).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import os
 import socket
 import ssl
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -166,31 +173,185 @@ def self_signed() -> KeyPair:
     return new_certificate(f"{hostname}@self-signed", hosts=["localhost", "127.0.0.1", hostname])
 
 
+RELOAD_INTERVAL = 10.0
+"""Seconds between two looks at the TLS files (:class:`ReloadingContext`). kube-scheduler
+watches them with fsnotify and re-reads them at least once a minute
+(``k8s.io/apiserver/pkg/server/dynamiccertificates``, ``FileRefreshDuration``); without a
+file watch, a look every 10 s keeps a rotation's delay near fsnotify's for the price of
+reading three small files."""
+
+
 def server_context(
     cert_file: str | None,
     key_file: str | None,
     client_ca_file: str | None = None,
     require_client_cert: bool = False,
+    *,
+    reload_interval: float = RELOAD_INTERVAL,
 ) -> ssl.SSLContext:
     """A TLS server context (TLS 1.2 or later) with ``cert_file``/``key_file`` (PEM), or a
     generated self-signed pair when both are None (logged as kube-scheduler does). With
     ``client_ca_file``, a client certificate is verified against it: asked for and checked
     when given, or demanded (``require_client_cert``: a client without one is refused in
-    the handshake). Raises OSError for a file that cannot be read and ssl.SSLError for one
-    that is not a matching PEM pair or CA bundle."""
+    the handshake). Given files are re-read when they change, without a restart
+    (:class:`ReloadingContext`, at most every ``reload_interval`` seconds); the generated
+    pair needs no reload (a given client CA is still followed). Raises OSError for a file
+    that cannot be read and ssl.SSLError for one that is not a matching PEM pair or CA
+    bundle (at this first load only)."""
+    if cert_file and key_file:
+        return ReloadingContext(
+            cert_file, key_file, client_ca_file, require_client_cert, interval=reload_interval
+        ).context
+    pair = self_signed()
+    log.info("generated self-signed cert in-memory")
+    if client_ca_file:  # the generated pair stays; the client CA may rotate all the same
+        return ReloadingContext(
+            None, None, client_ca_file, require_client_cert, interval=reload_interval, pair=pair
+        ).context
+    with tempfile.TemporaryDirectory(prefix="ipscheduler-tls-") as tmp:
+        return load_context(*pair.write(tmp, "self-signed"), None, False)
+
+
+def load_context(
+    cert_file: str | None, key_file: str | None, client_ca_file: str | None, require_client_cert: bool
+) -> ssl.SSLContext:
+    """A new TLS 1.2+ server context from the files as they are now (the certificate and key
+    when given; the client CA with ``verify_mode`` as :func:`server_context` says). Raises
+    OSError for a file that cannot be read, ssl.SSLError for a bad PEM or a key that does
+    not match the certificate."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     if cert_file and key_file:
         ctx.load_cert_chain(cert_file, key_file)
-    else:
-        pair = self_signed()
-        with tempfile.TemporaryDirectory(prefix="ipscheduler-tls-") as tmp:
-            ctx.load_cert_chain(*pair.write(tmp, "self-signed"))
-        log.info("generated self-signed cert in-memory")
     if client_ca_file:
         ctx.load_verify_locations(cafile=client_ca_file)
         ctx.verify_mode = ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL
     return ctx
+
+
+class ReloadingContext:
+    """A server's TLS context whose certificate, key and client CA follow their files, as
+    kube-scheduler's ``DynamicServingCertificateController`` and ``DynamicFileCAContent``
+    (``k8s.io/apiserver/pkg/server/dynamiccertificates``, ``dynamic_serving_content.go``,
+    ``dynamic_cafile_content.go``) do: a rotation (cert-manager renewing a Secret, the
+    kubelet swapping its volume's ``..data`` symlink, or a file overwritten in place) is
+    served from the next TLS handshake on, without a restart; connections already open
+    keep theirs.
+
+    :attr:`context` is what the server is given, once. Its SNI callback, which OpenSSL
+    calls on every ClientHello (with or without a server name), first looks at the files
+    if ``interval`` seconds have passed since the last look (:meth:`maybe_reload`), then
+    hands the handshake :attr:`current` (``SSLObject.context``: OpenSSL's
+    ``SSL_set_SSL_CTX``, which takes the new context's certificate, key and
+    verification store). A look reads the files and compares their bytes with those in
+    use, as ``dynamic_cafile_content.go`` (``hasCAChanged``, ``bytes.Equal``) does; a
+    change builds a new context from the files. A change that does not load (a half-written
+    file, a key not matching its certificate, an unreadable file) is logged as a warning
+    once per content and the current context keeps serving until the files change again
+    and load. Files that change while they are loaded are tried again at the next look. A look costs
+    three small reads on the event loop, at most once per ``interval``.
+
+    ``cert_file``/``key_file`` None: ``pair`` (the generated self-signed certificate, in
+    memory; written to a private temporary folder for the moment a context loads it) is
+    served, only ``client_ca_file`` is followed. Raises OSError or
+    ssl.SSLError as :func:`load_context` when the files do not load at construction.
+    ``clock`` (seconds, monotonic) is for tests."""
+
+    def __init__(
+        self,
+        cert_file: str | None,
+        key_file: str | None,
+        client_ca_file: str | None = None,
+        require_client_cert: bool = False,
+        *,
+        interval: float = RELOAD_INTERVAL,
+        pair: KeyPair | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cert_file, self._key_file = cert_file, key_file
+        self._ca_file, self._require = client_ca_file, require_client_cert
+        self._pair = pair  # the certificate when none is read from files
+        self.interval = interval
+        self._clock = clock
+        self._applied = self._read()
+        self.current = self._build()
+        self._failed: object = None  # the content (or read error) last warned about
+        self._last_look = clock()
+        self.context = self.current
+        """The server's context: the first one, whose SNI callback switches to :attr:`current`."""
+        self.context.sni_callback = self._on_client_hello
+
+    def _files(self) -> tuple[str | None, ...]:
+        return (self._cert_file, self._key_file, self._ca_file)
+
+    def _read(self) -> tuple[bytes | None, ...]:
+        """The files' bytes (None for a file not given). Raises OSError."""
+        out: list[bytes | None] = []
+        for path in self._files():
+            if path is None:
+                out.append(None)
+                continue
+            with open(path, "rb") as f:
+                out.append(f.read())
+        return tuple(out)
+
+    def _build(self) -> ssl.SSLContext:
+        if self._pair is None:
+            return load_context(self._cert_file, self._key_file, self._ca_file, self._require)
+        with tempfile.TemporaryDirectory(prefix="ipscheduler-tls-") as tmp:
+            return load_context(*self._pair.write(tmp, "self-signed"), self._ca_file, self._require)
+
+    def maybe_reload(self) -> bool:
+        """:meth:`reload` if ``interval`` seconds have passed since the last look; whether a
+        new context is now current. Never raises."""
+        now = self._clock()
+        if now - self._last_look < self.interval:
+            return False
+        self._last_look = now
+        return self.reload()
+
+    def reload(self) -> bool:
+        """Look at the files now; on a change that loads, make a new :attr:`current` (logged).
+        Whether it did. Never raises: what does not load is logged as a warning and the
+        current context stays."""
+        try:
+            seen = self._read()
+        except OSError as e:
+            self._warn(str(e), e)
+            return False
+        if seen in (self._applied, self._failed):
+            return False
+        try:
+            ctx = self._build()
+            settled = self._read() == seen
+        except (OSError, ssl.SSLError, ValueError) as e:
+            self._warn(seen, e)
+            return False
+        if not settled:
+            return False  # changed while loading: the next look takes the settled files
+        changed = [
+            p for p, old, new in zip(self._files(), self._applied, seen, strict=True) if p and old != new
+        ]
+        self._applied, self._failed, self.current = seen, None, ctx
+        log.info("loaded the rotated TLS files %s: new connections use them", ", ".join(changed))
+        return True
+
+    def _warn(self, failed: object, e: Exception) -> None:
+        """A warning for a change that does not load, once per content or read error."""
+        if failed != self._failed:
+            files = ", ".join(p for p in self._files() if p)
+            log.warning("cannot load the changed TLS files %s, still serving the previous ones: %s", files, e)
+        self._failed = failed
+
+    def _on_client_hello(self, sslobj: Any, server_name: str | None, ctx: ssl.SSLContext) -> None:
+        """The SNI callback: look at the files when due, then give the handshake the current
+        context. An exception would abort the handshake, so none leaves."""
+        try:
+            self.maybe_reload()
+            if self.current is not ctx:
+                sslobj.context = self.current
+        except Exception:  # a handshake must not fail on the reloader
+            log.exception("could not switch a TLS handshake to the rotated certificate")
 
 
 # -- the filters ----------------------------------------------------------------------------
