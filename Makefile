@@ -8,7 +8,7 @@ DEVCLUSTER_DIR ?= .devcluster
 KUBECONFIG_DEV := $(DEVCLUSTER_DIR)/kubeconfig
 KUBECTL := kubectl --kubeconfig $(KUBECONFIG_DEV)
 
-.PHONY: test lint typecheck unit e2e demo down binaries crds clean bench cni cni-test deploy undeploy helm chart-docs
+.PHONY: test lint typecheck unit e2e demo down binaries crds clean bench cni cni-test deploy undeploy helm chart-docs images
 GO ?= go
 # One version for the package (pyproject.toml reads the same file), the images,
 # the Helm chart and the CNI binary.
@@ -69,6 +69,15 @@ binaries:
 	$(PYTHON) hack/devcluster.py binaries
 	$(PYTHON) hack/binaries.py tools
 	if [ "$$(id -u)" = 0 ]; then $(PYTHON) hack/binaries.py node; fi
+
+## images: ipscheduler:$(VERSION) and ipscheduler-ipam:$(VERSION) from the two Dockerfiles, built
+## here with BuildKit (as root; no registry: the bases are made from Debian's packages and this
+## machine's Go) into dist/<image>-$(VERSION).oci.tar with an SPDX SBOM beside each;
+## IMAGES_ARGS="--no-cache" rebuilds every step. First time about 10 min (BuildKit, syft,
+## bases), then about 2 min; see hack/images.py.
+IMAGES_ARGS ?=
+images:
+	$(PYTHON) hack/images.py build --version $(VERSION) $(IMAGES_ARGS)
 
 ## deploy: the CRD, then deploy/ (kustomize) with the images IMG and IPAM_IMG, to kubectl's
 ## current context: make deploy IMG=registry.example/ipscheduler:$(VERSION)
