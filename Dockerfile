@@ -20,6 +20,9 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 
 WORKDIR /src
 
+# Set by reproducible builds (make images: the commit's time): wheel timestamps follow it.
+ARG SOURCE_DATE_EPOCH
+
 # VERSION: pyproject.toml reads the package version from it.
 COPY pyproject.toml README.md VERSION LICENSE ./
 COPY operator ./operator
@@ -51,12 +54,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_ROOT_USER_ACTION=ignore \
     HOME=/tmp
 
+# Set by reproducible builds (make images: the commit's time): with it, pip's compiled
+# .pyc files are hash-based instead of stamped with the install time.
+ARG SOURCE_DATE_EPOCH
+
 # Install the project wheel by path; its dependencies are resolved only from
 # the wheels built above (--no-index), so their versions are fixed by the
-# builder stage.
-COPY --from=builder /wheels /tmp/wheels
-RUN pip install --no-cache-dir --no-index --find-links=/tmp/wheels /tmp/wheels/ipscheduler-*.whl \
-    && rm -rf /tmp/wheels \
+# builder stage. The wheels are mounted for this step only: no layer keeps them.
+RUN --mount=type=bind,from=builder,source=/wheels,target=/tmp/wheels \
+    pip install --no-cache-dir --no-index --find-links=/tmp/wheels /tmp/wheels/ipscheduler-*.whl \
     && groupadd --system --gid 10001 ipscheduler \
     && useradd --system --no-log-init --uid 10001 --gid 10001 \
         --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin ipscheduler
