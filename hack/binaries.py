@@ -609,6 +609,31 @@ def ensure_node_binaries() -> Path:
     return folder
 
 
+def ensure_kube_proxy() -> Path:
+    """Return the path of ``kube-proxy`` K8S_VERSION, built from ``k8s.io/kubernetes`` like the
+    control plane if missing (a few minutes the first time): the real nodes share this machine's
+    network namespace, so one kube-proxy serves them all (``hack/devcluster.py``). Raises
+    DevclusterError."""
+    folder = tool_dir("kube-proxy", K8S_VERSION)
+    exe = folder / "kube-proxy"
+    if os.access(exe, os.X_OK):
+        return exe
+    go = shutil.which("go")
+    if go is None:
+        raise DevclusterError("missing kube-proxy and no Go toolchain on PATH to build it")
+    with file_lock(cache_dir() / ".build.lock"):
+        if not os.access(exe, os.X_OK):
+            build = cache_dir() / "build"
+            build.mkdir(parents=True, exist_ok=True)
+            staging = folder.with_name(folder.name + ".partial")
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            _build_kubernetes(go, build, staging, ("kube-proxy",))
+            shutil.rmtree(folder, ignore_errors=True)
+            staging.rename(folder)
+    return exe
+
+
 def _tar_add(
     tar: tarfile.TarFile,
     name: str,
