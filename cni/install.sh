@@ -60,7 +60,7 @@ install_binary() {
 }
 
 # The token and CA as written last; the kubeconfig is rewritten when either changes.
-fingerprint() { cat "$SA_DIR/token" "$SA_DIR/ca.crt" | cksum; }
+fingerprint() { cat "$SA_DIR/token" "$SA_DIR/ca.crt" | md5sum; } # md5sum: in every busybox build (Debian's has no cksum)
 
 write_kubeconfig() {
   [ -s "$SA_DIR/token" ] || die "no ServiceAccount token at $SA_DIR/token (automountServiceAccountToken?)"

@@ -9,7 +9,9 @@ their deletions complete.
 Commands::
 
     python hack/devcluster.py binaries            # build/locate binaries and CNI tools, print folders
-    python hack/devcluster.py up [--dir D] [--nodes N] [--real-nodes R]
+    python hack/devcluster.py up [--dir D] [--nodes N] [--real-nodes R] [--in-cluster]
+    python hack/devcluster.py load-images [--dir D] FILE...    # OCI archives into every real node
+    python hack/devcluster.py values [--dir D]                 # the Helm values of this cluster
     python hack/devcluster.py add-nodes --count K [--dir D]
     python hack/devcluster.py status [--dir D]
     python hack/devcluster.py stop|start COMPONENT [--dir D]   # e.g. kubelet@real-node-1
@@ -18,7 +20,9 @@ Commands::
 ``--real-nodes R`` (root) also starts ``real-node-1..R``: per node a containerd with runc
 and a kubelet of the same release, as plain processes (``hack/realnode.py`` says what one
 is made of), registered with a client certificate from the cluster's own CA; pods placed
-there really run.
+there really run. ``--in-cluster`` (root) also gives pods there the ``kubernetes`` Service,
+as in any cluster: an API server address they reach, kube-proxy, and node CNI folders the
+chart's installer writes (``hack/incluster.py``).
 
 ``up`` is idempotent: on a running cluster it only restarts dead components
 and creates missing nodes. It writes ``D/kubeconfig`` (admin, token auth).
@@ -56,12 +60,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import incluster
 import realnode
 from binaries import (
     K8S_VERSION,
     DevclusterError,
     ensure_binaries,
     ensure_cni_tools,
+    ensure_kube_proxy,
     ensure_node_binaries,
     ensure_node_images,
     file_lock,
@@ -184,6 +190,7 @@ class Cluster:
         root: Path,
         node_lease_seconds: int = NODE_LEASE_SECONDS,
         apiserver_args: tuple[str, ...] = (),
+        in_cluster: bool = False,
     ) -> None:
         """``node_lease_seconds``: kwok's node lease duration for a new cluster (kept in its
         state; kwok renews a lease every quarter of it, so 5000 nodes at the kubelet's 40 s
@@ -191,8 +198,10 @@ class Cluster:
         follows at 5/4 of it (50 s for 40 s, as the defaults). ``apiserver_args``: more
         kube-apiserver flags for a new cluster (kept in its state), e.g.
         ``--watch-cache=false`` so that watches are served by etcd and a compaction makes
-        an old resourceVersion answer 410 Gone."""
+        an old resourceVersion answer 410 Gone. ``in_cluster``: a new cluster whose pods
+        reach the API server (:mod:`incluster`; root)."""
         self.root = root.resolve()
+        self.in_cluster = in_cluster
         self.node_lease_seconds = node_lease_seconds
         self.apiserver_args = apiserver_args
         self.state_file = self.root / "state.json"
@@ -241,6 +250,12 @@ class Cluster:
             "node_lease_seconds": self.node_lease_seconds,
             "apiserver_args": list(self.apiserver_args),
         }
+        if self.in_cluster:
+            with realnode.host_lock():
+                self.state["api_index"] = incluster.add_api_address()
+            self.state["ports"].update(kube_proxy_healthz=free_port(), kube_proxy_metrics=free_port())
+            for folder in incluster.node_cni(self.root):
+                folder.mkdir(parents=True, exist_ok=True)
         self.save()
         self._write_kubeconfig()
 
@@ -290,8 +305,14 @@ class Cluster:
                 f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
                 f"--cert-dir={r / 'pki'}",
                 f"--secure-port={p['apiserver']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                *(
+                    (
+                        "--bind-address=0.0.0.0",
+                        f"--advertise-address={incluster.api_address(self.state['api_index'])}",
+                    )
+                    if "api_index" in self.state
+                    else ("--bind-address=127.0.0.1", "--advertise-address=127.0.0.1")
+                ),
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
                 "--enable-admission-plugins=NodeRestriction",
@@ -353,6 +374,26 @@ class Cluster:
             layout = self.real_layout(node)
             cmd = realnode.commands(layout, layout.root / "kubeconfig")[component]
             self._spawn(name, cmd, realnode.process_env(layout))
+            return
+        if name == "kube-scheduler":  # in-cluster clusters: the default scheduler, as any cluster has
+            self._spawn(name, self._kube_scheduler_command(name), None)
+            return
+        if name == "kube-proxy":
+            nodes = sorted(self.state.get("real_nodes", {}))
+            if not nodes:
+                raise DevclusterError("kube-proxy runs beside the real nodes: start one first")
+            incluster.ensure_nft()
+            incluster.claim_kube_proxy(self.root, lambda owner: Cluster(owner).alive("kube-proxy"))
+            p = self.state["ports"]
+            config = self.root / "kube-proxy.yaml"
+            config.write_text(
+                json.dumps(
+                    incluster.kube_proxy_config(
+                        self.kubeconfig, nodes[0], p["kube_proxy_healthz"], p["kube_proxy_metrics"]
+                    )
+                )
+            )
+            self._spawn(name, [str(ensure_kube_proxy()), f"--config={config}", "--v=1"], None)
             return
         if name == "kwok":
             # kwok insists on its config file; an empty configuration keeps its default stages
@@ -483,6 +524,9 @@ class Cluster:
             self._wait("kube-apiserver /readyz", self.api.ready, 120, name)
         elif name == "kube-controller-manager":
             self._wait("the default ServiceAccount (controller-manager)", self._default_sa, 120, name)
+        elif name == "kube-proxy":
+            port = self.state["ports"]["kube_proxy_healthz"]
+            self._wait("kube-proxy /healthz", lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), 120, name)
         elif name.startswith("containerd@"):
             layout = self.real_layout(name.split("@", 1)[1])
             self._wait(f"{name} serving CRI", lambda: _crictl_ok(layout), 60, name)
@@ -517,19 +561,29 @@ class Cluster:
                 self._init_state(bindir)
             for name in self.ORDER:
                 self.start_component(name)
+            if "api_index" in self.state:
+                self.start_component("kube-scheduler")
             self.ensure_nodes(nodes)
             for i in range(1, real_nodes + 1):
                 self.start_real_node(f"{realnode.PREFIX}{i}")
+            if "api_index" in self.state and self.state.get("real_nodes"):
+                self.start_component("kube-proxy")
         log(f"cluster ready: kubectl --kubeconfig {self.kubeconfig} get nodes")
 
     def down(self) -> None:
         """Stop every process this cluster recorded, tear its real nodes down to the last mount,
         network namespace, bridge and cgroup, and remove its directory."""
         if self.state:
+            if "kube-proxy" in self.state.get("pids", {}):
+                self.stop_component("kube-proxy")
+                incluster.release_kube_proxy(self.root, ensure_kube_proxy())
+            self.stop_component("kube-scheduler")
             for node in list(self.state.get("real_nodes", {})):
                 self.stop_real_node(node)
             for name in reversed(self.ORDER):
                 self.stop_component(name)
+            if "api_index" in self.state:
+                incluster.remove_api_address(int(self.state["api_index"]))
         if self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -579,7 +633,8 @@ class Cluster:
     def start_real_node(self, name: str, timeout: float = 180) -> realnode.Layout:
         """Start (or repair) real node ``name``: its bridge and cgroup root, containerd with the
         pause and busybox images imported, and a kubelet registered as ``name`` with a client
-        certificate of ``system:node:<name>``; returns once the Node is Ready.
+        certificate of ``system:node:<name>``; returns once the Node is Ready (in-cluster: once
+        it is registered; it turns Ready when the chart's node installer has run).
 
         Builds the node binaries and images the first time (:func:`binaries.ensure_node_binaries`,
         :func:`binaries.ensure_node_images`) and ``bin/ipscheduler-ipam`` if absent (``make cni``).
@@ -588,9 +643,12 @@ class Cluster:
         if missing:
             raise DevclusterError(f"a real node needs {', '.join(missing)}")
         nodes = self.state.setdefault("real_nodes", {})
+        in_cluster = "api_index" in self.state
         if name not in nodes:
             node_bin = ensure_node_binaries()
             cni_bin = [str(ensure_cni_tools()), str(REPO / "bin")]
+            if in_cluster:  # the chart's installer puts ipscheduler-ipam there, not the harness
+                cni_bin = [str(incluster.node_cni(self.root)[0]), str(ensure_cni_tools())]
             with realnode.host_lock():  # the index, the bridge and bin/ are shared by the host
                 ensure_cni_plugin()
                 index = realnode.free_index(skip={int(n["index"]) for n in nodes.values()})
@@ -607,7 +665,11 @@ class Cluster:
         realnode.setup_bridge(layout)
         realnode.setup_cgroups(layout)
         realnode.ensure_netns_dir()
-        realnode.write_files(layout, self._ipam_kubeconfig())
+        if in_cluster:
+            kubeconfig = incluster.node_cni(self.root)[1] / "ipscheduler-ipam.kubeconfig"
+            realnode.write_files(layout, kubeconfig, incluster.delegate(layout))
+        else:
+            realnode.write_files(layout, self._ipam_kubeconfig())
         if not (layout.root / "kubeconfig").exists():
             crt, key = realnode.client_cert(
                 self.root / "pki", f"node-{name}", f"system:node:{name}", ("system:nodes",)
@@ -617,7 +679,14 @@ class Cluster:
         self.start_component(f"containerd@{name}")
         realnode.import_images(layout, images)
         self.start_component(f"kubelet@{name}")
-        self._wait(f"real node {name} Ready", lambda: name in self.ready_nodes(), timeout, f"kubelet@{name}")
+        if in_cluster:  # NotReady until the chart's node installer puts the CNI plugin in place
+            self._wait(
+                f"real node {name} registered", lambda: name in self.node_names(), timeout, f"kubelet@{name}"
+            )
+        else:
+            self._wait(
+                f"real node {name} Ready", lambda: name in self.ready_nodes(), timeout, f"kubelet@{name}"
+            )
         return layout
 
     def stop_real_node(self, name: str, delete_node: bool = False) -> None:
@@ -647,22 +716,34 @@ class Cluster:
             self.state["pids"].pop(f"{component}@{name}", None)
         self.save()
 
-    # -- kube-scheduler (not started by up) ---------------------------------
-    def start_kube_scheduler(
+    def load_images(self, archives: list[Path]) -> dict[str, list[str]]:
+        """Import OCI archives into every real node's containerd (namespace ``k8s.io``);
+        returns node → image names imported. Raises DevclusterError without real nodes or
+        when an import fails."""
+        nodes = sorted(self.state.get("real_nodes", {}))
+        if not nodes:
+            raise DevclusterError(f"no real node in {self.root}: up --real-nodes N first")
+        return {
+            node: [name for a in archives for name in incluster.import_archive(self.real_layout(node), a)]
+            for node in nodes
+        }
+
+    def helm_values(self) -> dict[str, Any]:
+        """The Helm values a user of this (in-cluster) cluster passes (:func:`incluster.helm_values`).
+        Raises DevclusterError for a cluster started without ``--in-cluster``."""
+        if "api_index" not in self.state:
+            raise DevclusterError(f"the cluster in {self.root} is not in-cluster: up --in-cluster")
+        return incluster.helm_values(self.root)
+
+    def _kube_scheduler_command(
         self,
-        name: str = "kube-scheduler",
+        name: str,
         qps: int = 50,
         burst: int = 100,
         scheduler_name: str = "default-scheduler",
         extenders: list[dict[str, Any]] | None = None,
-    ) -> subprocess.Popen[bytes]:
-        """Start the real kube-scheduler of the pinned release against this cluster.
-
-        One profile, ``scheduler_name``, no leader election, client QPS/burst as
-        given (kube-scheduler ships with 50/100), and ``extenders`` (the
-        ``KubeSchedulerConfiguration`` ``extenders`` list) if given. Logs go to
-        ``D/logs/<name>.log``; the caller stops the returned process.
-        """
+    ) -> list[str]:
+        """kube-scheduler's command line (its configuration written to ``D/<name>.yaml``)."""
         port = free_port()
         config = self.root / f"{name}.yaml"
         config.write_text(
@@ -687,6 +768,25 @@ class Cluster:
             f"--cert-dir={self.root / 'pki' / name}",
             "--v=1",
         ]
+        return cmd
+
+    # -- kube-scheduler (not started by up) ---------------------------------
+    def start_kube_scheduler(
+        self,
+        name: str = "kube-scheduler",
+        qps: int = 50,
+        burst: int = 100,
+        scheduler_name: str = "default-scheduler",
+        extenders: list[dict[str, Any]] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start the real kube-scheduler of the pinned release against this cluster.
+
+        One profile, ``scheduler_name``, no leader election, client QPS/burst as
+        given (kube-scheduler ships with 50/100), and ``extenders`` (the
+        ``KubeSchedulerConfiguration`` ``extenders`` list) if given. Logs go to
+        ``D/logs/<name>.log``; the caller stops the returned process.
+        """
+        cmd = self._kube_scheduler_command(name, qps, burst, scheduler_name, extenders)
         with open(self.root / "logs" / f"{name}.log", "ab") as logf:
             return subprocess.Popen(
                 cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.root
@@ -799,6 +899,16 @@ def main(argv: list[str] | None = None) -> int:
         default=NODE_LEASE_SECONDS,
         help="kwok node lease duration of a new cluster (renewed every quarter of it)",
     )
+    p_up.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="a new cluster's pods reach the API server (kubernetes Service, kube-proxy; root)",
+    )
+    p_load = sub.add_parser("load-images", help="import OCI archives into every real node's containerd")
+    p_load.add_argument("--dir", default=DEFAULT_DIR)
+    p_load.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p_values = sub.add_parser("values", help="print the Helm values of this (--in-cluster) cluster")
+    p_values.add_argument("--dir", default=DEFAULT_DIR)
     p_down = sub.add_parser("down", help="stop what up started and remove its state")
     p_down.add_argument("--dir", default=DEFAULT_DIR)
     p_add = sub.add_parser("add-nodes", help="add K more kwok nodes")
@@ -819,12 +929,21 @@ def main(argv: list[str] | None = None) -> int:
             print(ensure_binaries())
             print(ensure_cni_tools())
             return 0
-        cluster = Cluster(Path(args.dir), getattr(args, "node_lease_seconds", NODE_LEASE_SECONDS))
+        cluster = Cluster(
+            Path(args.dir),
+            getattr(args, "node_lease_seconds", NODE_LEASE_SECONDS),
+            in_cluster=getattr(args, "in_cluster", False),
+        )
         if args.cmd == "up":
             cluster.up(args.nodes, args.real_nodes)
             print(cluster.kubeconfig)
         elif args.cmd == "down":
             cluster.down()
+        elif args.cmd == "load-images":
+            for node, names in cluster.load_images(args.files).items():
+                print(f"{node}: {', '.join(names)}")
+        elif args.cmd == "values":
+            print(json.dumps(cluster.helm_values(), indent=2))
         elif args.cmd == "add-nodes":
             if not cluster.state:
                 raise DevclusterError(f"no cluster in {cluster.root}: run 'up' first")

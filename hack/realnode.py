@@ -224,10 +224,19 @@ disabled_plugins = [
 """
 
 
-def conflist(layout: Layout, ipam_kubeconfig: Path) -> dict[str, Any]:
+def conflist(layout: Layout, ipam_kubeconfig: Path, delegate: dict[str, Any] | None = None) -> dict[str, Any]:
     """The node's CNI network: the reference ``bridge`` on ``ipsbr<index>`` (the gateway on the
     bridge, no masquerade) with ``ipscheduler-ipam`` as IPAM (its ledger under the node's root)
-    and the pod-annotations capability on, as ``examples/cni/10-underlay-bridge.conflist``."""
+    and the pod-annotations capability on, as ``examples/cni/10-underlay-bridge.conflist``;
+    ``delegate``: the IPAM of pods of other schedulers (``ipam.delegate``)."""
+    ipam: dict[str, Any] = {
+        "type": "ipscheduler-ipam",
+        "kubeconfig": str(ipam_kubeconfig),
+        "nodeName": layout.name,
+        "dataDir": str(layout.ledger),
+    }
+    if delegate is not None:
+        ipam["delegate"] = delegate
     return {
         "cniVersion": "1.1.0",
         "name": NETWORK_NAME,
@@ -238,12 +247,7 @@ def conflist(layout: Layout, ipam_kubeconfig: Path) -> dict[str, Any]:
                 "isGateway": True,
                 "ipMasq": False,
                 "capabilities": {"io.kubernetes.cri.pod-annotations": True},
-                "ipam": {
-                    "type": "ipscheduler-ipam",
-                    "kubeconfig": str(ipam_kubeconfig),
-                    "nodeName": layout.name,
-                    "dataDir": str(layout.ledger),
-                },
+                "ipam": ipam,
             }
         ],
     }
@@ -319,15 +323,16 @@ def process_env(layout: Layout) -> dict[str, str]:
     }
 
 
-def write_files(layout: Layout, ipam_kubeconfig: Path) -> None:
-    """Write the node's containerd, kubelet and CNI configuration under its root."""
+def write_files(layout: Layout, ipam_kubeconfig: Path, delegate: dict[str, Any] | None = None) -> None:
+    """Write the node's containerd, kubelet and CNI configuration under its root (``delegate``:
+    see :func:`conflist`)."""
     for sub in ("containerd", "kubelet", "kubelet-pki", "net.d", "pod-logs"):
         (layout.root / sub).mkdir(parents=True, exist_ok=True)
     layout.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     (layout.root / "containerd.toml").write_text(containerd_config(layout))
     (layout.root / "kubelet.yaml").write_text(json.dumps(kubelet_config(layout), indent=2) + "\n")
     (layout.netd / "10-underlay.conflist").write_text(
-        json.dumps(conflist(layout, ipam_kubeconfig), indent=2) + "\n"
+        json.dumps(conflist(layout, ipam_kubeconfig, delegate), indent=2) + "\n"
     )
 
 
