@@ -442,6 +442,46 @@ def test_refusals_configure_nothing_and_say_why(
     assert run_cni(cni, "del", netns, conf, pod, tmp_path, cap, uid).returncode == 0
 
 
+def test_a_pod_of_another_scheduler_gets_its_address_from_the_delegate(
+    address_pool: str, cni: Cni, kubectl: Kubectl, ns: str, netns: str, tmp_path: Path
+) -> None:
+    """``ipam.delegate`` with the reference ``host-local``: a pod without
+    ``ipscheduler.io/pool`` of another scheduler (105 without a delegate) gets its address
+    from host-local's range of the same subnet, outside the pool; the node ledger does not
+    record it; CHECK passes; DEL frees it in host-local's store (twice: idempotent)."""
+    kubectl.create(pod_manifest("system", nodeName=NODE), ns)
+    meta = kubectl.json("get", "pod", "system", "-n", ns)["metadata"]
+    pod = Pod(ns, "system", meta["uid"], {})
+    conf = conflist(cni, netns)
+    err = ipam_error(cni, conf, pod, netns)
+    assert (err["code"], err["msg"]) == (105, "pod has no ipscheduler.io/pool annotation"), err
+
+    store = tmp_path / "host-local"
+    conf["plugins"][0]["ipam"]["delegate"] = {
+        "type": "host-local",
+        "ranges": [[{"subnet": "10.77.1.0/24", "rangeStart": "10.77.1.200", "rangeEnd": "10.77.1.250"}]],
+        "routes": [{"dst": "0.0.0.0/0", "gw": "10.77.1.1"}],
+        "dataDir": str(store),
+    }
+    add = run_cni(cni, "add", netns, conf, pod, tmp_path)
+    assert add.returncode == 0, add.stdout + add.stderr
+    result = json.loads(add.stdout)
+    assert [i["address"] for i in result["ips"]] == ["10.77.1.200/24"], result
+    assert ipv4_of(netns) == ["10.77.1.200/24"]
+    assert "default via 10.77.1.1 dev eth0" in routes_of(netns)
+    held = store / conf["name"] / "10.77.1.200"
+    assert held.exists()  # host-local's record of the container
+    assert not (cni.ledger / "10.77.1.200").exists()  # the ledger is for underlay addresses
+
+    check = run_cni(cni, "check", netns, conf, pod, tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    for _ in range(2):  # DEL is idempotent
+        delete = run_cni(cni, "del", netns, conf, pod, tmp_path)
+        assert delete.returncode == 0, delete.stdout + delete.stderr
+        assert not held.exists()
+    assert ipv4_of(netns) == []
+
+
 def test_a_0_4_0_conflist_gets_a_0_4_0_result(
     address_pool: str, cni: Cni, kubectl: Kubectl, ns: str, netns: str, tmp_path: Path
 ) -> None:

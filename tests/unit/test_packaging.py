@@ -538,7 +538,9 @@ def test_the_daemonset_runs_everywhere_as_the_plugins_service_account(manifests:
     assert pod["serviceAccountName"] == IPAM and pod["automountServiceAccountToken"] is True
     assert pod["tolerations"] == [{"operator": "Exists"}]  # not-ready nodes need their CNI most
     assert pod["priorityClassName"] == "system-node-critical"
-    assert "hostNetwork" not in pod and "hostPID" not in pod
+    # The installer must not depend on the CNI it installs: the host's network, as calico-node's.
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert "hostPID" not in pod
 
 
 def test_the_daemonset_mounts_only_the_cni_directories(manifests: list[Manifest]) -> None:

@@ -53,6 +53,10 @@ type IPAMConf struct {
 	// DataDir is the node-local ledger's directory (default
 	// /var/lib/cni/ipscheduler-ipam): which sandbox holds which address.
 	DataDir string `json:"dataDir,omitempty"`
+	// Delegate is the IPAM configuration of another plugin (host-local, …)
+	// that serves the pods that are not ours (no ipscheduler.io/pool and
+	// another scheduler: 105 without it); nil: none.
+	Delegate *Delegate `json:"delegate,omitempty"`
 }
 
 // LedgerDir is DataDir or its default.
@@ -99,6 +103,11 @@ func LoadConfig(stdin []byte, hostname func() (string, error)) (*NetConf, error)
 	}
 	if conf.IPAM.DataDir != "" && !filepath.IsAbs(conf.IPAM.DataDir) {
 		return nil, newErr(types.ErrInvalidNetworkConfig, MsgInvalidConfig, "ipam.dataDir %q is not an absolute path", conf.IPAM.DataDir)
+	}
+	if conf.IPAM.Delegate != nil {
+		if err := conf.IPAM.Delegate.validate(conf.IPAM.Type); err != nil {
+			return nil, err
+		}
 	}
 	if conf.IPAM.TimeoutSeconds < 0 {
 		return nil, newErr(types.ErrInvalidNetworkConfig, MsgInvalidConfig, "ipam.timeoutSeconds must not be negative")

@@ -24,6 +24,7 @@ const (
 	ErrPrevResultMismatch  uint = 111 // CHECK: prevResult does not carry the allocated address
 	ErrAPI                 uint = 112 // the API server refused a request (401/403/4xx) or sent garbage
 	ErrTenancy             uint = 113 // the pool's spec.namespaces or the pod's (namespace's) pool list refuses the pool
+	ErrDelegate            uint = 114 // ipam.delegate could not be run (not on CNI_PATH) or gave no readable answer
 )
 
 // ErrStatusUnavailable is the SPEC's STATUS code "the plugin is not
@@ -61,6 +62,7 @@ const (
 	MsgTenancy            = "the pod may not use this NodeIPPool"
 	MsgAddressHeld        = "address still held by another sandbox on this node"
 	MsgLedger             = "node ledger unusable"
+	MsgDelegate           = "delegate IPAM plugin failed"
 )
 
 // errorTable is every (code, msg) pair the plugin prints, in the order of
@@ -103,6 +105,7 @@ var errorTable = []struct {
 	{"ErrPrevResultMismatch", ErrPrevResultMismatch, MsgPrevResultMismatch},
 	{"ErrAPI", ErrAPI, MsgAPI},
 	{"ErrTenancy", ErrTenancy, MsgTenancy},
+	{"ErrDelegate", ErrDelegate, MsgDelegate},
 }
 
 // defaultErrorOutputCNIVersion is used when stdin has no readable cniVersion.

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
@@ -35,6 +36,9 @@ type Plugin struct {
 	Stdout io.Writer
 	// OpenLedger opens the node-local ledger in a directory (ledger.Open when nil).
 	OpenLedger func(dir string) (*ledger.Ledger, error)
+	// DelegateExec runs ipam.delegate's plugin (invoke's default, which
+	// finds it on CNI_PATH and executes it, when nil).
+	DelegateExec invoke.Exec
 }
 
 // Default is the production plugin.
@@ -102,12 +106,16 @@ func (p *Plugin) verify(conf *NetConf, args *skel.CmdArgs) (*Verified, error) {
 // Add verifies the pod's reservation, records the address as this
 // sandbox's in the node-local ledger (refused, code 11, while another sandbox
 // that still exists has it: the kubelet retries the sandbox) and prints it.
+// A pod that is not ours (105) goes to ipam.delegate when it is set.
 func (p *Plugin) Add(args *skel.CmdArgs) error {
 	conf, err := LoadConfig(args.StdinData, p.Hostname)
 	if err != nil {
 		return err
 	}
 	v, err := p.verify(conf, args)
+	if isNotOurs(err) && conf.IPAM.Delegate != nil {
+		return p.delegateAdd(conf, args)
+	}
 	if err != nil {
 		return err
 	}
@@ -139,6 +147,7 @@ func claimFailure(err error) error {
 }
 
 // Check re-verifies the reservation and that prevResult carries its address.
+// A pod that is not ours (105) goes to ipam.delegate when it is set.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
 	conf, err := LoadConfig(args.StdinData, p.Hostname)
 	if err != nil {
@@ -154,6 +163,9 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 		}
 	}
 	v, err := p.verify(conf, args)
+	if isNotOurs(err) && conf.IPAM.Delegate != nil {
+		return p.delegateCheck(conf, args)
+	}
 	if err != nil {
 		return err
 	}
@@ -201,7 +213,22 @@ func CheckPrevResult(prev *types100.Result, ip netip.Addr) error {
 // nothing is held and whatever the configuration (only ipam.dataDir is read).
 // It fails (ErrIOFailure) only when the ledger cannot be written, so the
 // runtime retries rather than forget a release.
+//
+// With ipam.delegate, the delegate's DEL runs too, for every sandbox: whether
+// ADD delegated cannot be known now (the pod may be gone), and a delegate's
+// DEL of a sandbox it does not know is a no-op. Both always run; a failure
+// of either fails DEL (the ledger's first, the delegate's added to its
+// details), so the runtime retries both (each is idempotent).
 func (p *Plugin) Del(args *skel.CmdArgs) error {
+	err := p.release(args)
+	if d := DelegateOf(args.StdinData); d != nil {
+		err = withAlso(err, p.delegateDel(d, args.StdinData))
+	}
+	return err
+}
+
+// release removes the sandbox interface's records from the node ledger.
+func (p *Plugin) release(args *skel.CmdArgs) error {
 	l, err := p.ledger(LedgerDirOf(args.StdinData))
 	if err != nil {
 		return err
@@ -214,12 +241,24 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 
 // GC (CNI 1.1) removes from the ledger this network's addresses whose sandbox
 // interface is not in cni.dev/valid-attachments, and every holder that no
-// longer exists (a reboot, a sandbox gone without DEL).
+// longer exists (a reboot, a sandbox gone without DEL). With ipam.delegate,
+// GC is then passed on to the delegate (with the same valid attachments)
+// when its VERSION lists the configuration's cniVersion, else skipped.
 func (p *Plugin) GC(args *skel.CmdArgs) error {
 	var conf types.PluginConf
 	if err := json.Unmarshal(args.StdinData, &conf); err != nil {
 		return newErr(types.ErrDecodingFailure, MsgDecodeConfig, "%v", err)
 	}
+	err := p.collect(&conf, args)
+	if d := DelegateOf(args.StdinData); d != nil {
+		err = withAlso(err, p.delegateGC(d, conf.CNIVersion, args.StdinData))
+	}
+	return err
+}
+
+// collect drops from the ledger conf's network's records of attachments not
+// in cni.dev/valid-attachments, and every stale record.
+func (p *Plugin) collect(conf *types.PluginConf, args *skel.CmdArgs) error {
 	l, err := p.ledger(LedgerDirOf(args.StdinData))
 	if err != nil {
 		return err
