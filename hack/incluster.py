@@ -167,12 +167,14 @@ def node_cni(root: Path) -> tuple[Path, Path]:
 
 def delegate(layout: realnode.Layout) -> dict[str, Any]:
     """The plugin's ``ipam.delegate`` on node ``layout``: host-local on
-    :data:`DELEGATE_RANGE` of the node's subnet, its state under the node's root."""
+    :data:`DELEGATE_RANGE` of the node's subnet with a default route through the node, its
+    state under the node's root."""
     base = layout.subnet.rsplit(".", 1)[0]
     return {
         "type": "host-local",
         "ranges": [[{"subnet": layout.subnet, "rangeStart": f"{base}.{DELEGATE_RANGE[0]}",
                      "rangeEnd": f"{base}.{DELEGATE_RANGE[1]}", "gateway": layout.node_ip}]],
+        "routes": [{"dst": "0.0.0.0/0", "gw": layout.node_ip}],
         "dataDir": str(layout.root / "host-local"),
     }  # fmt: skip
 

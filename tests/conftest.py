@@ -18,6 +18,7 @@ import binaries  # noqa: E402
 import devcluster  # noqa: E402
 
 SLOWEST_FIRST = (
+    "test_install.py",
     "test_teardown.py",
     "test_fidelity.py",
     "test_sticky.py",

@@ -1,0 +1,314 @@
+"""Issue 48: ip-scheduler installed as users install it, running as pods on real nodes.
+
+The images are built here from the repository's Dockerfiles (``hack/images.py``, BuildKit),
+imported into two real nodes of an in-cluster dev cluster (``hack/devcluster.py up
+--in-cluster``: the ``kubernetes`` Service through kube-proxy, kube-scheduler beside it), and
+the chart is installed with ``helm install -f <(devcluster.py values)``, as the README says.
+Then, as a user would see it: both scheduler replicas Running on the real nodes and Ready by
+the kubelet's own HTTPS probes, one holding the Lease, the node installer's plugin giving a
+Deployment's pods the addresses ip-scheduler chose, ``/metrics`` scraped with a
+ServiceAccount token, the leader's pod deleted and the other replica taking over, and
+``helm uninstall`` leaving nothing of ours but the CRDs and their pools.
+
+Root only (real nodes); in CI a cluster that cannot start fails the module. Times are printed
+(``pytest -s``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import binaries
+import devcluster
+import realnode
+from tests.e2e.realpods import busybox_template
+from tests.kube import Kubectl, create_namespace, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+VERSION = (REPO / "VERSION").read_text().strip()
+RELEASE = "ipscheduler"
+NAMESPACE = "ipscheduler-system"
+LEASE_DURATION = 15.0  # --leader-elect-lease-duration's default, the chart's
+
+
+def _fail_or_skip(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (in CI the install tests must run)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Both images, built with ``hack/images.py`` from this checkout (``make images``)."""
+    if os.geteuid() != 0:
+        _fail_or_skip("building images and running real nodes needs root")
+    out = tmp_path_factory.mktemp("images")
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "hack" / "images.py"), "build", "--no-sbom", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=3600,
+    )
+    if proc.returncode != 0:
+        _fail_or_skip(f"make images failed: {proc.stderr[-2000:]}")
+    print(f"images built in {time.monotonic() - started:.0f}s:\n{proc.stdout}")
+    return [out / f"ipscheduler-{VERSION}.oci.tar", out / f"ipscheduler-ipam-{VERSION}.oci.tar"]
+
+
+@pytest.fixture(scope="module")
+def incluster(tmp_path_factory: pytest.TempPathFactory, images: list[Path]) -> Iterator[devcluster.Cluster]:
+    """An in-cluster dev cluster with two real nodes and the images imported into both."""
+    c = devcluster.Cluster(tmp_path_factory.mktemp("incluster") / "cluster", in_cluster=True)
+    try:
+        try:
+            c.up(nodes=1, real_nodes=2)
+            c.load_images(images)
+        except binaries.DevclusterError as e:
+            _fail_or_skip(f"an in-cluster dev cluster could not start: {e}")
+        yield c
+    finally:
+        c.down()
+
+
+@pytest.fixture(scope="module")
+def kc(incluster: devcluster.Cluster) -> Kubectl:
+    return Kubectl(incluster.kubeconfig)
+
+
+def _helm(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [str(binaries.ensure_helm()), "--kubeconfig", str(kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"helm {' '.join(args)} failed: {proc.stderr}"
+    return proc
+
+
+def _scheduler_pods(kc: Kubectl) -> list[dict[str, Any]]:
+    return list(kc.json("get", "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=ip-scheduler")["items"])
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return pod.get("metadata", {}).get("deletionTimestamp") is None and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in conditions
+    )
+
+
+def _holder(kc: Kubectl) -> str:
+    lease = kc.json("get", "lease", "ip-scheduler", "-n", NAMESPACE)
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def _workload(kc: Kubectl, ns: str, name: str, replicas: int) -> None:
+    kc.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": busybox_template(name),
+            },
+        },
+        ns,
+    )
+
+
+def _running_with_their_addresses(kc: Kubectl, ns: str, name: str, count: int) -> list[dict[str, Any]]:
+    pods = [
+        p
+        for p in kc.json("get", "pods", "-n", ns, "-l", f"app={name}")["items"]
+        if p["status"].get("phase") == "Running" and p["status"].get("podIP")
+    ]
+    return pods if len(pods) == count else []
+
+
+@pytest.fixture(scope="module")
+def installed(incluster: devcluster.Cluster, kc: Kubectl) -> Iterator[float]:
+    """``helm install`` with the cluster's values; yields the seconds from the install to the
+    first workload pod placed. Uninstalled at the end of the module if a test did not."""
+    values = incluster.root / "values.json"
+    values.write_text(json.dumps(incluster.helm_values()))
+    started = time.monotonic()
+    _helm(
+        "install", RELEASE, str(REPO / "deploy/chart/ipscheduler"),
+        "-n", NAMESPACE, "--create-namespace", "-f", str(values),
+        kubeconfig=incluster.kubeconfig,
+    )  # fmt: skip
+    for i, layout in enumerate(incluster.real_layout(n) for n in sorted(incluster.state["real_nodes"])):
+        base = layout.subnet.rsplit(".", 1)[0]
+        kc.apply(
+            {
+                "apiVersion": "ipscheduler.io/v1alpha1",
+                "kind": "NodeIPPool",
+                "metadata": {"name": f"install-{i + 1}"},
+                "spec": {
+                    "nodeName": layout.name,
+                    "addresses": [f"{base}.10-{base}.29"],
+                    "subnets": [
+                        {"cidr": layout.subnet, "gateway": layout.node_ip, "routes": [{"dst": "0.0.0.0/0"}]}
+                    ],
+                },
+            }
+        )
+    ns = create_namespace(kc, "install-workload")
+    _workload(kc, ns, "web", 1)
+    wait_for(
+        "the first workload pod Running", lambda: _running_with_their_addresses(kc, ns, "web", 1), timeout=300
+    )
+    took = time.monotonic() - started
+    print(f"helm install → first pod placed and Running: {took:.1f}s")
+    kc.run("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
+    yield took
+    subprocess.run(
+        [
+            str(binaries.ensure_helm()),
+            "--kubeconfig",
+            str(incluster.kubeconfig),
+            "uninstall",
+            RELEASE,
+            "-n",
+            NAMESPACE,
+        ],
+        capture_output=True,
+        check=False,
+    )
+
+
+def test_two_replicas_run_on_the_real_nodes_ready_by_their_https_probes_and_one_holds_the_lease(
+    incluster: devcluster.Cluster, kc: Kubectl, installed: float
+) -> None:
+    def two_ready() -> list[dict[str, Any]]:
+        pods = [p for p in _scheduler_pods(kc) if _ready(p)]
+        return pods if len(pods) == 2 else []
+
+    pods = wait_for("2 scheduler replicas Ready", two_ready, timeout=180)
+    assert {p["spec"]["nodeName"] for p in pods} <= set(incluster.state["real_nodes"])
+    probe = pods[0]["spec"]["containers"][0]["readinessProbe"]["httpGet"]
+    assert probe["scheme"] == "HTTPS" and probe["port"] in (10259, "https")
+    holder = wait_for("the Lease held", lambda: _holder(kc), timeout=60)
+    assert holder.split("_", 1)[0] in {p["metadata"]["name"] for p in pods}
+    for layout in (incluster.real_layout(n) for n in incluster.state["real_nodes"]):
+        assert str(REPO / "bin") not in map(str, layout.cni_bin)  # not the harness's copy
+    cni_bin, cni_net = (
+        incluster.helm_values()["cni"]["cniBinDir"],
+        incluster.helm_values()["cni"]["cniNetDir"],
+    )
+    assert (Path(cni_bin) / "ipscheduler-ipam").is_file()
+    assert (Path(cni_net) / "ipscheduler-ipam.kubeconfig").is_file()
+
+
+def test_a_deployments_pods_get_the_addresses_ip_scheduler_chose_through_what_the_chart_installed(
+    kc: Kubectl, installed: float
+) -> None:
+    ns = create_namespace(kc, "install-deployment")
+    try:
+        _workload(kc, ns, "app", 4)
+        pods = wait_for(
+            "4 pods Running", lambda: _running_with_their_addresses(kc, ns, "app", 4), timeout=180
+        )
+        for pod in pods:
+            assert pod["status"]["podIP"] == pod["metadata"]["annotations"]["ipscheduler.io/ip"]
+            assert pod["spec"]["nodeName"].startswith(realnode.PREFIX)
+        assert len({p["status"]["podIP"] for p in pods}) == 4
+    finally:
+        kc.run("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
+
+
+def test_metrics_of_both_replicas_are_scraped_with_a_service_account_token(
+    kc: Kubectl, installed: float
+) -> None:
+    ns = create_namespace(kc, "install-scraper")
+    try:
+        kc("create", "serviceaccount", "scraper", "-n", ns)
+        kc(
+            "create", "clusterrolebinding", f"{ns}-scraper",
+            "--clusterrole=ip-scheduler-metrics-reader", f"--serviceaccount={ns}:scraper",
+        )  # fmt: skip
+        token = kc("create", "token", "scraper", "-n", ns).strip()
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE  # a self-signed serving cert
+        for pod in _scheduler_pods(kc):
+            url = f"https://{pod['status']['podIP']}:10259/metrics"
+            req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+
+            def scrape(req: urllib.request.Request = req) -> str:
+                try:
+                    with urllib.request.urlopen(req, context=insecure, timeout=10) as r:
+                        return str(r.read().decode())
+                except OSError:
+                    return ""  # the delegated authorizer's first review may still be on its way
+
+            body = wait_for(f"{url} scraped", scrape, timeout=60)
+            assert "scheduler_pending_pods" in body
+    finally:
+        kc.run("delete", "clusterrolebinding", f"{ns}-scraper", check=False)
+        kc.run("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_the_leaders_pod_deleted_the_other_replica_takes_the_lease_and_places_the_next_pods(
+    kc: Kubectl, installed: float
+) -> None:
+    holder = wait_for("the Lease held", lambda: _holder(kc), timeout=60)
+    leader = holder.split("_", 1)[0]
+    started = time.monotonic()
+    kc("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
+    new = wait_for(
+        "another replica holding the Lease",
+        lambda: (h := _holder(kc)) and not h.startswith(f"{leader}_") and h,
+        timeout=LEASE_DURATION * 4,
+        interval=0.25,
+    )
+    took = time.monotonic() - started
+    print(f"Lease handed from {leader} to {new.split('_', 1)[0]} in {took:.1f}s")
+    ns = create_namespace(kc, "install-after-failover")
+    try:
+        _workload(kc, ns, "next", 2)
+        pods = wait_for(
+            "2 pods Running", lambda: _running_with_their_addresses(kc, ns, "next", 2), timeout=180
+        )
+        assert all(p["status"]["podIP"] == p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in pods)
+    finally:
+        kc.run("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
+
+
+def test_helm_uninstall_leaves_nothing_of_ours_but_the_crds_and_their_pools(
+    incluster: devcluster.Cluster, kc: Kubectl, installed: float
+) -> None:
+    _helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", kubeconfig=incluster.kubeconfig)
+    selector = "app.kubernetes.io/part-of=ipscheduler"
+    kinds = (
+        "deployments,daemonsets,services,serviceaccounts,configmaps,roles,rolebindings,poddisruptionbudgets"
+    )
+    cluster_kinds = (
+        "clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings"
+    )
+
+    def gone() -> bool:
+        left = kc.json("get", kinds, "-A", "-l", selector)["items"]
+        left += kc.json("get", cluster_kinds, "-l", selector)["items"]
+        left += [p for p in _scheduler_pods(kc)]
+        return not left
+
+    wait_for("every object of the release gone", gone, timeout=120)
+    crds = {c["metadata"]["name"] for c in kc.json("get", "crds")["items"]}
+    assert "nodeippools.ipscheduler.io" in crds
+    assert kc.json("get", "nodeippools")["items"], "the pools are the user's: uninstall keeps them"
