@@ -32,6 +32,7 @@ import pytest
 import binaries
 import devcluster
 import realnode
+from tests.e2e.helpers import assert_check_clean
 from tests.e2e.realpods import busybox_template
 from tests.kube import Kubectl, create_namespace, wait_for
 
@@ -286,6 +287,50 @@ def test_the_leaders_pod_deleted_the_other_replica_takes_the_lease_and_places_th
             "2 pods Running", lambda: _running_with_their_addresses(kc, ns, "next", 2), timeout=180
         )
         assert all(p["status"]["podIP"] == p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in pods)
+    finally:
+        kc.run("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
+
+
+def test_helm_upgrade_to_a_second_image_while_pods_arrive_rolls_both_replicas_and_gives_no_address_twice(
+    incluster: devcluster.Cluster, kc: Kubectl, installed: float, tmp_path: Path
+) -> None:
+    version = f"{VERSION}-upgrade"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "hack/images.py"), "build", "--no-sbom", "--version", version,
+         "--out", str(tmp_path), "ipscheduler"],
+        capture_output=True, text=True, check=False, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    incluster.load_images([tmp_path / f"ipscheduler-{version}.oci.tar"])
+    ns = create_namespace(kc, "install-upgrade")
+    try:
+        _workload(kc, ns, "arriving", 0)
+        upgrade = subprocess.Popen(
+            [str(binaries.ensure_helm()), "--kubeconfig", str(incluster.kubeconfig), "upgrade", RELEASE,
+             str(REPO / "deploy/chart/ipscheduler"), "-n", NAMESPACE, "--reuse-values",
+             "--set", f"image.tag={version}", "--wait", "--timeout", "5m"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        replicas = 0
+        while upgrade.poll() is None or replicas < 12:  # pods keep arriving through the roll
+            replicas = min(replicas + 1, 12)
+            kc("scale", "deployment", "arriving", "-n", ns, f"--replicas={replicas}")
+            time.sleep(1.5)
+        assert upgrade.wait(timeout=300) == 0, upgrade.stdout.read() if upgrade.stdout else ""
+
+        def rolled() -> list[dict[str, Any]]:
+            pods = [p for p in _scheduler_pods(kc) if _ready(p)]
+            images = {c["image"] for p in pods for c in p["spec"]["containers"]}
+            return pods if len(pods) == 2 and images == {f"ipscheduler:{version}"} else []
+
+        wait_for("both replicas rolled to the new image and Ready", rolled, timeout=180)
+        pods = wait_for(
+            "12 pods Running", lambda: _running_with_their_addresses(kc, ns, "arriving", 12), timeout=180
+        )
+        ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in pods]
+        assert len(set(ips)) == 12
+        assert all(p["status"]["podIP"] == p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in pods)
+        assert_check_clean(kc, timeout=60)
     finally:
         kc.run("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
 
