@@ -115,8 +115,10 @@ bench: $(VENV)/.installed binaries
 	$(PY) hack/bench.py $(BENCH_ARGS)
 
 ## demo: local control plane + the scheduler running the examples
+## (REAL_NODES=0: kwok nodes only, no containerd + kubelet node even as root)
+REAL_NODES ?= 1
 demo: $(VENV)/.installed
-	$(PYTHON) hack/demo.py --dir $(DEVCLUSTER_DIR) --python $(PY)
+	$(PYTHON) hack/demo.py --dir $(DEVCLUSTER_DIR) --python $(PY) $(if $(filter 0,$(REAL_NODES)),--no-real-node)
 
 ## down: stop the demo scheduler and the local control plane
 down:
