@@ -356,15 +356,23 @@ def _go_install_into(
         for pkg, ldflags in pkgs:
             path = pkg.split("@")[0]
             tag_args = ["-tags", tags[path]] if tags and path in tags else []
-            proc = subprocess.run(
+            started = time.monotonic()
+            proc = subprocess.Popen(
                 [go, "install", "-trimpath", *tag_args, "-ldflags", f"-s -w {ldflags}".strip(), pkg],
                 env={**env, "CGO_ENABLED": "1"} if path in cgo else env,
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
                 text=True,
-                check=False,
             )
+            while True:  # a line every 30 s: go install says nothing while it builds
+                try:
+                    output = proc.communicate(timeout=30)[0]
+                    break
+                except subprocess.TimeoutExpired:
+                    log(f"go install {pkg}: still building, {time.monotonic() - started:.0f}s")
             if proc.returncode != 0:
-                raise DevclusterError(f"go install {pkg} failed: {proc.stderr.strip()[-800:]}")
+                raise DevclusterError(f"go install {pkg} failed: {output.strip()[-800:]}")
+            log(f"go install {pkg}: done in {time.monotonic() - started:.0f}s")
         shutil.rmtree(folder, ignore_errors=True)
         staging.rename(folder)
 

@@ -5,7 +5,6 @@ No build is started: every test has the binaries present or no Go on PATH."""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -98,21 +97,31 @@ def test_a_missing_go_tool_without_go_is_one_clear_line(
     assert "no Go toolchain" in msg and name in msg
 
 
+class _FakePopen:
+    """A ``go install`` that is done at once with ``returncode`` and ``output``."""
+
+    def __init__(self, returncode: int, output: str) -> None:
+        self.returncode, self.output = returncode, output
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, None]:
+        return self.output, None
+
+
 def test_go_tools_are_pinned_static_installs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The install command: the pinned package@version, static, the version stamped into helm."""
     calls: list[tuple[list[str], dict[str, str]]] = []
 
-    def fake_run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    def fake_run(cmd: list[str], **kw: Any) -> _FakePopen:
         env = kw["env"]
         calls.append((cmd, env))
         exe = Path(env["GOBIN"]) / cmd[-1].split("@")[0].rsplit("/", 1)[1]
         exe.write_text("#!/bin/sh\n")
         exe.chmod(0o755)
-        return subprocess.CompletedProcess(cmd, 0, "", "")
+        return _FakePopen(0, "")
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(binaries.shutil, "which", lambda _: "/usr/bin/go")
-    monkeypatch.setattr(binaries.subprocess, "run", fake_run)
+    monkeypatch.setattr(binaries.subprocess, "Popen", fake_run)
     helm = binaries.ensure_helm()
     assert helm == tmp_path / "ipscheduler" / f"tools-helm-{binaries.HELM_VERSION}" / "helm"
     assert os.access(helm, os.X_OK)
@@ -132,12 +141,12 @@ def test_go_tools_are_pinned_static_installs(monkeypatch: pytest.MonkeyPatch, tm
 
 
 def test_a_failed_go_tool_install_leaves_no_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    def failing_run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(cmd, 1, "", "go: module lookup disabled")
+    def failing_run(cmd: list[str], **kw: Any) -> _FakePopen:
+        return _FakePopen(1, "go: module lookup disabled")
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(binaries.shutil, "which", lambda _: "/usr/bin/go")
-    monkeypatch.setattr(binaries.subprocess, "run", failing_run)
+    monkeypatch.setattr(binaries.subprocess, "Popen", failing_run)
     with pytest.raises(binaries.DevclusterError, match="module lookup disabled"):
         binaries.ensure_promtool()
     assert not binaries.tool_dir("promtool", binaries.PROMTOOL_VERSION).exists()
