@@ -73,8 +73,8 @@ binaries:
 ## images: ipscheduler:$(VERSION) and ipscheduler-ipam:$(VERSION) from the two Dockerfiles, built
 ## here with BuildKit (as root; no registry: the bases are made from Debian's packages and this
 ## machine's Go) into dist/<image>-$(VERSION).oci.tar with an SPDX SBOM beside each;
-## IMAGES_ARGS="--no-cache" rebuilds every step. First time about 10 min (BuildKit, syft,
-## bases), then about 2 min; see hack/images.py.
+## IMAGES_ARGS="--no-cache" rebuilds every step. First time about 12 min (BuildKit, syft,
+## bases), then about a minute; see hack/images.py.
 IMAGES_ARGS ?=
 images:
 	$(PYTHON) hack/images.py build --version $(VERSION) $(IMAGES_ARGS)
