@@ -36,6 +36,8 @@ from tests.e2e.helpers import assert_check_clean
 from tests.e2e.realpods import busybox_template
 from tests.kube import Kubectl, create_namespace, wait_for
 
+pytestmark = pytest.mark.timeout(2400)  # the first test sets up: images (cold, 6-12 min), nodes, install
+
 REPO = Path(__file__).resolve().parents[2]
 VERSION = (REPO / "VERSION").read_text().strip()
 RELEASE = "ipscheduler"
