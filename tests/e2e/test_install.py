@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import binaries
 import devcluster
@@ -359,3 +360,83 @@ def test_helm_uninstall_leaves_nothing_of_ours_but_the_crds_and_their_pools(
     crds = {c["metadata"]["name"] for c in kc.json("get", "crds")["items"]}
     assert "nodeippools.ipscheduler.io" in crds
     assert kc.json("get", "nodeippools")["items"], "the pools are the user's: uninstall keeps them"
+
+
+def _overlay(incluster: devcluster.Cluster, folder: Path) -> Path:
+    """A kustomization over ``deploy/`` for this cluster, as its user writes one: the scheduler
+    on the real nodes, the node installer writing into their CNI folders."""
+    values = incluster.helm_values()
+    folder.mkdir(parents=True, exist_ok=True)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "ip-scheduler", "namespace": NAMESPACE},
+        "spec": {
+            "template": {
+                "spec": {"nodeSelector": values["nodeSelector"], "tolerations": values["tolerations"]}
+            }
+        },
+    }
+    daemonset = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "ipscheduler-ipam", "namespace": "ipscheduler-node"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "volumes": [
+                        {"name": "cni-bin", "hostPath": {"path": values["cni"]["cniBinDir"]}},
+                        {"name": "cni-net", "hostPath": {"path": values["cni"]["cniNetDir"]}},
+                    ]
+                }
+            }
+        },
+    }
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO / "deploy", folder)],
+        "patches": [{"patch": json.dumps(deployment)}, {"patch": json.dumps(daemonset)}],
+    }
+    (folder / "kustomization.yaml").write_text(json.dumps(kustomization, indent=2))
+    return folder
+
+
+def test_kubectl_apply_k_runs_the_same_workload_and_delete_k_leaves_nothing(
+    incluster: devcluster.Cluster, kc: Kubectl, installed: float, tmp_path: Path
+) -> None:
+    """After the chart is gone: deploy/ through a kustomization of this cluster's, as
+    `kubectl apply -k` users install it; `kubectl delete -k` removes every object it made."""
+    overlay = _overlay(incluster, tmp_path / "overlay")
+    rendered = [o for o in yaml.safe_load_all(kc("kustomize", str(overlay))) if o]
+    kc("apply", "-f", str(REPO / "crds"))
+    kc("apply", "-k", str(overlay))
+
+    def two_ready() -> list[dict[str, Any]]:
+        pods = [p for p in _scheduler_pods(kc) if _ready(p)]
+        return pods if len(pods) == 2 else []
+
+    wait_for("2 replicas of deploy/ Ready", two_ready, timeout=180)
+    ns = create_namespace(kc, "install-kustomize")
+    try:
+        _workload(kc, ns, "kustomized", 2)
+        pods = wait_for(
+            "2 pods Running", lambda: _running_with_their_addresses(kc, ns, "kustomized", 2), timeout=180
+        )
+        assert all(p["status"]["podIP"] == p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in pods)
+    finally:
+        kc.run("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
+    kc("delete", "-k", str(overlay), "--wait=true", "--timeout=180s")
+
+    def left() -> list[str]:
+        names = []
+        for obj in rendered:
+            kind, meta = obj["kind"], obj["metadata"]
+            args = ["get", kind, meta["name"], "--ignore-not-found", "-o", "name"]
+            if meta.get("namespace"):
+                args += ["-n", meta["namespace"]]
+            if kc(*args).strip():
+                names.append(f"{kind}/{meta['name']}")
+        return names
+
+    wait_for("every object of deploy/ gone", lambda: not left(), timeout=120)
