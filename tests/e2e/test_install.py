@@ -440,3 +440,60 @@ def test_kubectl_apply_k_runs_the_same_workload_and_delete_k_leaves_nothing(
         return names
 
     wait_for("every object of deploy/ gone", lambda: not left(), timeout=120)
+
+
+def test_extender_mode_through_the_chart_places_pods_with_kube_scheduler_configured_as_the_notes_say(
+    incluster: devcluster.Cluster, kc: Kubectl, installed: float
+) -> None:
+    """``mode: extender``: kube-scheduler (on the host network, as kubeadm's) gets
+    deploy/extender/kube-scheduler-config.yaml's entry with the urlPrefix the chart's NOTES
+    give such a kube-scheduler (the Service's ClusterIP, over HTTPS); a Deployment of the
+    default scheduler requesting ipscheduler.io/underlay-ip runs with the addresses the
+    extender bound."""
+    values = incluster.root / "values.json"
+    notes = _helm(
+        "install", RELEASE, str(REPO / "deploy/chart/ipscheduler"), "-n", NAMESPACE, "--create-namespace",
+        "-f", str(values), "--set", "mode=extender", kubeconfig=incluster.kubeconfig,
+    ).stdout  # fmt: skip
+    service = "ip-scheduler-extender"
+    hint = f"kubectl -n {NAMESPACE} get service {service} -o jsonpath='{{.spec.clusterIP}}'"
+    assert hint in notes and "urlPrefix: https://<CLUSTER-IP>:8888" in notes, notes
+    cluster_ip = kc("-n", NAMESPACE, "get", "service", service, "-o", "jsonpath={.spec.clusterIP}").strip()
+    entry = yaml.safe_load((REPO / "deploy/extender/kube-scheduler-config.yaml").read_text())["extenders"][0]
+    entry["urlPrefix"] = f"https://{cluster_ip}:8888"
+    assert entry["enableHTTPS"] is True and entry["tlsConfig"] == {"insecure": True}  # as the NOTES say
+    wait_for(
+        "the extender's leader Ready", lambda: [p for p in _scheduler_pods(kc) if _ready(p)], timeout=180
+    )
+    incluster.stop_component("kube-scheduler")
+    scheduler = incluster.start_kube_scheduler(name="kube-scheduler-extender", extenders=[entry])
+    ns = create_namespace(kc, "install-extender")
+    try:
+        template = busybox_template("extended")
+        del template["spec"]["schedulerName"]  # the default scheduler, with the extender
+        resources = {"ipscheduler.io/underlay-ip": "1"}
+        template["spec"]["containers"][0]["resources"] = {"requests": resources, "limits": resources}
+        kc.apply(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "extended"},
+                "spec": {
+                    "replicas": 2,
+                    "selector": {"matchLabels": {"app": "extended"}},
+                    "template": template,
+                },
+            },
+            ns,
+        )
+        pods = wait_for(
+            "2 pods Running", lambda: _running_with_their_addresses(kc, ns, "extended", 2), timeout=180
+        )
+        assert all(p["status"]["podIP"] == p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in pods)
+        assert all(p["spec"].get("schedulerName", "default-scheduler") == "default-scheduler" for p in pods)
+    finally:
+        kc.run("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
+        scheduler.terminate()
+        scheduler.wait(timeout=30)
+        incluster.start_component("kube-scheduler")
+        _helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", kubeconfig=incluster.kubeconfig)
