@@ -23,6 +23,7 @@ what touches the framework: the cycle state, the pods held at Permit, events.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 
@@ -34,6 +35,19 @@ from ipscheduler.framework.quantity import to_units
 from ipscheduler.framework.types import NodeInfo, PodInfo
 
 Clock = Callable[[], float]
+
+
+def loop_clock() -> float:
+    """The running event loop's clock, the one Permit's wait timers are set on (uvloop's is
+    libuv's, read once per loop iteration), else ``time.monotonic()``. A group's wait measured
+    on another clock could look shorter than its timeout when that timer fires: uvloop sets
+    a timer from the iteration's start, up to one iteration before ``time.monotonic()``."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 """Seconds, monotonic (``time.monotonic``, or a test's fake)."""
 
 
@@ -54,7 +68,7 @@ class PodGroupManager:
         index: GroupIndex,
         schedule_timeout: float,
         backoff: float = 0.0,
-        clock: Clock = time.monotonic,
+        clock: Clock = loop_clock,
         wall_offset: float | None = None,
     ) -> None:
         self.index = index

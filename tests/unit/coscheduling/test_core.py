@@ -4,6 +4,7 @@ rejection, Unreserve's warning, QueueSort's time, and the pods a group has place
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from decimal import Decimal
 
@@ -281,3 +282,20 @@ def test_sort_time(pod: PodInfo, initial: float | None, sort_time: tuple[float, 
 def test_calculate_assigned_pods(placed: list[PodInfo], count: int) -> None:
     nodes = {"node-1": NodeInfo(name="node-1", pods=tuple(placed))}
     assert calculate_assigned_pods("ns/g", member("g-0"), nodes) == count
+
+
+async def test_a_groups_wait_is_measured_on_the_clock_permits_timers_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Permit's wait timers are the event loop's (uvloop's reads libuv's time once per loop
+    iteration): a group's wait measured on time.monotonic could look shorter than its timeout
+    when the timer fires, and the PodGroup got Unschedulable instead of Timeout (a CI run)."""
+    loop = asyncio.get_running_loop()
+    g = group(min_member=3, timeout=7)
+    now = [100.0]
+    monkeypatch.setattr(loop, "time", lambda: now[0])
+    m = PodGroupManager(GroupIndex(), schedule_timeout=60)
+    assert m.permit(g, assigned=0) is False
+    now[0] += 7.0  # the timer fired: 7 s on the loop's clock, whatever time.monotonic says
+    warning = m.unreserve(g, pod_info("g-1", labels={POD_GROUP_LABEL: g.name}), rejected=1)
+    assert warning is not None and warning[0] == "Timeout"
