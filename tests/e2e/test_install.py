@@ -34,7 +34,7 @@ import binaries
 import devcluster
 import realnode
 from tests.e2e.helpers import assert_check_clean
-from tests.e2e.realpods import busybox_template
+from tests.e2e.realpods import busybox_deployment
 from tests.kube import Kubectl, create_namespace, wait_for
 
 pytestmark = pytest.mark.timeout(2400)  # the first test sets up: images (cold, 6-12 min), nodes, install
@@ -115,25 +115,19 @@ def _ready(pod: dict[str, Any]) -> bool:
     )
 
 
+def _two_ready(kc: Kubectl) -> list[dict[str, Any]]:
+    """The scheduler's pods once exactly two are Ready, else []."""
+    pods = [p for p in _scheduler_pods(kc) if _ready(p)]
+    return pods if len(pods) == 2 else []
+
+
 def _holder(kc: Kubectl) -> str:
     lease = kc.json("get", "lease", "ip-scheduler", "-n", NAMESPACE)
     return str(lease["spec"].get("holderIdentity") or "")
 
 
 def _workload(kc: Kubectl, ns: str, name: str, replicas: int) -> None:
-    kc.apply(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": busybox_template(name),
-            },
-        },
-        ns,
-    )
+    kc.apply(busybox_deployment(name, replicas), ns)
 
 
 def _running_with_their_addresses(kc: Kubectl, ns: str, name: str, count: int) -> list[dict[str, Any]]:
@@ -200,11 +194,7 @@ def installed(incluster: devcluster.Cluster, kc: Kubectl) -> Iterator[float]:
 def test_two_replicas_run_on_the_real_nodes_ready_by_their_https_probes_and_one_holds_the_lease(
     incluster: devcluster.Cluster, kc: Kubectl, installed: float
 ) -> None:
-    def two_ready() -> list[dict[str, Any]]:
-        pods = [p for p in _scheduler_pods(kc) if _ready(p)]
-        return pods if len(pods) == 2 else []
-
-    pods = wait_for("2 scheduler replicas Ready", two_ready, timeout=180)
+    pods = wait_for("2 scheduler replicas Ready", lambda: _two_ready(kc), timeout=180)
     assert {p["spec"]["nodeName"] for p in pods} <= set(incluster.state["real_nodes"])
     probe = pods[0]["spec"]["containers"][0]["readinessProbe"]["httpGet"]
     assert probe["scheme"] == "HTTPS" and probe["port"] in (10259, "https")
@@ -412,11 +402,7 @@ def test_kubectl_apply_k_runs_the_same_workload_and_delete_k_leaves_nothing(
     kc("apply", "-f", str(REPO / "crds"))
     kc("apply", "-k", str(overlay))
 
-    def two_ready() -> list[dict[str, Any]]:
-        pods = [p for p in _scheduler_pods(kc) if _ready(p)]
-        return pods if len(pods) == 2 else []
-
-    wait_for("2 replicas of deploy/ Ready", two_ready, timeout=180)
+    wait_for("2 replicas of deploy/ Ready", lambda: _two_ready(kc), timeout=180)
     ns = create_namespace(kc, "install-kustomize")
     try:
         _workload(kc, ns, "kustomized", 2)
@@ -469,23 +455,12 @@ def test_extender_mode_through_the_chart_places_pods_with_kube_scheduler_configu
     scheduler = incluster.start_kube_scheduler(name="kube-scheduler-extender", extenders=[entry])
     ns = create_namespace(kc, "install-extender")
     try:
-        template = busybox_template("extended")
+        deployment = busybox_deployment("extended", 2)
+        template = deployment["spec"]["template"]
         del template["spec"]["schedulerName"]  # the default scheduler, with the extender
         resources = {"ipscheduler.io/underlay-ip": "1"}
         template["spec"]["containers"][0]["resources"] = {"requests": resources, "limits": resources}
-        kc.apply(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": "extended"},
-                "spec": {
-                    "replicas": 2,
-                    "selector": {"matchLabels": {"app": "extended"}},
-                    "template": template,
-                },
-            },
-            ns,
-        )
+        kc.apply(deployment, ns)
         pods = wait_for(
             "2 pods Running", lambda: _running_with_their_addresses(kc, ns, "extended", 2), timeout=180
         )
