@@ -19,10 +19,12 @@ import pytest
 
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.underlayip.binder import PoolBinder
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL
 from ipscheduler.underlayip.multus import NETWORKS_ANNOTATION
 from ipscheduler.underlayip.plugin import UnderlayIP
 from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.sticky import StickyAddresses
 from ipscheduler.underlayip.writer import PoolWriter
 from tests.unit.fakes import FakePoolApi, pool_cache
 
@@ -51,7 +53,8 @@ async def _schedule(case: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any
     cache = pool_cache({node.name: [node]}, {name: [PoolView.from_obj(body)]})
     api = FakePoolApi([body])
     writer = PoolWriter(api, cache)  # type: ignore[arg-type]
-    plugin = UnderlayIP(cache, writer, "spread", multus_network=case.get("multusNetwork"))
+    binder = PoolBinder(cache, writer)
+    plugin = UnderlayIP(binder, StickyAddresses(writer), "spread", multus_network=case.get("multusNetwork"))
     pod = PodInfo(
         uid=POD["uid"],
         namespace=POD["namespace"],

@@ -39,12 +39,11 @@ the command that wires the scheduler (``cmd/profiles``, as upstream's
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -56,34 +55,33 @@ from ipscheduler.framework.interface import (
     SCHEDULED_NOTE,
     ClusterEventWithHint,
     CycleState,
-    EventRecorder,
     Handle,
     Status,
     default_normalize,
 )
 from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.kube.client import KubeApi
 from ipscheduler.underlayip import events, multus
-from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.models import (
-    ANNOTATION_IP,
-    ANNOTATION_NETWORK,
-    ANNOTATION_POOL,
-    ANNOTATION_POOLS,
-    NOMINATED,
+from ipscheduler.underlayip.binder import (
+    AddressBinder,
+    Committed,
+    Fit,
+    PodAddresses,
+    PoolBinder,
+    Problem,
+    Refusal,
 )
-from ipscheduler.underlayip.pool import PoolView, freed_by_eviction
-from ipscheduler.underlayip.reservation import ERR_NO_FREE, NAME, CycleReservation, ReservationManager
-from ipscheduler.underlayip.retention import Retention, retention_of
-from ipscheduler.underlayip.selection import PoolChoice, may_use, pool_choice
-from ipscheduler.underlayip.sticky import HELD, REHOME, WAITING, KeptAddress, StickyAddresses, kept_address
+from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, ANNOTATION_POOLS
+from ipscheduler.underlayip.sticky import StickyAddresses
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ERR_NO_FREE", "NAME", "UnderlayIP", "UnderlayIPArgs", "UnderlayIPDeps", "new"]
 
+NAME = "UnderlayIP"
+ERR_NO_FREE = "node(s) had no free underlay IPs"
 ERR_NO_POOL = "node(s) had no NodeIPPool"
 ERR_NO_USABLE_POOL = "node(s) had no NodeIPPool the pod may use"
 ERR_RETAINED = "node(s) didn't hold the pod's retained address"
@@ -120,151 +118,64 @@ class UnderlayIPArgs(PluginArgs):
         )
 
 
-@dataclass
-class _Cycle:
-    """UnderlayIP's part of one scheduling cycle (one CycleState key).
-
-    ``choice``: the pools the pod may use; ``retention``: its release policy; ``kept``: the
-    address its identity keeps (:func:`~ipscheduler.underlayip.sticky.kept_address`);
-    ``free``: pods each node's usable pools can take (PreFilter's count, by node name);
-    ``ranks``: by node, the rank of its first pool in ``ipscheduler.io/pools``;
-    ``reservation``: what Reserve and PreBind did."""
-
-    choice: PoolChoice
-    retention: Retention
-    kept: KeptAddress | None = None
-    free: dict[str, int] = field(default_factory=dict)
-    ranks: dict[str, int] = field(default_factory=dict)
-    reservation: CycleReservation = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.reservation = CycleReservation(self.choice, self.retention, self.held)
-
-    def clone(self) -> _Cycle:
-        """A copy for a what-if run (:meth:`CycleState.clone
-        <ipscheduler.framework.interface.CycleState.clone>`): its own free counts."""
-        return dataclasses.replace(self, free=dict(self.free))
-
-    @property
-    def held(self) -> PoolView | None:
-        """The pool of the Retained address the pod is held to (None: not held)."""
-        return self.kept.claim.pool if self.kept is not None and self.kept.kind == HELD else None
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    """PreFilter's outcome before any act: the cycle state, or the status to end with."""
-
-    cycle: _Cycle | None
-    status: Status
+_Cycle = PodAddresses
+"""UnderlayIP's part of one scheduling cycle (one CycleState key): the binder's record."""
 
 
 class UnderlayIP:
-    """PreFilter/Filter/Score/Reserve/PreBind/PostBind on NodeIPPool addresses (module doc),
-    a thin plugin over :class:`~ipscheduler.underlayip.reservation.ReservationManager` and
-    :class:`~ipscheduler.underlayip.sticky.StickyAddresses`.
+    """PreFilter/Filter/Score/Reserve/PreBind/PostBind on NodeIPPool addresses (module doc):
+    the extension points over an :class:`~ipscheduler.underlayip.binder.AddressBinder`,
+    which answers every address question, and the sticky-address acts
+    (:class:`~ipscheduler.underlayip.sticky.StickyAddresses`: events, the retain-timeout
+    timer, re-homing). The plugin alone turns the binder's results into Statuses.
 
-    ``api`` is read live by Unreserve (None: release without it). ``identity``,
-    ``reserved_ttl`` and ``takeover_before``: the reservation manager's.
-    ``multus_network`` (``[namespace/]name``, validated by the caller with
+    ``strategy``: the Score's (``spread`` or ``binpack``). ``multus_network``
+    (``[namespace/]name``, validated by the caller with
     :func:`ipscheduler.underlayip.multus.parse_network_name`): PreBind also puts the address
-    into the ``ips`` of that element of the pod's ``k8s.v1.cni.cncf.io/networks``.
-    ``activate``, ``recorder``, ``rehomed``: the sticky-address acts'."""
+    into the ``ips`` of that element of the pod's ``k8s.v1.cni.cncf.io/networks``."""
 
     name = NAME
 
     def __init__(
         self,
-        cache: PoolCache,
-        writer: PoolWriter,
+        binder: AddressBinder,
+        sticky: StickyAddresses,
         strategy: Strategy = "spread",
-        api: KubeApi | None = None,
-        identity: str = "",
-        reserved_ttl: float = 60.0,
         multus_network: str | None = None,
-        takeover_before: datetime.datetime | None = None,
-        recorder: EventRecorder | None = None,
-        activate: Callable[[set[str]], object] | None = None,
-        rehomed: Callable[[], object] | None = None,
     ) -> None:
-        self.cache = cache
+        self.binder = binder
+        self.sticky = sticky
         self.strategy = strategy
         self.multus_network = multus_network
-        self.reservations = ReservationManager(cache, writer, api, identity, reserved_ttl, takeover_before)
-        self.sticky = StickyAddresses(writer, activate, recorder, rehomed)
 
     def _cycle(self, state: CycleState, pod: PodInfo) -> _Cycle:
-        """This cycle's state; made from the pod when PreFilter did not run (the extender's
-        verbs each start a new cycle state)."""
+        """This cycle's state; found when PreFilter did not run (the extender's verbs each
+        start a new cycle state)."""
         cycle: _Cycle | None = state.get(_STATE)
         if cycle is None:
-            cycle = _Cycle(pool_choice(pod, self.cache.default_pools(pod.namespace)), retention_of(pod))
+            cycle = self.binder.find(pod)
             state.write(_STATE, cycle)
         return cycle
 
     # -- PreFilter -----------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Status:
-        """Compute the pods each node's pools can take into the cycle state, counting only
-        the pools the pod may use (:mod:`ipscheduler.underlayip.selection`: its
-        ``ipscheduler.io/pools`` and the pools' ``spec.namespaces``); skip for hostNetwork.
-        A malformed ``ipscheduler.io/pools``, or one naming a pool that does not exist,
-        leaves the pod unschedulable with that reason. A pod held to its retained address's
-        node is activated again at its retain-timeout; a release policy that cannot be
-        honoured is said once in a Warning event."""
+        """Find the pod's needs and what each node offers
+        (:meth:`~ipscheduler.underlayip.binder.AddressBinder.find`) into the cycle state;
+        skip for hostNetwork. A malformed ``ipscheduler.io/pools``, or one naming a pool that
+        does not exist, leaves the pod unschedulable with that reason. A pod held to its
+        retained address's node is activated again at its retain-timeout; a release policy
+        that cannot be honoured is said once in a Warning event."""
         if pod.host_network:
             return Status.success()
-        verdict = self._verdict(pod)
-        if verdict.cycle is not None:
-            state.write(_STATE, verdict.cycle)
-            if verdict.cycle.retention.problem:
-                self.sticky.refused(pod, verdict.cycle.retention.problem)
-            kept = verdict.cycle.kept
-            if kept is not None and kept.kind == HELD and kept.timeout_in is not None:
-                self.sticky.activate_at_timeout(pod.uid, kept.timeout_in)
-        return verdict.status
-
-    def _verdict(self, pod: PodInfo) -> _Verdict:
-        """PreFilter's computation, without its acts (events, timers)."""
-        choice = pool_choice(pod, self.cache.default_pools(pod.namespace))
-        if choice.problem:
-            return _Verdict(None, Status.unschedulable(choice.problem, plugin=NAME))
-        retention = retention_of(pod)
-        kept = kept_address(self.cache, pod, retention, datetime.datetime.now(datetime.UTC))
-        cycle = _Cycle(choice, retention, kept)
-        if kept is not None and kept.kind == WAITING:
-            return _Verdict(cycle, Status.unschedulable(ERR_RETAINING, plugin=NAME))
-        if kept is not None and kept.kind == HELD:
-            return _Verdict(cycle, Status.success())
-        pools = self.cache.pools()
-        if choice.names:
-            unknown = [n for n in choice.names if n not in pools]
-            if unknown:
-                message = f"NodeIPPool(s) {', '.join(unknown)} named by {ANNOTATION_POOLS} do not exist"
-                return _Verdict(cycle, Status.unschedulable(message, plugin=NAME))
-            for rank, name in enumerate(choice.names):
-                pool = pools[name]
-                if pool.serves(pod.namespace):
-                    cycle.free[pool.node_name] = cycle.free.get(pool.node_name, 0) + self.cache.available(
-                        pool
-                    )
-                    cycle.ranks.setdefault(pool.node_name, rank)
-        else:
-            cycle.free = dict(self.cache.node_free())
-            for pool in self.cache.namespaced_pools().values():
-                if not pool.serves(pod.namespace) and pool.node_name in cycle.free:
-                    cycle.free[pool.node_name] -= self.cache.available(pool)
-        for pool in self.cache.pools_holding(pod.uid):
-            if may_use(pod, choice, pool):  # the address the pod already holds counts as free for it
-                blocked = self.cache.context(pool).blocked
-                own = pool.free(blocked) + 1
-                if pool.allocations[pod.uid].phase == NOMINATED:
-                    # A place preemption holds is the pod's once a victim's is released: while
-                    # the pool is still one over its capacity it counts 0.
-                    own = max(0, pool.capacity(blocked) - len(pool.allocations) + 1)
-                cycle.free[pool.node_name] = (
-                    cycle.free.get(pool.node_name, 0) - self.cache.available(pool) + own
-                )
-        return _Verdict(cycle, Status.success())
+        needs = self.binder.find(pod)
+        if needs.problem is not None and needs.problem.reason == "pool-list":
+            return Status.unschedulable(needs.problem.detail, plugin=NAME)
+        state.write(_STATE, needs)
+        if needs.retention.problem:
+            self.sticky.refused(pod, needs.retention.problem)
+        if needs.retain_timeout_in is not None:
+            self.sticky.activate_at_timeout(pod.uid, needs.retain_timeout_in)
+        return _problem_status(needs.problem)
 
     # -- Filter --------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -275,51 +186,26 @@ class UnderlayIP:
         Raises KeyError when PreFilter did not run in ``state``."""
         if pod.host_network:
             return Status.success()
-        cycle: _Cycle = state.read(_STATE)
-        held = cycle.held
-        if held is not None:
-            return (
-                Status.success()
-                if node.name == held.node_name
-                else Status.unresolvable(ERR_RETAINED, plugin=NAME)
-            )
-        free = cycle.free.get(node.name)
-        if free is not None and free > 0:  # only nodes with pools have a count
-            return Status.success()
-        pools = self.cache.pools_for_node(node.name)
-        if not pools:
-            return Status.unresolvable(ERR_NO_POOL, plugin=NAME)
-        if not any(may_use(pod, cycle.choice, p) for p in pools):
-            return Status.unresolvable(ERR_NO_USABLE_POOL, plugin=NAME)
-        return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
+        return _FIT_STATUS[self.binder.fit(state.read(_STATE), pod, node.name)]
 
     room_resource = "free underlay IPs"
     """What :meth:`room` counts (:class:`~ipscheduler.framework.interface.CapacityAware`)."""
 
     def room(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> int | None:
-        """Pods like ``pod`` the pools it may use on ``nodes`` can take now (free addresses,
-        assumed reservations deducted: PreFilter's count, summed); 0 when PreFilter would
-        reject it, 1 for a pod held to its retained address; None for hostNetwork pods
+        """Pods like ``pod`` the pools it may use on ``nodes`` can take now
+        (:meth:`~ipscheduler.underlayip.binder.AddressBinder.room`); None for hostNetwork pods
         (they take no address). Coscheduling asks before a group reserves anything. Changes
         nothing (no event, no timer)."""
-        if pod.host_network:
-            return None
-        verdict = self._verdict(pod)
-        if verdict.cycle is None or not verdict.status.is_success():
-            return 0
-        if verdict.cycle.held is not None:
-            return 1
-        return sum(n for name, n in verdict.cycle.free.items() if n > 0 and name in nodes)
+        return None if pod.host_network else self.binder.room(pod, nodes.keys())
 
     # -- PreFilter extensions (preemption's dry run, nominated pods) ------------------
     def remove_pod(self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo) -> Status:
-        """``pod_to_remove`` is evicted from ``node`` in a what-if run: the place its address
-        would free there counts as free for ``pod`` when ``pod`` may use that pool
-        (:func:`~ipscheduler.underlayip.pool.freed_by_eviction`: a Retained sticky address,
-        a sticky pod's own and a foreign hold do not count)."""
+        """``pod_to_remove`` is evicted from ``node`` in a what-if run: the place it frees
+        there counts as free for ``pod``
+        (:meth:`~ipscheduler.underlayip.binder.PoolBinder.frees`)."""
         cycle: _Cycle | None = state.get(_STATE)
-        if cycle is not None and not pod.host_network and self._frees(cycle, pod, pod_to_remove, node):
-            cycle.free[node.name] = cycle.free.get(node.name, 0) + 1
+        if cycle is not None and not pod.host_network:
+            self.binder.count_eviction(cycle, pod, pod_to_remove.uid, node.name)
         return Status.success()
 
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo) -> Status:
@@ -327,29 +213,17 @@ class UnderlayIP:
         place :meth:`remove_pod` counted; a pod nominated there (pending, no address yet)
         takes one place."""
         cycle: _Cycle | None = state.get(_STATE)
-        if cycle is None or pod.host_network or pod_to_add.host_network:
-            return Status.success()
-        if self._frees(cycle, pod, pod_to_add, node) or not self.cache.pools_holding(pod_to_add.uid):
-            cycle.free[node.name] = cycle.free.get(node.name, 0) - 1
+        if cycle is not None and not pod.host_network and not pod_to_add.host_network:
+            self.binder.count_addition(cycle, pod, pod_to_add, node.name)
         return Status.success()
 
-    def _frees(self, cycle: _Cycle, pod: PodInfo, other: PodInfo, node: NodeInfo) -> bool:
-        return any(
-            pool.node_name == node.name
-            and may_use(pod, cycle.choice, pool)
-            and freed_by_eviction(pool, other.uid)
-            for pool in self.cache.pools_holding(other.uid)
-        )
-
     async def nominated(self, pod: PodInfo, node: str, victims: frozenset[str]) -> None:
-        """Preemption nominated ``pod`` to ``node`` ("": to none): hold the place a victim
-        frees there as a Nominated allocation, so no other pod takes it while the victims
-        terminate, and drop the pod's holds elsewhere
-        (:meth:`~ipscheduler.underlayip.reservation.ReservationManager.hold`)."""
+        """Preemption nominated ``pod`` to ``node`` ("": to none): hold its nominated place,
+        where a victim frees one, so no other pod takes it while the victims terminate
+        (:meth:`~ipscheduler.underlayip.binder.AddressBinder.nominate`)."""
         if pod.host_network:
             return
-        choice = pool_choice(pod, self.cache.default_pools(pod.namespace))
-        pool = await self.reservations.hold(pod, node, choice, victims)
+        pool = await self.binder.nominate(pod, node, victims)
         if pool is not None:
             log.info("holding a place in NodeIPPool %s for %s, nominated to %s", pool, pod.key, node)
 
@@ -357,19 +231,11 @@ class UnderlayIP:
         self, state: CycleState, pod: PodInfo, node: NodeInfo, victims: frozenset[str]
     ) -> bool:
         """Whether the pod passes :meth:`filter` on ``node`` once the pods of UIDs ``victims``
-        are gone (the extender's ``preempt``): it does already, or a victim holds an address
-        of a pool on that node the pod may use (released when the victim ends). A pod held
-        to its retained address's node fits only there, whatever the victims."""
-        if self.filter(state, pod, node).is_success():
+        are gone (the extender's ``preempt``), by the same predicate as :meth:`remove_pod`
+        (:meth:`~ipscheduler.underlayip.binder.AddressBinder.fits_after_evicting`)."""
+        if pod.host_network:
             return True
-        cycle: _Cycle = state.read(_STATE)
-        if cycle.held is not None:
-            return False
-        return any(
-            pool.node_name == node.name and may_use(pod, cycle.choice, pool)
-            for uid in victims
-            for pool in self.cache.pools_holding(uid)
-        )
+        return self.binder.fits_after_evicting(self._cycle(state, pod), pod, node.name, victims)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """A NodeIPPool added, changed or deleted, or addresses released
@@ -409,48 +275,40 @@ class UnderlayIP:
     async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Assume a place in the node's pool with the most available addresses and queue its
         compare-and-swap write (no I/O here: PreBind waits for the write); see
-        :meth:`~ipscheduler.underlayip.reservation.ReservationManager.reserve`."""
+        :meth:`~ipscheduler.underlayip.binder.PoolBinder.assume`."""
         if pod.host_network:
             return Status.success()
-        return self.reservations.reserve(self._cycle(state, pod).reservation, pod, node)
+        return _refusal_status(self.binder.assume(self._cycle(state, pod), pod, node.name))
 
     async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
-        """Wait for a write still pending, then release what this cycle's reservation wrote
-        (:meth:`~ipscheduler.underlayip.reservation.ReservationManager.unreserve`); the pod
-        identity's Retained address taken back, or held to, is Retained again. Logs instead
-        of raising."""
+        """Give back what this cycle's reservation wrote
+        (:meth:`~ipscheduler.underlayip.binder.PoolBinder.revert`); the pod identity's
+        Retained address taken back, or held to, is Retained again. Logs instead of raising."""
         c: _Cycle | None = state.get(_STATE)
-        if c is None:
-            return
-        await self.reservations.commit(c.reservation, pod, node)
-        await self.reservations.unreserve(c.reservation, pod)
+        if c is not None:
+            await self.binder.revert(c, pod, node.name)
 
     # -- PreBind / PostBind ----------------------------------------------
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Wait for the reservation's write, then add the address annotations to the binding;
-        a pod re-homed after its retain-timeout releases its old address now."""
+        a pod placed anew after its retain-timeout lets its old address go now."""
         c: _Cycle | None = state.get(_STATE)
         if c is None:
             return Status.success()
-        r = c.reservation
-        st = await self.reservations.commit(r, pod, node)
-        if not st.is_success() or r.pool is None:
-            return st
-        if (
-            c.kept is not None
-            and c.kept.kind == REHOME
-            and not (r.pool == c.kept.claim.pool.name and r.taken_back == r.pool)
-        ):
-            await self.sticky.rehome(pod, c.retention.timeout, c.kept.claim, node.name, r.pool, r.ip)
+        done = await self.binder.commit(c, pod, node.name)
+        if not isinstance(done, Committed):
+            return _refusal_status(done)
+        if done.rehome is not None:
+            await self.sticky.rehome(pod, c.retention.timeout, done.rehome, node.name, done.pool, done.ip)
         annotations = dict(state.get(BIND_ANNOTATIONS) or {})
-        if r.ip:
-            annotations[ANNOTATION_POOL] = r.pool
-            annotations[ANNOTATION_IP] = r.ip
-            annotations[ANNOTATION_NETWORK] = r.network
-            state.write(SCHEDULED_NOTE, f"IP {r.ip}")
-            state.write(LOG_FIELDS, {"pool": r.pool, "ip": r.ip})
+        if done.ip:
+            annotations[ANNOTATION_POOL] = done.pool
+            annotations[ANNOTATION_IP] = done.ip
+            annotations[ANNOTATION_NETWORK] = done.network
+            state.write(SCHEDULED_NOTE, f"IP {done.ip}")
+            state.write(LOG_FIELDS, {"pool": done.pool, "ip": done.ip})
             if self.multus_network:
-                self._multus_ips(pod, json.loads(r.network), annotations)
+                self._multus_ips(pod, json.loads(done.network), annotations)
         else:
             # Count-only slot: none of the three (the pool's status records the slot). A
             # Binding can only add annotations, so any of them the pod was created with (stale
@@ -484,14 +342,55 @@ class UnderlayIP:
         ``--bound-mark-delay``, in one write per pool."""
         c: _Cycle | None = state.get(_STATE)
         if c is not None:
-            self.reservations.mark_bound(c.reservation, pod.uid)
+            self.binder.mark_bound(c, pod.uid)
+
+
+_FIT_STATUS = {
+    Fit.FITS: Status.success(),
+    Fit.NO_FREE: Status.unschedulable(ERR_NO_FREE, plugin=NAME),
+    Fit.NO_POOL: Status.unresolvable(ERR_NO_POOL, plugin=NAME),
+    Fit.NO_USABLE_POOL: Status.unresolvable(ERR_NO_USABLE_POOL, plugin=NAME),
+    Fit.RETAINED_ELSEWHERE: Status.unresolvable(ERR_RETAINED, plugin=NAME),
+}
+"""Filter's Status for each :class:`~ipscheduler.underlayip.binder.Fit` (shared: Statuses
+are not modified once made)."""
+
+
+def _problem_status(problem: Problem | None) -> Status:
+    """PreFilter's Status for the binder's :class:`~ipscheduler.underlayip.binder.Problem`."""
+    if problem is None:
+        return Status.success()
+    if problem.reason == "unknown-pools":
+        message = f"NodeIPPool(s) {', '.join(problem.pools)} named by {ANNOTATION_POOLS} do not exist"
+    elif problem.reason == "retaining":
+        message = ERR_RETAINING
+    else:
+        message = problem.detail
+    return Status.unschedulable(message, plugin=NAME)
+
+
+def _refusal_status(refusal: Refusal | None) -> Status:
+    """Reserve's and PreBind's Status for the binder's
+    :class:`~ipscheduler.underlayip.binder.Refusal` (None: success): no free address is
+    Unschedulable; another cycle's reservation in flight and a failed write are Errors
+    (retried after backoff)."""
+    if refusal is None:
+        return Status.success()
+    if refusal.reason == "no-free":
+        return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
+    if refusal.reason == "failed":
+        return Status.error(
+            f"reserving an address in NodeIPPool {refusal.pool}: {refusal.detail}", plugin=NAME
+        )
+    return Status.error(refusal.detail, plugin=NAME)
 
 
 @dataclass(frozen=True)
 class UnderlayIPDeps:
-    """What UnderlayIP's factory binds besides its args and the handle (see
-    :class:`UnderlayIP` for each): the pool cache and writer it reserves through, this
-    replica's identity and timings, and the re-homing counter."""
+    """What UnderlayIP's factory binds besides its args and the handle: the pool cache and
+    writer its binder reserves through, this replica's identity and timings
+    (:class:`~ipscheduler.underlayip.binder.PoolBinder`), and the re-homing counter
+    (:class:`~ipscheduler.underlayip.sticky.StickyAddresses`)."""
 
     cache: PoolCache
     writer: PoolWriter
@@ -502,21 +401,17 @@ class UnderlayIPDeps:
 
 
 def new(args: UnderlayIPArgs, handle: Handle, deps: UnderlayIPDeps) -> UnderlayIP:
-    """UnderlayIP's factory ``new(args, handle)`` once its registration has bound ``deps``.
-    From the handle: the API client (Unreserve's live reads), the event recorder, and
-    ``activate`` (a pod held to its retained address's node, at its retain-timeout)."""
-    api: KubeApi | None = handle.client
-    recorder: EventRecorder | None = handle.recorder
-    return UnderlayIP(
+    """UnderlayIP's factory ``new(args, handle)`` once its registration has bound ``deps``:
+    builds the binder (with the handle's API client for Unreserve's live reads) and the
+    sticky-address acts (the handle's event recorder and ``activate``: a pod held to its
+    retained address's node, at its retain-timeout), and hands both to the plugin."""
+    binder = PoolBinder(
         deps.cache,
         deps.writer,
-        args.strategy,
-        api,
-        deps.identity,
-        deps.reserved_ttl,
-        args.multus_network,
-        deps.takeover_before,
-        recorder,
-        handle.activate,
-        deps.rehomed,
+        api=handle.client,
+        identity=deps.identity,
+        reserved_ttl=deps.reserved_ttl,
+        takeover_before=deps.takeover_before,
     )
+    sticky = StickyAddresses(deps.writer, handle.activate, handle.recorder, deps.rehomed)
+    return UnderlayIP(binder, sticky, args.strategy, args.multus_network)

@@ -14,6 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, Code, CycleState, Status
 from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
+from ipscheduler.underlayip.binder import PoolBinder
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeIPPoolStatus
 from ipscheduler.underlayip.plugin import (
     ERR_NO_FREE,
@@ -23,7 +24,7 @@ from ipscheduler.underlayip.plugin import (
 )
 from ipscheduler.underlayip.pool import PoolContext, PoolView
 from ipscheduler.underlayip.retention import retention_of
-from ipscheduler.underlayip.sticky import kept_address
+from ipscheduler.underlayip.sticky import StickyAddresses, kept_address
 from ipscheduler.underlayip.writer import PoolWriter
 from tests import builders
 from tests.builders import SINCE
@@ -54,6 +55,7 @@ class Env:
         strategy: str = "spread",
         nodes: tuple[str, ...] = NODES,
         live_reads: bool = False,
+        multus_network: str | None = None,
         **plugin: Any,
     ):
         node_index = {n: [NodeInfo(name=n, ready=True)] for n in nodes}
@@ -62,7 +64,14 @@ class Env:
         self.api = FakePoolApi(pools)
         self.writer = PoolWriter(self.api, self.cache)  # type: ignore[arg-type]
         api = self.api if live_reads else None
-        self.plugin = UnderlayIP(self.cache, self.writer, strategy, api, **plugin)  # type: ignore[arg-type]
+        sticky = {k: plugin.pop(k) for k in ("recorder", "activate") if k in plugin}
+        binder = PoolBinder(self.cache, self.writer, api=api, **plugin)  # type: ignore[arg-type]
+        self.plugin = UnderlayIP(
+            binder,
+            StickyAddresses(self.writer, sticky.get("activate"), sticky.get("recorder")),
+            strategy,  # type: ignore[arg-type]
+            multus_network=multus_network,
+        )
 
     def node(self, name: str) -> NodeInfo:
         got = self.cache.node_cache.node(name)
@@ -406,9 +415,7 @@ async def test_an_abandoned_reservation_is_taken_over_with_its_address() -> None
     assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
     assert allocated_ip(state) == "10.0.0.3"
     mine = env.cache.pool("p1").allocations["uid-me"]  # type: ignore[union-attr]
-    assert mine.reserved_by is not None and mine.reserved_by.startswith(
-        env.plugin.reservations.identity + "/"
-    )
+    assert mine.reserved_by is not None and mine.reserved_by.startswith(env.plugin.binder.identity + "/")
     assert mine.since > datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -467,10 +474,10 @@ async def test_two_replicas_one_failing_its_bind_leave_the_winner_its_allocation
     assert (await a.reserve(state_a, POD, node_a)).is_success()  # A's write lands first
     assert (await b.plugin.reserve(state_b, POD, node_b)).is_success()  # B's cache is stale
     st = await b.plugin.pre_bind(state_b, POD, node_b)
-    assert st.code == Code.ERROR and "made by " + a.plugin.reservations.identity in st.message
+    assert st.code == Code.ERROR and "made by " + a.plugin.binder.identity in st.message
     await b.plugin.unreserve(state_b, POD, node_b)  # B's failure handler
     assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(
-        a.plugin.reservations.identity
+        a.plugin.binder.identity
     )
     await a.plugin.unreserve(state_a, POD, node_a)  # A's bind failed (403): A releases its own
     assert "uid-me" not in a.api.bodies["p"]["status"]["allocations"]
@@ -479,7 +486,7 @@ async def test_two_replicas_one_failing_its_bind_leave_the_winner_its_allocation
     state_b = b.pre_filter(POD)
     assert (await b.reserve(state_b, POD, node_b)).is_success()
     assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(
-        b.plugin.reservations.identity
+        b.plugin.binder.identity
     )
 
 

@@ -1,0 +1,674 @@
+"""The address binder: every address question UnderlayIP asks, answered in one place.
+
+As kube-scheduler's VolumeBinding plugin sits over its ``SchedulerVolumeBinder``
+(``pkg/scheduler/framework/plugins/volumebinding/binder.go``: ``FindPodVolumes`` in
+PreFilter/Filter, ``AssumePodVolumes`` in Reserve, ``BindPodVolumes`` in PreBind,
+``RevertAssumedPodVolumes`` in Unreserve), UnderlayIP sits over an :class:`AddressBinder`:
+
+- **find** (PreFilter): the pools the pod may use, the address its identity keeps, and how
+  many pods like it each node's usable pools can take (:class:`PodAddresses`);
+- **fit** (Filter): whether one node can give the pod an address, and if not why
+  (:class:`Fit`);
+- **room**: how many pods like it a set of nodes can take (Coscheduling asks);
+- **frees** / **fits_after_evicting** / **count_eviction** / **count_addition**: what
+  evicting a pod frees. One predicate (:meth:`PoolBinder.frees`) answers in-process
+  preemption's dry run, the extender's ``/preempt`` and the nominated place alike;
+- **nominate**: preemption nominated the pod to a node: the place a victim frees there is
+  the pod's nominated place (a Nominated allocation) while the victims terminate;
+- **assume** (Reserve): a place in the first candidate pool with room; the ledger counts it
+  as taken and its compare-and-swap write is queued (no I/O);
+- **commit** (PreBind): wait for that write; if the pool turned out full (a stale cache,
+  another replica), try the node's other candidates one by one. Returns
+  :class:`Committed` (which pool, which address, taken back or not, and the retained
+  address to let go when the pod was placed anew) or a :class:`Refusal`;
+- **revert** (Unreserve): after a live read shows the pod not bound with it, release what
+  this cycle wrote, and only that (CAS on ``reservedBy``); a Retained address taken back is
+  Retained again;
+- **mark_bound** (PostBind): a deferred mutation that rides along with the pool's next
+  write; what no write carries within ``--bound-mark-delay`` the GC sweep writes.
+
+Results are plain values; the plugin alone turns them into framework Statuses and
+messages. Each cycle's part is a :class:`PodAddresses`, kept in the plugin's cycle state
+(upstream's ``stateData``).
+
+Size: the one room where every "how many, which address, is it freed" question is
+answered, so that dual-stack and several interfaces extend one interface; upstream's
+``binder.go`` is one file for the same reason. Most of its lines are the docstrings that
+say what each answer counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import enum
+import functools
+import json
+import logging
+import secrets
+import socket
+import uuid
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ipscheduler.framework.klog import kv
+from ipscheduler.framework.types import PodInfo
+from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
+from ipscheduler.underlayip import allocator
+from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.models import ANNOTATION_POOL, NOMINATED, RESERVED, RETAINED, NodeIPPoolStatus
+from ipscheduler.underlayip.pool import PoolContext, PoolView, freed_by_eviction, network_of, utc_now
+from ipscheduler.underlayip.retention import Retention, retention_of
+from ipscheduler.underlayip.selection import PoolChoice, may_use, pool_choice
+from ipscheduler.underlayip.sticky import HELD, REHOME, WAITING, Claim, KeptAddress, kept_address
+from ipscheduler.underlayip.writer import MutateFn, PoolWriter
+
+log = logging.getLogger(__name__)
+
+
+class Fit(enum.Enum):
+    """Whether a node can give a pod an address (:meth:`AddressBinder.fit`), and if not why.
+
+    ``NO_FREE`` alone may change by evicting a pod; the others cannot (kube-scheduler's
+    UnschedulableAndUnresolvable)."""
+
+    FITS = "fits"
+    NO_FREE = "no free address"
+    NO_POOL = "no pool on the node"
+    NO_USABLE_POOL = "no pool on the node the pod may use"
+    RETAINED_ELSEWHERE = "the pod's retained address is on another node"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why no node can give the pod an address, whatever the nodes (PreFilter), by
+    ``reason``:
+
+    - ``pool-list``: its (or its namespace's) pool list is malformed (``detail``: how, in
+      words, from :func:`~ipscheduler.underlayip.selection.pool_choice`);
+    - ``unknown-pools``: it names ``pools`` that do not exist;
+    - ``retaining``: its identity's address is still recorded for the identity's previous
+      pod (the pod waits for it, never takes a second)."""
+
+    reason: Literal["pool-list", "unknown-pools", "retaining"]
+    detail: str = ""
+    pools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why an address could not be assumed or committed, by ``reason``:
+
+    - ``no-free``: no candidate pool of the node had room;
+    - ``reserved-elsewhere``: the pod's allocation on the node is another cycle's, still in
+      flight (``detail``: which, in words); retried after backoff;
+    - ``failed``: the write to pool ``pool`` failed (``detail``: the error)."""
+
+    reason: Literal["no-free", "reserved-elsewhere", "failed"]
+    detail: str = ""
+    pool: str = ""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The allocation a cycle made: ``pool``, ``ip`` (None: a count-only slot), ``network``
+    (its CNI IPAM result as JSON, "" for a slot), ``taken_back`` (it is the identity's
+    Retained address, taken back), and ``rehome``: the identity's retained address to let
+    go because the pod waited past its retain-timeout and was placed anew (None: none)."""
+
+    pool: str
+    ip: str | None
+    network: str = ""
+    taken_back: bool = False
+    rehome: Claim | None = None
+
+
+@dataclass
+class _Write:
+    """One queued reservation write: its pool, its future (the pool as written; None: the
+    pool is gone) and what the mutation decided the last time the writer called it."""
+
+    pool: str
+    decided: allocator.Reservation | None = None
+    future: asyncio.Future[PoolView | None] = field(init=False)
+
+
+@dataclass
+class PodAddresses:
+    """One pod's address needs in one scheduling cycle and what the binder did for them.
+
+    What the pod asks: ``choice``, the pools it may use; ``retention``, its release policy;
+    ``kept``, the address its identity keeps (None: none); ``problem``, why no node can take
+    it (None: nodes may).
+    What the nodes offer: ``free``, by node name, the pods like it its usable pools can
+    take (only nodes with pools have a count); ``ranks``, by node name, the rank of its
+    first usable pool in the pod's ``ipscheduler.io/pools``.
+    What the binder did (its own bookkeeping): ``owner`` (this cycle's ``reservedBy``),
+    ``written`` (every pool it queued a write to: what Unreserve may undo), ``pending``
+    (the write Reserve queued, until PreBind waits for it) and ``committed``."""
+
+    choice: PoolChoice
+    retention: Retention
+    kept: KeptAddress | None = None
+    problem: Problem | None = None
+    free: dict[str, int] = field(default_factory=dict)
+    ranks: dict[str, int] = field(default_factory=dict)
+    owner: str = ""
+    written: set[str] = field(default_factory=set)
+    pending: _Write | None = None
+    committed: Committed | Refusal | None = None
+
+    def clone(self) -> PodAddresses:
+        """A copy for a what-if run (:meth:`CycleState.clone
+        <ipscheduler.framework.interface.CycleState.clone>`): its own free counts."""
+        return dataclasses.replace(self, free=dict(self.free))
+
+    @property
+    def held(self) -> PoolView | None:
+        """The pool of the Retained address the pod is held to (None: not held)."""
+        return self.kept.claim.pool if self.kept is not None and self.kept.kind == HELD else None
+
+    @property
+    def retain_timeout_in(self) -> float | None:
+        """Seconds until a pod held to its retained address's node may be placed anew (None:
+        not held, or held for ever)."""
+        return self.kept.timeout_in if self.kept is not None and self.kept.kind == HELD else None
+
+
+class AddressBinder(Protocol):
+    """Every address question of UnderlayIP (module doc); results, never Statuses.
+
+    Implemented by :class:`PoolBinder`; the plugin's tests use a fake."""
+
+    def find(self, pod: PodInfo) -> PodAddresses:
+        """The pod's needs and what each node offers (PreFilter)."""
+        ...
+
+    def fit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
+        """Whether node ``node`` can give the pod an address now (Filter)."""
+        ...
+
+    def room(self, pod: PodInfo, nodes: Collection[str]) -> int:
+        """Pods like ``pod`` the pools it may use on ``nodes`` can take now."""
+        ...
+
+    def fits_after_evicting(
+        self, needs: PodAddresses, pod: PodInfo, node: str, victims: frozenset[str]
+    ) -> bool:
+        """Whether the pod fits on ``node`` once the pods of UIDs ``victims`` are gone."""
+        ...
+
+    def count_eviction(self, needs: PodAddresses, pod: PodInfo, victim: str, node: str) -> None:
+        """A what-if run evicts pod ``victim`` from ``node``: count what it frees."""
+        ...
+
+    def count_addition(self, needs: PodAddresses, pod: PodInfo, other: PodInfo, node: str) -> None:
+        """A what-if run adds pod ``other`` on ``node``: count the place it takes."""
+        ...
+
+    async def nominate(self, pod: PodInfo, node: str, victims: frozenset[str]) -> str | None:
+        """Preemption nominated ``pod`` to ``node``: hold its nominated place; the pool."""
+        ...
+
+    def assume(self, needs: PodAddresses, pod: PodInfo, node: str) -> Refusal | None:
+        """Take a place in memory and queue its write (Reserve); None: assumed."""
+        ...
+
+    async def commit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Committed | Refusal | None:
+        """Wait for the assumed write (PreBind); None: nothing was assumed."""
+        ...
+
+    async def revert(self, needs: PodAddresses, pod: PodInfo, node: str) -> None:
+        """Give back what the cycle wrote (Unreserve)."""
+        ...
+
+    def mark_bound(self, needs: PodAddresses, uid: str) -> None:
+        """Mark the committed allocation Bound (PostBind)."""
+        ...
+
+
+class PoolBinder:
+    """:class:`AddressBinder` over the NodeIPPools of a :class:`PoolCache`, writing through a
+    :class:`PoolWriter` (module doc).
+
+    ``api`` is read live by :meth:`revert` (None: release without reading).
+    ``identity``: this replica's, recorded in every reservation (default: host name and a
+    random suffix). ``reserved_ttl``: seconds after which a Reserved allocation of a pod
+    still pending counts as abandoned by its cycle and may be taken over.
+    ``takeover_before``: when this replica took the scheduler's Lease (None: no leader
+    election); another replica's Reserved allocations made before then are abandoned at
+    once (:func:`ipscheduler.underlayip.allocator.abandoned`)."""
+
+    def __init__(
+        self,
+        cache: PoolCache,
+        writer: PoolWriter,
+        *,
+        api: KubeApi | None = None,
+        identity: str = "",
+        reserved_ttl: float = 60.0,
+        takeover_before: datetime.datetime | None = None,
+    ) -> None:
+        self.cache = cache
+        self.writer = writer
+        self.api = api
+        self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:12]}"
+        self.reserved_ttl = reserved_ttl
+        self.takeover_before = takeover_before
+
+    def _choice(self, pod: PodInfo) -> PoolChoice:
+        return pool_choice(pod, self.cache.default_pools(pod.namespace))
+
+    # -- find / fit / room -------------------------------------------------------
+    def find(self, pod: PodInfo) -> PodAddresses:
+        """The pools the pod may use (:mod:`ipscheduler.underlayip.selection`: its
+        ``ipscheduler.io/pools``, its namespace's default and the pools'
+        ``spec.namespaces``), its release policy and kept address, and by node the pods like
+        it those pools can take (pools of a node add up; assumed reservations deducted; an
+        address the pod already holds counts as free for it; a place preemption holds for
+        it counts once the pool is no longer over its capacity). ``problem`` says why no
+        node can (:class:`Problem`)."""
+        choice = self._choice(pod)
+        retention = retention_of(pod)
+        if choice.problem:
+            return PodAddresses(choice, retention, problem=Problem("pool-list", choice.problem))
+        kept = kept_address(self.cache, pod, retention, datetime.datetime.now(datetime.UTC))  # to the µs
+        needs = PodAddresses(choice, retention, kept)
+        if kept is not None and kept.kind == WAITING:
+            needs.problem = Problem("retaining")
+            return needs
+        if kept is not None and kept.kind == HELD:
+            return needs
+        pools = self.cache.pools()
+        if choice.names:
+            unknown = [n for n in choice.names if n not in pools]
+            if unknown:
+                needs.problem = Problem("unknown-pools", pools=tuple(unknown))
+                return needs
+            for rank, name in enumerate(choice.names):
+                pool = pools[name]
+                if pool.serves(pod.namespace):
+                    needs.free[pool.node_name] = needs.free.get(pool.node_name, 0) + self.cache.available(
+                        pool
+                    )
+                    needs.ranks.setdefault(pool.node_name, rank)
+        else:
+            needs.free = dict(self.cache.node_free())
+            for pool in self.cache.namespaced_pools().values():
+                if not pool.serves(pod.namespace) and pool.node_name in needs.free:
+                    needs.free[pool.node_name] -= self.cache.available(pool)
+        for pool in self.cache.pools_holding(pod.uid):
+            if may_use(pod, choice, pool):
+                blocked = self.cache.context(pool).blocked
+                own = pool.free(blocked) + 1
+                if pool.allocations[pod.uid].phase == NOMINATED:
+                    # The nominated place is the pod's once a victim's is released: while the
+                    # pool is still one over its capacity it counts 0.
+                    own = max(0, pool.capacity(blocked) - len(pool.allocations) + 1)
+                needs.free[pool.node_name] = (
+                    needs.free.get(pool.node_name, 0) - self.cache.available(pool) + own
+                )
+        return needs
+
+    def fit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
+        """Whether ``node`` can give the pod an address now, by :meth:`find`'s counts: a pod
+        held to its retained address fits on that address's node only."""
+        held = needs.held
+        if held is not None:
+            return Fit.FITS if node == held.node_name else Fit.RETAINED_ELSEWHERE
+        free = needs.free.get(node)
+        if free is not None and free > 0:
+            return Fit.FITS
+        pools = self.cache.pools_for_node(node)
+        if not pools:
+            return Fit.NO_POOL
+        if not any(may_use(pod, needs.choice, p) for p in pools):
+            return Fit.NO_USABLE_POOL
+        return Fit.NO_FREE
+
+    def room(self, pod: PodInfo, nodes: Collection[str]) -> int:
+        """Pods like ``pod`` the pools it may use on ``nodes`` can take now (:meth:`find`'s
+        counts, summed); 0 when PreFilter would refuse it, 1 for a pod held to its retained
+        address. Changes nothing."""
+        needs = self.find(pod)
+        if needs.problem is not None:
+            return 0
+        if needs.held is not None:
+            return 1
+        return sum(n for name, n in needs.free.items() if n > 0 and name in nodes)
+
+    # -- eviction ------------------------------------------------------------------
+    def frees(self, choice: PoolChoice, pod: PodInfo, victim: str, node: str) -> bool:
+        """Whether evicting pod ``victim`` frees, on ``node``, a place ``pod`` may use: the one
+        predicate of every preemption path (in-process dry run, the extender's ``/preempt``,
+        the nominated place). The victim's allocation there must give its place back
+        (:func:`~ipscheduler.underlayip.pool.freed_by_eviction`: not a sticky address, which
+        turns Retained, nor a nominated place, nor an address held outside the pool's spec,
+        nor in a pool being deleted or with a spec error), in a pool the pod may use."""
+        return any(
+            pool.node_name == node and may_use(pod, choice, pool) and freed_by_eviction(pool, victim)
+            for pool in self.cache.pools_holding(victim)
+        )
+
+    def fits_after_evicting(
+        self, needs: PodAddresses, pod: PodInfo, node: str, victims: frozenset[str]
+    ) -> bool:
+        """Whether the pod fits on ``node`` once the pods of UIDs ``victims`` are gone (the
+        extender's ``preempt``): it fits already, or a victim :meth:`frees` a place there. A
+        pod held to its retained address's node fits only there, whatever the victims."""
+        fit = self.fit(needs, pod, node)
+        if fit is Fit.FITS:
+            return True
+        if fit is not Fit.NO_FREE:
+            return False
+        return any(self.frees(needs.choice, pod, uid, node) for uid in victims)
+
+    def count_eviction(self, needs: PodAddresses, pod: PodInfo, victim: str, node: str) -> None:
+        """A what-if run evicts pod ``victim`` from ``node``: the place it :meth:`frees` there
+        counts as free for the pod."""
+        if self.frees(needs.choice, pod, victim, node):
+            needs.free[node] = needs.free.get(node, 0) + 1
+
+    def count_addition(self, needs: PodAddresses, pod: PodInfo, other: PodInfo, node: str) -> None:
+        """A what-if run adds pod ``other`` on ``node``: a victim given back retakes the place
+        :meth:`count_eviction` counted; a pod nominated there (pending, no address yet)
+        takes one place."""
+        if self.frees(needs.choice, pod, other.uid, node) or not self.cache.pools_holding(other.uid):
+            needs.free[node] = needs.free.get(node, 0) - 1
+
+    async def nominate(self, pod: PodInfo, node: str, victims: frozenset[str]) -> str | None:
+        """Preemption nominated ``pod`` to ``node`` ("": to none) after evicting the pods of
+        UIDs ``victims``: hold its nominated place, a Nominated allocation in a pool of the
+        node where a victim :meth:`frees` a place, unless the pod holds an allocation on the
+        node already; its nominated places on other nodes are dropped. Returns the pool
+        holding the place (None: none). Logs instead of raising: the GC sweep settles what a
+        failed write leaves."""
+        here: str | None = None
+        for pool in self.cache.pools_holding(pod.uid):
+            a = pool.allocations.get(pod.uid)
+            if pool.node_name == node:
+                here = pool.name
+            elif a is not None and a.phase == NOMINATED:
+                await self._write(pool.name, functools.partial(allocator.drop_nomination, uid=pod.uid), pod)
+        if here is not None or not node:
+            return here
+        choice = self._choice(pod)
+        for uid in sorted(victims):
+            for pool in self.cache.pools_holding(uid):
+                if pool.node_name == node and may_use(pod, choice, pool) and freed_by_eviction(pool, uid):
+                    nominate = functools.partial(allocator.nominate, uid=pod.uid, pod_key=pod.key)
+                    return pool.name if await self._write(pool.name, nominate, pod) else None
+        return None
+
+    async def _write(self, pool: str, mutate: MutateFn, pod: PodInfo) -> bool:
+        try:
+            await self.writer.submit(pool, mutate)
+        except Exception as e:
+            log.warning(
+                "the nominated place of %s in pool %s not written (%r); the GC settles it", pod.key, pool, e
+            )
+            return False
+        return True
+
+    # -- assume / commit / revert / mark_bound -----------------------------------------
+    def candidates(self, pod: PodInfo, node: str, needs: PodAddresses, skip: str = "") -> list[PoolView]:
+        """The pools of ``node`` the pod may use, in the order :meth:`assume` tries them: the
+        one keeping its retained address alone (when held to it), else one holding the pod's
+        allocation first, then in the pod's order of preference (``ipscheduler.io/pools``),
+        then by most available (assumed reservations deducted), then by name. ``skip``: a
+        pool already tried."""
+        held = needs.held
+        if held is not None:
+            pool = self.cache.pool(held.name)
+            return [pool] if pool is not None and pool.node_name == node and pool.name != skip else []
+        pools = [
+            p
+            for p in self.cache.pools_for_node(node)
+            if p.node_name == node and p.name != skip and may_use(pod, needs.choice, p)
+        ]
+        holding = [p for p in pools if pod.uid in p.allocations]
+        rest = sorted(
+            (p for p in pools if pod.uid not in p.allocations),
+            key=lambda p: (needs.choice.rank(p.name), -self.cache.available(p), p.name),
+        )
+        return holding + rest
+
+    def assume(self, needs: PodAddresses, pod: PodInfo, node: str) -> Refusal | None:
+        """Assume a place for the pod in the first of :meth:`candidates` with room and queue
+        its write (no I/O here: :meth:`commit` waits for it). Until the write lands the ledger
+        counts the place as taken, so the cycles running meanwhile do not give it away;
+        concurrent reservations in one pool are coalesced into one write by the PoolWriter.
+        A pod whose allocation on the node is another cycle's, still in flight (not
+        :func:`~ipscheduler.underlayip.allocator.abandoned`), is refused
+        ``reserved-elsewhere``: that cycle binds or releases it."""
+        needs.owner = f"{self.identity}/{secrets.token_hex(4)}"
+        held = needs.held
+        for pool in self.candidates(pod, node, needs):
+            existing = pool.allocations.get(pod.uid)
+            if existing is not None and existing.phase not in (RETAINED, NOMINATED):
+                if not allocator.abandoned(
+                    existing, needs.owner, utc_now(), self.reserved_ttl, self.takeover_before
+                ):
+                    return Refusal(
+                        "reserved-elsewhere", str(allocator.ReservedElsewhere(pool.name, existing))
+                    )
+            elif held is None and existing is None and self.cache.available(pool) <= 0:
+                continue
+            needs.pending = self._submit(needs, pod, node, pool.name)
+            self.cache.assume(pool.name, pod.uid)
+            self._release_abandoned(pod, needs.owner, pool.name)
+            return None
+        return Refusal("no-free")
+
+    def _release_abandoned(self, pod: PodInfo, owner: str, kept: str) -> None:
+        """The pod, reserved in pool ``kept`` by cycle ``owner``, gives up its Reserved
+        allocations in other pools that another cycle made and abandoned
+        (:func:`~ipscheduler.underlayip.allocator.abandoned`: older than ``--reserved-ttl``,
+        or made by another replica before this one took the Lease, e.g. a process
+        SIGKILLed while the pod waited at Permit): a pod holds one address at a time. Each
+        release is its own write, queued now (no I/O here) and only if the allocation is
+        still the one seen (``expect``); a failure is logged, the GC sweep releases it."""
+        now = utc_now()
+        for pool in self.cache.pools_holding(pod.uid):
+            existing = pool.allocations.get(pod.uid)
+            if (
+                pool.name == kept
+                or existing is None
+                or existing.phase != RESERVED
+                or not allocator.abandoned(existing, owner, now, self.reserved_ttl, self.takeover_before)
+            ):
+                continue
+            log.info(
+                "releasing %s of %s in pool %s: reserved by %s, a cycle that is over",
+                existing.ip or "a place",
+                pod.key,
+                pool.name,
+                existing.reserved_by,
+                extra=kv(pod=pod.key, pool=pool.name, ip=existing.ip or ""),
+            )
+            release = functools.partial(allocator.release, uid=pod.uid, expect=existing)
+            future = self.writer.submit(pool.name, release)
+            future.add_done_callback(functools.partial(_log_failure, f"release of {pod.key}'s reservation"))
+
+    async def commit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Committed | Refusal | None:
+        """Wait for the write :meth:`assume` queued; if that pool turned out full, try the
+        node's other candidates one by one (CAS each). Returns what was allocated
+        (:class:`Committed`), a :class:`Refusal`, or None when nothing was assumed; a second
+        call returns the first one's outcome."""
+        first, needs.pending = needs.pending, None
+        if first is None:
+            return needs.committed
+        try:
+            outcome = await self._landed(needs, pod, first)
+        finally:
+            self.cache.forget_assumed(first.pool, pod.uid)
+        if outcome is None:
+            for pool in self.candidates(pod, node, needs, skip=first.pool):
+                outcome = await self._landed(needs, pod, self._submit(needs, pod, node, pool.name))
+                if outcome is not None:
+                    break
+        if outcome is None:
+            outcome = Refusal("no-free")
+        if isinstance(outcome, Committed):
+            self._drop_other_nominations(pod, outcome.pool)
+        needs.committed = outcome
+        return outcome
+
+    def _drop_other_nominations(self, pod: PodInfo, kept: str) -> None:
+        """The pod has its reservation (in pool ``kept``): the nominated places preemption held
+        for it in other pools go, with those pools' next writes. No deadline of their own: a
+        place that no write carries is released by the next GC sweep once the pod is bound
+        (within ``--gc-interval``, and the sweep's release retries the pending pods, which a
+        deferred write never did), and preemption is rare enough that its places are no
+        write cost."""
+        for pool in self.cache.pools_holding(pod.uid):
+            existing = pool.allocations.get(pod.uid)
+            if pool.name != kept and existing is not None and existing.phase == NOMINATED:
+                self.writer.defer(
+                    pool.name,
+                    functools.partial(allocator.drop_nomination, uid=pod.uid),
+                    key=("drop_nomination", pod.uid),
+                )
+
+    async def _landed(self, needs: PodAddresses, pod: PodInfo, write: _Write) -> Committed | Refusal | None:
+        """Wait for ``write``: :class:`Committed` when it allocated, a ``failed``
+        :class:`Refusal` when it failed, None when the pool was full or gone (try the next)."""
+        try:
+            written = await write.future
+        except allocator.PoolFull:
+            return None
+        except Exception as e:
+            return Refusal("failed", str(e), pool=write.pool)
+        if written is None or write.decided is None:
+            return None
+        ip, taken_back = write.decided.ip, write.decided.taken_back
+        kept = needs.kept
+        rehome = (
+            kept.claim
+            if kept is not None
+            and kept.kind == REHOME
+            and not (written.name == kept.claim.pool.name and taken_back)
+            else None
+        )
+        return Committed(
+            pool=written.name,
+            ip=ip,
+            network=json.dumps(network_of(written, ip), separators=(",", ":")) if ip else "",
+            taken_back=taken_back,
+            rehome=rehome,
+        )
+
+    def _submit(self, needs: PodAddresses, pod: PodInfo, node: str, pool: str) -> _Write:
+        """Queue :func:`~ipscheduler.underlayip.allocator.reserve` for ``pod`` in ``pool`` on
+        behalf of the cycle of ``needs``, refusing a pool that no longer serves ``node``;
+        remember the pool for :meth:`revert`."""
+        needs.written.add(pool)
+        ttl, before, owner, retention = self.reserved_ttl, self.takeover_before, needs.owner, needs.retention
+        write = _Write(pool)
+
+        def mutate(p: PoolView, ctx: PoolContext) -> NodeIPPoolStatus | None:
+            if p.node_name != node:
+                raise allocator.PoolFull(p.name)
+            write.decided = allocator.reserve(
+                p,
+                ctx,
+                pod.uid,
+                pod.key,
+                owner=owner,
+                takeover_after=ttl,
+                takeover_before=before,
+                retention=retention,
+            )
+            return write.decided.status
+
+        write.future = self.writer.submit(pool, mutate)
+        return write
+
+    async def _bound_pool(self, pod: PodInfo) -> str | None:
+        """The pool named by the live pod's ``ipscheduler.io/pool`` if the pod (same UID) is
+        bound ("" when bound without one: a count-only slot), else None (also when it is
+        gone). Raises what the read raises."""
+        if self.api is None:
+            return None
+        live = await live_pod(self.api, pod.uid, pod.key)
+        if live is None or not live.bound:
+            return None
+        return live.annotations.get(ANNOTATION_POOL) or ""
+
+    async def revert(self, needs: PodAddresses, pod: PodInfo, node: str) -> None:
+        """Release what the cycle of ``needs`` wrote for the pod on ``node``; logs instead of
+        raising.
+
+        Waits for a write still pending first (its outcome does not matter: a write that
+        failed on a timeout may still have landed). Then a live read of the pod: the pool it
+        is bound with (our Binding may have landed although it reported an error) keeps its
+        allocation; if the read fails everything is kept and the GC decides later. In the
+        other pools this cycle wrote to, the pod's allocation is released only if its
+        ``reservedBy`` is this cycle's: never another replica's reservation. Where the cycle
+        took back, or was held to, the identity's Retained address, it is Retained again
+        instead."""
+        if needs.pending is not None:
+            await self.commit(needs, pod, node)
+        written, needs.written = needs.written, set()
+        if not written:
+            return
+        try:
+            bound = await self._bound_pool(pod)
+        except Exception as e:
+            log.warning(
+                "unreserve of %s keeps its reservation: live read failed (%s); the GC decides", pod.key, e
+            )
+            return
+        if bound == "":
+            log.info(
+                "unreserve of %s keeps its reservations in %s: the pod is bound (count-only slot); "
+                "the GC releases any it is not bound with",
+                pod.key,
+                ", ".join(sorted(written)),
+            )
+            return
+        committed = needs.committed
+        taken_back = committed.pool if isinstance(committed, Committed) and committed.taken_back else None
+        retained = {taken_back, needs.held.name if needs.held is not None else None}
+        for pool_name in sorted(written - {bound}):
+            undo = functools.partial(
+                allocator.unreserve, uid=pod.uid, owner=needs.owner, keep=pool_name in retained
+            )
+            try:
+                await self.writer.submit(pool_name, undo)
+            except Exception as e:
+                expected = isinstance(e, (*TRANSIENT_ERRORS, ApiException))
+                log.log(
+                    logging.WARNING if expected else logging.ERROR,
+                    "unreserve of %s in pool %s failed (%r); the GC will release it",
+                    pod.key,
+                    pool_name,
+                    e,
+                    exc_info=not expected,
+                )
+        if bound and bound in written:
+            log.info(
+                "unreserve of %s keeps its allocation in pool %s: the pod is bound with it", pod.key, bound
+            )
+
+    def mark_bound(self, needs: PodAddresses, uid: str) -> None:
+        """Mark pod ``uid``'s committed allocation Bound: a deferred mutation that rides along
+        with the pool's next write and never costs one of its own (:meth:`PoolWriter.defer`).
+        The GC sweep writes, in batches, the marks still not written once the allocation is
+        older than ``--bound-mark-delay``; until then the allocation stays Reserved, which
+        the TTL never releases while the pod is bound with it."""
+        if isinstance(needs.committed, Committed):
+            pool = needs.committed.pool
+            self.writer.defer(
+                pool, functools.partial(allocator.mark_bound, uid=uid), key=allocator.mark_bound_key(uid)
+            )
+
+
+def _log_failure(what: str, future: asyncio.Future[PoolView | None]) -> None:
+    """Done callback of a write nobody awaits: log its failure (the GC sweep repairs it)."""
+    if not future.cancelled() and (e := future.exception()) is not None:
+        log.warning("%s failed: %s", what, e)
