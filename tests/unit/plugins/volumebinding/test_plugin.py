@@ -103,7 +103,7 @@ def test_new_builds_the_binder_over_the_handles_listers_and_client() -> None:
     assert (bare.binder.writer, bare.binder.bind_timeout) == (None, 600)
 
 
-async def test_the_plugin_new_builds_binds_a_claim_through_its_binder() -> None:
+async def test_a_cycle_over_the_binder_new_builds_binds_a_static_volume() -> None:
     """The extension points over the real binder, once: a static volume bound in PreBind."""
     ctl = Controller(listers(pvc("data", storage_class="local"), pv("pv-1", storage_class="local")))
     pl = volumebinding.new(None, PluginHandle(binder=None, client=ctl, volumes=ctl.listers))  # type: ignore[arg-type]
