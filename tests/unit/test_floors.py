@@ -21,7 +21,7 @@ POOL_NAME = re.compile(r"node_?ip_?pool|address_?released", re.IGNORECASE)
 
 @pytest.mark.parametrize("floor", GENERIC)
 def test_a_generic_floor_names_no_annotation_of_the_underlayip_wing(floor: str) -> None:
-    files = sorted((PACKAGE / floor).glob("*.py"))
+    files = sorted((PACKAGE / floor).rglob("*.py"))
     assert files, f"no modules under {floor}/"
     found = [
         f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
@@ -35,7 +35,7 @@ def test_a_generic_floor_names_no_annotation_of_the_underlayip_wing(floor: str) 
 @pytest.mark.parametrize("floor", GENERIC)
 def test_a_generic_floor_has_no_name_for_the_pool_resource_or_its_events(floor: str) -> None:
     found = []
-    for path in sorted((PACKAGE / floor).glob("*.py")):
+    for path in sorted((PACKAGE / floor).rglob("*.py")):
         tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
         found += [
             f"{path.relative_to(PACKAGE)}:{t.start[0]}: {t.string}"
@@ -60,7 +60,7 @@ GROUP_API = re.compile(r"scheduling\.x-k8s\.io|pod-group")
 def test_a_generic_floor_names_nothing_of_the_podgroup_api(floor: str) -> None:
     found = [
         f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
-        for path in sorted((PACKAGE / floor).glob("*.py"))
+        for path in sorted((PACKAGE / floor).rglob("*.py"))
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if GROUP_API.search(line)
     ]

@@ -1,7 +1,9 @@
 """The tests mirror the package (ARCHITECTURE.md, "Tests"): the unit tests of
 ``operator/ipscheduler/<floor>/<module>.py`` are ``tests/unit/<floor>/test_<module>.py``, those
-of hack/ are in ``tests/hack/``, and no test module imports another test module or a conftest
-(what tests share is in ``tests/builders.py``, ``tests/unit/fakes.py`` and the like)."""
+of a subpackage's ``operator/ipscheduler/<floor>/<subpackage>/<module>.py`` are
+``tests/unit/<floor>/<subpackage>/test_<module>.py``, those of hack/ are in ``tests/hack/``,
+and no test module imports another test module or a conftest (what tests share is in
+``tests/builders.py``, ``tests/unit/fakes.py`` and the like)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ WHOLE_TREE = {
 # Modules in a floor's test folder that are not tests: helpers its tests share.
 HELPERS = {
     "plugins/cycle.py",  # one plugin through the extension points of a cycle
+    "plugins/volumebinding/fake_binder.py",  # a volume binder with canned answers
+    "plugins/volumebinding/storage.py",  # claims, volumes, classes and the PV controller
 }
 
 
@@ -47,6 +51,25 @@ def test_each_unit_test_folder_is_a_floor_of_the_package(floor: str) -> None:
     assert (PACKAGE / floor / "__init__.py").is_file(), f"tests/unit/{floor}/: no ipscheduler.{floor}"
 
 
+def mirrored_module(test: Path) -> Path:
+    """The module the unit test module ``tests/unit/<floor>/[<subpackage>/]test_<module>.py``
+    is named after: ``operator/ipscheduler/<floor>/[<subpackage>/]<module>.py``."""
+    rel = test.relative_to(UNIT)
+    return PACKAGE.joinpath(*rel.parts[:-1], rel.name.removeprefix("test_"))
+
+
+@pytest.mark.parametrize("floor", floors())
+def test_each_test_folder_in_a_floor_is_a_subpackage_of_it(floor: str) -> None:
+    wrong = [
+        rel.as_posix()
+        for d in sorted((UNIT / floor).rglob("*"))
+        if d.is_dir()
+        and "__pycache__" not in d.parts
+        and not (PACKAGE / (rel := d.relative_to(UNIT)) / "__init__.py").is_file()
+    ]
+    assert wrong == [], f"tests/unit/<folder>/ without its ipscheduler subpackage: {wrong}"
+
+
 @pytest.mark.parametrize("floor", floors())
 def test_each_unit_test_module_is_named_after_the_module_it_tests(floor: str) -> None:
     wrong = []
@@ -54,10 +77,25 @@ def test_each_unit_test_module_is_named_after_the_module_it_tests(floor: str) ->
         rel = path.relative_to(UNIT).as_posix()
         if path.name == "__init__.py" or rel in HELPERS:
             continue
-        module = path.name.removeprefix("test_")
-        if not path.name.startswith("test_") or not (PACKAGE / floor / module).is_file():
+        if not path.name.startswith("test_") or not mirrored_module(path).is_file():
             wrong.append(rel)
-    assert wrong == [], f"not test_<module>.py of a module of ipscheduler.{floor}: {wrong}"
+    assert wrong == [], f"not test_<module>.py of a module of ipscheduler.{floor} or its subpackages: {wrong}"
+
+
+@pytest.mark.parametrize(
+    ("test", "module", "exists"),
+    [
+        ("backend/test_cache.py", "backend/cache.py", True),
+        ("plugins/volumebinding/test_binder.py", "plugins/volumebinding/binder.py", True),
+        ("plugins/test_volumebinding.py", "plugins/volumebinding.py", False),
+        ("plugins/test_binder.py", "plugins/binder.py", False),
+    ],
+    ids=["a-floors-module", "a-subpackages-module", "a-subpackage-as-one-module", "a-module-out-of-its-room"],
+)
+def test_the_mirror_rule_would_catch_what_it_forbids(test: str, module: str, exists: bool) -> None:
+    """A subpackage's modules are tested in its folder, each in its own test module."""
+    assert mirrored_module(UNIT / test) == PACKAGE / module
+    assert (PACKAGE / module).is_file() is exists
 
 
 def test_the_unit_tests_at_the_top_test_top_level_modules_or_the_whole_tree() -> None:

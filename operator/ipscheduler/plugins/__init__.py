@@ -1,1 +1,2 @@
-"""Scheduling plugins, one module per plugin, mirroring kube-scheduler's in-tree plugins."""
+"""Scheduling plugins, one module per plugin (a package of its parts where upstream splits
+one: ``volumebinding/``), mirroring kube-scheduler's in-tree plugins."""
