@@ -5,7 +5,7 @@ through some gate (issue 21: a kopf index on pods held every handler for minutes
 failover, the pods the dead leader was binding keep the addresses it reserved for them and are
 bound at once, not after ``--reserved-ttl``.
 
-Speed is the benchmark's business (``hack/bench.py --phases backlog-ours``); this test asserts
+Speed is the benchmark's business (``python -m hack.bench --phases backlog-ours``); this test asserts
 the outcome and the order of what the scheduler reports.
 """
 
