@@ -112,7 +112,7 @@ crds: $(VENV)/.installed
 ## bench: ip-scheduler vs kube-scheduler side by side (BENCH_ARGS="--preset large" etc.)
 BENCH_ARGS ?= --preset small
 bench: $(VENV)/.installed binaries
-	$(PY) hack/bench.py $(BENCH_ARGS)
+	$(PY) -m hack.bench $(BENCH_ARGS)
 
 ## demo: local control plane + the scheduler running the examples
 ## (REAL_NODES=0: kwok nodes only, no containerd + kubelet node even as root)

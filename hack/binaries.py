@@ -517,32 +517,40 @@ def _build_pause(go: str, folder: Path) -> None:
         raise DevclusterError(f"building pause from {source} failed: {proc.stderr.strip()[-600:]}")
 
 
-def _ensure_libseccomp_dev() -> None:
-    """Debian's ``libseccomp-dev`` (runc's seccomp support links libseccomp), installed with
-    ``apt-get install`` (lists refreshed once if needed) when absent and running as root.
-    Raises DevclusterError when it is missing and cannot be installed."""
-    header = Path("/usr/include/seccomp.h")
-    if header.exists():
-        return
+def apt_install(package: str, provides: str | Path, why: str) -> Path:
+    """The path of ``provides`` (a command looked up on the PATH, or a file's path), installing
+    Debian's ``package`` with ``apt-get install`` (the package lists refreshed once if that
+    fails) when it is absent and this runs as root; ``why`` says what needs it, in the log
+    line and the error. Raises DevclusterError when it is absent and cannot be installed: not
+    root, no apt-get, or apt-get failing twice (the end of its stderr in the message)."""
+
+    def found() -> Path | None:
+        if isinstance(provides, Path):
+            return provides if provides.exists() else None
+        command = shutil.which(provides)
+        return Path(command) if command else None
+
+    path = found()
+    if path is not None:
+        return path
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise DevclusterError(
-            "missing libseccomp-dev (seccomp.h) to build runc: apt-get install libseccomp-dev"
-        )
-    log("installing libseccomp-dev (runc's seccomp support) with apt-get")
+        raise DevclusterError(f"missing {provides} ({why}): apt-get install {package}")
+    log(f"installing {package} ({why}) with apt-get")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for attempt in range(2):
         proc = subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "libseccomp-dev"],
+            ["apt-get", "install", "-y", "-qq", package],
             capture_output=True,
             text=True,
             env=env,
             check=False,
         )
-        if proc.returncode == 0 and header.exists():
-            return
+        path = found()
+        if proc.returncode == 0 and path is not None:
+            return path
         if attempt == 0:
             subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
-    raise DevclusterError(f"apt-get install libseccomp-dev failed: {proc.stderr.strip()[-400:]}")
+    raise DevclusterError(f"apt-get install {package} failed: {proc.stderr.strip()[-400:]}")
 
 
 def ensure_node_binaries() -> Path:
@@ -575,7 +583,9 @@ def ensure_node_binaries() -> Path:
             build.mkdir(parents=True, exist_ok=True)
             staging.mkdir(parents=True, exist_ok=True)
             _build_kubernetes(go, build, staging, ("kubelet",))
-        _ensure_libseccomp_dev()
+        apt_install(
+            "libseccomp-dev", Path("/usr/include/seccomp.h"), "runc's seccomp support links libseccomp"
+        )
         tools = folder.with_name(folder.name + ".tools")
         containerd = CONTAINERD_VERSION.lstrip("v")
         stamp = f"-X {CONTAINERD_PACKAGE}/version.Version={containerd}"

@@ -5,9 +5,9 @@ Builds the cache the way the informers fill it (N nodes shaped like the benchmar
 nodes, one NodeIPPool of C addresses each, B bound pods spread over them), then runs
 PreFilter/Filter (``percentageOfNodesToScore``'s slice) and PreScore/Score for one pod of
 the benchmark's shape, K times. Prints process CPU ms per cycle; ``--profile FILE``
-writes a cProfile of the same cycles (``python -m pstats FILE``). This is what
-``hack/bench.py``'s py-spy profile calls the scheduling cycle; the end-to-end figures
-come from that benchmark only.
+writes a cProfile of the same cycles (``python -m pstats FILE``). This is what the
+bench's py-spy profile (``python -m hack.bench --profile``) calls the scheduling cycle; the
+end-to-end figures come from that benchmark only.
 
     .venv/bin/python hack/cyclebench.py --nodes 1000 --bound 5000
     .venv/bin/python hack/cyclebench.py --nodes 5000 --profile cycle.prof

@@ -65,6 +65,7 @@ import realnode
 from binaries import (
     K8S_VERSION,
     DevclusterError,
+    apt_install,
     ensure_binaries,
     ensure_cni_tools,
     ensure_kube_proxy,
@@ -382,7 +383,7 @@ class Cluster:
             nodes = sorted(self.state.get("real_nodes", {}))
             if not nodes:
                 raise DevclusterError("kube-proxy runs beside the real nodes: start one first")
-            incluster.ensure_nft()
+            apt_install("nftables", "nft", "kube-proxy's nftables mode runs nft")
             incluster.claim_kube_proxy(self.root, lambda owner: Cluster(owner).alive("kube-proxy"))
             p = self.state["ports"]
             config = self.root / "kube-proxy.yaml"

@@ -214,29 +214,6 @@ def ensure_syft() -> Path:
     return folder / "syft"
 
 
-def _ensure_mmdebstrap() -> str:
-    """``mmdebstrap`` (Debian's package of it, installed with apt-get as root when absent)."""
-    found = shutil.which("mmdebstrap")
-    if found:
-        return found
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise DevclusterError("missing mmdebstrap (the Debian base images): apt-get install mmdebstrap")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for attempt in range(2):
-        proc = subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "mmdebstrap"],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        if proc.returncode == 0 and shutil.which("mmdebstrap"):
-            return str(shutil.which("mmdebstrap"))
-        if attempt == 0:
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
-    raise DevclusterError(f"apt-get install mmdebstrap failed: {proc.stderr.strip()[-400:]}")
-
-
 # -- OCI layouts ----------------------------------------------------------------------------------
 def _blob(folder: Path, data: bytes) -> dict[str, object]:
     digest = hashlib.sha256(data).hexdigest()
@@ -354,7 +331,7 @@ def _debian(out: Path, packages: tuple[str, ...], hooks: list[str], work: Path) 
     ``packages`` without recommends, the machine's extra CAs, the ``hooks`` (shell, ``$1``
     the root), fixed ``SOURCE_DATE_EPOCH``."""
     cmd = [
-        _ensure_mmdebstrap(),
+        str(binaries.apt_install("mmdebstrap", "mmdebstrap", "the Debian base images")),
         "--variant=minbase",
         "--mode=root",
         "--format=tar",

@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import realnode
-from binaries import DevclusterError, log
+from binaries import DevclusterError
 
 API_LINK_PREFIX = "ipsapi"
 API_SUBNET_PREFIX = "10.88.0."
@@ -92,31 +91,6 @@ def add_api_address(skip: set[int] | frozenset[int] = frozenset()) -> int:
 def remove_api_address(index: int) -> None:
     """Delete the dummy link ``ipsapi<index>`` (and its address); nothing if it is gone."""
     _ip("link", "del", api_link(index), check=False)
-
-
-def ensure_nft() -> str:
-    """Debian's ``nft`` (kube-proxy's nftables mode runs it), installed with apt-get as root
-    when absent. Raises DevclusterError when it cannot be."""
-    found = shutil.which("nft")
-    if found:
-        return found
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise DevclusterError("kube-proxy's nftables mode needs nft: apt-get install nftables")
-    log("installing nftables (kube-proxy's nft) with apt-get")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for attempt in range(2):
-        proc = subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "nftables"],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        if proc.returncode == 0 and shutil.which("nft"):
-            return str(shutil.which("nft"))
-        if attempt == 0:
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
-    raise DevclusterError(f"apt-get install nftables failed: {proc.stderr.strip()[-400:]}")
 
 
 def kube_proxy_config(kubeconfig: Path, node: str, healthz_port: int, metrics_port: int) -> dict[str, Any]:

@@ -43,6 +43,8 @@ TOLERATION = {"key": LABEL, "operator": "Equal", "value": "true", "effect": "NoS
 meant for them (this toleration, and the two images the node has) go there, not the kwok
 examples' nginx or postgres, which no registry here could pull."""
 NETWORK_NAME = "underlay"
+CONFLIST = "10-underlay.conflist"
+"""The node's CNI configuration file in ``netd`` (:func:`write_files`; the bench swaps it)."""
 CGROUP_FS = Path("/sys/fs/cgroup")
 NODES_DIR = Path("/var/lib/ipscheduler")
 """Real nodes' roots: ``/var/lib/ipscheduler/ipsbr<index>`` (unix sockets live there: the kubelet's
@@ -331,7 +333,7 @@ def write_files(layout: Layout, ipam_kubeconfig: Path, delegate: dict[str, Any] 
     layout.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     (layout.root / "containerd.toml").write_text(containerd_config(layout))
     (layout.root / "kubelet.yaml").write_text(json.dumps(kubelet_config(layout), indent=2) + "\n")
-    (layout.netd / "10-underlay.conflist").write_text(
+    (layout.netd / CONFLIST).write_text(
         json.dumps(conflist(layout, ipam_kubeconfig, delegate), indent=2) + "\n"
     )
 

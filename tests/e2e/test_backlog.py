@@ -1,11 +1,11 @@
 """Starting under a backlog: pods pending before the scheduler starts (a failover, a rollout of
 the scheduler, a scale-up faster than binding) are all bound, each with its own address, and
 scheduling begins as soon as the start-up steps are done, not after the whole backlog went
-through some gate (issue 21: a kopf index on pods held every handler for minutes). After a
+through some gate (a kopf index on pods once held every handler for minutes). After a
 failover, the pods the dead leader was binding keep the addresses it reserved for them and are
 bound at once, not after ``--reserved-ttl``.
 
-Speed is the benchmark's business (``hack/bench.py --phases backlog-ours``); this test asserts
+Speed is the benchmark's business (``python -m hack.bench --phases backlog-ours``); this test asserts
 the outcome and the order of what the scheduler reports.
 """
 

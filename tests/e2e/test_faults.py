@@ -363,7 +363,7 @@ def test_connections_cut_mid_write_settle_every_reservation(
 def test_a_gang_held_at_permit_across_a_sigkill_holds_one_address_per_pod(
     scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str
 ) -> None:
-    """Issue 38: 3 of a PodGroup's 4 members wait at Permit with addresses on node-1, the
+    """Three of a PodGroup's 4 members wait at Permit with addresses on node-1, the
     scheduler is SIGKILLed, node-1 cordoned and the scheduler started again: it places them
     on node-2. The dead process's reservations go within --reserved-ttl plus a sweep, not at
     the new process's Permit timeout (60 s here); each pod then holds one address; the

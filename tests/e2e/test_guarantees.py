@@ -1,4 +1,4 @@
-"""Guarantees, second round (issue 22), as an SRE and a user with write rights would try them.
+"""Guarantees, second round, as an SRE and a user with write rights would try them.
 
 - A pending pod deleted while the pending-pod watch was away (the scheduler stopped, every
   watch cut, etcd compacted with the watch cache off: the watch can only resume by a

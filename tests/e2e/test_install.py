@@ -1,4 +1,4 @@
-"""Issue 48: ip-scheduler installed as users install it, running as pods on real nodes.
+"""ip-scheduler installed as users install it, running as pods on real nodes.
 
 The images are built here from the repository's Dockerfiles (``hack/images.py``, BuildKit),
 imported into two real nodes of an in-cluster dev cluster (``hack/devcluster.py up

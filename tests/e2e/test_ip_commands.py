@@ -78,7 +78,7 @@ def test_ip_commands_show_list_and_release_only_what_no_live_pod_holds(
 def test_ip_release_decides_from_the_live_pod_whatever_the_status_says(
     scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
 ) -> None:
-    """Issue 38: a running pod's allocation edited to phase Retained, then its recorded pod
+    """A running pod's allocation edited to phase Retained, then its recorded pod
     name edited: ``ip release`` refuses both times (the pod is found by UID, alive). Then the
     allocation is removed by an edit: the scheduler restores it with the pod's release policy
     and identity, so the pod keeps its sticky address."""

@@ -299,7 +299,7 @@ def identities_held_twice(pools: Pools, names: list[str]) -> dict[str, list[str]
 def test_pods_recreated_again_and_again_under_two_active_schedulers_keep_one_address_each(
     scheduler_factory: Any, kubectl: Kubectl, pools: Pools, ns: str
 ) -> None:
-    """Issue 38: a StatefulSet's 6 pods deleted 12 times over (all at once, so a new pod's
+    """A StatefulSet's 6 pods deleted 12 times over (all at once, so a new pod's
     cycle may run before a replica has seen its predecessor go, and a pod may be deleted
     after taking its identity's address back but before its bind), under two active
     replicas, each SIGKILLed once and restarted: every pod comes back with its identity's

@@ -172,3 +172,75 @@ def test_the_command_prints_the_tools_paths(
     assert capsys.readouterr().out.split() == [str(tmp_path / "prometheus")]
     assert binaries.main([]) == 2
     assert binaries.main(["kwok"]) == 2
+
+
+class _Apt:
+    """apt-get as :func:`binaries.apt_install` runs it: ``install`` succeeds from try
+    ``works_from`` on (0: the first; None: never) and then puts ``nft`` on the PATH."""
+
+    def __init__(self, works_from: int | None) -> None:
+        self.works_from = works_from
+        self.calls: list[str] = []
+        self.installed = False
+
+    def run(self, cmd: list[str], **kw: Any) -> Any:
+        self.calls.append(" ".join(cmd))
+        tries = sum(1 for c in self.calls if c.startswith("apt-get install"))
+        ok = cmd[1] == "update" or (self.works_from is not None and tries > self.works_from)
+        if cmd[1] == "install" and ok:
+            self.installed = True
+        return type("Done", (), {"returncode": 0 if ok else 100, "stderr": "E: Unable to locate package"})()
+
+    def which(self, name: str) -> str | None:
+        if name == "apt-get":
+            return "/usr/bin/apt-get"
+        return "/usr/sbin/nft" if name == "nft" and self.installed else None
+
+
+@pytest.mark.parametrize(
+    ("works_from", "calls"),
+    [
+        (0, ["apt-get install -y -qq nftables"]),
+        (1, ["apt-get install -y -qq nftables", "apt-get update -qq", "apt-get install -y -qq nftables"]),
+    ],
+    ids=["installed-at-once", "installed-after-the-lists-are-refreshed"],
+)
+def test_apt_install_installs_a_missing_command_as_root(
+    monkeypatch: pytest.MonkeyPatch, works_from: int, calls: list[str]
+) -> None:
+    apt = _Apt(works_from)
+    monkeypatch.setattr(binaries.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(binaries.shutil, "which", apt.which)
+    monkeypatch.setattr(binaries.subprocess, "run", apt.run)
+    assert binaries.apt_install("nftables", "nft", "kube-proxy") == Path("/usr/sbin/nft")
+    assert apt.calls == calls
+
+
+@pytest.mark.parametrize(
+    ("root", "works_from", "message", "calls"),
+    [
+        (False, 0, "missing nft (kube-proxy): apt-get install nftables", 0),
+        (True, None, "apt-get install nftables failed: E: Unable to locate package", 3),
+    ],
+    ids=["not-root", "apt-get-fails-twice"],
+)
+def test_apt_install_says_what_to_install_when_it_cannot(
+    monkeypatch: pytest.MonkeyPatch, root: bool, works_from: int | None, message: str, calls: int
+) -> None:
+    apt = _Apt(works_from)
+    monkeypatch.setattr(binaries.os, "geteuid", lambda: 0 if root else 1000)
+    monkeypatch.setattr(binaries.shutil, "which", apt.which)
+    monkeypatch.setattr(binaries.subprocess, "run", apt.run)
+    with pytest.raises(binaries.DevclusterError) as err:
+        binaries.apt_install("nftables", "nft", "kube-proxy")
+    assert str(err.value) == message
+    assert len(apt.calls) == calls
+
+
+def test_apt_install_leaves_what_is_there_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    header = tmp_path / "seccomp.h"
+    header.touch()
+    monkeypatch.setattr(binaries.os, "geteuid", lambda: 1000)  # not root: an install would fail
+    monkeypatch.setattr(binaries.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert binaries.apt_install("libseccomp-dev", header, "runc") == header
+    assert binaries.apt_install("mmdebstrap", "mmdebstrap", "images") == Path("/usr/bin/mmdebstrap")

@@ -101,7 +101,7 @@ def test_every_page_of_docs_is_linked_from_the_readme() -> None:
         ("Gang scheduling (PodGroups)", "gang-scheduling-podgroups"),
         ("The configuration file (`--config`)", "the-configuration-file---config"),
         ("One pod's walk", "one-pods-walk"),
-        ("Backlog and failover (issue 21)", "backlog-and-failover-issue-21"),
+        ("Large and xlarge presets (1000 nodes)", "large-and-xlarge-presets-1000-nodes"),
         ("The tests of `hack_tools` → here", "the-tests-of-hack_tools--here"),
     ],
     ids=["code", "parentheses", "double-hyphen", "apostrophe", "digits", "underscore-and-arrow"],

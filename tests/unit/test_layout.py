@@ -108,16 +108,20 @@ def test_the_unit_tests_at_the_top_test_top_level_modules_or_the_whole_tree() ->
 
 
 def test_the_tests_of_hack_are_apart_and_named_after_what_they_test() -> None:
-    """``tests/hack/test_<x>.py`` tests ``hack/<x>.py`` (or ``tests/<x>.py``, a test tool);
+    """``tests/hack/test_<x>.py`` tests ``hack/<x>.py`` (or ``tests/<x>.py``, a test tool), and
+    ``tests/hack/<p>/test_<x>.py`` the module ``hack/<p>/<x>.py`` of a tool that is a package;
     no unit test of the package imports hack/ (the whole-tree checks may, for the tools
     hack/binaries.py builds: helm, promtool)."""
     wrong = [
-        p.name
-        for p in (TESTS / "hack").glob("test_*.py")
-        if not any((folder / p.name.removeprefix("test_")).is_file() for folder in (HACK, TESTS))
+        p.relative_to(TESTS).as_posix()
+        for p in (TESTS / "hack").rglob("test_*.py")
+        if not any(
+            (folder / p.parent.relative_to(TESTS / "hack") / p.name.removeprefix("test_")).is_file()
+            for folder in (HACK, TESTS)
+        )
     ]
     assert wrong == []
-    hack_modules = {p.stem for p in HACK.glob("*.py")}
+    hack_modules = {p.stem for p in HACK.glob("*.py")} | {p.parent.name for p in HACK.glob("*/__init__.py")}
     importing = [
         p.relative_to(TESTS).as_posix()
         for p in python_files(UNIT)

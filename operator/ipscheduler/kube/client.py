@@ -191,7 +191,7 @@ class KubeApi:
         kubernetes-asyncio creates it with aiohttp's ``trust_env=True``, which reads
         ``~/.netrc`` and the ``*_PROXY`` variables in a worker thread on every request
         (two thread hops, measured at about a tenth of the scheduler's CPU under load
-        with ``hack/bench.py --profile``). A proxy is still used when the kubeconfig
+        with ``python -m hack.bench --profile``). A proxy is still used when the kubeconfig
         names one (``proxy-url``, sent per request); kopf's own session does not trust
         the environment either (``kopf.ConnectionInfo.trust_env`` defaults to False).
 
@@ -242,7 +242,7 @@ class KubeApi:
         TLS, ``--kube-api-qps`` limit and ``Authorization`` from
         ``ApiClient.update_params_for_auth``, so a refreshed token is used) without the
         generated API's per-call parameter handling and body sanitizing, measured at about
-        a fifth of each request's CPU (``hack/bench.py --profile``).
+        a fifth of each request's CPU (``python -m hack.bench --profile``).
         """
         api = self.client
         headers = {**api.default_headers, "Accept": "application/json", "Content-Type": "application/json"}

@@ -6,7 +6,7 @@ and a ``notify_all`` to every waiting per-object worker on each toggle change
 (``kopf/_core/reactor/queueing.py`` and ``_cogs/aiokits/aiotoggles.py``,
 kopf 1.45). Start-up is then quadratic in the number of indexed objects: with
 1000 nodes and 1000 pools the first bind came 21-25 s after start
-(``hack/bench.py --nodes 1000 --capacity 10 --pods 200 --phases ours``).
+(``python -m hack.bench --nodes 1000 --capacity 10 --pods 200 --phases ours``).
 kopf keeps what it is good at here, the pending pods of our schedulerName.
 
 An informer LISTs, then WATCHes from the list's resourceVersion with

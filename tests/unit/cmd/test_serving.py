@@ -1,7 +1,7 @@
 """cmd/serving: kube-scheduler's secure port in-process: the verb of a non-resource
 request, the 401/403 answers, the always-allowed paths, TLS with given, generated and
 client certificates (aiohttp on 127.0.0.1; the reviews faked), and certificates and a
-client CA that follow their files without a restart (issue 48): the reload logic on
+client CA that follow their files without a restart: the reload logic on
 in-memory handshakes, then a rotation under a running HTTPS server."""
 
 from __future__ import annotations
@@ -314,7 +314,7 @@ async def test_a_client_certificate_of_the_client_ca_authenticates_on_the_secure
     assert not [a for a in reviewer.asked if isinstance(a, str)], "no TokenReview for a certificate"
 
 
-# ------------------------------------------------- certificates that follow their files (issue 48)
+# ------------------------------------------------------------ certificates that follow their files
 def cn(cert: x509.Certificate) -> str:
     return str(cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value)
 

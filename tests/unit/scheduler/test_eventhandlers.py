@@ -7,7 +7,7 @@ an update that changes nothing a plugin reads; kwok and kubelets post heartbeats
 seconds, so each one must not move unschedulable pods back to the active queue. An update
 names the parts that changed (action flags), so only plugins that registered them are asked.
 
-Pending pods that vanish without a DELETED event leave the queue (issue 22): kopf's
+Pending pods that vanish without a DELETED event leave the queue: kopf's
 pending-pod watch re-LISTs after a 410 Gone without reporting the pods that vanished
 meanwhile. The scheduler runs here with the default profile over a real pool cache and
 writer; only the API server is in memory.

@@ -1,5 +1,5 @@
 """scheduler/scheduler: the binding cycle's failure handler. A pod whose Binding is refused
-because it no longer exists is forgotten and unreserved, never requeued (issue 22); the
+because it no longer exists is forgotten and unreserved, never requeued; the
 scheduler runs with the default profile over a real pool cache and writer, only the API
 server is in memory."""
 
