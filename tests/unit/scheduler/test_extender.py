@@ -3,19 +3,28 @@ writer; only the API server is in memory."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ipscheduler.cmd.profiles import build_profile, extender_profile
 from ipscheduler.framework.extender import (
     ExtenderArgs,
     ExtenderBindingArgs,
     ExtenderPreemptionArgs,
 )
-from ipscheduler.scheduler.extender import ERR_UNKNOWN_NODE
-from ipscheduler.underlayip.plugin import ERR_NO_FREE, ERR_NO_POOL
+from ipscheduler.framework.interface import CycleState
+from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.kube.client import live_pod
+from ipscheduler.scheduler.extender import ERR_UNKNOWN_NODE, ExtenderVerbs
+from ipscheduler.underlayip.plugin import ERR_NO_FREE, ERR_NO_POOL, UnderlayIPDeps
+from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.writer import PoolWriter
+from tests.builders import SCHEDULER, alloc, container, pod_body, pool_body
 from tests.unit.fakes import ExtenderEnv as Env
+from tests.unit.fakes import PodApi, pool_cache
 
 NODES = ("node-1", "node-2", "node-3")
 
@@ -165,3 +174,96 @@ def test_preempt_takes_full_victim_pods_too() -> None:
         ExtenderPreemptionArgs.model_validate({"Pod": env.pod(), "NodeNameToVictims": victims})
     )
     assert [p.uid for p in result.node_name_to_meta_victims["node-3"].pods] == ["holder"]
+
+
+# --------------------------------------------------------------------------- preempt agrees
+
+
+def victim_alloc(ip: str | None, **fields: Any) -> dict[str, Any]:
+    """The victim's wire-form allocation, Bound unless ``fields`` say otherwise."""
+    return {**alloc(ip, pod="ns/victim", phase="Bound"), **fields}
+
+
+STICKY = {"releasePolicy": "StatefulSet", "identity": "ns/victim", "ownerUID": "uid-sts"}
+OTHER = {"uid-other": alloc("10.0.0.1", pod="ns/other", phase="Bound")}
+VICTIMS = [
+    # (pool node-1 has, whether evicting the victim makes room)
+    pytest.param(
+        {"addresses": ["10.0.0.1"], "allocations": {"uid-victim": victim_alloc("10.0.0.1")}},
+        True,
+        id="pod-policy",
+    ),
+    pytest.param(
+        {"addresses": ["10.0.0.1"], "allocations": {"uid-victim": victim_alloc("10.0.0.1", **STICKY)}},
+        False,
+        id="sticky",
+    ),
+    pytest.param(
+        {
+            "addresses": ["10.0.0.1"],
+            "allocations": {**OTHER, "uid-victim": victim_alloc(None, phase="Nominated")},
+        },
+        False,
+        id="nominated-place",
+    ),
+    pytest.param(
+        {"addresses": ["10.0.0.1"], "allocations": {**OTHER, "uid-victim": victim_alloc("10.0.9.9")}},
+        False,
+        id="foreign-hold",
+    ),
+    pytest.param(
+        {
+            "addresses": ["10.0.0.1"],
+            "allocations": {"uid-victim": victim_alloc("10.0.0.1")},
+            "deleting": True,
+        },
+        False,
+        id="pool-being-deleted",
+    ),
+]
+
+
+@pytest.mark.parametrize(("pool", "frees"), VICTIMS)
+async def test_preempt_and_in_process_preemption_agree_on_what_a_victim_frees(
+    pool: dict[str, Any], frees: bool
+) -> None:
+    """One question, two paths: the extender's ``/preempt`` keeps node-1 exactly when
+    in-process preemption (DefaultPreemption's dry run over UnderlayIP) nominates the pod
+    there, for a victim whose address gives a place back or does not."""
+    body = pool_body("p", "node-1", rv="5", **pool)
+    node = NodeInfo(name="node-1", ready=True, allocatable={"pods": Decimal(110)})
+    cache = pool_cache({"node-1": [node]}, {"p": [PoolView.from_obj(body)]})
+    victim = PodInfo.from_obj(
+        pod_body(
+            container(name="c"),
+            uid="uid-victim",
+            name="victim",
+            node="node-1",
+            scheduler=SCHEDULER,
+            phase="Running",
+            priority=0,
+        )
+    )
+    cache.node_cache.add_pod(victim)
+    api = PodApi([body])
+    preemptor = pod_body(
+        container(name="c"), uid="uid-high", name="high", scheduler=SCHEDULER, phase="Pending", priority=100
+    )
+    api.put_pod(preemptor)
+    deps = UnderlayIPDeps(cache, PoolWriter(api, cache))  # type: ignore[arg-type]
+
+    async def read(uid: str, key: str) -> PodInfo | None:
+        return await live_pod(api, uid, key)  # type: ignore[arg-type]
+
+    verbs = ExtenderVerbs(extender_profile(deps, api), cache.node_cache, read)  # type: ignore[arg-type]
+    args = {"Pod": preemptor, "NodeNameToMetaVictims": {"node-1": {"Pods": [{"UID": "uid-victim"}]}}}
+    kept = verbs.preempt(ExtenderPreemptionArgs.model_validate(args)).node_name_to_meta_victims
+
+    fw = build_profile(deps, api=api)  # type: ignore[arg-type]
+    state, pod = CycleState(), PodInfo.from_obj(preemptor)
+    feasible, diagnosis = fw.find_feasible(state, pod, cache.node_cache.snapshot())
+    assert not feasible
+    result, _ = await fw.run_post_filter(state, pod, diagnosis)
+    nominated = result is not None and result.nominated_node_name == "node-1"
+
+    assert (sorted(kept) == ["node-1"], nominated) == (frees, frees)
