@@ -140,7 +140,7 @@ def plan_of(
     _, diagnosis = fw.find_feasible(state, preemptor, {n.name: n for n in nodes})
     plugin = fw.post_filter[0]
     assert isinstance(plugin, DefaultPreemption)
-    plan = asyncio.run(plugin.plan(state, preemptor, diagnosis.node_to_status))
+    plan = asyncio.run(plugin.evaluator.plan(state, preemptor, diagnosis.node_to_status))
     node_name = plan.candidate.node if plan.candidate else None
     return node_name, [v.name for v in plan.victims], plan.status.message
 
