@@ -22,9 +22,10 @@ evicting the victims: ``framework/preemption.py``), which asks the plugin, as it
    whose eviction would violate a PodDisruptionBudget first, and every pod whose return
    makes the pod fail again is a victim.
 
-The PostFilter counts the attempt and prefixes the Evaluator's messages with
-``preemption: `` as upstream's (e.g. ``preemption: 0/3 nodes are available: 3 No
-preemption victims found for incoming pod.``).
+The PostFilter counts the attempt, runs the Evaluator's plan and, with a candidate, its
+evictions; the message of a plan without one is prefixed ``preemption: `` as upstream's
+(e.g. ``preemption: 0/3 nodes are available: 3 No preemption victims found for incoming
+pod.``).
 """
 
 from __future__ import annotations
