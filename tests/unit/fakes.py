@@ -1,12 +1,13 @@
 """In-memory stand-ins for the unit tests (the API behaviour itself is tested e2e): the API
-server's side of pool and pod requests, a recorder that records nothing, a pool cache, and
-the scheduler over them."""
+server's side of pool, pod and preemption requests, recorders of Events and of preemption's
+metrics, a pool cache, and the scheduler over them."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -155,6 +156,71 @@ class PodApi(FakePoolApi):
         self.preempted.append(victim.name)
         del self.pods[(victim.namespace, victim.name)]
         return True
+
+
+@dataclass
+class PreemptionApi:
+    """The API server's side of preemption's calls (``framework/preemption.PreemptionClient``),
+    in memory: the PodDisruptionBudgets it lists (``lists``: how many LISTs), the victims it
+    deleted with the message, the pods whose nomination it cleared; ``errors``: method name
+    → the exception every call of it raises."""
+
+    budgets: list[dict[str, Any]] = field(default_factory=list)
+    errors: dict[str, Exception] = field(default_factory=dict)
+    lists: int = 0
+    preempted: list[tuple[str, str]] = field(default_factory=list)
+    cleared: list[str] = field(default_factory=list)
+
+    def _maybe_fail(self, method: str) -> None:
+        if method in self.errors:
+            raise self.errors[method]
+
+    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
+        self.lists += 1
+        self._maybe_fail("list_pod_disruption_budgets")
+        return self.budgets
+
+    async def preempt_pod(self, victim: PodInfo, message: str) -> bool:
+        self._maybe_fail("preempt_pod")
+        self.preempted.append((victim.name, message))
+        return True
+
+    async def set_nominated_node_name(self, pod: PodInfo, node: str) -> None:
+        self._maybe_fail("set_nominated_node_name")
+        self.cleared.append(pod.name)
+
+
+@dataclass
+class EventLog:
+    """An EventRecorder that keeps ``(object name, type, reason, message)`` of each Event."""
+
+    events: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+    def emit(
+        self, obj: dict[str, str], event_type: str, reason: str, message: str, namespace: str | None = None
+    ) -> None:
+        self.events.append((obj["name"], event_type, reason, message))
+
+
+@dataclass
+class PreemptionCounts:
+    """The framework's MetricsRecorder keeping only preemption's: its attempts and the
+    victims of each preemption (timings are dropped)."""
+
+    attempts: int = 0
+    victims: list[int] = field(default_factory=list)
+
+    def observe_extension_point(self, point: str, status: str, seconds: float) -> None:
+        pass
+
+    def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
+        pass
+
+    def observe_preemption_attempt(self) -> None:
+        self.attempts += 1
+
+    def observe_preemption_victims(self, victims: int) -> None:
+        self.victims.append(victims)
 
 
 class NullRecorder:

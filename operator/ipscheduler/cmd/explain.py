@@ -167,8 +167,9 @@ def group_line(pod: PodInfo, groups: GroupIndex) -> str:
 
 async def preemption_line(profile: Framework, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> str:
     """What DefaultPreemption would do for ``pod`` if it fits no node, without doing it
-    (``DefaultPreemption.plan``: the victims on the node it would nominate, or why
-    preemption would not help); "" when the pod fits or the profile does not preempt."""
+    (its :class:`~ipscheduler.framework.preemption.Evaluator`'s ``plan``: the victims on
+    the node it would nominate, or why preemption would not help); "" when the pod fits or
+    the profile does not preempt."""
     plugin = next((p for p in profile.post_filter if isinstance(p, DefaultPreemption)), None)
     if plugin is None:
         return ""
@@ -176,7 +177,7 @@ async def preemption_line(profile: Framework, pod: PodInfo, nodes: Mapping[str, 
     feasible, diagnosis = profile.find_feasible(state, pod, nodes, find_all=True)
     if feasible:
         return ""
-    plan = await plugin.plan(state, pod, diagnosis.node_to_status)
+    plan = await plugin.evaluator.plan(state, pod, diagnosis.node_to_status)
     if plan.candidate is None:
         return f"Preemption: would not help: {plan.status.message}"
     victims = ", ".join(f"{v.key} (priority {v.priority})" for v in plan.victims)

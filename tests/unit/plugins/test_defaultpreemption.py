@@ -1,8 +1,10 @@
-"""DefaultPreemption: eligibility, victims per node, the node chosen, and what it does.
+"""DefaultPreemption: the policy (eligibility, victims per node, how many candidates) and
+its PostFilter, run through the generic Evaluator as in a profile.
 
 The cases mirror kube-scheduler's ``default_preemption_test.go``: node capacity is the
 ``pods`` allocatable (NodeResourcesFit's ``Too many pods``), so which pods must go is
-plain to read.
+plain to read. The Evaluator alone (the dry run, the budgets it lists, the evictions):
+``tests/unit/framework/test_preemption.py``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -18,17 +20,19 @@ import pytest
 from ipscheduler.framework.building import PluginHandle, new_framework
 from ipscheduler.framework.config import Plugins, ProfileConfig
 from ipscheduler.framework.interface import Code, CycleState, PostFilterResult, Status
+from ipscheduler.framework.preemption import DisruptionBudget
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo, Taint
 from ipscheduler.plugins.defaultpreemption import (
     MSG_NEVER,
+    MSG_TERMINATING,
     DefaultPreemption,
     DefaultPreemptionArgs,
-    DisruptionBudget,
     pods_with_pdb_violation,
 )
 from ipscheduler.plugins.registry import new_in_tree_registry
 from tests.builders import node, pod_info
+from tests.unit.fakes import PreemptionApi, PreemptionCounts
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -49,51 +53,6 @@ def full(name: str, *pods: PodInfo, room: int | None = None, **kw: Any) -> NodeI
     )
 
 
-@dataclass
-class FakeClient:
-    budgets: list[dict[str, Any]] = field(default_factory=list)
-    preempted: list[tuple[str, str]] = field(default_factory=list)
-    cleared: list[str] = field(default_factory=list)
-
-    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
-        return self.budgets
-
-    async def preempt_pod(self, victim: PodInfo, message: str) -> bool:
-        self.preempted.append((victim.name, message))
-        return True
-
-    async def set_nominated_node_name(self, pod: PodInfo, node: str) -> None:
-        self.cleared.append(pod.name)
-
-
-@dataclass
-class FakeRecorder:
-    events: list[tuple[str, str, str, str]] = field(default_factory=list)
-
-    def emit(
-        self, obj: dict[str, str], event_type: str, reason: str, message: str, namespace: str | None = None
-    ) -> None:
-        self.events.append((obj["name"], event_type, reason, message))
-
-
-@dataclass
-class FakeMetrics:
-    attempts: int = 0
-    victims: list[int] = field(default_factory=list)
-
-    def observe_extension_point(self, point: str, status: str, seconds: float) -> None:
-        pass
-
-    def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
-        pass
-
-    def observe_preemption_attempt(self) -> None:
-        self.attempts += 1
-
-    def observe_preemption_victims(self, victims: int) -> None:
-        self.victims.append(victims)
-
-
 class Nominated:
     def __init__(self, pods: dict[str, list[PodInfo]]) -> None:
         self.pods = pods
@@ -105,7 +64,7 @@ class Nominated:
         return any(self.pods.values())
 
 
-def profile(client: FakeClient | None = None, recorder: FakeRecorder | None = None) -> Framework:
+def profile(client: PreemptionApi | None = None) -> Framework:
     """NodeUnschedulable, TaintToleration and NodeResourcesFit, then DefaultPreemption with
     its offset fixed at 0."""
     plugins = Plugins.model_validate(
@@ -116,7 +75,7 @@ def profile(client: FakeClient | None = None, recorder: FakeRecorder | None = No
             "bind": {"enabled": [{"name": "DefaultBinder"}]},
         }
     )
-    handle = PluginHandle(binder=None, client=client or FakeClient(), recorder=recorder)  # type: ignore[arg-type]
+    handle = PluginHandle(binder=None, client=client or PreemptionApi())  # type: ignore[arg-type]
     fw = new_framework(new_in_tree_registry(), ProfileConfig(), handle, plugins)
     for plugin in fw.post_filter:
         assert isinstance(plugin, DefaultPreemption)
@@ -140,7 +99,7 @@ def plan_of(
     _, diagnosis = fw.find_feasible(state, preemptor, {n.name: n for n in nodes})
     plugin = fw.post_filter[0]
     assert isinstance(plugin, DefaultPreemption)
-    plan = asyncio.run(plugin.plan(state, preemptor, diagnosis.node_to_status))
+    plan = asyncio.run(plugin.evaluator.plan(state, preemptor, diagnosis.node_to_status))
     node_name = plan.candidate.node if plan.candidate else None
     return node_name, [v.name for v in plan.victims], plan.status.message
 
@@ -256,6 +215,71 @@ def test_a_pod_nominated_elsewhere_with_a_terminating_victim_waits() -> None:
     assert st.message == "preemption: not eligible due to a terminating pod on the nominated node."
 
 
+@dataclass
+class Snapshot:
+    """A handle with only the nodes of the cycle (what eligibility reads of it)."""
+
+    nodes: dict[str, NodeInfo]
+
+    def snapshot(self) -> dict[str, NodeInfo]:
+        return self.nodes
+
+
+def terminating(name: str, priority: int = 0, *, preempted: bool = True) -> PodInfo:
+    """A pod of ``priority`` being deleted (by preemption unless told)."""
+    return pod_info(name, priority=priority, deleting=True, preempted=preempted)
+
+
+@pytest.mark.parametrize(
+    ("preemptor", "on_a", "nominated_status", "want"),
+    [
+        pytest.param(
+            pod_info("high", priority=100), [terminating("t")], None, (True, ""), id="not nominated"
+        ),
+        pytest.param(
+            pod_info("high", priority=100, preemption_policy="Never"),
+            [],
+            None,
+            (False, MSG_NEVER),
+            id="Never",
+        ),
+        pytest.param(
+            pod_info("high", priority=100, nominated_node_name="a"),
+            [terminating("t")],
+            Status.unschedulable("Too many pods"),
+            (False, MSG_TERMINATING),
+            id="a victim of its preemption still terminating there",
+        ),
+        pytest.param(
+            pod_info("high", priority=100, nominated_node_name="a"),
+            [terminating("t")],
+            Status.unresolvable("node(s) didn't match Pod's node affinity"),
+            (True, ""),
+            id="its nominated node now unresolvable",
+        ),
+        pytest.param(
+            pod_info("high", priority=100, nominated_node_name="a"),
+            [terminating("t1", preempted=False), terminating("t2", 100)],
+            None,
+            (True, ""),
+            id="terminating but not preempted, or not of lower priority",
+        ),
+        pytest.param(
+            pod_info("high", priority=100, nominated_node_name="gone"),
+            [terminating("t")],
+            None,
+            (True, ""),
+            id="its nominated node gone",
+        ),
+    ],
+)
+def test_pod_eligible_to_preempt_others(
+    preemptor: PodInfo, on_a: list[PodInfo], nominated_status: Status | None, want: tuple[bool, str]
+) -> None:
+    plugin = DefaultPreemption(Snapshot({"a": full("a", *on_a)}))  # type: ignore[arg-type]
+    assert plugin.pod_eligible_to_preempt_others(preemptor, nominated_status) == want
+
+
 def test_budgets_are_respected_as_upstream_minimises_violations() -> None:
     budget = {
         "metadata": {"namespace": "ns", "name": "pdb"},
@@ -263,7 +287,7 @@ def test_budgets_are_respected_as_upstream_minimises_violations() -> None:
         "status": {"disruptionsAllowed": 0},
     }
     nodes = [full("a", low("v", 1, labels={"app": "db"})), full("b", low("w", 5))]
-    fw = profile(FakeClient(budgets=[budget]))
+    fw = profile(PreemptionApi(budgets=[budget]))
     assert plan_of(fw, HIGH, nodes)[:2] == ("b", ["w"]), "the node without a violation wins"
     assert plan_of(fw, HIGH, nodes[:1])[:2] == ("a", ["v"]), "a violation is minimised, not forbidden"
 
@@ -294,20 +318,6 @@ def test_pods_with_pdb_violation(allowed: int, disrupted: list[str], want_violat
     assert len(violating) + len(non_violating) == 2
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        pytest.param({"metadata": {}, "spec": {}}, id="no namespace"),
-        pytest.param(
-            {"metadata": {"namespace": "ns"}, "spec": {"selector": {"matchExpressions": "x"}}},
-            id="invalid selector",
-        ),
-    ],
-)
-def test_a_malformed_budget_is_left_out(body: dict[str, Any]) -> None:
-    assert DisruptionBudget.from_obj(body) is None
-
-
 def test_an_empty_selector_protects_no_pod() -> None:
     budget = DisruptionBudget.from_obj({"metadata": {"namespace": "ns"}, "spec": {"selector": {}}})
     assert budget is not None
@@ -322,32 +332,15 @@ def test_nominated_pods_of_higher_priority_take_their_room() -> None:
     assert plan_of(fw, HIGH, nodes)[:2] == ("b", ["w"]), "node a's room is the nominee's"
 
 
-def test_success_evicts_the_victims_with_upstreams_event_and_clears_lower_nominations() -> None:
-    client, recorder, metrics = FakeClient(), FakeRecorder(), FakeMetrics()
-    fw = profile(client, recorder)
-    fw.recorder = metrics  # type: ignore[assignment]
-    lower = pod_info("lower", priority=1)
-    fw.set_pod_nominator(Nominated({"a": [lower]}))
+def test_post_filter_counts_each_attempt_and_nominates_where_it_evicted() -> None:
+    client, metrics = PreemptionApi(), PreemptionCounts()
+    fw = profile(client)
+    fw.recorder = metrics
     result, st = run(fw, HIGH, [full("a", low("v"), room=1)])
     assert st.is_success() and result == PostFilterResult("a", frozenset({"uid-v"}))
-    assert client.preempted == [("v", "default-scheduler: preempting to accommodate a higher priority pod")]
-    assert recorder.events == [("v", "Normal", "Preempted", "Preempted by pod uid-high on node a")]
-    assert client.cleared == ["lower"]
-    assert (metrics.attempts, metrics.victims) == (1, [1])
-
-
-async def test_a_victim_held_at_permit_is_rejected_not_deleted() -> None:
-    client = FakeClient()
-    fw = profile(client)
-    waiting = low("gang-0")
-    fw.waiting_pods.add(waiting, "a", {"Coscheduling": 30})
-    state = CycleState()
-    _, diagnosis = fw.find_feasible(state, HIGH, {"a": full("a", waiting)})
-    _, st = await fw.run_post_filter(state, HIGH, diagnosis)
-    assert st.is_success()
-    assert client.preempted == []
-    held = fw.waiting_pods.get(waiting.uid)
-    assert held is not None and held._outcome.done()
+    assert [name for name, _ in client.preempted] == ["v"]
+    run(fw, pod_info("equal", priority=0), [full("a", low("v"), room=1)])
+    assert (metrics.attempts, metrics.victims) == (2, [1])
 
 
 def test_args_validation() -> None:
@@ -357,19 +350,6 @@ def test_args_validation() -> None:
     assert [plugin.num_candidates(n) for n in (1, 10, 100)] == [1, 2, 10]
 
 
-@dataclass
-class CountingClient(FakeClient):
-    lists: int = 0
-
-    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
-        self.lists += 1
-        return self.budgets
-
-
-def test_a_pod_that_can_preempt_nothing_costs_no_api_call() -> None:
-    client = CountingClient()
-    fw = profile(client)
-    run(fw, pod_info("equal", priority=0), [full("a", low("v", 0))])
-    assert client.lists == 0
-    run(fw, HIGH, [full("a", low("v", 0))])
-    assert client.lists == 1
+def test_offset_and_num_candidates() -> None:
+    plugin = DefaultPreemption(PluginHandle(binder=None), rand=lambda n: n - 1)  # type: ignore[arg-type]
+    assert plugin.offset_and_num_candidates(150) == (149, 100)
