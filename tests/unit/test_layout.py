@@ -35,6 +35,7 @@ HELPERS = {
     "plugins/cycle.py",  # one plugin through the extension points of a cycle
     "plugins/volumebinding/fake_binder.py",  # a volume binder with canned answers
     "plugins/volumebinding/storage.py",  # claims, volumes, classes and the PV controller
+    "underlayip/fake_binder.py",  # an address binder with canned answers
 }
 
 
