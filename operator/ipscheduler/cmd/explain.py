@@ -47,10 +47,11 @@ from ipscheduler.framework.volumes import (
 )
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.plugins.defaultpreemption import DefaultPreemption
+from ipscheduler.underlayip.args import Strategy
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.informers import namespace_informer
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, POOLS
-from ipscheduler.underlayip.plugin import Strategy, UnderlayIPDeps
+from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.retention import retention_of
 from ipscheduler.underlayip.selection import pool_choice, tenancy_problem

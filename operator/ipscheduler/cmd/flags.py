@@ -26,8 +26,8 @@ from ipscheduler.cmd.options import RunConfig, SecureServing
 from ipscheduler.cmd.serving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_SECURE_PORT, server_context
 from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
 from ipscheduler.framework.duration import format_duration, parse_duration
+from ipscheduler.underlayip.args import Strategy
 from ipscheduler.underlayip.multus import MultusError, parse_network_name
-from ipscheduler.underlayip.plugin import Strategy
 from ipscheduler.underlayip.publisher import RESOURCE
 from ipscheduler.underlayip.teardown import DEFAULT_RELEASE_DELAY
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ipscheduler.cmd.election import ElectionSettings, identity
 from ipscheduler.framework.config import SchedulerConfiguration
-from ipscheduler.underlayip.plugin import Strategy
+from ipscheduler.underlayip.args import Strategy
 from ipscheduler.underlayip.teardown import DEFAULT_RELEASE_DELAY
 
 

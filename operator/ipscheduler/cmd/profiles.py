@@ -39,7 +39,8 @@ from ipscheduler.kube.prometheus import PrometheusReader
 from ipscheduler.plugins import defaultbinder, defaultpreemption, networktraffic, queuesort, volumebinding
 from ipscheduler.plugins.registry import new_in_tree_registry
 from ipscheduler.underlayip import plugin as underlay
-from ipscheduler.underlayip.plugin import Strategy, UnderlayIP, UnderlayIPArgs, UnderlayIPDeps
+from ipscheduler.underlayip.args import Strategy, UnderlayIPArgs
+from ipscheduler.underlayip.plugin import UnderlayIP, UnderlayIPDeps
 
 FILTER_PLUGINS: tuple[str, ...] = (
     "NodeReady",

@@ -1,40 +1,27 @@
 """UnderlayIP: our plugin. A pod needs a free underlay address on its node.
 
-Extension points:
+The extension points only: every address question goes to an
+:class:`~ipscheduler.underlayip.binder.AddressBinder` (as kube-scheduler's VolumeBinding
+plugin over its ``SchedulerVolumeBinder``), and this module turns its answers into
+Statuses, messages and the Binding's annotations.
 
-- PreFilter: free addresses per node from the cache's incrementally kept
-  counts (pools of a node add up; an address the pod already holds counts
-  as free for it).
-- Filter: the node has a NodeIPPool with a free address.
-- Score: ``spread`` (default, as the original ip-scheduler): most free
-  addresses first; ``binpack``: fewest free first. Normalized to 0..100.
-- Reserve: assume a place in the node's pool with the most available
-  addresses and queue its compare-and-swap write; the cache counts it as
-  taken meanwhile (as VolumeBinding assumes in Reserve and writes in
-  PreBind). The allocation records the cycle that made it (``reservedBy``:
-  replica identity and a per-cycle token). An allocation the pod already
-  holds is never adopted as this cycle's own: another cycle's (another
-  replica's) reservation in flight fails this cycle with an error (retried
-  after backoff); one left Reserved longer than ``reserved_ttl`` by a cycle
-  that died is taken over by CAS.
-- Unreserve: after a live read shows the pod not bound with it, release the
-  reservation this cycle wrote, and only that one (CAS, conditional on
-  ``reservedBy``).
-- PreBind: wait for the write, which takes the lowest free address of that
-  pool (other pools of the node if it turned out full), and put
-  ``ipscheduler.io/ip``, ``ipscheduler.io/pool`` and ``ipscheduler.io/network``
-  (the address with its subnet's prefix, gateway and routes, as a CNI IPAM
-  result: :func:`ipscheduler.underlayip.pool.network_of`) into the binding
-  annotations.
-- PostBind: mark the allocation Bound (deferred: rides along with the pool's next write).
+- PreFilter/Filter: the binder's ``find`` and ``fit``: a node fits when a pool the pod may
+  use there has a free address (``explain`` words the same answers).
+- Score: ``spread`` (default, as the original ip-scheduler): most free addresses first;
+  ``binpack``: fewest free first; the pools the pod names first. Normalized to 0..100.
+- Reserve / Unreserve: the binder's ``assume`` (in memory, write queued) and ``revert``.
+- PreBind: the binder's ``commit`` (waits for the write), then ``ipscheduler.io/ip``,
+  ``ipscheduler.io/pool`` and ``ipscheduler.io/network`` (a CNI IPAM result:
+  :func:`ipscheduler.underlayip.pool.network_of`) into the Binding's annotations.
+- PostBind: the binder's ``mark_bound`` (deferred: rides along with the pool's next write).
+- Preemption (PreFilter extensions, the nominated place, the extender's ``/preempt``):
+  the binder's one eviction predicate.
 
-``hostNetwork`` pods use the node's own address: every extension point
-skips them.
+``hostNetwork`` pods use the node's own address: every extension point skips them.
 
-UnderlayIP is an out-of-tree plugin: :func:`new` is its factory, registered by
-the command that wires the scheduler (``cmd/profiles``, as upstream's
-``app.WithPlugin(Name, New)``), which supplies its dependencies; its
-``pluginConfig`` args are :class:`UnderlayIPArgs`.
+UnderlayIP is an out-of-tree plugin: :func:`new` is its factory, registered by the command
+that wires the scheduler (``cmd/profiles``, as upstream's ``app.WithPlugin(Name, New)``),
+which supplies its dependencies; its ``pluginConfig`` args are :class:`UnderlayIPArgs`.
 """
 
 from __future__ import annotations
@@ -44,9 +31,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import Field, model_validator
+from typing import Any
 
 from ipscheduler.framework.events import NODE_ADD_OR_DELETE
 from ipscheduler.framework.interface import (
@@ -59,9 +44,9 @@ from ipscheduler.framework.interface import (
     Status,
     default_normalize,
 )
-from ipscheduler.framework.registry import PluginArgs
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.underlayip import events, multus
+from ipscheduler.underlayip.args import Strategy, UnderlayIPArgs
 from ipscheduler.underlayip.binder import (
     AddressBinder,
     Committed,
@@ -87,39 +72,8 @@ ERR_NO_USABLE_POOL = "node(s) had no NodeIPPool the pod may use"
 ERR_RETAINED = "node(s) didn't hold the pod's retained address"
 ERR_RETAINING = "the pod's retained address is still recorded for its previous pod"
 _STATE = f"{NAME}/cycle"
-
-
-Strategy = Literal["spread", "binpack"]
-
-
-class UnderlayIPArgs(PluginArgs):
-    """``pluginConfig`` args of UnderlayIP: the address strategy and the Multus network
-    (``[namespace/]name``, checked by :func:`ipscheduler.underlayip.multus.parse_network_name`)."""
-
-    strategy: Strategy = "spread"
-    multus_network: str | None = Field(default=None, alias="multusNetwork")
-
-    @model_validator(mode="after")
-    def _network_name(self) -> UnderlayIPArgs:
-        if self.multus_network is not None:
-            try:
-                multus.parse_network_name(self.multus_network)
-            except multus.MultusError as e:
-                raise ValueError(str(e)) from e
-        return self
-
-    def defaulted(self, strategy: Strategy | None, multus_network: str | None) -> UnderlayIPArgs:
-        """These args over the command line's (``--ip-strategy``, ``--multus-network``):
-        the file's ``strategy`` if it sets one, else ``strategy`` (None: ``spread``); the
-        file's ``multusNetwork`` if it names one, else ``multus_network``."""
-        return UnderlayIPArgs(
-            strategy=self.strategy if "strategy" in self.model_fields_set else (strategy or "spread"),
-            multus_network=self.multus_network or multus_network,
-        )
-
-
-_Cycle = PodAddresses
-"""UnderlayIP's part of one scheduling cycle (one CycleState key): the binder's record."""
+"""The CycleState key of UnderlayIP's part of a cycle: the binder's
+:class:`~ipscheduler.underlayip.binder.PodAddresses` (upstream's ``stateData``)."""
 
 
 class UnderlayIP:
@@ -148,10 +102,10 @@ class UnderlayIP:
         self.strategy = strategy
         self.multus_network = multus_network
 
-    def _cycle(self, state: CycleState, pod: PodInfo) -> _Cycle:
+    def _cycle(self, state: CycleState, pod: PodInfo) -> PodAddresses:
         """This cycle's state; found when PreFilter did not run (the extender's verbs each
         start a new cycle state)."""
-        cycle: _Cycle | None = state.get(_STATE)
+        cycle: PodAddresses | None = state.get(_STATE)
         if cycle is None:
             cycle = self.binder.find(pod)
             state.write(_STATE, cycle)
@@ -203,7 +157,7 @@ class UnderlayIP:
         """``pod_to_remove`` is evicted from ``node`` in a what-if run: the place it frees
         there counts as free for ``pod``
         (:meth:`~ipscheduler.underlayip.binder.PoolBinder.frees`)."""
-        cycle: _Cycle | None = state.get(_STATE)
+        cycle: PodAddresses | None = state.get(_STATE)
         if cycle is not None and not pod.host_network:
             self.binder.count_eviction(cycle, pod, pod_to_remove.uid, node.name)
         return Status.success()
@@ -212,7 +166,7 @@ class UnderlayIP:
         """``pod_to_add`` counts on ``node`` in a what-if run: a victim given back retakes the
         place :meth:`remove_pod` counted; a pod nominated there (pending, no address yet)
         takes one place."""
-        cycle: _Cycle | None = state.get(_STATE)
+        cycle: PodAddresses | None = state.get(_STATE)
         if cycle is not None and not pod.host_network and not pod_to_add.host_network:
             self.binder.count_addition(cycle, pod, pod_to_add, node.name)
         return Status.success()
@@ -256,7 +210,7 @@ class UnderlayIP:
         """Free addresses on the node (0 for hostNetwork pods)."""
         if pod.host_network:
             return 0
-        cycle: _Cycle = state.read(_STATE)
+        cycle: PodAddresses = state.read(_STATE)
         return cycle.free.get(node.name, 0)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
@@ -264,7 +218,7 @@ class UnderlayIP:
         (``ipscheduler.io/pools``) prefers the nodes of an earlier one whatever their free
         counts: of ``n`` pools, the ``r``-th (from 0) gives ``((n-1-r)*100 + free score) / n``."""
         default_normalize(scores, reverse=self.strategy == "binpack")
-        cycle: _Cycle | None = state.get(_STATE)
+        cycle: PodAddresses | None = state.get(_STATE)
         if cycle is None or len(cycle.choice.names) < 2:
             return
         n = len(cycle.choice.names)
@@ -284,7 +238,7 @@ class UnderlayIP:
         """Give back what this cycle's reservation wrote
         (:meth:`~ipscheduler.underlayip.binder.PoolBinder.revert`); the pod identity's
         Retained address taken back, or held to, is Retained again. Logs instead of raising."""
-        c: _Cycle | None = state.get(_STATE)
+        c: PodAddresses | None = state.get(_STATE)
         if c is not None:
             await self.binder.revert(c, pod, node.name)
 
@@ -292,7 +246,7 @@ class UnderlayIP:
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Wait for the reservation's write, then add the address annotations to the binding;
         a pod placed anew after its retain-timeout lets its old address go now."""
-        c: _Cycle | None = state.get(_STATE)
+        c: PodAddresses | None = state.get(_STATE)
         if c is None:
             return Status.success()
         done = await self.binder.commit(c, pod, node.name)
@@ -340,7 +294,7 @@ class UnderlayIP:
         """Mark the allocation Bound: a deferred mutation that rides along with the pool's
         next write, never a write of its own; the GC sweep writes what is left after
         ``--bound-mark-delay``, in one write per pool."""
-        c: _Cycle | None = state.get(_STATE)
+        c: PodAddresses | None = state.get(_STATE)
         if c is not None:
             self.binder.mark_bound(c, pod.uid)
 

@@ -22,6 +22,7 @@ from ipscheduler.framework.interface import (
     Status,
 )
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.underlayip.args import UnderlayIPArgs
 from ipscheduler.underlayip.binder import Committed, Fit, PodAddresses, PoolBinder, Problem, Refusal
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL
 from ipscheduler.underlayip.plugin import (
@@ -32,7 +33,6 @@ from ipscheduler.underlayip.plugin import (
     ERR_RETAINING,
     NAME,
     UnderlayIP,
-    UnderlayIPArgs,
     UnderlayIPDeps,
     new,
 )
@@ -423,7 +423,7 @@ async def test_pre_bind_puts_the_address_into_the_multus_element(
         assert json.loads(expected)[0]["ips"] == ["10.0.1.2/24"]
 
 
-# --------------------------------------------------------------------------- factory, args
+# --------------------------------------------------------------------------- factory
 
 
 def test_the_factory_builds_the_binder_and_the_sticky_acts_from_deps_and_handle() -> None:
@@ -438,25 +438,3 @@ def test_the_factory_builds_the_binder_and_the_sticky_acts_from_deps_and_handle(
     assert (binder.cache, binder.writer, binder.api) == (cache, writer, "the-client")
     assert (binder.identity, binder.reserved_ttl) == ("replica-a", 7.0)
     assert (got.sticky.writer, got.sticky.recorder) == (writer, events)
-
-
-@pytest.mark.parametrize(
-    ("file", "flags", "want"),
-    [
-        ({}, (None, None), ("spread", None)),
-        ({}, ("binpack", "net"), ("binpack", "net")),
-        ({"strategy": "spread"}, ("binpack", None), ("spread", None)),
-        ({"multusNetwork": "ns/a"}, (None, "b"), ("spread", "ns/a")),
-    ],
-    ids=["defaults", "flags-fill-in", "file-strategy-wins", "file-network-wins"],
-)
-def test_args_take_the_files_values_over_the_flags(
-    file: dict[str, str], flags: tuple[Any, str | None], want: tuple[str, str | None]
-) -> None:
-    got = UnderlayIPArgs.model_validate(file).defaulted(*flags)
-    assert (got.strategy, got.multus_network) == want
-
-
-def test_args_refuse_a_network_name_multus_could_not_use() -> None:
-    with pytest.raises(ValueError, match="a/b/c"):
-        UnderlayIPArgs.model_validate({"multusNetwork": "a/b/c"})
