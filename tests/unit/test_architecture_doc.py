@@ -139,7 +139,7 @@ def test_the_page_names_every_floor_and_wing() -> None:
             "`cmd/wiring.no_such_function`",
             {"cmd/wiring.no_such_function": "ipscheduler.cmd.wiring has no no_such_function"},
         ),
-        ("`Cache.snapshot()`, `PoolCache.hold`", {}),
+        ("`Cache.snapshot()`, `PoolCache.carry`", {}),
         (
             "`Cache.no_such_method`",
             {"Cache.no_such_method": "Cache (ipscheduler.backend.cache) has no no_such_method"},

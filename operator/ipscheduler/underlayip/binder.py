@@ -60,6 +60,7 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.ledger import AddressLedger
 from ipscheduler.underlayip.models import ANNOTATION_POOL, NOMINATED, RESERVED, RETAINED, NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView, freed_by_eviction, network_of, utc_now
 from ipscheduler.underlayip.retention import Retention, retention_of
@@ -235,7 +236,10 @@ class PoolBinder:
     """:class:`AddressBinder` over the NodeIPPools of a :class:`PoolCache`, writing through a
     :class:`PoolWriter` (module doc).
 
-    ``api`` is read live by :meth:`revert` (None: release without reading).
+    ``cache``: the pool index it reads; ``ledger``: the address ledger over it, where
+    :meth:`assume` counts a place as taken (default: a ledger of its own; the plugin's
+    dependencies share one between profiles). ``api`` is read live by :meth:`revert` (None:
+    release without reading).
     ``identity``: this replica's, recorded in every reservation (default: host name and a
     random suffix). ``reserved_ttl``: seconds after which a Reserved allocation of a pod
     still pending counts as abandoned by its cycle and may be taken over.
@@ -248,12 +252,14 @@ class PoolBinder:
         cache: PoolCache,
         writer: PoolWriter,
         *,
+        ledger: AddressLedger | None = None,
         api: KubeApi | None = None,
         identity: str = "",
         reserved_ttl: float = 60.0,
         takeover_before: datetime.datetime | None = None,
     ) -> None:
         self.cache = cache
+        self.ledger = ledger if ledger is not None else AddressLedger(cache)
         self.writer = writer
         self.api = api
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:12]}"
@@ -292,15 +298,15 @@ class PoolBinder:
             for rank, name in enumerate(choice.names):
                 pool = pools[name]
                 if pool.serves(pod.namespace):
-                    needs.free[pool.node_name] = needs.free.get(pool.node_name, 0) + self.cache.available(
+                    needs.free[pool.node_name] = needs.free.get(pool.node_name, 0) + self.ledger.available(
                         pool
                     )
                     needs.ranks.setdefault(pool.node_name, rank)
         else:
-            needs.free = dict(self.cache.node_free())
+            needs.free = dict(self.ledger.node_free())
             for pool in self.cache.namespaced_pools().values():
                 if not pool.serves(pod.namespace) and pool.node_name in needs.free:
-                    needs.free[pool.node_name] -= self.cache.available(pool)
+                    needs.free[pool.node_name] -= self.ledger.available(pool)
         for pool in self.cache.pools_holding(pod.uid):
             if may_use(pod, choice, pool):
                 blocked = self.cache.context(pool).blocked
@@ -310,7 +316,7 @@ class PoolBinder:
                     # pool is still one over its capacity it counts 0.
                     own = max(0, pool.capacity(blocked) - len(pool.allocations) + 1)
                 needs.free[pool.node_name] = (
-                    needs.free.get(pool.node_name, 0) - self.cache.available(pool) + own
+                    needs.free.get(pool.node_name, 0) - self.ledger.available(pool) + own
                 )
         return needs
 
@@ -433,7 +439,7 @@ class PoolBinder:
         holding = [p for p in pools if pod.uid in p.allocations]
         rest = sorted(
             (p for p in pools if pod.uid not in p.allocations),
-            key=lambda p: (needs.choice.rank(p.name), -self.cache.available(p), p.name),
+            key=lambda p: (needs.choice.rank(p.name), -self.ledger.available(p), p.name),
         )
         return holding + rest
 
@@ -456,10 +462,10 @@ class PoolBinder:
                     return Refusal(
                         "reserved-elsewhere", str(allocator.ReservedElsewhere(pool.name, existing))
                     )
-            elif held is None and existing is None and self.cache.available(pool) <= 0:
+            elif held is None and existing is None and self.ledger.available(pool) <= 0:
                 continue
             needs.pending = self._submit(needs, pod, node, pool.name)
-            self.cache.assume(pool.name, pod.uid)
+            self.ledger.assume(pool.name, pod.uid)
             self._release_abandoned(pod, needs.owner, pool.name)
             return None
         return Refusal("no-free")
@@ -505,7 +511,7 @@ class PoolBinder:
         try:
             outcome = await self._landed(needs, pod, first)
         finally:
-            self.cache.forget_assumed(first.pool, pod.uid)
+            self.ledger.forget_assumed(first.pool, pod.uid)
         if outcome is None:
             for pool in self.candidates(pod, node, needs, skip=first.pool):
                 outcome = await self._landed(needs, pod, self._submit(needs, pod, node, pool.name))

@@ -1,13 +1,18 @@
-"""PoolCache: the scheduler's read cache of NodeIPPools.
+"""PoolCache: the scheduler's read-only index of NodeIPPools, as the cluster shows them.
 
 Backed by the NodeIPPool informer's index (:mod:`ipscheduler.kube.informer`;
 attached, and :attr:`PoolCache.ready` set, once it and the node cache hold a
 full LIST), plus an overlay of pool objects returned by our own status writes,
-which are newer than the watch until it catches up, the addresses and places held by
-running pods of ours whatever the pool status says (:meth:`PoolCache.hold`), and the
-pods being adopted (:meth:`PoolCache.claim`). Whether a pool's node exists
+which are newer than the watch until it catches up, and the addresses running pods of
+ours carry whatever the pool status says (:meth:`PoolCache.carry`, from the bound-pods
+informer). It answers: pools by name, by node, by the pod holding an allocation and by
+pod identity; address conflicts between pools; each pool's context
+(:class:`~ipscheduler.underlayip.pool.PoolContext`). Whether a pool's node exists
 is read from the node cache (:class:`ipscheduler.backend.cache.Cache`); a node
 added or deleted there (its ``node_set_version``) rebuilds the pool contexts.
+What this process assumed in memory, and the free counts that deduct it, are the address
+ledger's (:class:`ipscheduler.underlayip.ledger.AddressLedger`), which follows this index's
+changes (:meth:`PoolCache.changes`).
 The cache is a hint for filtering and scoring; allocations are always written
 by compare-and-swap, so a stale cache costs a retry, never a double
 allocation. The GC never plans from it.
@@ -23,17 +28,40 @@ spec, or the node set change. ``invalidate()`` without a name rebuilds all.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterable, Mapping
 
 from ipscheduler.backend.cache import Cache
 from ipscheduler.underlayip.addresses import AddressSet
-from ipscheduler.underlayip.allocator import available
 from ipscheduler.underlayip.models import Allocation
 from ipscheduler.underlayip.pool import PoolContext, PoolView, find_conflicts, foreign_holds
 
 IndexLike = Mapping[str, Iterable[object]]
 """pool name → values: the NodeIPPool informer's index (name → one-element tuple) or, in
 tests, a dict of lists."""
+
+
+class Changes:
+    """The names of the pools whose view or context changed since the reader last took them
+    (:meth:`take`), from one :meth:`PoolCache.changes` feed."""
+
+    def __init__(self, index: PoolCache) -> None:
+        self._index = index
+        self._names: set[str] | None = None  # None: maybe every pool
+
+    def add(self, names: set[str] | None) -> None:
+        """Pools ``names`` changed (None: all of them)."""
+        if names is None:
+            self._names = None
+        elif self._names is not None:
+            self._names |= names
+
+    def take(self) -> set[str] | None:
+        """The pools changed since the last call (None: maybe all, as at first), with the
+        index brought up to date first."""
+        self._index.ensure_contexts()
+        names, self._names = self._names, set()
+        return names
 
 
 def rv_number(value: str) -> int:
@@ -47,8 +75,8 @@ def rv_number(value: str) -> int:
 
 
 class PoolCache:
-    """Pools by name, by node and by allocation holder, pool conflicts, free counts,
-    assumed reservations, running pods' holds and adoptions (see the module doc)."""
+    """Pools by name, by node, by allocation holder and by identity, pool conflicts and
+    contexts, and the addresses running pods carry (see the module doc)."""
 
     def __init__(self, nodes: Cache) -> None:
         """``nodes``: the node cache whose node set decides which pools' nodes exist."""
@@ -74,11 +102,8 @@ class PoolCache:
         self.layout_version = 0
         """Bumped whenever address conflicts between pools were recomputed."""
         self._ctx: dict[str, PoolContext] = {}
-        self._avail: dict[str, int] = {}  # pool → pods it can take now (see allocator.available)
-        self._node_free: dict[str, int] = {}  # node → sum of _avail of its pools
-        self._assumed: dict[str, set[str]] = {}  # pool → pod UIDs reserved in memory, write pending
-        self._claims: dict[str, tuple[str, str | None]] = {}  # UID being adopted → (pool, address)
-        self._holds: dict[str, tuple[str, str | None]] = {}  # running pod's UID → (pool, address)
+        self._feeds: weakref.WeakSet[Changes] = weakref.WeakSet()  # every reader of changes()
+        self._carried: dict[str, tuple[str, str | None]] = {}  # running pod's UID → (pool, address)
         self._pod_held: dict[str, set[str]] = {}  # canonical address → UIDs of running pods carrying it
         self._pod_holders: dict[str, dict[str, tuple[str | None, str]]] = {}  # pool → UID → (address, node)
         self.ready = asyncio.Event()
@@ -200,12 +225,14 @@ class PoolCache:
         if dirty is None:
             self._rebuild()
             return
+        for feed in self._feeds:
+            feed.add(dirty)
         held_changed = False
         for name in dirty:
             old = self._snap.get(name)
             new = self.pool(name)
             if new is old:
-                continue  # only assumed reservations changed: _set_avail below
+                continue  # only what running pods carry changed: the context is live
             self._unlink(old)
             if new is None:
                 self._snap.pop(name, None)
@@ -229,9 +256,6 @@ class PoolCache:
                     self._held_by.setdefault(ip, holder)
         if self._conflicts_stale or held_changed:
             self._recompute_contexts()
-        else:
-            for name in dirty:
-                self._set_avail(name)
 
     def _rebuild(self) -> None:
         self._snap, self._by_node, self._holders, self._foreign = {}, {}, {}, {}
@@ -280,9 +304,6 @@ class PoolCache:
                 kept.discard(pool.name)
                 if not kept:
                     del self._identities[a.identity or ""]
-        old = self._avail.pop(pool.name, 0)
-        if old:
-            self._node_free[pool.node_name] = self._node_free.get(pool.node_name, 0) - old
 
     def _recompute_contexts(self) -> None:
         if self._conflicts_stale:
@@ -290,20 +311,16 @@ class PoolCache:
             self._conflicts_stale = False
             self.layout_version += 1
         self._ctx.clear()
-        self._avail.clear()
-        self._node_free.clear()
-        for name in self._snap:
-            self._set_avail(name)
+        for feed in self._feeds:
+            feed.add(None)
 
-    def _set_avail(self, name: str) -> None:
-        pool = self._snap.get(name)
-        if pool is None:
-            return
-        old = self._avail.get(name, 0)
-        new = self._available(pool, self._context(pool))
-        self._avail[name] = new
-        if new != old:
-            self._node_free[pool.node_name] = self._node_free.get(pool.node_name, 0) + new - old
+    def changes(self) -> Changes:
+        """A feed of the pools whose view or context changes from now on (the address
+        ledger's: it recounts those pools only). Held weakly: it lives as long as its reader
+        keeps it."""
+        feed = Changes(self)
+        self._feeds.add(feed)
+        return feed
 
     # -- context -------------------------------------------------------
     def ensure_contexts(self) -> None:
@@ -342,56 +359,35 @@ class PoolCache:
     def blocked(self, pool: PoolView) -> AddressSet | None:
         return self.context(pool).blocked
 
-    def node_free(self) -> Mapping[str, int]:
-        """Node name → pods its pools can take now (:func:`allocator.available` summed);
-        nodes without pools are absent. Shared: do not modify."""
-        self._refresh()
-        return self._node_free
-
     def namespaced_pools(self) -> Mapping[str, PoolView]:
         """The pools reserved for some namespaces (``spec.namespaces`` set), by name (usually
-        few: PreFilter deducts those a pod may not use from :meth:`node_free`). Shared: do
-        not modify."""
+        few: PreFilter deducts those a pod may not use from the ledger's free counts).
+        Shared: do not modify."""
         self._refresh()
         return self._namespaced
 
-    def available(self, pool: PoolView) -> int:
-        """Pods ``pool`` can take now, assumed reservations deducted (memoized for the
-        snapshot's version of the pool)."""
-        self._refresh()
-        if self._snap.get(pool.name) is pool:
-            return self._avail.get(pool.name, 0)
-        return self._available(pool, self.context(pool))
-
-    def _available(self, pool: PoolView, ctx: PoolContext) -> int:
-        n = available(pool, ctx)
-        assumed = self._assumed.get(pool.name)
-        if n and assumed:
-            n = max(0, n - len(assumed - pool.allocations.keys()))
-        return n
-
-    # -- running pods ----------------------------------------------------------
-    def hold(self, uid: str, pool_name: str, ip: str | None, node: str) -> None:
+    # -- what running pods carry --------------------------------------------------
+    def carry(self, uid: str, pool_name: str, ip: str | None, node: str) -> None:
         """Running pod ``uid`` (bound to ``node``, not terminal, ours) carries pool
         ``pool_name`` and the canonical address ``ip`` (None: none, or not an address) in
         its annotations: the address is never handed out, and the pod takes a place in that
         pool (:func:`~ipscheduler.underlayip.pool.unrecorded`), whatever the pool status
-        records, until :meth:`unhold` (the bound-pods informer says it is gone)."""
-        if self._holds.get(uid) == (pool_name, ip) and self._pod_holders[pool_name].get(uid) == (ip, node):
+        records, until :meth:`uncarry` (the bound-pods informer says it is gone)."""
+        if self._carried.get(uid) == (pool_name, ip) and self._pod_holders[pool_name].get(uid) == (ip, node):
             return
-        self.unhold(uid)
-        self._holds[uid] = (pool_name, ip)
+        self.uncarry(uid)
+        self._carried[uid] = (pool_name, ip)
         if ip is not None:
             self._pod_held.setdefault(ip, set()).add(uid)
         self._pod_holders.setdefault(pool_name, {})[uid] = (ip, node)
         self.invalidate(pool_name)
 
-    def unhold(self, uid: str) -> None:
-        """Pod ``uid`` holds nothing any more (gone, terminal, or its annotations removed)."""
-        held = self._holds.pop(uid, None)
-        if held is None:
+    def uncarry(self, uid: str) -> None:
+        """Pod ``uid`` carries nothing any more (gone, terminal, or its annotations removed)."""
+        carried = self._carried.pop(uid, None)
+        if carried is None:
             return
-        pool_name, ip = held
+        pool_name, ip = carried
         if ip is not None and (uids := self._pod_held.get(ip)) is not None:
             uids.discard(uid)
             if not uids:
@@ -400,47 +396,11 @@ class PoolCache:
             holders.pop(uid, None)  # the mapping stays: contexts hold it
         self.invalidate(pool_name)
 
-    def holds(self) -> Mapping[str, tuple[str, str | None]]:
+    def carried(self) -> Mapping[str, tuple[str, str | None]]:
         """Running pods of ours by UID → (pool, canonical address) from their annotations.
         Shared: do not modify."""
-        return self._holds
+        return self._carried
 
-    def holders_of(self, pool_name: str) -> frozenset[str]:
+    def carriers_of(self, pool_name: str) -> frozenset[str]:
         """UIDs of the running pods whose annotation names pool ``pool_name``."""
         return frozenset(self._pod_holders.get(pool_name, ()))
-
-    def held_by_pods(self, ip: str) -> frozenset[str]:
-        """UIDs of the running pods that carry canonical address ``ip``."""
-        return frozenset(self._pod_held.get(ip, ()))
-
-    # -- pods being adopted ------------------------------------------------------
-    def claim(self, uid: str, pool_name: str, ip: str | None) -> None:
-        """A bound pod ``uid`` carries our annotations (pool ``pool_name``, canonical ``ip``)
-        but no pool records it: it is being adopted until :meth:`unclaim`. (Its address is
-        held meanwhile as every running pod's is: :meth:`hold`.)"""
-        self._claims[uid] = (pool_name, ip)
-
-    def unclaim(self, uid: str) -> None:
-        """Pod ``uid`` was adopted (or is gone, or its adoption failed)."""
-        self._claims.pop(uid, None)
-
-    def claimed(self) -> Mapping[str, tuple[str, str | None]]:
-        """Pods being adopted: UID → (pool, address). Shared: do not modify."""
-        return self._claims
-
-    # -- assumed reservations ----------------------------------------------
-    def assume(self, pool_name: str, uid: str) -> None:
-        """Pod ``uid`` was given a place in pool ``pool_name`` whose write is still pending:
-        count it as taken until :meth:`forget_assumed` (as kube-scheduler's cache assumes a
-        pod on its node before the binding lands)."""
-        self._assumed.setdefault(pool_name, set()).add(uid)
-        self.invalidate(pool_name)
-
-    def forget_assumed(self, pool_name: str, uid: str) -> None:
-        """The pending write for ``uid`` in ``pool_name`` landed or failed."""
-        uids = self._assumed.get(pool_name)
-        if uids is not None and uid in uids:
-            uids.discard(uid)
-            if not uids:
-                del self._assumed[pool_name]
-            self.invalidate(pool_name)

@@ -16,9 +16,9 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
 - **garbage collection**, the **start-up reconcile** and **adoption** of pods
   created already bound with our annotations: repairs planned from fresh LISTs, by the
   :class:`~ipscheduler.underlayip.reconciler.Reconciler` it holds (``repairs``);
-- **holds**: every running pod of ours with our annotations holds its address
+- **carried addresses**: every running pod of ours with our annotations keeps its address
   whatever the pool status says, from the moment the bound-pods watch shows it
-  (:meth:`ipscheduler.underlayip.cache.PoolCache.hold`); an allocation a status
+  (:meth:`ipscheduler.underlayip.cache.PoolCache.carry`); an allocation a status
   edit removes from under a running pod is **restored** at once
   (:meth:`PoolController.on_pool_status`).
 
@@ -123,6 +123,8 @@ class PoolController:
         self.scheduler_name = scheduler_name
         self.api = api
         self.cache = cache
+        self.claims: dict[str, tuple[str, str | None]] = {}
+        """Pods being adopted: UID → (pool, canonical address), until their adoption ends."""
         self.writer = writer
         self.recorder = recorder
         self.health = health if health is not None else HealthState()
@@ -130,7 +132,7 @@ class PoolController:
         self.requeue = requeue
         self.wait_for = tuple(wait_for)
         self.ready_to_schedule = ready_to_schedule if ready_to_schedule is not None else asyncio.Event()
-        """Set once the caches are synced and every bound pod of ours holds its address
+        """Set once the caches are synced and every bound pod of ours carries its address
         (:meth:`on_bound_pod`), those no pool records included: scheduling may start. The
         start-up reconcile runs beside it."""
         self.started = asyncio.Event()
@@ -220,7 +222,7 @@ class PoolController:
         # after that LIST, a conflict) goes the way of any pod that arrives bound.
         early, self._early = self._early or set(), None
         for uid in early:
-            self.cache.unclaim(uid)
+            self.claims.pop(uid, None)
             still = self.cache.node_cache.pod(uid)
             if still is not None:
                 self.on_bound_pod(still)
@@ -327,11 +329,11 @@ class PoolController:
     def on_bound_pod_gone(self, pod: PodInfo, kubelet: bool = True) -> None:
         """A bound pod (any scheduler's) was deleted or turned terminal (``kubelet``: its last
         state shows the kubelet ended it: :func:`~ipscheduler.underlayip.teardown.kubelet_let_go`).
-        Its hold and claim end; if it is ours and holds an allocation, the address goes back to
+        What it carried and its claim end; if it is ours and holds an allocation, the address goes back to
         the pool (:meth:`release`), Releasing when its node has not confirmed the teardown
         (:meth:`ReleaseClock.confirmed`)."""
-        self.cache.unhold(pod.uid)
-        self.cache.unclaim(pod.uid)
+        self.cache.uncarry(pod.uid)
+        self.claims.pop(pod.uid, None)
         self.repairs.refused.discard(pod.uid)
         if is_ours(pod, self.scheduler_name) and self.cache.pools_holding(pod.uid):
             let_go = self.release(pod.uid, self.clock.confirmed(pod.node_name, kubelet))
@@ -340,9 +342,9 @@ class PoolController:
     def on_bound_pod(self, pod: PodInfo) -> None:
         """A bound pod appeared or changed in the pods-by-node watch.
 
-        A running pod of ours that carries our annotations holds its address and
+        A running pod of ours that carries our annotations keeps its address and
         its place in the pool they name, whatever the pool status says
-        (:meth:`PoolCache.hold`), from this moment until it is gone.
+        (:meth:`PoolCache.carry`), from this moment until it is gone.
 
         One that no pool records (created already bound: a restore from backup, a
         migration tool) is adopted at once, if it may use the pool (the tenancy rules,
@@ -360,7 +362,7 @@ class PoolController:
         except AddressError:
             ip = None  # adopt() reports it
         if not pool_name or pod.terminal:
-            self.cache.unhold(pod.uid)
+            self.cache.uncarry(pod.uid)
             return
         pool = self.cache.pool(pool_name)
         if (
@@ -370,19 +372,19 @@ class PoolController:
         ):
             # Created bound with an address of a pool it may not use: not held, not adopted;
             # the address stays free (or with its holder) and the CNI plugin refuses the pod.
-            self.cache.unhold(pod.uid)
+            self.cache.uncarry(pod.uid)
             if pod.uid not in self.repairs.refused and (self.started.is_set() or self._early is not None):
                 self._tasks.spawn(self.repairs.refuse_adoption(pod, pool, problem), f"refuse {pod.key}")
             return
-        self.cache.hold(pod.uid, pool_name, ip, pod.node_name)
+        self.cache.carry(pod.uid, pool_name, ip, pod.node_name)
         if (
             (self._early is None and not self.started.is_set())  # pool cache not attached yet
             or pod.deleting
-            or pod.uid in self.cache.claimed()
+            or pod.uid in self.claims
             or self.cache.pools_holding(pod.uid)
         ):
             return
-        self.cache.claim(pod.uid, pool_name, ip)
+        self.claims[pod.uid] = (pool_name, ip)
         if self._early is not None:
             self._early.add(pod.uid)
             return
@@ -394,20 +396,20 @@ class PoolController:
         """A pool changed from ``old`` to ``new`` by someone else's write (not the echo of
         ours): a running pod of ours whose allocation the change removed (a status edit)
         gets it back at once, with a Warning ``AllocationRestored`` event on the pod and the
-        pool; its address never became free meanwhile (:meth:`PoolCache.hold`). If the
+        pool; its address never became free meanwhile (:meth:`PoolCache.carry`). If the
         same edit gave the address to another UID, both pods get ``AddressConflict`` and
         the GC sweep settles it (the other UID's pod is gone, or one of the two is)."""
         if not self.started.is_set() or new.deleting:
             return  # the start-up reconcile adopts what no pool records
-        holders = self.cache.holders_of(new.name)
+        holders = self.cache.carriers_of(new.name)
         for uid in old.allocations.keys() - new.allocations.keys():
-            if uid not in holders or uid in self.cache.claimed():
+            if uid not in holders or uid in self.claims:
                 continue
             pod = self.cache.node_cache.pod(uid)
             if pod is None or pod.deleting:
                 continue
-            _, ip = self.cache.holds().get(uid, (new.name, None))
-            self.cache.claim(uid, new.name, ip)
+            _, ip = self.cache.carried().get(uid, (new.name, None))
+            self.claims[uid] = (new.name, ip)
             r = adoption(pod, new.name, "status edited")
             self._tasks.spawn(self._restore(r, new), f"restore {pod.key}")
 
@@ -431,7 +433,7 @@ class PoolController:
             log.warning("restoring the allocation of %s failed (%s); the GC sweep retries", r.pod, e)
             return
         finally:
-            self.cache.unclaim(r.uid)
+            self.claims.pop(r.uid, None)
         if not counts["adopted"]:
             return
         self.metrics.allocations_restored.inc()
@@ -451,7 +453,7 @@ class PoolController:
         except Exception as e:
             log.warning("adopting %s failed (%s); the GC sweep retries", r.pod, e)
         finally:
-            self.cache.unclaim(r.uid)
+            self.claims.pop(r.uid, None)
 
     def on_pool_event(self, name: str) -> None:
         """Pool ``name`` changed (added, edited, deleted, or its status by someone else).

@@ -30,7 +30,7 @@ import datetime
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ipscheduler.framework.events import NODE_ADD_OR_DELETE
@@ -57,6 +57,7 @@ from ipscheduler.underlayip.binder import (
     Refusal,
 )
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.ledger import AddressLedger
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, ANNOTATION_POOLS
 from ipscheduler.underlayip.sticky import StickyAddresses
 from ipscheduler.underlayip.writer import PoolWriter
@@ -352,6 +353,11 @@ class UnderlayIPDeps:
     reserved_ttl: float = 60.0
     takeover_before: datetime.datetime | None = None
     rehomed: Callable[[], object] | None = None
+    ledger: AddressLedger = field(init=False)
+    """The address ledger over ``cache``, built here once: every profile's binder shares it."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ledger", AddressLedger(self.cache))
 
 
 def new(args: UnderlayIPArgs, handle: Handle, deps: UnderlayIPDeps) -> UnderlayIP:
@@ -362,6 +368,7 @@ def new(args: UnderlayIPArgs, handle: Handle, deps: UnderlayIPDeps) -> UnderlayI
     binder = PoolBinder(
         deps.cache,
         deps.writer,
+        ledger=deps.ledger,
         api=handle.client,
         identity=deps.identity,
         reserved_ttl=deps.reserved_ttl,

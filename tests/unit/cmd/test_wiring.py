@@ -58,9 +58,9 @@ async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
     running["metadata"]["annotations"] = {"ipscheduler.io/pool": "pool-a", "ipscheduler.io/ip": "10.0.0.1"}
     c.bound_pods.apply("ADDED", running)
     assert c.cache.pods_on("node-1") == (PodInfo.from_obj(running).lean("ipscheduler.io/"),)
-    assert c.pool_cache.holds() == {"u1": ("pool-a", "10.0.0.1")}, "the controller holds its address"
+    assert c.pool_cache.carried() == {"u1": ("pool-a", "10.0.0.1")}, "what the pod carries"
     c.bound_pods.apply("DELETED", running)  # a bound pod left its node; it holds no allocation
-    assert c.cache.pods_on("node-1") == () and c.pool_cache.holds() == {}
+    assert c.cache.pods_on("node-1") == () and c.pool_cache.carried() == {}
     c.nodes.synced.set()
     c.controller.status_queue.take()
     c.nodes.apply("ADDED", {"metadata": {"name": "node-9"}, "status": {}})

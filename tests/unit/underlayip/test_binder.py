@@ -1,8 +1,17 @@
-"""underlayip/plugin: the UnderlayIP plugin over a real PoolCache and an in-memory pool writer."""
+"""underlayip/binder: PoolBinder alone, over a real PoolCache and an in-memory API server.
+
+Each answer of the address binder as a plain value: ``find``'s needs (free counts and
+ranks by node, the kept address, the Problem that leaves no node), ``fit``'s verdict by
+node, ``room``, what evicting a pod frees (``frees``, ``fits_after_evicting``, the what-if
+counts), the nominated place, the ``candidates`` order, ``assume`` and ``commit`` (the pool
+and address chosen, the allocation written and its network, coalesced writes, stale
+caches, another cycle's or replica's reservation, abandoned ones), ``revert`` and the
+deferred Bound mark, and the addresses a pod's identity keeps. The Statuses, messages and
+annotations the plugin makes of them are tested over a fake binder (test_plugin).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime
 import functools
@@ -12,19 +21,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ipscheduler.framework.interface import BIND_ANNOTATIONS, Code, CycleState, Status
 from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
-from ipscheduler.underlayip.binder import PoolBinder
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, NodeIPPoolStatus
-from ipscheduler.underlayip.plugin import (
-    ERR_NO_FREE,
-    ERR_NO_POOL,
-    NAME,
-    UnderlayIP,
-)
+from ipscheduler.underlayip.binder import Committed, Fit, PodAddresses, PoolBinder, Problem, Refusal
+from ipscheduler.underlayip.models import ANNOTATION_POOL, NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView
-from ipscheduler.underlayip.retention import retention_of
-from ipscheduler.underlayip.sticky import StickyAddresses, kept_address
 from ipscheduler.underlayip.writer import PoolWriter
 from tests import builders
 from tests.builders import SINCE
@@ -46,17 +46,15 @@ def pool(name: str, node: str = "node-a", **kw: Any) -> dict[str, Any]:
 
 
 class Env:
-    """UnderlayIP over an in-memory API server. ``live_reads``: Unreserve reads pods from it;
-    ``plugin``: more of UnderlayIP's constructor arguments (recorder, activate, ...)."""
+    """A PoolBinder over an in-memory API server. ``live_reads``: revert reads pods from it;
+    ``binder``: more of PoolBinder's keyword arguments (``takeover_before``, ...)."""
 
     def __init__(
         self,
         pools: list[dict[str, Any]],
-        strategy: str = "spread",
         nodes: tuple[str, ...] = NODES,
         live_reads: bool = False,
-        multus_network: str | None = None,
-        **plugin: Any,
+        **binder: Any,
     ):
         node_index = {n: [NodeInfo(name=n, ready=True)] for n in nodes}
         pool_index = {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in pools}
@@ -64,59 +62,89 @@ class Env:
         self.api = FakePoolApi(pools)
         self.writer = PoolWriter(self.api, self.cache)  # type: ignore[arg-type]
         api = self.api if live_reads else None
-        sticky = {k: plugin.pop(k) for k in ("recorder", "activate") if k in plugin}
-        binder = PoolBinder(self.cache, self.writer, api=api, **plugin)  # type: ignore[arg-type]
-        self.plugin = UnderlayIP(
-            binder,
-            StickyAddresses(self.writer, sticky.get("activate"), sticky.get("recorder")),
-            strategy,  # type: ignore[arg-type]
-            multus_network=multus_network,
-        )
+        self.binder = PoolBinder(self.cache, self.writer, api=api, **binder)  # type: ignore[arg-type]
 
-    def node(self, name: str) -> NodeInfo:
-        got = self.cache.node_cache.node(name)
-        assert got is not None
-        return got
-
-    def pre_filter(self, pod: PodInfo) -> CycleState:
-        state = CycleState()
-        assert self.plugin.pre_filter(state, pod, self.cache.node_cache.nodes()).is_success()
-        return state
-
-    async def reserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Reserve, then PreBind (which waits for the reservation's write)."""
-        st = await self.plugin.reserve(state, pod, node)
-        return await self.plugin.pre_bind(state, pod, node) if st.is_success() else st
+    async def place(
+        self, needs: PodAddresses, pod: PodInfo, node: str = "node-a"
+    ) -> Committed | Refusal | None:
+        """Assume, then commit (which waits for the assumed write): Reserve, then PreBind."""
+        refusal = self.binder.assume(needs, pod, node)
+        return refusal if refusal is not None else await self.binder.commit(needs, pod, node)
 
     def allocations(self, name: str) -> dict[str, tuple[str | None, str]]:
         p = self.cache.pool(name)
         assert p is not None
         return {uid: (a.ip, a.phase) for uid, a in p.allocations.items()}
 
+    def phases(self, uid: str) -> dict[str, str]:
+        """Pool name → the phase of pod ``uid``'s allocation there, in every pool holding one."""
+        return {p.name: p.allocations[uid].phase for p in self.cache.pools_holding(uid)}
 
-def allocated_ip(state: CycleState) -> str | None:
-    """The address the cycle's PreBind put into the Binding's annotations (None: none, or a
-    count-only slot)."""
-    return (state.get(BIND_ANNOTATIONS) or {}).get(ANNOTATION_IP) or None
+
+def address(done: Committed | Refusal | None) -> tuple[str, str | None]:
+    """The pool and address a commit allocated (None: a count-only slot); fails otherwise."""
+    assert isinstance(done, Committed), done
+    return done.pool, done.ip
 
 
 POD = PodInfo(uid="uid-me", namespace="ns", name="me")
-HOST_POD = dataclasses.replace(POD, host_network=True)
+OTHER = PodInfo(uid="uid-other", namespace="ns", name="other")
 
 
-# --------------------------------------------------------------------------- filter
+def by_node(free: dict[str, int]) -> dict[str, int]:
+    """Free counts by node name for every node (0 where ``free`` has none)."""
+    return {n: free.get(n, 0) for n in NODES}
+
+
+def chooser(namespace: str = "ns", pools: str | None = None, uid: str = "uid-me") -> PodInfo:
+    annotations = {"ipscheduler.io/pools": pools} if pools is not None else {}
+    return PodInfo(uid=uid, namespace=namespace, name="me", annotations=annotations)
+
+
+STS = OwnerRef("StatefulSet", "web", "uid-sts")
+
+
+def web0(uid: str, creation: datetime.datetime | None = None, **annotations: str) -> PodInfo:
+    """Pod web-0 of StatefulSet web, as its controller makes it."""
+    return PodInfo(
+        uid=uid,
+        namespace="ns",
+        name="web-0",
+        owner=STS,
+        generate_name="web-",
+        labels={"apps.kubernetes.io/pod-index": "0"},
+        annotations=annotations,
+        creation=creation or datetime.datetime.now(datetime.UTC),
+    )
+
+
+def kept(ip: str, since: str = SINCE, **fields: str) -> dict[str, Any]:
+    """A wire-form Retained allocation of identity ns/web-0 of StatefulSet uid-sts."""
+    body = builders.alloc(ip, pod="ns/web-0", phase="Bound", since=since)
+    return {
+        **body,
+        "phase": "Retained",
+        "releasePolicy": "StatefulSet",
+        "identity": "ns/web-0",
+        "ownerUID": "uid-sts",
+        "retainedSince": since,
+        **fields,
+    }
+
+
+# --------------------------------------------------------------------------- find / fit
 
 FULL = {"x": alloc("10.0.0.1"), "y": alloc("10.0.0.2")}
 
-FILTER_CASES = [
-    # (pools, node, expected reasons: () means success)
-    ([], "node-a", (ERR_NO_POOL,)),
-    ([pool("p", node="node-b", addresses=["10.0.0.1"])], "node-a", (ERR_NO_POOL,)),
-    ([pool("p", addresses=["10.0.0.1-10.0.0.2"])], "node-a", ()),
-    ([pool("p", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL)], "node-a", (ERR_NO_FREE,)),
-    ([pool("p", addresses=["10.0.0.300"])], "node-a", (ERR_NO_FREE,)),
-    ([pool("p", addresses=["10.0.0.1"], deleting=True)], "node-a", (ERR_NO_FREE,)),
-    ([pool("p", addresses=["10.0.0.1-10.0.0.4"], capacity=0)], "node-a", (ERR_NO_FREE,)),
+FIT_CASES = [
+    # (pools, node, expected fit)
+    ([], "node-a", Fit.NO_POOL),
+    ([pool("p", node="node-b", addresses=["10.0.0.1"])], "node-a", Fit.NO_POOL),
+    ([pool("p", addresses=["10.0.0.1-10.0.0.2"])], "node-a", Fit.FITS),
+    ([pool("p", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL)], "node-a", Fit.NO_FREE),
+    ([pool("p", addresses=["10.0.0.300"])], "node-a", Fit.NO_FREE),
+    ([pool("p", addresses=["10.0.0.1"], deleting=True)], "node-a", Fit.NO_FREE),
+    ([pool("p", addresses=["10.0.0.1-10.0.0.4"], capacity=0)], "node-a", Fit.NO_FREE),
     (
         [
             pool(
@@ -126,18 +154,18 @@ FILTER_CASES = [
             )
         ],
         "node-a",
-        (),
+        Fit.FITS,
     ),
-    ([pool("p", capacity=2, allocations={"x": alloc(None)})], "node-a", ()),
-    ([pool("p", capacity=1, allocations={"x": alloc(None)})], "node-a", (ERR_NO_FREE,)),
-    ([pool("p")], "node-a", (ERR_NO_FREE,)),
+    ([pool("p", capacity=2, allocations={"x": alloc(None)})], "node-a", Fit.FITS),
+    ([pool("p", capacity=1, allocations={"x": alloc(None)})], "node-a", Fit.NO_FREE),
+    ([pool("p")], "node-a", Fit.NO_FREE),
     (
         [
             pool("p1", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL),
             pool("p2", addresses=["10.0.1.1"], allocations={"z": alloc("10.0.1.1")}),
         ],
         "node-a",
-        (ERR_NO_FREE,),
+        Fit.NO_FREE,
     ),
     (
         [
@@ -145,7 +173,7 @@ FILTER_CASES = [
             pool("p2", addresses=["10.0.1.1"]),
         ],
         "node-a",
-        (),
+        Fit.FITS,
     ),
     (
         [
@@ -153,14 +181,14 @@ FILTER_CASES = [
             pool("p2", node="node-b", addresses=["10.0.0.1-10.0.0.4"]),
         ],
         "node-a",
-        (ERR_NO_FREE,),
+        Fit.NO_FREE,
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("pools", "node", "reasons"),
-    FILTER_CASES,
+    ("pools", "node", "fit"),
+    FIT_CASES,
     ids=[
         "no-pools-at-all",
         "pool-on-other-node",
@@ -178,97 +206,412 @@ FILTER_CASES = [
         "all-addresses-conflict-with-other-pool",
     ],
 )
-def test_filter(pools: list[dict[str, Any]], node: str, reasons: tuple[str, ...]) -> None:
+def test_fit(pools: list[dict[str, Any]], node: str, fit: Fit) -> None:
     env = Env(pools)
-    state = env.pre_filter(POD)
-    st = env.plugin.filter(state, POD, env.node(node))
-    if reasons:
-        # No eviction can give a node a pool (upstream's UnschedulableAndUnresolvable).
-        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if reasons == (ERR_NO_POOL,) else Code.UNSCHEDULABLE
-        assert st == Status(code, reasons, NAME)
-    else:
-        assert st.is_success()
+    assert env.binder.fit(env.binder.find(POD), POD, node) is fit
 
 
-def test_host_network_pod_passes_everything_and_reserves_nothing() -> None:
-    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL)])
-    state = CycleState()
-    assert env.plugin.pre_filter(state, HOST_POD, env.cache.node_cache.nodes()).is_success()
-    assert list(state) == []
-    for node in NODES:  # node-a is full, the others have no pool at all
-        assert env.plugin.filter(state, HOST_POD, env.node(node)).is_success()
-        assert env.plugin.score(state, HOST_POD, env.node(node)) == 0
-
-
-async def test_host_network_pod_binding_cycle_writes_nothing() -> None:
-    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
-    state = CycleState()
-    node = env.node("node-a")
-    assert (await env.plugin.reserve(state, HOST_POD, node)).is_success()
-    assert (await env.plugin.pre_bind(state, HOST_POD, node)).is_success()
-    await env.plugin.post_bind(state, HOST_POD, node)
-    await env.plugin.unreserve(state, HOST_POD, node)
-    assert env.api.puts == []
-    assert BIND_ANNOTATIONS not in state
-    assert allocated_ip(state) is None
-    assert env.allocations("p") == {}
-
-
-# --------------------------------------------------------------------------- score
-
-
-def test_several_pools_on_one_node_add_up() -> None:
-    env = Env(
-        [
-            pool("p1", addresses=["10.0.0.1-10.0.0.4"], allocations={"x": alloc("10.0.0.1")}),
-            pool("p2", addresses=["10.0.1.1-10.0.1.2"]),
-            pool("p3", capacity=5, allocations={"y": alloc(None), "z": alloc(None)}),
-            pool("p4", addresses=["10.0.2.1"], deleting=True),
-            pool("p5", node="node-b", addresses=["10.0.3.1"]),
-        ]
-    )
-    state = env.pre_filter(POD)
-    assert env.plugin.score(state, POD, env.node("node-a")) == 3 + 2 + 3
-    assert env.plugin.score(state, POD, env.node("node-b")) == 1
-    assert env.plugin.score(state, POD, env.node("node-c")) == 0
-
-
-def test_score_counts_the_pods_own_allocation_as_free() -> None:
-    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.3"], allocations={"uid-me": alloc("10.0.0.1")})])
-    state = env.pre_filter(POD)
-    assert env.plugin.score(state, POD, env.node("node-a")) == 3
-    other = PodInfo(uid="uid-other", namespace="ns", name="other")
-    assert env.plugin.score(env.pre_filter(other), other, env.node("node-a")) == 2
-
-
-SCORE_CASES = [
-    # (strategy, expected normalized scores) for node-a: 8 free, node-b: 2 free, node-c: 4 free
-    ("spread", {"node-a": 100, "node-b": 25, "node-c": 50}),
-    ("binpack", {"node-a": 0, "node-b": 75, "node-c": 50}),
+CHOICE_POOLS = [
+    pool("a", "node-a", addresses=["10.0.1.1-10.0.1.4"]),
+    pool("b", "node-b", addresses=["10.0.2.1-10.0.2.2"]),
+    pool("team", "node-c", addresses=["10.0.3.1-10.0.3.8"], namespaces=["team-x"]),
 ]
 
-
-@pytest.mark.parametrize(("strategy", "expected"), SCORE_CASES, ids=["spread", "binpack"])
-def test_score_and_normalize(strategy: str, expected: dict[str, int]) -> None:
-    env = Env(
-        [
-            pool("pa", node="node-a", addresses=["10.0.0.1-10.0.0.8"]),
-            pool("pb", node="node-b", addresses=["10.0.1.1-10.0.1.4"], allocations=FULL | {}),
-            pool("pc", node="node-c", capacity=4),
-        ],
-        strategy=strategy,
-    )
-    state = env.pre_filter(POD)
-    raw = {n: env.plugin.score(state, POD, env.node(n)) for n in NODES}
-    assert raw == {"node-a": 8, "node-b": 2, "node-c": 4}
-    env.plugin.normalize_score(state, POD, raw)
-    assert raw == expected
+OWN = [pool("p", addresses=["10.0.0.1-10.0.0.3"], allocations={"uid-me": alloc("10.0.0.1")})]
 
 
-# --------------------------------------------------------------------------- reserve
+@pytest.mark.parametrize(
+    ("pools", "pod", "free", "ranks"),
+    [
+        pytest.param(
+            [
+                pool("p1", addresses=["10.0.0.1-10.0.0.4"], allocations={"x": alloc("10.0.0.1")}),
+                pool("p2", addresses=["10.0.1.1-10.0.1.2"]),
+                pool("p3", capacity=5, allocations={"y": alloc(None), "z": alloc(None)}),
+                pool("p4", addresses=["10.0.2.1"], deleting=True),
+                pool("p5", node="node-b", addresses=["10.0.3.1"]),
+            ],
+            POD,
+            {"node-a": 3 + 2 + 3, "node-b": 1},
+            {},
+            id="several-pools-on-one-node-add-up",
+        ),
+        pytest.param(
+            [
+                pool("pa", node="node-a", addresses=["10.0.0.1-10.0.0.8"]),
+                pool("pb", node="node-b", addresses=["10.0.1.1-10.0.1.4"], allocations=FULL),
+                pool("pc", node="node-c", capacity=4),
+            ],
+            POD,
+            {"node-a": 8, "node-b": 2, "node-c": 4},
+            {},
+            id="one-pool-a-node",
+        ),
+        pytest.param(OWN, POD, {"node-a": 3}, {}, id="the-pods-own-allocation-counts-as-free"),
+        pytest.param(OWN, OTHER, {"node-a": 2}, {}, id="anothers-allocation-does-not"),
+        pytest.param(
+            CHOICE_POOLS, chooser(), {"node-a": 4, "node-b": 2, "node-c": 0}, {}, id="namespace-reserved-pool"
+        ),
+        pytest.param(
+            CHOICE_POOLS,
+            chooser("team-x"),
+            {"node-a": 4, "node-b": 2, "node-c": 8},
+            {},
+            id="its-namespace-may",
+        ),
+        pytest.param(
+            CHOICE_POOLS,
+            chooser(pools="b,a"),
+            {"node-a": 4, "node-b": 2},
+            {"node-b": 0, "node-a": 1},
+            id="named-pools-ranked-in-the-pods-order",
+        ),
+    ],
+)
+def test_find_counts_what_each_node_offers(
+    pools: list[dict[str, Any]], pod: PodInfo, free: dict[str, int], ranks: dict[str, int]
+) -> None:
+    needs = Env(pools).binder.find(pod)
+    assert needs.problem is None
+    assert (by_node(needs.free), needs.ranks) == (by_node(free), ranks)
 
 
-async def test_reserve_takes_lowest_free_address_of_pool_with_most_free() -> None:
+@pytest.mark.parametrize(
+    ("pod", "fits"),
+    [
+        (chooser(), {"node-a": Fit.FITS, "node-b": Fit.FITS, "node-c": Fit.NO_USABLE_POOL}),
+        (chooser("team-x"), {"node-a": Fit.FITS, "node-b": Fit.FITS, "node-c": Fit.FITS}),
+        (
+            chooser(pools="b"),
+            {"node-a": Fit.NO_USABLE_POOL, "node-b": Fit.FITS, "node-c": Fit.NO_USABLE_POOL},
+        ),
+        (
+            chooser("team-x", pools="team, a"),
+            {"node-a": Fit.FITS, "node-b": Fit.NO_USABLE_POOL, "node-c": Fit.FITS},
+        ),
+        (chooser(pools="team"), dict.fromkeys(NODES, Fit.NO_USABLE_POOL)),
+    ],
+    ids=[
+        "namespace-reserved-pool-left-out",
+        "its-namespace-may",
+        "named-pool",
+        "named-pools-in-its-namespace",
+        "named-pool-of-another-namespace",
+    ],
+)
+def test_a_pod_uses_only_the_pools_it_may(pod: PodInfo, fits: dict[str, Fit]) -> None:
+    env = Env(CHOICE_POOLS)
+    needs = env.binder.find(pod)
+    assert {n: env.binder.fit(needs, pod, n) for n in NODES} == fits
+
+
+@pytest.mark.parametrize(
+    ("annotation", "problem"),
+    [
+        ("a, nope, gone", Problem("unknown-pools", pools=("nope", "gone"))),
+        (
+            "a,,b",
+            Problem(
+                "pool-list",
+                "annotation ipscheduler.io/pools='a,,b': '' is not a NodeIPPool name "
+                "(a comma-separated list of pool names)",
+            ),
+        ),
+        (
+            "A_b",
+            Problem(
+                "pool-list",
+                "annotation ipscheduler.io/pools='A_b': 'A_b' is not a NodeIPPool name "
+                "(a comma-separated list of pool names)",
+            ),
+        ),
+    ],
+    ids=["unknown-pools", "empty-entry", "not-a-name"],
+)
+def test_a_bad_pool_list_is_a_problem_not_a_silent_no_fit(annotation: str, problem: Problem) -> None:
+    needs = Env(CHOICE_POOLS).binder.find(chooser(pools=annotation))
+    assert needs.problem == problem
+    assert needs.free == {}
+
+
+# --------------------------------------------------------------------------- room / candidates
+
+CANDIDATE_POOLS = [
+    pool("big", "node-a", addresses=["10.0.1.1-10.0.1.9"]),
+    pool("mid-b", "node-a", addresses=["10.0.2.1-10.0.2.4"]),
+    pool("mid-a", "node-a", addresses=["10.0.3.1-10.0.3.4"]),
+    pool("small", "node-a", addresses=["10.0.4.1-10.0.4.2"], allocations={"uid-holder": alloc("10.0.4.1")}),
+    pool("team", "node-a", addresses=["10.0.5.1-10.0.5.20"], namespaces=["team-x"]),
+    pool("far", "node-b", addresses=["10.0.6.1-10.0.6.20"]),
+    pool("kept", "node-b", addresses=["10.0.7.1-10.0.7.4"], allocations={"uid-old": kept("10.0.7.2")}),
+]
+"""node-a: big 9 free, mid-a and mid-b 4 each, small 1 (the other held by uid-holder), team 20
+(namespace team-x only); node-b: far 20, kept 3 (one Retained for ns/web-0); node-c: none."""
+
+
+@pytest.mark.parametrize(
+    ("pod", "nodes", "room"),
+    [
+        pytest.param(chooser(), NODES, 9 + 4 + 4 + 1 + 20 + 3, id="every-node"),
+        pytest.param(chooser(), ("node-a",), 9 + 4 + 4 + 1, id="one-node"),
+        pytest.param(chooser("team-x"), ("node-a",), 9 + 4 + 4 + 1 + 20, id="its-namespaces-pool-counts"),
+        pytest.param(chooser(pools="small,far"), NODES, 1 + 20, id="named-pools-only"),
+        pytest.param(chooser(), ("node-c",), 0, id="no-pool-on-the-nodes"),
+        pytest.param(chooser(pools="nope"), NODES, 0, id="unknown-pool"),
+        pytest.param(chooser(pools="a,,b"), NODES, 0, id="malformed-pool-list"),
+        pytest.param(web0("uid-new"), NODES, 1, id="held-to-its-retained-address"),
+    ],
+)
+def test_room(pod: PodInfo, nodes: tuple[str, ...], room: int) -> None:
+    env = Env(CANDIDATE_POOLS)
+    assert env.binder.room(pod, nodes) == room
+
+
+@pytest.mark.parametrize(
+    ("pod", "node", "skip", "order"),
+    [
+        pytest.param(
+            chooser(), "node-a", "", ["big", "mid-a", "mid-b", "small"], id="most-available-then-name"
+        ),
+        pytest.param(
+            chooser(uid="uid-holder"),
+            "node-a",
+            "",
+            ["small", "big", "mid-a", "mid-b"],
+            id="the-pool-holding-the-pod-first",
+        ),
+        pytest.param(
+            chooser(pools="small,mid-b,big"),
+            "node-a",
+            "",
+            ["small", "mid-b", "big"],
+            id="the-pods-preference",
+        ),
+        pytest.param(
+            chooser("team-x"),
+            "node-a",
+            "",
+            ["team", "big", "mid-a", "mid-b", "small"],
+            id="its-namespaces-pool",
+        ),
+        pytest.param(chooser(), "node-a", "big", ["mid-a", "mid-b", "small"], id="skip-the-pool-tried"),
+        pytest.param(chooser(), "node-b", "", ["far", "kept"], id="only-the-nodes-pools"),
+        pytest.param(chooser(), "node-c", "", [], id="no-pool"),
+        pytest.param(web0("uid-new"), "node-b", "", ["kept"], id="held-to-its-retained-address"),
+        pytest.param(web0("uid-new"), "node-a", "", [], id="held-to-another-node"),
+        pytest.param(web0("uid-new"), "node-b", "kept", [], id="held-and-tried"),
+    ],
+)
+def test_candidates_order(pod: PodInfo, node: str, skip: str, order: list[str]) -> None:
+    env = Env(CANDIDATE_POOLS)
+    needs = env.binder.find(pod)
+    assert [p.name for p in env.binder.candidates(pod, node, needs, skip=skip)] == order
+
+
+# --------------------------------------------------------------------------- eviction
+
+
+def victim(ip: str | None, **fields: Any) -> dict[str, Any]:
+    """A wire-form allocation of pod ns/victim, Bound unless told."""
+    return {**alloc(ip, pod="ns/victim"), **fields}
+
+
+STICKY = {"releasePolicy": "StatefulSet", "identity": "ns/db-0", "ownerUID": "uid-db"}
+"""What makes an allocation sticky: kept (Retained) for its identity when its pod goes."""
+
+
+def full_with(v: dict[str, Any], **kw: Any) -> list[dict[str, Any]]:
+    """node-a's pool p, full: another pod at 10.0.0.1 and ``v``, the victim's allocation."""
+    return [pool("p", addresses=["10.0.0.1-10.0.0.2"], allocations={"x": alloc("10.0.0.1"), "v": v}, **kw)]
+
+
+def beside(name: str, node: str = "node-a", **kw: Any) -> list[dict[str, Any]]:
+    """node-a's pool p, full, and the victim at 10.0.1.1 of pool ``name`` on ``node``."""
+    theirs = pool(name, node, addresses=["10.0.1.1"], allocations={"v": victim("10.0.1.1")}, **kw)
+    return [pool("p", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL), theirs]
+
+
+@pytest.mark.parametrize(
+    ("pools", "pod", "frees"),
+    [
+        pytest.param(full_with(victim("10.0.0.2")), POD, True, id="pod-policy-victim"),
+        pytest.param(
+            [pool("p", capacity=2, allocations={"x": alloc(None), "v": victim(None)})],
+            POD,
+            True,
+            id="count-only-slot",
+        ),
+        pytest.param(full_with(victim("10.0.0.2", **STICKY)), POD, False, id="sticky-statefulset-victim"),
+        pytest.param(full_with(victim(None, phase="Nominated")), POD, False, id="nominated-place"),
+        pytest.param(full_with(victim("10.0.9.9")), POD, False, id="foreign-hold"),
+        pytest.param(full_with(victim("10.0.0.2"), deleting=True), POD, False, id="pool-being-deleted"),
+        pytest.param(beside("q", "node-b"), POD, False, id="victim-on-another-node"),
+        pytest.param(beside("team", namespaces=["team-x"]), POD, False, id="pool-of-another-namespace"),
+        pytest.param(beside("q"), chooser(pools="p"), False, id="pool-not-in-the-pods-list"),
+        pytest.param(beside("q"), POD, True, id="another-pool-of-the-node"),
+    ],
+)
+def test_what_evicting_a_victim_frees(pools: list[dict[str, Any]], pod: PodInfo, frees: bool) -> None:
+    """node-a is full for the pod: it fits once pod ``v`` is evicted exactly when that frees a
+    place it may use there."""
+    env = Env(pools)
+    needs = env.binder.find(pod)
+    assert env.binder.fit(needs, pod, "node-a") is Fit.NO_FREE
+    assert env.binder.frees(needs.choice, pod, "v", "node-a") is frees
+    assert env.binder.fits_after_evicting(needs, pod, "node-a", frozenset({"v"})) is frees
+
+
+PREEMPT_POOLS = [
+    pool(
+        "pa",
+        "node-a",
+        addresses=["10.0.0.1-10.0.0.2"],
+        allocations={"v": victim("10.0.0.1"), "s": victim("10.0.0.2", **STICKY)},
+    ),
+    pool("pb", "node-b", addresses=["10.0.2.1-10.0.2.9"], allocations={"uid-old": kept("10.0.2.5")}),
+]
+"""node-a full: ``v`` (policy Pod) and ``s`` (sticky); node-b: 8 free and ns/web-0's Retained
+address; node-c: no pool."""
+
+
+@pytest.mark.parametrize(
+    ("pod", "node", "victims", "fits"),
+    [
+        pytest.param(POD, "node-b", set(), True, id="fits-already"),
+        pytest.param(POD, "node-a", {"v"}, True, id="a-victim-frees-a-place"),
+        pytest.param(POD, "node-a", {"s", "v"}, True, id="one-of-two-victims-frees"),
+        pytest.param(POD, "node-a", {"s"}, False, id="a-sticky-victim-alone"),
+        pytest.param(POD, "node-a", set(), False, id="no-victims"),
+        pytest.param(POD, "node-c", {"v"}, False, id="no-pool-on-the-node"),
+        pytest.param(web0("uid-new"), "node-a", {"v"}, False, id="held-to-its-retained-address-elsewhere"),
+        pytest.param(web0("uid-new"), "node-b", set(), True, id="held-to-this-node"),
+    ],
+)
+def test_fits_after_evicting(pod: PodInfo, node: str, victims: set[str], fits: bool) -> None:
+    env = Env(PREEMPT_POOLS)
+    needs = env.binder.find(pod)
+    assert env.binder.fits_after_evicting(needs, pod, node, frozenset(victims)) is fits
+
+
+@pytest.mark.parametrize(
+    ("steps", "free"),
+    [
+        pytest.param([("evict", "v", "node-a")], {"node-a": 1, "node-b": 8}, id="evict-a-pod-policy-victim"),
+        pytest.param([("evict", "s", "node-a")], {"node-b": 8}, id="evict-a-sticky-victim"),
+        pytest.param([("evict", "v", "node-b")], {"node-b": 8}, id="evict-from-another-node"),
+        pytest.param(
+            [("evict", "v", "node-a"), ("evict", "s", "node-a"), ("add", "v", "node-a")],
+            {"node-a": 0, "node-b": 8},
+            id="the-victim-given-back-retakes-its-place",
+        ),
+        pytest.param([("add", "s", "node-a")], {"node-b": 8}, id="a-sticky-pod-added"),
+        pytest.param([("add", "pending", "node-b")], {"node-b": 7}, id="a-nominated-pod-takes-one"),
+    ],
+)
+def test_what_if_counts(steps: list[tuple[str, str, str]], free: dict[str, int]) -> None:
+    """Preemption's dry run evicts (count_eviction) and adds (count_addition) pods on a node."""
+    env = Env(PREEMPT_POOLS)
+    needs = env.binder.find(POD)
+    assert by_node(needs.free) == {"node-a": 0, "node-b": 8, "node-c": 0}
+    for op, uid, node in steps:
+        if op == "evict":
+            env.binder.count_eviction(needs, POD, uid, node)
+        else:
+            env.binder.count_addition(needs, POD, chooser(uid=uid), node)
+    assert by_node(needs.free) == by_node(free)
+
+
+def nominate_pools(mine: dict[str, str]) -> list[dict[str, Any]]:
+    """pa on node-a, full (``v`` of policy Pod, ``s`` sticky), and pc on node-c; ``mine``: the
+    phase of POD's allocation by pool (a Nominated one has no address)."""
+
+    def own(name: str, ip: str) -> dict[str, Any]:
+        phase = mine.get(name)
+        if phase is None:
+            return {}
+        return {POD.uid: alloc(None if phase == "Nominated" else ip, pod=POD.key, phase=phase)}
+
+    return [
+        pool(
+            "pa",
+            "node-a",
+            addresses=["10.0.0.1-10.0.0.2"],
+            allocations={"v": victim("10.0.0.1"), "s": victim("10.0.0.2", **STICKY)} | own("pa", "10.0.0.9"),
+        ),
+        pool("pc", "node-c", addresses=["10.0.3.1-10.0.3.4"], allocations=own("pc", "10.0.3.1")),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mine", "node", "victims", "held", "phases", "puts"),
+    [
+        pytest.param({}, "node-a", {"v"}, "pa", {"pa": "Nominated"}, ["pa"], id="in-the-victims-pool"),
+        pytest.param({}, "node-a", {"s"}, None, {}, [], id="a-sticky-victim-frees-none"),
+        pytest.param({}, "node-c", {"v"}, None, {}, [], id="a-victim-on-another-node-frees-none"),
+        pytest.param(
+            {"pc": "Nominated"},
+            "node-a",
+            {"v"},
+            "pa",
+            {"pa": "Nominated"},
+            ["pc", "pa"],
+            id="drops-its-place-on-another-node",
+        ),
+        pytest.param({"pc": "Nominated"}, "", {"v"}, None, {}, ["pc"], id="nominated-to-no-node"),
+        pytest.param(
+            {"pc": "Reserved"},
+            "node-a",
+            {"v"},
+            "pa",
+            {"pa": "Nominated", "pc": "Reserved"},
+            ["pa"],
+            id="a-reservation-elsewhere-stays",
+        ),
+        pytest.param(
+            {"pc": "Reserved"},
+            "node-c",
+            {"v"},
+            "pc",
+            {"pc": "Reserved"},
+            [],
+            id="holds-one-on-the-node-already",
+        ),
+    ],
+)
+async def test_nominate(
+    mine: dict[str, str],
+    node: str,
+    victims: set[str],
+    held: str | None,
+    phases: dict[str, str],
+    puts: list[str],
+) -> None:
+    env = Env(nominate_pools(mine))
+    assert await env.binder.nominate(POD, node, frozenset(victims)) == held
+    assert env.phases(POD.uid) == phases
+    assert env.api.puts == puts
+
+
+@pytest.mark.parametrize(
+    ("mine", "deferred"),
+    [
+        pytest.param({"pc": "Nominated"}, set(), id="the-nominated-place-becomes-the-reservation"),
+        pytest.param({"pa": "Nominated"}, {"pa"}, id="one-elsewhere-goes-with-its-pools-next-write"),
+    ],
+)
+async def test_commit_leaves_the_pod_no_nominated_place(mine: dict[str, str], deferred: set[str]) -> None:
+    env = Env(nominate_pools(mine))
+    assert address(await env.place(env.binder.find(POD), POD, "node-c")) == ("pc", "10.0.3.1")
+    assert env.writer.deferred_pools() == deferred
+    assert env.phases(POD.uid) == {**mine, "pc": "Reserved"}
+    await env.writer.flush()
+    assert env.phases(POD.uid) == {"pc": "Reserved"}
+
+
+# --------------------------------------------------------------------------- assume / commit
+
+
+async def test_commit_takes_lowest_free_address_of_pool_with_most_free() -> None:
     env = Env(
         [
             pool(
@@ -280,10 +623,8 @@ async def test_reserve_takes_lowest_free_address_of_pool_with_most_free() -> Non
             pool("p3", node="node-b", addresses=["10.0.2.1-10.0.2.99"]),
         ]
     )
-    state = env.pre_filter(POD)
-    st = await env.reserve(state, POD, env.node("node-a"))
-    assert st.is_success()
-    assert allocated_ip(state) == "10.0.1.2"
+    done = await env.place(env.binder.find(POD), POD)
+    assert address(done) == ("p2", "10.0.1.2")
     assert env.api.puts == ["p2"]
     assert env.api.finalizer_patches == ["p2"]  # before its first allocation
     p2 = env.cache.pool("p2")
@@ -330,17 +671,15 @@ RESERVE_CASES = [
         "capacity-caps-free",
     ],
 )
-async def test_reserve_choice(pools: list[dict[str, Any]], expected: tuple[str, str | None]) -> None:
+async def test_commit_choice(pools: list[dict[str, Any]], expected: tuple[str, str | None]) -> None:
     env = Env(pools)
-    state = env.pre_filter(POD)
-    assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
+    assert address(await env.place(env.binder.find(POD), POD)) == expected
     name, ip = expected
-    assert allocated_ip(state) == ip
     assert env.allocations(name)["uid-me"] == (ip, "Reserved")
     assert [p.name for p in env.cache.pools_holding(POD.uid)] == [name]
 
 
-async def test_reserve_fails_when_every_pool_is_full() -> None:
+async def test_assume_refuses_when_every_pool_is_full() -> None:
     env = Env(
         [
             pool("p1", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL),
@@ -348,23 +687,42 @@ async def test_reserve_fails_when_every_pool_is_full() -> None:
             pool("p3", node="node-b", addresses=["10.0.1.1"]),
         ]
     )
-    state = CycleState()
-    st = await env.plugin.reserve(state, POD, env.node("node-a"))
-    assert st == Status(Code.UNSCHEDULABLE, (ERR_NO_FREE,), NAME)
+    needs = env.binder.find(POD)
+    assert env.binder.assume(needs, POD, "node-a") == Refusal("no-free")
+    assert await env.binder.commit(needs, POD, "node-a") is None  # nothing was assumed
     assert env.api.puts == []
-    assert allocated_ip(state) is None
+    assert env.cache.pools_holding(POD.uid) == []
 
 
-async def test_reserve_with_stale_cache_moves_on_to_next_pool() -> None:
-    """The cache said p1 had room, but by the time of the write another replica took it all."""
+def filled_by_another_replica(api: FakePoolApi) -> None:
+    api.racing_write("p1", {f"o{i}": alloc(f"10.0.0.{i}") for i in (1, 2, 3)})
+
+
+def moved_to_node_b(api: FakePoolApi) -> None:
+    body = api.bodies["p1"]
+    body["spec"]["nodeName"] = "node-b"
+    body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
+
+
+@pytest.mark.parametrize(
+    ("race", "free"),
+    [
+        pytest.param(filled_by_another_replica, {"node-a": 1}, id="pool-filled-by-another-replica"),
+        pytest.param(moved_to_node_b, {"node-a": 1, "node-b": 3}, id="pool-moved-to-another-node"),
+    ],
+)
+async def test_commit_with_stale_cache_moves_on_to_next_pool(
+    race: Callable[[FakePoolApi], None], free: dict[str, int]
+) -> None:
+    """The cache said p1 (node-a) had room, but by the time of the write it had none for
+    node-a: the write conflicts, re-reads p1, and the node's next pool is tried."""
     env = Env([pool("p1", addresses=["10.0.0.1-10.0.0.3"]), pool("p2", addresses=["10.0.1.1-10.0.1.2"])])
-    state = env.pre_filter(POD)
-    env.api.racing_write("p1", {f"o{i}": alloc(f"10.0.0.{i}") for i in (1, 2, 3)})
-    assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
-    assert allocated_ip(state) == "10.0.1.1"
+    needs = env.binder.find(POD)
+    race(env.api)
+    assert address(await env.place(needs, POD)) == ("p2", "10.0.1.1")
     assert "uid-me" not in env.allocations("p1")
     assert env.writer.conflicts == 1
-    assert env.cache.available(env.cache.pools()["p1"]) == 0  # the conflict re-read the pool
+    assert by_node(env.binder.find(OTHER).free) == by_node(free)  # the conflict re-read p1
 
 
 def held(
@@ -395,15 +753,16 @@ async def test_another_cycles_allocation_is_never_adopted(
     phase: str, seconds_ago: float, by: str | None, fragment: str
 ) -> None:
     """The pod's allocation belongs to another cycle (another replica binding it right now):
-    this cycle fails with an error (retried after backoff) and writes nothing."""
+    this cycle is refused (retried after backoff) and writes nothing, nor does its revert."""
     allocation = held("10.0.0.3", phase=phase, since=_ago(seconds_ago), by=by)  # stamped at run time
     env = Env([pool("p1", addresses=["10.0.0.1-10.0.0.4"], allocations={"uid-me": allocation})])
-    state = env.pre_filter(POD)
-    st = await env.plugin.reserve(state, POD, env.node("node-a"))
-    assert st.code == Code.ERROR and fragment in st.message
-    assert env.api.puts == [] and allocated_ip(state) is None
-    await env.plugin.unreserve(state, POD, env.node("node-a"))
-    assert env.api.puts == [] and "uid-me" in env.allocations("p1")
+    needs = env.binder.find(POD)
+    refusal = env.binder.assume(needs, POD, "node-a")
+    assert refusal is not None and refusal.reason == "reserved-elsewhere"
+    assert fragment in refusal.detail
+    await env.binder.revert(needs, POD, "node-a")
+    assert env.api.puts == []
+    assert env.allocations("p1") == {"uid-me": ("10.0.0.3", phase)}
 
 
 async def test_an_abandoned_reservation_is_taken_over_with_its_address() -> None:
@@ -411,11 +770,9 @@ async def test_an_abandoned_reservation_is_taken_over_with_its_address() -> None
     env = Env(
         [pool("p1", addresses=["10.0.0.1-10.0.0.4"], allocations={"uid-me": held("10.0.0.3", by="dead/1")})]
     )
-    state = env.pre_filter(POD)
-    assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
-    assert allocated_ip(state) == "10.0.0.3"
+    assert address(await env.place(env.binder.find(POD), POD)) == ("p1", "10.0.0.3")
     mine = env.cache.pool("p1").allocations["uid-me"]  # type: ignore[union-attr]
-    assert mine.reserved_by is not None and mine.reserved_by.startswith(env.plugin.binder.identity + "/")
+    assert mine.reserved_by is not None and mine.reserved_by.startswith(env.binder.identity + "/")
     assert mine.since > datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -433,14 +790,14 @@ async def test_a_pod_reserved_on_another_node_gives_up_an_abandoned_reservation(
     phase: str, seconds_ago: float | None, by: str | None, led_since_ago: float | None, released: bool
 ) -> None:
     """A process SIGKILLed while the pod waited at Permit left a reservation on node-b; this
-    cycle reserves on node-a: the pod holds one address, not two (issue 38). Times are
-    stamped at run time (``seconds_ago``: None for SINCE, long past; ``led_since_ago``:
-    when this replica took the Lease, negative for the future; None: no election)."""
+    cycle reserves on node-a: the pod holds one address, never two. Times are stamped at run
+    time (``seconds_ago``: None for SINCE, long past; ``led_since_ago``: when this replica
+    took the Lease, negative for the future; None: no election)."""
     since = SINCE if seconds_ago is None else _ago(seconds_ago)
-    plugin: dict[str, Any] = {}
+    binder: dict[str, Any] = {}
     if led_since_ago is not None:
         now = datetime.datetime.now(datetime.UTC)
-        plugin["takeover_before"] = now - datetime.timedelta(seconds=led_since_ago)
+        binder["takeover_before"] = now - datetime.timedelta(seconds=led_since_ago)
     env = Env(
         [
             pool("p1", addresses=["10.0.0.1-10.0.0.4"]),
@@ -451,410 +808,77 @@ async def test_a_pod_reserved_on_another_node_gives_up_an_abandoned_reservation(
                 allocations={"uid-me": held("10.0.1.3", phase=phase, since=since, by=by)},
             ),
         ],
-        **plugin,
+        **binder,
     )
-    state = env.pre_filter(POD)
-    assert (await env.reserve(state, POD, env.node("node-a"))).is_success()
+    assert address(await env.place(env.binder.find(POD), POD)) == ("p1", "10.0.0.1")
     await env.writer.flush()
-    assert allocated_ip(state) == "10.0.0.1"
     assert ("uid-me" in env.api.bodies["p2"]["status"]["allocations"]) is not released
     assert ("uid-me" in env.allocations("p2")) is not released
 
 
 async def test_two_replicas_one_failing_its_bind_leave_the_winner_its_allocation() -> None:
-    """The SRE's finding: replica B's reservation lost its CAS to A's for the same pod and
-    reused A's allocation; A's bind failed and its Unreserve released it while B bound the
-    pod with it. Now B refuses A's allocation and A's Unreserve removes only its own."""
+    """Replica B's reservation lost its CAS to A's for the same pod: B must not reuse A's
+    allocation, and when A's bind fails A's revert removes only its own."""
     a = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
     b = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
     b.api = a.api  # one API server
     b.writer.api = a.api  # type: ignore[assignment]
-    node_a, node_b = a.node("node-a"), b.node("node-a")
-    state_a, state_b = a.pre_filter(POD), b.pre_filter(POD)
-    assert (await a.reserve(state_a, POD, node_a)).is_success()  # A's write lands first
-    assert (await b.plugin.reserve(state_b, POD, node_b)).is_success()  # B's cache is stale
-    st = await b.plugin.pre_bind(state_b, POD, node_b)
-    assert st.code == Code.ERROR and "made by " + a.plugin.binder.identity in st.message
-    await b.plugin.unreserve(state_b, POD, node_b)  # B's failure handler
-    assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(
-        a.plugin.binder.identity
-    )
-    await a.plugin.unreserve(state_a, POD, node_a)  # A's bind failed (403): A releases its own
+    needs_a, needs_b = a.binder.find(POD), b.binder.find(POD)
+    assert address(await a.place(needs_a, POD)) == ("p", "10.0.0.1")  # A's write lands first
+    assert b.binder.assume(needs_b, POD, "node-a") is None  # B's cache is stale
+    refused = await b.binder.commit(needs_b, POD, "node-a")
+    assert isinstance(refused, Refusal) and refused.reason == "failed" and refused.pool == "p"
+    assert "made by " + a.binder.identity in refused.detail
+    await b.binder.revert(needs_b, POD, "node-a")  # B's failure handler
+    assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(a.binder.identity)
+    await a.binder.revert(needs_a, POD, "node-a")  # A's bind failed (403): A releases its own
     assert "uid-me" not in a.api.bodies["p"]["status"]["allocations"]
     # B's watch delivers A's release; B's retry gets a fresh reservation of its own.
     b.cache.store_fresh(PoolView.from_obj(a.api.bodies["p"]))
-    state_b = b.pre_filter(POD)
-    assert (await b.reserve(state_b, POD, node_b)).is_success()
-    assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(
-        b.plugin.binder.identity
-    )
+    assert address(await b.place(b.binder.find(POD), POD)) == ("p", "10.0.0.1")
+    assert a.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"].startswith(b.binder.identity)
 
 
-async def test_unreserve_never_removes_a_reservation_taken_over_meanwhile() -> None:
-    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
-    node = env.node("node-a")
-    state = env.pre_filter(POD)
-    assert (await env.reserve(state, POD, node)).is_success()
-    env.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"] = "replica-b/9"
-    env.api.bodies["p"]["metadata"]["resourceVersion"] = "99"
-    await env.plugin.unreserve(state, POD, node)
-    assert env.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"] == "replica-b/9"
-
-
-async def test_unreserve_keeps_what_the_pod_is_bound_with_and_what_it_cannot_confirm() -> None:
-    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])], live_reads=True)
-    node = env.node("node-a")
-    state = env.pre_filter(POD)
-    assert (await env.reserve(state, POD, node)).is_success()
-    bound = {
-        "metadata": {"uid": POD.uid, "namespace": "ns", "name": "me", "annotations": {ANNOTATION_POOL: "p"}},
-        "spec": {"nodeName": "node-a", "schedulerName": "ip-scheduler"},
-    }
-    env.api.pods[("ns", "me")] = bound  # our Binding landed although it reported an error
-    await env.plugin.unreserve(state, POD, node)
-    assert "uid-me" in env.api.bodies["p"]["status"]["allocations"]
-
-    state = env.pre_filter(PodInfo(uid="uid-2", namespace="ns", name="two"))
-    two = PodInfo(uid="uid-2", namespace="ns", name="two")
-    assert (await env.reserve(state, two, node)).is_success()
-    env.api.pod_error = RuntimeError("connection reset")
-    await env.plugin.unreserve(state, two, node)
-    assert "uid-2" in env.api.bodies["p"]["status"]["allocations"]  # unknown: the GC decides
-
-
-async def test_unreserve_releases() -> None:
-    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"], allocations={"x": alloc("10.0.0.1")})])
-    state = env.pre_filter(POD)
-    node = env.node("node-a")
-    assert (await env.reserve(state, POD, node)).is_success()
-    assert env.allocations("p") == {"x": ("10.0.0.1", "Bound"), "uid-me": ("10.0.0.2", "Reserved")}
-    await env.plugin.unreserve(state, POD, node)
-    assert env.allocations("p") == {"x": ("10.0.0.1", "Bound")}
-    await env.plugin.unreserve(state, POD, node)  # idempotent
-    assert env.allocations("p") == {"x": ("10.0.0.1", "Bound")}
-    # The address is free again for the next pod.
-    other = PodInfo(uid="uid-other", namespace="ns", name="other")
-    state2 = env.pre_filter(other)
-    assert (await env.reserve(state2, other, node)).is_success()
-    assert allocated_ip(state2) == "10.0.0.2"
-
-
-async def test_unreserve_without_reserve_is_a_no_op() -> None:
-    env = Env([pool("p", addresses=["10.0.0.1"], allocations={"uid-me": alloc("10.0.0.1")})])
-    await env.plugin.unreserve(CycleState(), POD, env.node("node-a"))
-    assert env.api.puts == []
-    assert "uid-me" in env.allocations("p")
-
-
-async def test_unreserve_swallows_writer_errors() -> None:
-    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
-    state = env.pre_filter(POD)
-    node = env.node("node-a")
-    assert (await env.plugin.reserve(state, POD, node)).is_success()
-
-    async def broken(name: str, mutate: Mutate) -> PoolView | None:
-        raise RuntimeError("API down")
-
-    env.writer.submit = broken  # type: ignore[method-assign]
-    await env.plugin.unreserve(state, POD, node)  # waits for the reservation, release fails: logs
-    assert env.allocations("p") == {"uid-me": ("10.0.0.1", "Reserved")}  # left to the GC
-    await env.plugin.post_bind(state, POD, node)  # does not raise
-
-
-async def test_a_failed_reservation_write_fails_pre_bind_and_frees_the_assumed_place() -> None:
+async def test_a_failed_reservation_write_is_refused_and_frees_the_assumed_place() -> None:
     env = Env([pool("p", addresses=["10.0.0.1"])])
-    state = env.pre_filter(POD)
-    node = env.node("node-a")
+    needs = env.binder.find(POD)
 
     async def down(res: Any, name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
         raise ApiException(status=503, reason="Service Unavailable")
 
     env.api.replace_cluster_status = down  # type: ignore[method-assign]
-    assert (await env.plugin.reserve(state, POD, node)).is_success()
-    assert env.cache.node_free()["node-a"] == 0  # assumed while the write is pending
-    st = await env.plugin.pre_bind(state, POD, node)
-    assert st.code == Code.ERROR
-    assert "NodeIPPool p" in st.message
-    assert env.cache.node_free()["node-a"] == 1
-    await env.plugin.unreserve(state, POD, node)  # nothing was written: nothing to release
+    assert env.binder.assume(needs, POD, "node-a") is None
+    assert env.binder.room(OTHER, NODES) == 0  # assumed while the write is pending
+    refused = await env.binder.commit(needs, POD, "node-a")
+    assert isinstance(refused, Refusal) and (refused.reason, refused.pool) == ("failed", "p")
+    assert "Service Unavailable" in refused.detail
+    assert env.binder.room(OTHER, NODES) == 1
+    await env.binder.revert(needs, POD, "node-a")  # nothing was written: nothing to release
+    assert env.allocations("p") == {}
 
 
 async def test_reservations_in_flight_are_assumed_and_coalesced_into_one_write() -> None:
-    """Three pods reserved in one pool before any write lands: three addresses, one PUT;
-    the fourth finds the pool full although the API server has not seen a write yet."""
+    """Three pods assumed in one pool before any write lands: three addresses, one PUT; the
+    fourth finds the pool full although the API server has not seen a write yet."""
     env = Env([pool("p", addresses=["10.0.0.1-10.0.0.3"])])
-    node = env.node("node-a")
     pods = [PodInfo(uid=f"uid-{i}", namespace="ns", name=f"pod-{i}") for i in range(4)]
-    states = []
+    cycles = []
     for pod in pods[:3]:
-        state = env.pre_filter(pod)
-        assert (await env.plugin.reserve(state, pod, node)).is_success()
-        states.append(state)
+        needs = env.binder.find(pod)
+        assert env.binder.assume(needs, pod, "node-a") is None
+        cycles.append(needs)
     assert env.api.puts == []
-    assert env.cache.node_free()["node-a"] == 0
-    last = env.pre_filter(pods[3])
-    assert env.plugin.filter(last, pods[3], node).reasons == (ERR_NO_FREE,)
-    assert (await env.plugin.reserve(last, pods[3], node)).code == Code.UNSCHEDULABLE
-    for pod, state in zip(pods, states, strict=False):
-        assert (await env.plugin.pre_bind(state, pod, node)).is_success()
+    assert env.binder.room(pods[3], NODES) == 0
+    last = env.binder.find(pods[3])
+    assert env.binder.fit(last, pods[3], "node-a") is Fit.NO_FREE
+    assert env.binder.assume(last, pods[3], "node-a") == Refusal("no-free")
+    done = [await env.binder.commit(needs, pod, "node-a") for pod, needs in zip(pods, cycles, strict=False)]
     assert env.api.puts == ["p"]
-    assert sorted(allocated_ip(s) or "" for s in states) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
-    assert env.cache.node_free().get("node-a", 0) == 0
+    assert sorted(address(d) for d in done) == [("p", "10.0.0.1"), ("p", "10.0.0.2"), ("p", "10.0.0.3")]
+    assert env.binder.room(pods[3], NODES) == 0
 
 
-# --------------------------------------------------------------------------- pre_bind / post_bind
-
-
-def with_subnets(body: dict[str, Any], *subnets: dict[str, Any]) -> dict[str, Any]:
-    body["spec"]["subnets"] = list(subnets)
-    return body
-
-
-BIND_CASES = [
-    # (pool, existing annotations in the cycle state, expected annotations)
-    (
-        pool("p", addresses=["10.0.0.1-10.0.0.4"]),
-        None,
-        {
-            ANNOTATION_POOL: "p",
-            ANNOTATION_IP: "10.0.0.1",
-            ANNOTATION_NETWORK: '{"ips":[{"address":"10.0.0.1/32"}]}',
-        },
-    ),
-    (
-        pool("p", addresses=["fd00::10-fd00::20"]),
-        {"other/key": "v"},
-        {
-            "other/key": "v",
-            ANNOTATION_POOL: "p",
-            ANNOTATION_IP: "fd00::10",
-            ANNOTATION_NETWORK: '{"ips":[{"address":"fd00::10/128"}]}',
-        },
-    ),
-    (pool("slots", capacity=2), None, {}),  # count-only: none of the three
-    (
-        with_subnets(
-            pool("p", addresses=["10.0.1.1-10.0.1.9"]),
-            {"cidr": "10.0.1.0/24", "gateway": "10.0.1.1", "routes": [{"dst": "0.0.0.0/0"}]},
-        ),
-        None,
-        {
-            ANNOTATION_POOL: "p",
-            ANNOTATION_IP: "10.0.1.2",  # 10.0.1.1 is the gateway
-            ANNOTATION_NETWORK: '{"ips":[{"address":"10.0.1.2/24","gateway":"10.0.1.1"}],'
-            '"routes":[{"dst":"0.0.0.0/0","gw":"10.0.1.1"}]}',
-        },
-    ),
-    (
-        with_subnets(
-            pool("p", addresses=["fd00:1::10/126"]),
-            {"cidr": "fd00:1::/64", "routes": [{"dst": "::/0", "gw": "fd00:1::1"}]},
-        ),
-        None,
-        {
-            ANNOTATION_POOL: "p",
-            ANNOTATION_IP: "fd00:1::10",
-            ANNOTATION_NETWORK: '{"ips":[{"address":"fd00:1::10/64"}],'
-            '"routes":[{"dst":"::/0","gw":"fd00:1::1"}]}',
-        },
-    ),
-]
-
-
-@pytest.mark.parametrize(
-    ("body", "existing", "expected"),
-    BIND_CASES,
-    ids=["ipv4-host-route", "ipv6-merged", "count-only", "subnet-gateway-routes", "ipv6-subnet-route-gw"],
-)
-async def test_pre_bind_and_post_bind(
-    body: dict[str, Any], existing: dict[str, str] | None, expected: dict[str, str]
-) -> None:
-    env = Env([body])
-    name = body["metadata"]["name"]
-    state = env.pre_filter(POD)
-    if existing is not None:
-        state.write(BIND_ANNOTATIONS, existing)
-    node = env.node("node-a")
-    assert (await env.plugin.reserve(state, POD, node)).is_success()
-    assert (await env.plugin.pre_bind(state, POD, node)).is_success()
-    assert state.read(BIND_ANNOTATIONS) == expected
-    if existing is not None:
-        assert existing == {"other/key": "v"}  # not mutated in place
-    ip = expected.get(ANNOTATION_IP)
-    assert env.allocations(name) == {"uid-me": (ip, "Reserved")}
-    await env.plugin.post_bind(state, POD, node)
-    assert env.allocations(name) == {"uid-me": (ip, "Reserved")}  # deferred ...
-    await env.writer.flush()
-    assert env.allocations(name) == {"uid-me": (ip, "Bound")}  # ... until written
-    writes = len(env.api.puts)
-    await env.plugin.post_bind(state, POD, node)  # already Bound: nothing to write
-    await env.writer.flush()
-    assert len(env.api.puts) == writes
-
-
-async def test_pre_bind_of_a_count_only_slot_blanks_annotations_the_pod_came_with() -> None:
-    """A Binding can only add annotations: a stale or forged address on a pod that gets a
-    count-only slot is overwritten with "" (reads as "no address"); absent keys stay absent."""
-    env = Env([pool("slots", capacity=2)])
-    pod = PodInfo(
-        uid="uid-me",
-        namespace="ns",
-        name="me",
-        annotations={ANNOTATION_IP: "10.9.9.9", ANNOTATION_POOL: "forged", "other/key": "v"},
-    )
-    state = env.pre_filter(pod)
-    node = env.node("node-a")
-    assert (await env.plugin.reserve(state, pod, node)).is_success()
-    assert (await env.plugin.pre_bind(state, pod, node)).is_success()
-    assert state.read(BIND_ANNOTATIONS) == {ANNOTATION_IP: "", ANNOTATION_POOL: ""}
-
-
-async def test_unreserve_keeps_a_count_only_slot_of_a_pod_bound_without_annotations() -> None:
-    env = Env([pool("slots", capacity=2)], live_reads=True)
-    node = env.node("node-a")
-    state = env.pre_filter(POD)
-    assert (await env.reserve(state, POD, node)).is_success()
-    env.api.pods[("ns", "me")] = {
-        "metadata": {"uid": POD.uid, "namespace": "ns", "name": "me"},
-        "spec": {"nodeName": "node-a", "schedulerName": "ip-scheduler"},
-    }
-    await env.plugin.unreserve(state, POD, node)
-    assert env.allocations("slots") == {"uid-me": (None, "Reserved")}
-
-
-@pytest.mark.parametrize(
-    ("networks", "expected"),
-    [
-        ("underlay@net1", '[{"name":"underlay","interface":"net1","ips":["10.0.1.2/24"]}]'),
-        (None, None),
-        ("other", None),
-        ("a/b/c", None),  # Multus refuses it with its own message; we leave it alone
-    ],
-    ids=["short-form-converted", "no-annotation", "other-network", "malformed-left-alone"],
-)
-async def test_pre_bind_puts_the_address_into_the_multus_element(
-    networks: str | None, expected: str | None
-) -> None:
-    env = Env(
-        [
-            with_subnets(
-                pool("p", addresses=["10.0.1.1-10.0.1.9"]), {"cidr": "10.0.1.0/24", "gateway": "10.0.1.1"}
-            )
-        ],
-        multus_network="underlay",
-    )
-    pod = PodInfo(
-        uid="uid-me",
-        namespace="ns",
-        name="me",
-        annotations={} if networks is None else {"k8s.v1.cni.cncf.io/networks": networks},
-    )
-    state = env.pre_filter(pod)
-    node = env.node("node-a")
-    assert (await env.plugin.reserve(state, pod, node)).is_success()
-    assert (await env.plugin.pre_bind(state, pod, node)).is_success()
-    annotations = state.read(BIND_ANNOTATIONS)
-    assert annotations[ANNOTATION_IP] == "10.0.1.2"
-    assert annotations.get("k8s.v1.cni.cncf.io/networks") == expected
-
-
-async def test_pre_bind_without_reservation_adds_nothing() -> None:
-    env = Env([pool("p", addresses=["10.0.0.1"])])
-    state = CycleState()
-    assert (await env.plugin.pre_bind(state, POD, env.node("node-a"))).is_success()
-    assert BIND_ANNOTATIONS not in state
-
-
-# --------------------------------------------------------------------------- choosing pools
-
-
-def chooser(namespace: str = "ns", pools: str | None = None, uid: str = "uid-me") -> PodInfo:
-    annotations = {"ipscheduler.io/pools": pools} if pools is not None else {}
-    return PodInfo(uid=uid, namespace=namespace, name="me", annotations=annotations)
-
-
-CHOICE_POOLS = [
-    pool("a", "node-a", addresses=["10.0.1.1-10.0.1.4"]),
-    pool("b", "node-b", addresses=["10.0.2.1-10.0.2.2"]),
-    pool("team", "node-c", addresses=["10.0.3.1-10.0.3.8"], namespaces=["team-x"]),
-]
-
-
-@pytest.mark.parametrize(
-    ("pod", "feasible", "reasons"),
-    [
-        (chooser(), {"node-a", "node-b"}, {"node-c": "node(s) had no NodeIPPool the pod may use"}),
-        (chooser("team-x"), {"node-a", "node-b", "node-c"}, {}),
-        (
-            chooser(pools="b"),
-            {"node-b"},
-            {
-                "node-a": "node(s) had no NodeIPPool the pod may use",
-                "node-c": "node(s) had no NodeIPPool the pod may use",
-            },
-        ),
-        (
-            chooser("team-x", pools="team, a"),
-            {"node-a", "node-c"},
-            {"node-b": "node(s) had no NodeIPPool the pod may use"},
-        ),
-        (chooser(pools="team"), set(), {n: "node(s) had no NodeIPPool the pod may use" for n in NODES}),
-    ],
-    ids=[
-        "namespace-reserved-pool-left-out",
-        "its-namespace-may",
-        "named-pool",
-        "named-pools-in-its-namespace",
-        "named-pool-of-another-namespace",
-    ],
-)
-def test_a_pod_uses_only_the_pools_it_may(pod: PodInfo, feasible: set[str], reasons: dict[str, str]) -> None:
-    env = Env(CHOICE_POOLS)
-    state = env.pre_filter(pod)
-    got = {n: env.plugin.filter(state, pod, env.node(n)) for n in NODES}
-    assert {n for n, st in got.items() if st.is_success()} == feasible
-    assert {n: st.reasons[0] for n, st in got.items() if not st.is_success()} == reasons
-    assert all(st.plugin == NAME for st in got.values() if not st.is_success())
-
-
-@pytest.mark.parametrize(
-    ("annotation", "message"),
-    [
-        ("a, nope, gone", "NodeIPPool(s) nope, gone named by ipscheduler.io/pools do not exist"),
-        (
-            "a,,b",
-            "annotation ipscheduler.io/pools='a,,b': '' is not a NodeIPPool name "
-            "(a comma-separated list of pool names)",
-        ),
-        (
-            "A_b",
-            "annotation ipscheduler.io/pools='A_b': 'A_b' is not a NodeIPPool name "
-            "(a comma-separated list of pool names)",
-        ),
-    ],
-    ids=["unknown-pools", "empty-entry", "not-a-name"],
-)
-def test_a_bad_pool_list_is_a_clear_reason_not_a_silent_no_fit(annotation: str, message: str) -> None:
-    env = Env(CHOICE_POOLS)
-    st = env.plugin.pre_filter(CycleState(), chooser(pools=annotation), env.cache.node_cache.nodes())
-    assert (st.code, st.reasons, st.plugin) == (Code.UNSCHEDULABLE, (message,), NAME)
-
-
-def test_the_score_prefers_the_pools_in_the_pods_order_whatever_they_have_free() -> None:
-    env = Env(CHOICE_POOLS)
-    pod = chooser(pools="b,a")  # b has 2 free, a has 4
-    state = env.pre_filter(pod)
-    scores = {n: env.plugin.score(state, pod, env.node(n)) for n in ("node-a", "node-b")}
-    env.plugin.normalize_score(state, pod, scores)
-    assert scores["node-b"] > scores["node-a"]
-    plain = chooser()
-    state = env.pre_filter(plain)
-    scores = {n: env.plugin.score(state, plain, env.node(n)) for n in ("node-a", "node-b")}
-    env.plugin.normalize_score(state, plain, scores)
-    assert scores["node-a"] > scores["node-b"], "without a list: most free first (spread)"
-
-
-async def test_reserve_takes_the_preferred_pool_on_a_node_with_several() -> None:
+async def test_commit_takes_the_preferred_pool_on_a_node_with_several() -> None:
     env = Env(
         [
             pool("big", "node-a", addresses=["10.0.1.1-10.0.1.9"]),
@@ -863,95 +887,271 @@ async def test_reserve_takes_the_preferred_pool_on_a_node_with_several() -> None
         ]
     )
     pod = chooser(pools="small,big")
-    state = env.pre_filter(pod)
-    assert (await env.reserve(state, pod, env.node("node-a"))).is_success()
-    assert allocated_ip(state) == "10.0.2.1"
+    assert address(await env.place(env.binder.find(pod), pod)) == ("small", "10.0.2.1")
     other = chooser(uid="uid-2")
-    state = env.pre_filter(other)
-    assert (await env.reserve(state, other, env.node("node-a"))).is_success()
-    assert allocated_ip(state) == "10.0.1.1", "most free among the pools it may use (not team's)"
+    assert address(await env.place(env.binder.find(other), other)) == ("big", "10.0.1.1"), (
+        "most free among the pools it may use (not team's)"
+    )
+
+
+def with_subnets(body: dict[str, Any], *subnets: dict[str, Any]) -> dict[str, Any]:
+    body["spec"]["subnets"] = list(subnets)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param(
+            pool("p", addresses=["10.0.0.1-10.0.0.4"]),
+            Committed("p", "10.0.0.1", '{"ips":[{"address":"10.0.0.1/32"}]}'),
+            id="ipv4-host-route",
+        ),
+        pytest.param(
+            pool("p", addresses=["fd00::10-fd00::20"]),
+            Committed("p", "fd00::10", '{"ips":[{"address":"fd00::10/128"}]}'),
+            id="ipv6",
+        ),
+        pytest.param(pool("slots", capacity=2), Committed("slots", None, ""), id="count-only"),
+        pytest.param(
+            with_subnets(
+                pool("p", addresses=["10.0.1.1-10.0.1.9"]),
+                {"cidr": "10.0.1.0/24", "gateway": "10.0.1.1", "routes": [{"dst": "0.0.0.0/0"}]},
+            ),
+            Committed(
+                "p",
+                "10.0.1.2",  # 10.0.1.1 is the gateway
+                '{"ips":[{"address":"10.0.1.2/24","gateway":"10.0.1.1"}],'
+                '"routes":[{"dst":"0.0.0.0/0","gw":"10.0.1.1"}]}',
+            ),
+            id="subnet-gateway-routes",
+        ),
+        pytest.param(
+            with_subnets(
+                pool("p", addresses=["fd00:1::10/126"]),
+                {"cidr": "fd00:1::/64", "routes": [{"dst": "::/0", "gw": "fd00:1::1"}]},
+            ),
+            Committed(
+                "p",
+                "fd00:1::10",
+                '{"ips":[{"address":"fd00:1::10/64"}],"routes":[{"dst":"::/0","gw":"fd00:1::1"}]}',
+            ),
+            id="ipv6-subnet-route-gw",
+        ),
+    ],
+)
+async def test_commit_returns_the_allocation_and_its_network(
+    body: dict[str, Any], expected: Committed
+) -> None:
+    env = Env([body])
+    needs = env.binder.find(POD)
+    assert await env.place(needs, POD) == expected
+    assert env.allocations(expected.pool) == {"uid-me": (expected.ip, "Reserved")}
+    assert await env.binder.commit(needs, POD, "node-a") == expected  # a second call: the same outcome
+    assert len(env.api.puts) == 1
+
+
+# --------------------------------------------------------------------------- revert
+
+
+async def test_revert_never_removes_a_reservation_taken_over_meanwhile() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
+    needs = env.binder.find(POD)
+    assert address(await env.place(needs, POD)) == ("p", "10.0.0.1")
+    env.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"] = "replica-b/9"
+    env.api.bodies["p"]["metadata"]["resourceVersion"] = "99"
+    await env.binder.revert(needs, POD, "node-a")
+    assert env.api.bodies["p"]["status"]["allocations"]["uid-me"]["reservedBy"] == "replica-b/9"
+
+
+async def test_revert_keeps_what_the_pod_is_bound_with_and_what_it_cannot_confirm() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])], live_reads=True)
+    needs = env.binder.find(POD)
+    assert address(await env.place(needs, POD)) == ("p", "10.0.0.1")
+    bound = {
+        "metadata": {"uid": POD.uid, "namespace": "ns", "name": "me", "annotations": {ANNOTATION_POOL: "p"}},
+        "spec": {"nodeName": "node-a", "schedulerName": "ip-scheduler"},
+    }
+    env.api.pods[("ns", "me")] = bound  # our Binding landed although it reported an error
+    await env.binder.revert(needs, POD, "node-a")
+    assert "uid-me" in env.api.bodies["p"]["status"]["allocations"]
+
+    two = PodInfo(uid="uid-2", namespace="ns", name="two")
+    needs = env.binder.find(two)
+    assert address(await env.place(needs, two)) == ("p", "10.0.0.2")
+    env.api.pod_error = RuntimeError("connection reset")
+    await env.binder.revert(needs, two, "node-a")
+    assert "uid-2" in env.api.bodies["p"]["status"]["allocations"]  # unknown: the GC decides
+
+
+async def test_revert_keeps_a_count_only_slot_of_a_pod_bound_without_annotations() -> None:
+    env = Env([pool("slots", capacity=2)], live_reads=True)
+    needs = env.binder.find(POD)
+    assert address(await env.place(needs, POD)) == ("slots", None)
+    env.api.pods[("ns", "me")] = {
+        "metadata": {"uid": POD.uid, "namespace": "ns", "name": "me"},
+        "spec": {"nodeName": "node-a", "schedulerName": "ip-scheduler"},
+    }
+    await env.binder.revert(needs, POD, "node-a")
+    assert env.allocations("slots") == {"uid-me": (None, "Reserved")}
+
+
+async def test_revert_releases() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"], allocations={"x": alloc("10.0.0.1")})])
+    needs = env.binder.find(POD)
+    assert address(await env.place(needs, POD)) == ("p", "10.0.0.2")
+    assert env.allocations("p") == {"x": ("10.0.0.1", "Bound"), "uid-me": ("10.0.0.2", "Reserved")}
+    await env.binder.revert(needs, POD, "node-a")
+    assert env.allocations("p") == {"x": ("10.0.0.1", "Bound")}
+    await env.binder.revert(needs, POD, "node-a")  # idempotent
+    assert env.allocations("p") == {"x": ("10.0.0.1", "Bound")}
+    # The address is free again for the next pod.
+    assert address(await env.place(env.binder.find(OTHER), OTHER)) == ("p", "10.0.0.2")
+
+
+async def test_revert_without_assume_is_a_no_op() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1"], allocations={"uid-me": alloc("10.0.0.1")})])
+    await env.binder.revert(env.binder.find(POD), POD, "node-a")
+    assert env.api.puts == []
+    assert "uid-me" in env.allocations("p")
+
+
+async def test_revert_waits_for_the_assumed_write_and_swallows_writer_errors() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
+    needs = env.binder.find(POD)
+    assert env.binder.assume(needs, POD, "node-a") is None
+
+    async def broken(name: str, mutate: Mutate) -> PoolView | None:
+        raise RuntimeError("API down")
+
+    env.writer.submit = broken  # type: ignore[method-assign,assignment]
+    await env.binder.revert(needs, POD, "node-a")  # waits for the reservation, release fails: logs
+    assert env.allocations("p") == {"uid-me": ("10.0.0.1", "Reserved")}  # left to the GC
+    assert address(needs.committed) == ("p", "10.0.0.1")
+
+
+# --------------------------------------------------------------------------- mark_bound
+
+
+@pytest.mark.parametrize(
+    ("pools", "deferred", "after"),
+    [
+        pytest.param(
+            [pool("p", addresses=["10.0.0.1-10.0.0.2"])],
+            {"p"},
+            {"uid-me": ("10.0.0.1", "Bound")},
+            id="committed",
+        ),
+        pytest.param(
+            [pool("slots", capacity=2)], {"slots"}, {"uid-me": (None, "Bound")}, id="count-only-slot"
+        ),
+        pytest.param(
+            [pool("p", addresses=["10.0.0.1-10.0.0.2"], allocations=FULL)],
+            set(),
+            {"x": ("10.0.0.1", "Bound"), "y": ("10.0.0.2", "Bound")},
+            id="refused",
+        ),
+    ],
+)
+async def test_mark_bound_is_deferred_until_a_write_carries_it(
+    pools: list[dict[str, Any]], deferred: set[str], after: dict[str, tuple[str | None, str]]
+) -> None:
+    env = Env(pools)
+    name = pools[0]["metadata"]["name"]
+    needs = env.binder.find(POD)
+    await env.place(needs, POD)
+    before, puts = env.allocations(name), len(env.api.puts)
+    env.binder.mark_bound(needs, POD.uid)
+    assert env.writer.deferred_pools() == deferred
+    assert (env.allocations(name), len(env.api.puts)) == (before, puts)  # no write of its own
+    await env.writer.flush()
+    assert env.allocations(name) == after
+    puts = len(env.api.puts)
+    env.binder.mark_bound(needs, POD.uid)  # already Bound: nothing to write
+    await env.writer.flush()
+    assert len(env.api.puts) == puts
+
+
+async def test_mark_bound_rides_along_with_the_pools_next_write() -> None:
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.4"])])
+    needs = env.binder.find(POD)
+    assert address(await env.place(needs, POD)) == ("p", "10.0.0.1")
+    env.binder.mark_bound(needs, POD.uid)
+    assert address(await env.place(env.binder.find(OTHER), OTHER)) == ("p", "10.0.0.2")
+    assert env.api.puts == ["p", "p"]
+    assert env.allocations("p") == {"uid-me": ("10.0.0.1", "Bound"), "uid-other": ("10.0.0.2", "Reserved")}
+    assert env.writer.deferred_pools() == set()
 
 
 # --------------------------------------------------------------------------- retained addresses
 
-STS = OwnerRef("StatefulSet", "web", "uid-sts")
 
-
-def web0(uid: str, creation: datetime.datetime | None = None, **annotations: str) -> PodInfo:
-    """Pod web-0 of StatefulSet web, as its controller makes it."""
-    return PodInfo(
-        uid=uid,
-        namespace="ns",
-        name="web-0",
-        owner=STS,
-        generate_name="web-",
-        labels={"apps.kubernetes.io/pod-index": "0"},
-        annotations=annotations,
-        creation=creation or datetime.datetime.now(datetime.UTC),
-    )
-
-
-def kept(ip: str, since: str = SINCE, **fields: str) -> dict[str, Any]:
-    """A wire-form Retained allocation of identity ns/web-0 of StatefulSet uid-sts."""
-    body = builders.alloc(ip, pod="ns/web-0", phase="Bound", since=since)
-    return {
-        **body,
-        "phase": "Retained",
-        "releasePolicy": "StatefulSet",
-        "identity": "ns/web-0",
-        "ownerUID": "uid-sts",
-        "retainedSince": since,
-        **fields,
-    }
-
-
-class Events:
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, str]] = []
-
-    def emit(self, obj: dict[str, str], event_type: str, reason: str, message: str) -> None:
-        self.seen.append((obj["name"], reason, message))
-
-
-def sticky_env(allocations: dict[str, Any], **plugin: Any) -> Env:
+def sticky_env(allocations: dict[str, Any]) -> Env:
     return Env(
         [
             pool("pa", "node-a", addresses=["10.0.1.1-10.0.1.9"]),
             pool("pb", "node-b", addresses=["10.0.2.1-10.0.2.9"], allocations=allocations),
-        ],
-        **plugin,
+        ]
     )
 
 
 async def test_a_statefulset_pod_records_its_policy_with_its_address() -> None:
     env = sticky_env({})
     pod = web0("uid-1")
-    state = env.pre_filter(pod)
-    assert (await env.reserve(state, pod, env.node("node-b"))).is_success()
+    assert address(await env.place(env.binder.find(pod), pod, "node-b")) == ("pb", "10.0.2.1")
     got = env.cache.pool("pb")
     assert got is not None
     a = got.allocations["uid-1"]
     assert (a.release_policy, a.identity, a.owner_uid) == ("StatefulSet", "ns/web-0", "uid-sts")
 
 
+HELD_ELSEWHERE = {"node-a": Fit.RETAINED_ELSEWHERE, "node-b": Fit.FITS, "node-c": Fit.RETAINED_ELSEWHERE}
+"""fit by node for web-0 held to its retained address in pb (node-b)."""
+
+
+@pytest.mark.parametrize(
+    ("created_ago", "timeout", "kind", "timeout_in", "fits"),
+    [
+        pytest.param(0, None, "held", 300, HELD_ELSEWHERE, id="held-for-the-default-5m"),
+        pytest.param(0, "0", "held", None, HELD_ELSEWHERE, id="held-for-ever"),
+        pytest.param(0, "30s", "held", 30, HELD_ELSEWHERE, id="held-for-its-retain-timeout"),
+        pytest.param(
+            31,
+            "30s",
+            "rehome",
+            None,
+            {"node-a": Fit.FITS, "node-b": Fit.FITS, "node-c": Fit.NO_POOL},
+            id="past-its-retain-timeout",
+        ),
+    ],
+)
+def test_find_holds_a_pod_to_its_retained_address_until_its_retain_timeout(
+    created_ago: float, timeout: str | None, kind: str, timeout_in: float | None, fits: dict[str, Fit]
+) -> None:
+    env = sticky_env({"uid-old": kept("10.0.2.5")})
+    created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=created_ago)
+    annotations = {} if timeout is None else {"ipscheduler.io/retain-timeout": timeout}
+    pod = web0("uid-new", created, **annotations)
+    needs = env.binder.find(pod)
+    assert needs.kept is not None and needs.kept.kind == kind
+    assert (needs.kept.claim.uid, needs.kept.claim.allocation.ip) == ("uid-old", "10.0.2.5")
+    assert (needs.held.name if needs.held is not None else None) == ("pb" if kind == "held" else None)
+    assert needs.retain_timeout_in == (None if timeout_in is None else pytest.approx(timeout_in, abs=1))
+    assert {n: env.binder.fit(needs, pod, n) for n in NODES} == fits
+
+
 async def test_the_next_pod_of_the_identity_goes_back_to_its_address_and_node() -> None:
     env = sticky_env({"uid-old": kept("10.0.2.5")})
     pod = web0("uid-new")
-    state = env.pre_filter(pod)
-    verdicts = {n: env.plugin.filter(state, pod, env.node(n)) for n in NODES}
-    assert {n: st.reasons for n, st in verdicts.items() if not st.is_success()} == {
-        "node-a": ("node(s) didn't hold the pod's retained address",),
-        "node-c": ("node(s) didn't hold the pod's retained address",),
-    }
-    assert (await env.reserve(state, pod, env.node("node-b"))).is_success()
-    assert allocated_ip(state) == "10.0.2.5"
+    needs = env.binder.find(pod)
+    done = await env.place(needs, pod, "node-b")
+    assert done == Committed("pb", "10.0.2.5", '{"ips":[{"address":"10.0.2.5/32"}]}', taken_back=True)
     assert env.allocations("pb") == {"uid-new": ("10.0.2.5", "Reserved")}
-    await env.plugin.unreserve(state, pod, env.node("node-b"))  # the binding failed
+    await env.binder.revert(needs, pod, "node-b")  # the binding failed
     assert env.allocations("pb") == {"uid-new": ("10.0.2.5", "Retained")}, "kept for the identity"
-    again = env.pre_filter(pod)
-    assert not env.plugin.filter(again, pod, env.node("node-a")).is_success(), "still held to node-b"
-    assert (await env.reserve(again, pod, env.node("node-b"))).is_success()
-    assert allocated_ip(again) == "10.0.2.5"
+    again = env.binder.find(pod)
+    assert env.binder.fit(again, pod, "node-a") is Fit.RETAINED_ELSEWHERE, "still held to node-b"
+    assert address(await env.place(again, pod, "node-b")) == ("pb", "10.0.2.5")
 
 
 @pytest.mark.parametrize(
@@ -964,114 +1164,73 @@ def test_a_pod_whose_identitys_address_is_recorded_for_it_waits_instead_of_takin
 ) -> None:
     """Two active replicas race for one pod: one took the identity's address back for it
     (re-keyed to the pod's UID). The other must not give the same pod a second address in
-    another pool: it waits for that cycle's bind or Unreserve."""
+    another pool: it waits for that cycle's bind or revert."""
     taken = {**kept("10.0.2.5"), "phase": phase, "reservedBy": "other-replica/cycle-1"}
     env = sticky_env({"uid-new": taken})
-    st = env.plugin.pre_filter(CycleState(), web0("uid-new"), env.cache.node_cache.nodes())
-    assert (st.code, st.reasons) == (
-        Code.UNSCHEDULABLE,
-        ("the pod's retained address is still recorded for its previous pod",),
-    )
+    assert env.binder.find(web0("uid-new")).problem == Problem("retaining")
 
 
 async def test_a_recreated_statefulset_does_not_inherit_the_address() -> None:
     env = sticky_env({"uid-old": kept("10.0.2.5", ownerUID="uid-old-sts")})
     pod = web0("uid-new")
-    state = env.pre_filter(pod)
-    assert env.plugin.filter(state, pod, env.node("node-a")).is_success()
-    assert (await env.reserve(state, pod, env.node("node-b"))).is_success()
-    assert allocated_ip(state) == "10.0.2.1"
+    needs = env.binder.find(pod)
+    assert needs.kept is None
+    assert env.binder.fit(needs, pod, "node-a") is Fit.FITS
+    assert address(await env.place(needs, pod, "node-b")) == ("pb", "10.0.2.1")
 
 
-async def test_after_its_retain_timeout_the_pod_is_placed_anew_and_says_so() -> None:
-    events = Events()
-    env = sticky_env({"uid-old": kept("10.0.2.5")}, recorder=events)
+@pytest.mark.parametrize(
+    ("node", "placed", "rehome"),
+    [
+        pytest.param(
+            "node-a", ("pa", "10.0.1.1", False), ("pb", "uid-old", "10.0.2.5"), id="placed-elsewhere"
+        ),
+        pytest.param("node-b", ("pb", "10.0.2.5", True), None, id="its-node-took-it-at-last"),
+    ],
+)
+async def test_past_its_retain_timeout_the_pod_placed_anew_hands_back_the_old_claim(
+    node: str, placed: tuple[str, str, bool], rehome: tuple[str, str, str] | None
+) -> None:
+    """The pod waited for its retained address's node longer than its retain-timeout: placed
+    anew, the commit hands back the old claim for the plugin to release (the binder leaves it
+    Retained); placed on that node after all, it takes the address back and lets go of none."""
+    env = sticky_env({"uid-old": kept("10.0.2.5")})
     created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=31)
     pod = web0("uid-new", created, **{"ipscheduler.io/retain-timeout": "30s"})
-    state = env.pre_filter(pod)
-    assert env.plugin.filter(state, pod, env.node("node-a")).is_success(), "no longer held to node-b"
-    assert (await env.reserve(state, pod, env.node("node-a"))).is_success()
-    assert allocated_ip(state) == "10.0.1.1"
-    assert env.allocations("pb") == {}, "the old address went back to its pool"
-    assert events.seen == [
-        (
-            "web-0",
-            "AddressRehomed",
-            "retained address 10.0.2.5 of NodeIPPool pb released: its node could not take the pod "
-            "for 30s; the pod now has 10.0.1.1 of pa on node-a",
-        )
-    ]
+    done = await env.place(env.binder.find(pod), pod, node)
+    assert isinstance(done, Committed)
+    assert (done.pool, done.ip, done.taken_back) == placed
+    got = None if done.rehome is None else (done.rehome.pool.name, done.rehome.uid, done.rehome.allocation.ip)
+    assert got == rehome
+    if rehome is not None:
+        assert env.allocations("pb") == {"uid-old": ("10.0.2.5", "Retained")}
 
 
 @pytest.mark.parametrize("informer_lags", [False, True], ids=["previous-pod-gone-here", "informer-lags"])
 def test_an_address_still_recorded_for_the_previous_pod_holds_the_new_one_back(informer_lags: bool) -> None:
     """The old pod is gone; its release is on its way. Even while this replica's bound-pods
     informer still shows it (a new pod of its name exists only once it is gone from the API
-    server), the new pod waits instead of taking a second address (issue 38)."""
+    server), the new pod waits instead of taking a second address: one address per identity."""
     bound = {**builders.alloc("10.0.2.5", pod="ns/web-0", phase="Bound")}
     bound.update(releasePolicy="StatefulSet", identity="ns/web-0", ownerUID="uid-sts")
     env = sticky_env({"uid-old": bound})
     if informer_lags:
         old = dataclasses.replace(web0("uid-old"), node_name="node-b", phase="Running")
         env.cache.node_cache.add_pod(old)
-    st = env.plugin.pre_filter(CycleState(), web0("uid-new"), env.cache.node_cache.nodes())
-    assert (st.code, st.reasons) == (
-        Code.UNSCHEDULABLE,
-        ("the pod's retained address is still recorded for its previous pod",),
-    )
+    assert env.binder.find(web0("uid-new")).problem == Problem("retaining")
 
 
 def test_an_address_releasing_for_the_force_deleted_previous_pod_holds_the_new_one_back() -> None:
     """The previous pod of the identity was force-deleted: its address is Releasing until its
-    node let it go. The new pod neither takes it back yet nor gets a second one; explain says
-    why (sticky.kept_address)."""
+    node let it go. The new pod neither takes it back yet nor gets a second one; the kept
+    address says why (for explain)."""
     releasing = {**kept("10.0.2.5"), "phase": "Releasing", "releasingSince": SINCE}
     del releasing["retainedSince"]
     env = sticky_env({"uid-old": releasing})
-    pod = web0("uid-new")
-    st = env.plugin.pre_filter(CycleState(), pod, env.cache.node_cache.nodes())
-    assert (st.code, st.reasons) == (
-        Code.UNSCHEDULABLE,
-        ("the pod's retained address is still recorded for its previous pod",),
-    )
-    found = kept_address(env.cache, pod, retention_of(pod), datetime.datetime.now(datetime.UTC))
-    assert found is not None and found.kind == "waiting"
-    assert found.describe() == (
+    needs = env.binder.find(web0("uid-new"))
+    assert needs.problem == Problem("retaining")
+    assert needs.kept is not None and needs.kept.kind == "waiting"
+    assert needs.kept.describe() == (
         "address 10.0.2.5 of pool pb is Releasing: the previous pod ns/web-0 was removed before node-b "
         "confirmed its teardown; the pod waits until it is retained"
     )
-
-
-async def test_a_pod_held_to_its_retained_address_is_retried_at_its_retain_timeout() -> None:
-    activated: list[set[str]] = []
-    env = sticky_env({"uid-old": kept("10.0.2.5")}, activate=activated.append)
-    pod = web0("uid-new", **{"ipscheduler.io/retain-timeout": "200ms"})
-    env.pre_filter(pod)
-    env.pre_filter(pod)  # a second attempt meanwhile: one timer per pod
-    assert activated == []
-    await asyncio.sleep(0.5)
-    assert activated == [{"uid-new"}], "the pod itself is activated, and no other"
-    state = env.pre_filter(pod)  # past its timeout now: free to go anywhere
-    assert env.plugin.filter(state, pod, env.node("node-a")).is_success()
-
-
-def test_a_release_policy_that_cannot_be_honoured_is_said_once() -> None:
-    events = Events()
-    env = sticky_env({}, recorder=events)
-    pod = PodInfo(
-        uid="uid-gen",
-        namespace="ns",
-        name="web-7d9f-x2x",
-        generate_name="web-7d9f-",
-        annotations={"ipscheduler.io/release-policy": "Never"},
-    )
-    env.pre_filter(pod)
-    env.pre_filter(pod)
-    assert events.seen == [
-        (
-            "web-7d9f-x2x",
-            "ReleasePolicyRefused",
-            "ipscheduler.io/release-policy=Never needs a stable pod name, and this one was generated "
-            "from 'web-7d9f-'; using Pod",
-        )
-    ]

@@ -1,4 +1,5 @@
-"""underlayip/cache.PoolCache: the incrementally kept pool views equal a cache built from scratch."""
+"""underlayip/cache.PoolCache: the incrementally kept pool views equal a cache built from scratch;
+the changes the address ledger follows."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework.types import NodeInfo
-from ipscheduler.underlayip.allocator import available
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.pool import PoolView
 from tests.builders import alloc, pool_body
@@ -35,7 +35,6 @@ def derived(cache: PoolCache) -> dict[str, Any]:
     return {
         "pools": {n: p.resource_version for n, p in pools.items()},
         "by_node": {n: [p.name for p in cache.pools_for_node(n)] for n in NODES},
-        "node_free": {n: v for n, v in cache.node_free().items() if v},
         "holders": {
             uid: [p.name for p in cache.pools_holding(uid)] for p in pools.values() for uid in p.allocations
         },
@@ -44,7 +43,6 @@ def derived(cache: PoolCache) -> dict[str, Any]:
             for n, p in pools.items()
             for c in [cache.context(p)]
         },
-        "available": {n: cache.available(p) for n, p in pools.items()},
     }
 
 
@@ -96,18 +94,37 @@ def test_incremental_upkeep_matches_a_rebuild(seed: int) -> None:
         assert derived(cache) == derived(fresh)
 
 
-def test_available_is_zero_when_every_free_address_is_held_by_another_pool() -> None:
-    """p-old still holds 10.0.0.2 after its spec dropped it; p-new declares it: not handed out."""
-    old = PoolView.from_obj(body("p-old", "node-0", 5, ["10.0.0.9"], {"u1": "10.0.0.2"}))
-    new = PoolView.from_obj(body("p-new", "node-1", 5, ["10.0.0.1-10.0.0.2"], {"u2": "10.0.0.1"}))
-    cache = pool_cache({n: [NodeInfo(name=n)] for n in NODES}, {"p-old": [old], "p-new": [new]})
-    assert cache.context(new).held_by == {"10.0.0.2": "p-old"}
-    assert cache.available(new) == 0
-    assert cache.node_free().get("node-1", 0) == 0
-    # p-old releases it: p-new has one free again.
-    released = PoolView.from_obj(body("p-old", "node-0", 6, ["10.0.0.9"], {}))
-    cache.store_fresh(released)
-    cache._pools["p-old"] = [released]  # type: ignore[index]
-    assert cache.available(cache.pools()["p-new"]) == 1
-    assert cache.node_free()["node-1"] == 1
-    assert available(new, cache.context(new)) == 1
+def test_changes_name_the_pools_a_ledger_must_recount() -> None:
+    """A feed of changes: None (all) at first and after a rebuild, then exactly the pools
+    whose view or context changed, each said once to every feed."""
+    p1 = PoolView.from_obj(body("p1", "node-0", 5, ["10.0.0.1-10.0.0.4"], {}))
+    p2 = PoolView.from_obj(body("p2", "node-1", 5, ["10.0.1.1-10.0.1.4"], {}))
+    index: dict[str, list[object]] = {"p1": [p1], "p2": [p2]}
+    cache = pool_cache({n: [NodeInfo(name=n)] for n in NODES}, index)
+    feed, other = cache.changes(), cache.changes()
+    assert feed.take() is None
+    assert feed.take() == set()
+    cache.carry("u9", "p2", "10.0.1.3", "node-1")  # a running pod's address: p2's context
+    assert feed.take() == {"p2"}
+    cache.store_fresh(PoolView.from_obj(body("p1", "node-0", 6, ["10.0.0.1-10.0.0.4"], {"u1": "10.0.0.1"})))
+    assert feed.take() == {"p1"}
+    assert feed.take() == set()
+    cache.uncarry("u9")
+    cache.uncarry("u9")  # gone already: no change
+    assert feed.take() == {"p2"}
+    assert other.take() is None, "every feed is told, the first time everything"
+    cache.node_cache.remove_node("node-3")  # the node set changed: everything is recounted
+    assert (feed.take(), other.take()) == (None, None)
+
+
+def test_what_running_pods_carry_is_kept_until_they_are_gone() -> None:
+    cache = pool_cache({n: [NodeInfo(name=n)] for n in NODES}, {})
+    cache.carry("u1", "p", "10.0.0.1", "node-0")
+    cache.carry("u2", "p", None, "node-0")
+    assert cache.carried() == {"u1": ("p", "10.0.0.1"), "u2": ("p", None)}
+    assert cache.carriers_of("p") == {"u1", "u2"}
+    cache.carry("u1", "q", "10.0.0.7", "node-1")  # its annotations changed
+    assert (cache.carriers_of("p"), cache.carriers_of("q")) == ({"u2"}, {"u1"})
+    cache.uncarry("u1")
+    cache.uncarry("u2")
+    assert cache.carried() == {} and cache.carriers_of("p") == frozenset()

@@ -224,7 +224,7 @@ async def test_a_pod_created_bound_is_claimed_at_once_then_adopted() -> None:
     await settle(ctrl)
     got = api.bodies["p"]["status"]["allocations"]["u9"]
     assert (got["ip"], got["phase"], got["pod"]) == ("10.0.0.2", "Bound", "ns/pod-u9")
-    assert ctrl.cache.claimed() == {}
+    assert ctrl.claims == {}
     writes = len(api.puts)
     again = dataclasses.replace(prebound("u9", "10.0.0.2"), resource_version="2")
     bound_event(sched, ctrl, "MODIFIED", prebound("u9", "10.0.0.2"), again)  # recorded now: nothing to do
@@ -245,7 +245,7 @@ async def test_a_pod_created_bound_with_a_held_address_gets_address_conflict_on_
     ]
     assert "already held by pod ns/pod-u1" in events.seen[0][2]
     assert "pod ns/pod-u9" in events.seen[1][2]
-    assert ctrl.cache.claimed() == {}
+    assert ctrl.claims == {}
 
 
 @pytest.mark.parametrize(
@@ -280,7 +280,7 @@ async def test_pods_seen_before_the_caches_are_ready_are_left_to_the_claim_pass(
     sched, ctrl, api = setup(None)
     bound(sched, ctrl, prebound("u9", "10.0.0.2"))
     await settle(ctrl)
-    assert ctrl.cache.claimed() == {} and "u9" not in api.bodies["p"]["status"]["allocations"]
+    assert ctrl.claims == {} and "u9" not in api.bodies["p"]["status"]["allocations"]
 
 
 async def test_scheduling_starts_before_the_reconcile_with_unrecorded_addresses_claimed() -> None:
@@ -298,13 +298,13 @@ async def test_scheduling_starts_before_the_reconcile_with_unrecorded_addresses_
     pool = ctrl.cache.pool("p")
     assert pool is not None and ctrl.cache.context(pool).pod_held == {"10.0.0.2": {"u9"}}
     bound(sched, ctrl, prebound("u8", "10.0.0.3"))  # arrives bound meanwhile: claimed too, not adopted yet
-    assert set(ctrl.cache.claimed()) == {"u8", "u9"} and not api.puts
+    assert set(ctrl.claims) == {"u8", "u9"} and not api.puts
     api.listing.set()
     await asyncio.wait_for(start, 5)
     await settle(ctrl)
     allocations = api.bodies["p"]["status"]["allocations"]
     assert (allocations["u9"]["ip"], allocations["u8"]["ip"]) == ("10.0.0.2", "10.0.0.3")
-    assert ctrl.cache.claimed() == {}
+    assert ctrl.claims == {}
 
 
 @pytest.mark.parametrize(
@@ -547,7 +547,7 @@ async def test_a_running_pods_hold_ends_when_it_is_gone() -> None:
     assert next_address(ctrl) == "10.0.0.2"
     bound_event(sched, ctrl, "DELETED", pod, None)
     assert next_address(ctrl) == "10.0.0.1"
-    assert ctrl.cache.holds() == {}
+    assert ctrl.cache.carried() == {}
 
 
 @pytest.mark.parametrize(
@@ -574,7 +574,7 @@ async def test_which_running_pods_hold_an_address(
     bound(sched, ctrl, PodInfo.from_obj(body))
     pool = ctrl.cache.pool("p")
     assert pool is not None and ctrl.cache.context(pool).pod_held == held
-    assert ctrl.cache.holders_of("p") == holders
+    assert ctrl.cache.carriers_of("p") == holders
     assert ctrl.cache.context(pool).pod_holders.keys() == holders
 
 
