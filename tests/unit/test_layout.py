@@ -3,7 +3,8 @@
 of a subpackage's ``operator/ipscheduler/<floor>/<subpackage>/<module>.py`` are
 ``tests/unit/<floor>/<subpackage>/test_<module>.py``, those of hack/ are in ``tests/hack/``,
 and no test module imports another test module or a conftest (what tests share is in
-``tests/builders.py``, ``tests/unit/fakes.py`` and the like)."""
+``tests/builders.py``, ``tests/unit/fakes.py`` and the like). Both ways: every module of a
+floor has its test module, but for the few on :data:`UNTESTED`."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ HELPERS = {
     "plugins/volumebinding/fake_binder.py",  # a volume binder with canned answers
     "plugins/volumebinding/storage.py",  # claims, volumes, classes and the PV controller
     "underlayip/fake_binder.py",  # an address binder with canned answers
+}
+# Modules of a floor without a test module of their own, each with what tests it instead. The
+# list stays short and true: an entry whose module gains its test module, or is gone, fails.
+UNTESTED = {
+    # its extension points through underlayip/test_binder.py, scheduler/test_extender.py, cmd/test_profiles.py
+    "underlayip/plugin.py": "tested through the binder's, the extender's and the profiles' tests",
 }
 
 
@@ -81,6 +88,121 @@ def test_each_unit_test_module_is_named_after_the_module_it_tests(floor: str) ->
         if not path.name.startswith("test_") or not mirrored_module(path).is_file():
             wrong.append(rel)
     assert wrong == [], f"not test_<module>.py of a module of ipscheduler.{floor} or its subpackages: {wrong}"
+
+
+def mirroring_test(module: Path) -> Path:
+    """The unit test module of ``operator/ipscheduler/<floor>/[<subpackage>/]<module>.py``:
+    ``tests/unit/<floor>/[<subpackage>/]test_<module>.py`` (the inverse of :func:`mirrored_module`)."""
+    rel = module.relative_to(PACKAGE)
+    return UNIT.joinpath(*rel.parts[:-1], f"test_{rel.name}")
+
+
+def package_floors() -> list[str]:
+    return sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+
+
+def untested(floor: str) -> list[str]:
+    """The modules of ``floor`` (and of its subpackages) without their test module and not
+    on :data:`UNTESTED`; ``__init__.py`` files only re-export (see the test below)."""
+    return [
+        rel
+        for path in python_files(PACKAGE / floor)
+        if path.name != "__init__.py"
+        and (rel := path.relative_to(PACKAGE).as_posix()) not in UNTESTED
+        and not mirroring_test(path).is_file()
+    ]
+
+
+@pytest.mark.parametrize("floor", package_floors())
+def test_each_module_of_a_floor_has_its_test_module(floor: str) -> None:
+    assert untested(floor) == [], "no tests/unit/<floor>/[<subpackage>/]test_<module>.py, nor on UNTESTED"
+
+
+def test_the_untested_list_names_modules_that_exist_without_a_test_module_and_says_why() -> None:
+    wrong = {
+        rel: problem
+        for rel, why in UNTESTED.items()
+        if (
+            problem := "no such module"
+            if not (PACKAGE / rel).is_file()
+            else "it has a test module now: take it off the list"
+            if mirroring_test(PACKAGE / rel).is_file()
+            else "no reason given"
+            if not why.strip()
+            else None
+        )
+    }
+    assert wrong == {}
+
+
+def only_reexports(source: str) -> bool:
+    """A module of nothing but a docstring, imports and ``__all__``."""
+
+    def reexports(i: int, node: ast.stmt) -> bool:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            return True
+        if isinstance(node, ast.Expr):
+            return i == 0 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            return [ast.unparse(t) for t in targets] == ["__all__"]
+        return False
+
+    return all(reexports(i, node) for i, node in enumerate(ast.parse(source).body))
+
+
+def test_the_packages_of_the_floors_only_reexport() -> None:
+    """Which is why an ``__init__.py`` needs no test module: what a package does is in its
+    modules."""
+    doing = [
+        p.relative_to(PACKAGE).as_posix()
+        for floor in package_floors()
+        for p in (PACKAGE / floor).rglob("__init__.py")
+        if not only_reexports(p.read_text())
+    ]
+    assert doing == []
+
+
+@pytest.mark.parametrize(
+    ("source", "reexports"),
+    [
+        ('"""A floor."""\n', True),
+        ("", True),
+        ('"""A package."""\n\nfrom a.b import c, d\nimport e\n\n__all__ = ["c", "d"]\n', True),
+        ('from a import b\n\nVERSION = "1"\n', False),
+        ("def f() -> None:\n    pass\n", False),
+        ('"""doc"""\n"""a second string"""\n', False),
+        ("try:\n    import a\nexcept ImportError:\n    a = None\n", False),
+    ],
+    ids=["a-docstring", "empty", "imports-and-all", "a-constant", "a-function", "two-strings", "a-try"],
+)
+def test_the_reexport_rule_would_catch_what_it_forbids(source: str, reexports: bool) -> None:
+    assert only_reexports(source) is reexports
+
+
+def test_the_module_rule_would_catch_a_module_without_tests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A floor with a tested module, an untested one, one on the list and a subpackage's
+    untested module: only the two untested ones are reported."""
+    package, unit = tmp_path / "ipscheduler", tmp_path / "unit"
+    for rel in (
+        "f/__init__.py",
+        "f/tested.py",
+        "f/bare.py",
+        "f/listed.py",
+        "f/sub/__init__.py",
+        "f/sub/deep.py",
+    ):
+        (package / rel).parent.mkdir(parents=True, exist_ok=True)
+        (package / rel).write_text("")
+    (unit / "f").mkdir(parents=True)
+    (unit / "f" / "test_tested.py").write_text("")
+    monkeypatch.setattr(f"{__name__}.PACKAGE", package)
+    monkeypatch.setattr(f"{__name__}.UNIT", unit)
+    monkeypatch.setattr(f"{__name__}.UNTESTED", {"f/listed.py": "covered elsewhere"})
+    assert untested("f") == ["f/bare.py", "f/sub/deep.py"]
+    assert mirroring_test(package / "f" / "sub" / "deep.py") == unit / "f" / "sub" / "test_deep.py"
 
 
 @pytest.mark.parametrize(

@@ -113,12 +113,6 @@ def test_scrape_time_gauges_are_registered_once() -> None:
         UnderlayIPMetrics.on(m.registry).scrape_from(lambda: 0, dict, lambda p: (0, 0, 0, 0, 0, 0))
 
 
-def test_the_wings_metrics_are_made_once_per_registry() -> None:
-    m = Metrics()
-    assert UnderlayIPMetrics.on(m.registry) is UnderlayIPMetrics.on(m.registry)
-    assert UnderlayIPMetrics.on(Metrics().registry) is not UnderlayIPMetrics.on(m.registry)
-
-
 def test_each_scheduler_has_its_own_registry() -> None:
     a, b = Metrics(), Metrics()
     a.observe_attempt("error", 0.1)

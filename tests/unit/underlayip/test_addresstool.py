@@ -127,7 +127,8 @@ RUNNING = pod_info(
 )
 def test_an_address_a_live_pod_carries_is_never_released(pods: dict[str, PodInfo], why: str | None) -> None:
     """The allocation of u-rec was edited (its recorded pod name, or its UID): the live pod
-    carrying the address in its own annotations still holds it (issue 38)."""
+    carrying the address in its own annotations still holds it (an edited allocation must not
+    free an address a running pod uses)."""
     got = carried_by("10.0.0.2", "pool-a", "u-rec", pods)
     assert (got is None) if why is None else (got is not None and got.startswith(why))
 

@@ -988,7 +988,7 @@ def test_drop_nomination_removes_only_a_held_place() -> None:
 def test_a_pod_never_gets_a_second_address_while_its_identitys_is_another_pods(
     retention: Retention, held: bool
 ) -> None:
-    """Issue 38's two-replica failure: pod u2 of identity ns/web-0 took the Retained address
+    """Two replicas racing over one identity: pod u2 of identity ns/web-0 took the Retained address
     back (Reserved under u2) and was deleted before its bind; pod u3 of the same identity,
     whose cycle saw the address still Retained, must wait (IdentityHeld) instead of taking a
     new one; once u2's Unreserve retains it again, u3 takes it back."""

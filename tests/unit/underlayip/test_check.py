@@ -213,7 +213,7 @@ CASES: list[tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = [
         ["pool pool-a: ns/a (u1): annotations ip=None pool=pool-b differ from allocation ip=None"],
     ),
     (
-        # Issue 22: a status edit removed t2's allocation and pb1 got its address.
+        # A status edit removed t2's allocation and pb1 got its address: two running pods share it.
         [pool(addresses=V4, allocations={"u2": alloc("10.0.0.2", "ns/pb1")})],
         [
             pod("u1", "t2", pool_name="pool-a", ip="10.0.0.2"),
@@ -481,7 +481,8 @@ def kept(
 def test_an_identity_holding_two_allocations_is_a_violation(
     allocations: dict[str, Any], expected: list[str]
 ) -> None:
-    """Issue 38: one identity held 10.61.1.1 and 10.61.1.3; check stayed clean."""
+    """One identity holding two addresses (say 10.61.1.1 and 10.61.1.3) is reported, not
+    passed as clean."""
     got = [v for v in find_violations([pool(addresses=V4, allocations=allocations)], []) if "identity" in v]
     assert len(got) == len(expected)
     assert all(g.startswith(e) for g, e in zip(got, expected, strict=True))
