@@ -272,7 +272,8 @@ class SchedulerEnv:
 
     async def settle(self) -> None:
         for _ in range(10):
-            await asyncio.gather(*self.sched._tasks, return_exceptions=True)
+            tasks = [*self.sched._tasks, *self.sched.handlers._tasks]  # binding cycles, live checks
+            await asyncio.gather(*tasks, return_exceptions=True)
             await asyncio.sleep(0)
 
     async def schedule_next(self) -> None:

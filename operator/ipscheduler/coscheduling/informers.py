@@ -11,15 +11,9 @@ from kubernetes_asyncio import client
 
 from ipscheduler.coscheduling.groups import GroupIndex, Member
 from ipscheduler.coscheduling.models import GROUP, PLURAL, POD_GROUP_LABEL, VERSION, PodGroupView
-from ipscheduler.kube.informer import Endpoint, ObjectStore, uid_key
+from ipscheduler.kube.informer import Endpoint, ObjectStore, namespaced_key, uid_key
 
 log = logging.getLogger(__name__)
-
-
-def _group_key(body: dict[str, Any]) -> str | None:
-    meta = body.get("metadata") or {}
-    ns, name = meta.get("namespace"), meta.get("name")
-    return f"{ns}/{name}" if isinstance(ns, str) and isinstance(name, str) else None
 
 
 def podgroup_informer(index: GroupIndex) -> ObjectStore[PodGroupView]:
@@ -30,7 +24,7 @@ def podgroup_informer(index: GroupIndex) -> ObjectStore[PodGroupView]:
         try:
             view = PodGroupView.from_obj(body)
         except ValueError as e:
-            key = _group_key(body)
+            key = namespaced_key(body)
             if key is not None:
                 index.invalid[key] = str(e)
             log.warning("PodGroup %s is invalid: %s", key, e)
@@ -41,7 +35,7 @@ def podgroup_informer(index: GroupIndex) -> ObjectStore[PodGroupView]:
     def endpoint(api_client: client.ApiClient) -> Endpoint:
         return client.CustomObjectsApi(api_client).list_cluster_custom_object, (GROUP, VERSION, PLURAL), {}
 
-    return ObjectStore("PodGroup", endpoint, parse, key=_group_key)
+    return ObjectStore("PodGroup", endpoint, parse, key=namespaced_key)
 
 
 def member_informer() -> ObjectStore[Member]:

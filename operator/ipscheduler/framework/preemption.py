@@ -220,10 +220,6 @@ class Plan:
     result: PostFilterResult | None = None
 
 
-def _pod_ref(pod: PodInfo) -> dict[str, str]:
-    return {"kind": "Pod", "apiVersion": "v1", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
-
-
 # -- the Evaluator ----------------------------------------------------------------------------
 class Evaluator:
     """Preemption's steps (module doc) for the plugin ``plugin_name`` (upstream
@@ -339,7 +335,7 @@ class Evaluator:
             log.info("%s preempted %s on node %s", pod.key, victim.key, node)
             if handle.recorder is not None:
                 handle.recorder.emit(
-                    _pod_ref(victim), "Normal", "Preempted", f"Preempted by pod {pod.uid} on node {node}"
+                    victim.ref, "Normal", "Preempted", f"Preempted by pod {pod.uid} on node {node}"
                 )
         if handle.metrics is not None:
             handle.metrics.observe_preemption_victims(len(plan.victims))

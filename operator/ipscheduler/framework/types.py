@@ -322,6 +322,15 @@ class PodInfo:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def ref(self) -> dict[str, str]:
+        """The pod as an object reference (an event's ``involvedObject``: kind, apiVersion,
+        name, namespace, uid; an empty uid left out)."""
+        ref = {"kind": "Pod", "apiVersion": "v1", "name": self.name, "namespace": self.namespace}
+        if self.uid:
+            ref["uid"] = self.uid
+        return ref
+
+    @property
     def has_pod_affinity(self) -> bool:
         """Whether ``spec.affinity`` has a ``podAffinity`` or ``podAntiAffinity`` (upstream
         ``PodInfo.RequiredAffinityTerms`` and friends are parsed from them)."""

@@ -12,7 +12,6 @@ import collections
 import logging
 import socket
 
-from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import KubeApi, now_rfc3339
 
 log = logging.getLogger(__name__)
@@ -161,11 +160,6 @@ def object_ref(kind: str, api_version: str, name: str, namespace: str = "", uid:
     if uid:
         ref["uid"] = uid
     return ref
-
-
-def pod_ref(pod: PodInfo) -> dict[str, str]:
-    """The involvedObject of an event about ``pod``."""
-    return object_ref("Pod", "v1", pod.name, pod.namespace, pod.uid)
 
 
 def pod_key_ref(key: str, uid: str = "") -> dict[str, str]:

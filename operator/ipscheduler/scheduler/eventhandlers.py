@@ -82,9 +82,9 @@ class EventHandlers:
     """The Scheduler's informer handlers (see the module doc), over the scheduler's
     ``cache``, ``queue`` and ``profile``; ``name`` is our schedulerName; ``api`` reads pods
     live; ``recorder`` forgets the events of a pod gone; ``metrics`` counts pods found gone;
-    ``tasks`` runs the live checks; ``unschedulable_msg`` (pod UID → the last
-    ``PodScheduled=False`` message written, shared with the scheduler's failure handler)
-    forgets a pod gone."""
+    ``forget(uid)``: a pod left the pending pods (deleted, bound, terminal): the scheduler
+    forgets what it remembers of it (the last ``PodScheduled=False`` message written). The
+    live checks run as the handlers' own tasks (:meth:`stop` cancels them)."""
 
     def __init__(
         self,
@@ -96,8 +96,7 @@ class EventHandlers:
         profile: Framework,
         recorder: EventRecorder,
         metrics: Metrics,
-        tasks: TaskSet,
-        unschedulable_msg: dict[str, str],
+        forget: Callable[[str], object] = lambda uid: None,
     ) -> None:
         self.name = name
         self.api = api
@@ -106,11 +105,16 @@ class EventHandlers:
         self.profile = profile
         self.recorder = recorder
         self.metrics = metrics
-        self._tasks = tasks
-        self._unschedulable_msg = unschedulable_msg
+        self.forget = forget
+        self._tasks = TaskSet()
         self._list_burst: _ListBurst | None = None
 
     # -- subscriptions ------------------------------------------------------
+
+    async def stop(self) -> None:
+        """Cancel the live checks in flight."""
+        await self._tasks.cancel()
+
     def subscribe(
         self,
         *,
@@ -147,7 +151,7 @@ class EventHandlers:
             # It left the watch of pending pods: deleted, or bound. (For a pod that was
             # bound the API server sends its previous, unbound state.)
             self.queue.delete(pod.uid)
-            self._unschedulable_msg.pop(pod.uid, None)
+            self.forget(pod.uid)
             self.recorder.forget(pod.uid)
             # Held at Permit: its binding cycle gives its reservation back (upstream
             # RejectWaitingPod on a pod delete).
@@ -159,7 +163,7 @@ class EventHandlers:
         if pod.terminal:
             self.queue.delete(pod.uid)
             self.cache.forget_pod(pod.uid)
-            self._unschedulable_msg.pop(pod.uid, None)
+            self.forget(pod.uid)
             return
         if pod.bound or pod.deleting:
             self.queue.delete(pod.uid)

@@ -49,7 +49,7 @@ from ipscheduler.framework.klog import V2, kv
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
-from ipscheduler.kube.events import EventRecorder, pod_ref
+from ipscheduler.kube.events import EventRecorder
 from ipscheduler.scheduler.eventhandlers import EventHandlers
 
 log = logging.getLogger(__name__)
@@ -109,8 +109,7 @@ class Scheduler:
             profile=profile,
             recorder=recorder,
             metrics=self.metrics,
-            tasks=self._tasks,
-            unschedulable_msg=self._unschedulable_msg,
+            forget=self._forget,
         )
         """The informer handlers: events into this scheduler's cache and queue."""
 
@@ -119,6 +118,11 @@ class Scheduler:
         """Stop scheduling: close the queue and cancel the binding cycles in flight."""
         self.queue.close()
         await self._tasks.cancel()
+        await self.handlers.stop()
+
+    def _forget(self, uid: str) -> None:
+        """Pod ``uid`` left the pending pods: forget its last ``PodScheduled=False`` message."""
+        self._unschedulable_msg.pop(uid, None)
 
     # -- the loop ------------------------------------------------------------
     async def run(self) -> None:
@@ -258,7 +262,7 @@ class Scheduler:
                 extra={**kv(pod=pod.key, node=host.name, uid=pod.uid), **(state.get(LOG_FIELDS) or {})},
             )
             self.recorder.emit(
-                pod_ref(pod), "Normal", "Scheduled", f"Successfully assigned {pod.key} to {host.name}{suffix}"
+                pod.ref, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {host.name}{suffix}"
             )
         except asyncio.CancelledError:
             raise
@@ -361,7 +365,7 @@ class Scheduler:
             self.queue.nominator.add(pod, nominated)
         self.queue.add_unschedulable(qp)
         log.log(V2, "unable to schedule %s: %s", pod.key, message, extra=kv(pod=pod.key, uid=pod.uid))
-        self.recorder.emit(pod_ref(pod), "Warning", "FailedScheduling", message)
+        self.recorder.emit(pod.ref, "Warning", "FailedScheduling", message)
         if self._unschedulable_msg.get(pod.uid) != message or nominated is not None:
             try:
                 await self.api.set_unschedulable(pod, message, nominated)

@@ -17,10 +17,12 @@ from typing import Any, NamedTuple
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.models import (
     BOUND,
+    NEVER,
     NOMINATED,
     RELEASING,
     RESERVED,
     RETAINED,
+    STATEFULSET,
     Allocation,
     NodeIPPoolStatus,
 )
@@ -33,7 +35,7 @@ from ipscheduler.underlayip.pool import (
     utc_now,
     with_allocations,
 )
-from ipscheduler.underlayip.retention import NEVER, STATEFULSET, Retention, takes_back
+from ipscheduler.underlayip.retention import Retention, takes_back
 from ipscheduler.underlayip.teardown import on_an_interface
 
 
@@ -367,7 +369,7 @@ def _let_go(
 def nominate(
     pool: PoolView, ctx: PoolContext, uid: str, pod_key: str, now: datetime.datetime | None = None
 ) -> NodeIPPoolStatus | None:
-    """Hold a place in ``pool`` for pod ``uid`` (``namespace/name``), which preemption
+    """Keep the nominated place in ``pool`` for pod ``uid`` (``namespace/name``), which preemption
     nominated to the pool's node: a Nominated allocation without an address, counted as
     taken by every other pod while the victims terminate (it may take the pool one over
     its capacity until a victim's allocation is released: that is not an over-commit). The

@@ -65,7 +65,7 @@ from ipscheduler.underlayip.models import ANNOTATION_POOL, NOMINATED, RESERVED, 
 from ipscheduler.underlayip.pool import PoolContext, PoolView, freed_by_eviction, network_of, utc_now
 from ipscheduler.underlayip.retention import Retention, retention_of
 from ipscheduler.underlayip.selection import PoolChoice, may_use, pool_choice
-from ipscheduler.underlayip.sticky import HELD, REHOME, WAITING, Claim, KeptAddress, kept_address
+from ipscheduler.underlayip.sticky import PINNED, REHOME, WAITING, Claim, KeptAddress, kept_address
 from ipscheduler.underlayip.writer import MutateFn, PoolWriter
 
 log = logging.getLogger(__name__)
@@ -169,15 +169,15 @@ class PodAddresses:
         return dataclasses.replace(self, free=dict(self.free))
 
     @property
-    def held(self) -> PoolView | None:
-        """The pool of the Retained address the pod is held to (None: not held)."""
-        return self.kept.claim.pool if self.kept is not None and self.kept.kind == HELD else None
+    def pinned(self) -> PoolView | None:
+        """The pool of the Retained address the pod is pinned to (None: not pinned)."""
+        return self.kept.claim.pool if self.kept is not None and self.kept.kind == PINNED else None
 
     @property
     def retain_timeout_in(self) -> float | None:
-        """Seconds until a pod held to its retained address's node may be placed anew (None:
-        not held, or held for ever)."""
-        return self.kept.timeout_in if self.kept is not None and self.kept.kind == HELD else None
+        """Seconds until a pod pinned to its retained address's node may be placed anew (None:
+        not pinned, or pinned for ever)."""
+        return self.kept.timeout_in if self.kept is not None and self.kept.kind == PINNED else None
 
 
 class AddressBinder(Protocol):
@@ -287,7 +287,7 @@ class PoolBinder:
         if kept is not None and kept.kind == WAITING:
             needs.problem = Problem("retaining")
             return needs
-        if kept is not None and kept.kind == HELD:
+        if kept is not None and kept.kind == PINNED:
             return needs
         pools = self.cache.pools()
         if choice.names:
@@ -322,10 +322,10 @@ class PoolBinder:
 
     def fit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
         """Whether ``node`` can give the pod an address now, by :meth:`find`'s counts: a pod
-        held to its retained address fits on that address's node only."""
-        held = needs.held
-        if held is not None:
-            return Fit.FITS if node == held.node_name else Fit.RETAINED_ELSEWHERE
+        pinned to its retained address fits on that address's node only."""
+        pinned = needs.pinned
+        if pinned is not None:
+            return Fit.FITS if node == pinned.node_name else Fit.RETAINED_ELSEWHERE
         free = needs.free.get(node)
         if free is not None and free > 0:
             return Fit.FITS
@@ -338,12 +338,12 @@ class PoolBinder:
 
     def room(self, pod: PodInfo, nodes: Collection[str]) -> int:
         """Pods like ``pod`` the pools it may use on ``nodes`` can take now (:meth:`find`'s
-        counts, summed); 0 when PreFilter would refuse it, 1 for a pod held to its retained
+        counts, summed); 0 when PreFilter would refuse it, 1 for a pod pinned to its retained
         address. Changes nothing."""
         needs = self.find(pod)
         if needs.problem is not None:
             return 0
-        if needs.held is not None:
+        if needs.pinned is not None:
             return 1
         return sum(n for name, n in needs.free.items() if n > 0 and name in nodes)
 
@@ -365,7 +365,7 @@ class PoolBinder:
     ) -> bool:
         """Whether the pod fits on ``node`` once the pods of UIDs ``victims`` are gone (the
         extender's ``preempt``): it fits already, or a victim :meth:`frees` a place there. A
-        pod held to its retained address's node fits only there, whatever the victims."""
+        pod pinned to its retained address's node fits only there, whatever the victims."""
         fit = self.fit(needs, pod, node)
         if fit is Fit.FITS:
             return True
@@ -423,13 +423,13 @@ class PoolBinder:
     # -- assume / commit / revert / mark_bound -----------------------------------------
     def candidates(self, pod: PodInfo, node: str, needs: PodAddresses, skip: str = "") -> list[PoolView]:
         """The pools of ``node`` the pod may use, in the order :meth:`assume` tries them: the
-        one keeping its retained address alone (when held to it), else one holding the pod's
+        one keeping its retained address alone (when pinned to it), else one holding the pod's
         allocation first, then in the pod's order of preference (``ipscheduler.io/pools``),
         then by most available (assumed reservations deducted), then by name. ``skip``: a
         pool already tried."""
-        held = needs.held
-        if held is not None:
-            pool = self.cache.pool(held.name)
+        pinned = needs.pinned
+        if pinned is not None:
+            pool = self.cache.pool(pinned.name)
             return [pool] if pool is not None and pool.node_name == node and pool.name != skip else []
         pools = [
             p
@@ -452,7 +452,7 @@ class PoolBinder:
         :func:`~ipscheduler.underlayip.allocator.abandoned`), is refused
         ``reserved-elsewhere``: that cycle binds or releases it."""
         needs.owner = f"{self.identity}/{secrets.token_hex(4)}"
-        held = needs.held
+        pinned = needs.pinned
         for pool in self.candidates(pod, node, needs):
             existing = pool.allocations.get(pod.uid)
             if existing is not None and existing.phase not in (RETAINED, NOMINATED):
@@ -462,7 +462,7 @@ class PoolBinder:
                     return Refusal(
                         "reserved-elsewhere", str(allocator.ReservedElsewhere(pool.name, existing))
                     )
-            elif held is None and existing is None and self.ledger.available(pool) <= 0:
+            elif pinned is None and existing is None and self.ledger.available(pool) <= 0:
                 continue
             needs.pending = self._submit(needs, pod, node, pool.name)
             self.ledger.assume(pool.name, pod.uid)
@@ -525,7 +525,7 @@ class PoolBinder:
         return outcome
 
     def _drop_other_nominations(self, pod: PodInfo, kept: str) -> None:
-        """The pod has its reservation (in pool ``kept``): the nominated places preemption held
+        """The pod has its reservation (in pool ``kept``): the nominated places preemption kept
         for it in other pools go, with those pools' next writes. No deadline of their own: a
         place that no write carries is released by the next GC sweep once the pod is bound
         (within ``--gc-interval``, and the sweep's release retries the pending pods, which a
@@ -615,7 +615,7 @@ class PoolBinder:
         allocation; if the read fails everything is kept and the GC decides later. In the
         other pools this cycle wrote to, the pod's allocation is released only if its
         ``reservedBy`` is this cycle's: never another replica's reservation. Where the cycle
-        took back, or was held to, the identity's Retained address, it is Retained again
+        took back, or was pinned to, the identity's Retained address, it is Retained again
         instead."""
         if needs.pending is not None:
             await self.commit(needs, pod, node)
@@ -639,7 +639,7 @@ class PoolBinder:
             return
         committed = needs.committed
         taken_back = committed.pool if isinstance(committed, Committed) and committed.taken_back else None
-        retained = {taken_back, needs.held.name if needs.held is not None else None}
+        retained = {taken_back, needs.pinned.name if needs.pinned is not None else None}
         for pool_name in sorted(written - {bound}):
             undo = functools.partial(
                 allocator.unreserve, uid=pod.uid, owner=needs.owner, keep=pool_name in retained

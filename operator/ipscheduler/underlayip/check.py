@@ -39,13 +39,13 @@ from ipscheduler.underlayip.models import (
     ANNOTATION_NETWORK,
     ANNOTATION_POOL,
     BOUND,
+    NEVER,
     NOMINATED,
     POOLS,
     RELEASING,
     RETAINED,
 )
 from ipscheduler.underlayip.pool import PoolView, network_of
-from ipscheduler.underlayip.retention import NEVER
 from ipscheduler.underlayip.selection import is_ours, tenancy_problem
 
 

@@ -216,6 +216,11 @@ goes back to the pool, or becomes Retained by its release policy
 (:mod:`ipscheduler.underlayip.teardown`)."""
 PHASES: tuple[Phase, ...] = (RESERVED, BOUND, RETAINED, NOMINATED, RELEASING)
 ReleasePolicy = Literal["Pod", "StatefulSet", "Never"]
+POD: ReleasePolicy = "Pod"
+STATEFULSET: ReleasePolicy = "StatefulSet"
+NEVER: ReleasePolicy = "Never"
+POLICIES: tuple[ReleasePolicy, ...] = (POD, STATEFULSET, NEVER)
+"""The release policies (:mod:`ipscheduler.underlayip.retention` says what each keeps)."""
 
 
 class Allocation(CrdModel):

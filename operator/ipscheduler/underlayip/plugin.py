@@ -117,7 +117,7 @@ class UnderlayIP:
         """Find the pod's needs and what each node offers
         (:meth:`~ipscheduler.underlayip.binder.AddressBinder.find`) into the cycle state;
         skip for hostNetwork. A malformed ``ipscheduler.io/pools``, or one naming a pool that
-        does not exist, leaves the pod unschedulable with that reason. A pod held to its
+        does not exist, leaves the pod unschedulable with that reason. A pod pinned to its
         retained address's node is activated again at its retain-timeout; a release policy
         that cannot be honoured is said once in a Warning event."""
         if pod.host_network:
@@ -180,7 +180,7 @@ class UnderlayIP:
             return
         pool = await self.binder.nominate(pod, node, victims)
         if pool is not None:
-            log.info("holding a place in NodeIPPool %s for %s, nominated to %s", pool, pod.key, node)
+            log.info("the nominated place of %s is in NodeIPPool %s (nominated to %s)", pod.key, pool, node)
 
     def fits_after_evicting(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, victims: frozenset[str]
@@ -238,7 +238,7 @@ class UnderlayIP:
     async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
         """Give back what this cycle's reservation wrote
         (:meth:`~ipscheduler.underlayip.binder.PoolBinder.revert`); the pod identity's
-        Retained address taken back, or held to, is Retained again. Logs instead of raising."""
+        Retained address taken back, or pinned to, is Retained again. Logs instead of raising."""
         c: PodAddresses | None = state.get(_STATE)
         if c is not None:
             await self.binder.revert(c, pod, node.name)
@@ -363,7 +363,7 @@ class UnderlayIPDeps:
 def new(args: UnderlayIPArgs, handle: Handle, deps: UnderlayIPDeps) -> UnderlayIP:
     """UnderlayIP's factory ``new(args, handle)`` once its registration has bound ``deps``:
     builds the binder (with the handle's API client for Unreserve's live reads) and the
-    sticky-address acts (the handle's event recorder and ``activate``: a pod held to its
+    sticky-address acts (the handle's event recorder and ``activate``: a pod pinned to its
     retained address's node, at its retain-timeout), and hands both to the plugin."""
     binder = PoolBinder(
         deps.cache,

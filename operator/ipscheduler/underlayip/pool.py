@@ -35,6 +35,7 @@ from ipscheduler.underlayip.models import (
     API_VERSION,
     KIND,
     NOMINATED,
+    POD,
     RELEASING,
     RETAINED,
     Allocation,
@@ -286,7 +287,7 @@ def freed_by_eviction(pool: PoolView, uid: str) -> bool:
     the pool's own addresses (a foreign hold, outside the spec after an edit, gives no
     place back), and the pool hands out addresses (no spec error, not being deleted)."""
     a = pool.allocations.get(uid)
-    if a is None or a.phase in (RETAINED, NOMINATED) or a.release_policy not in (None, "Pod"):
+    if a is None or a.phase in (RETAINED, NOMINATED) or a.release_policy not in (None, POD):
         return False
     if pool.spec_error or pool.deleting:
         return False

@@ -26,7 +26,7 @@ from ipscheduler.framework.interface import Requeue
 from ipscheduler.framework.klog import kv
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import KubeApi, lean_pods, live_pod
-from ipscheduler.kube.events import EventRecorder, pod_key_ref, pod_ref
+from ipscheduler.kube.events import EventRecorder, pod_key_ref
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError
 from ipscheduler.underlayip.cache import PoolCache, rv_number
@@ -161,7 +161,7 @@ class Reconciler:
         )
         log.warning("%s: %s", pod.key, message, extra=kv(pod=pod.key, pool=pool.name, uid=pod.uid, ip=ip))
         self.metrics.adoptions_refused.inc()
-        await self.recorder.record(pod_ref(pod), "Warning", "AdoptionRefused", message)
+        await self.recorder.record(pod.ref, "Warning", "AdoptionRefused", message)
 
     async def live_pod(self, uid: str, key: str) -> PodInfo | None:
         """Pod ``uid`` as the API server has it now (:func:`ipscheduler.kube.client.live_pod`:

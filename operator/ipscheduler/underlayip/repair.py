@@ -22,6 +22,7 @@ from ipscheduler.underlayip.models import (
     RELEASING,
     RESERVED,
     RETAINED,
+    STATEFULSET,
     Allocation,
 )
 from ipscheduler.underlayip.pool import PoolView, age
@@ -106,7 +107,7 @@ def plan(
     Reserved allocations of pods still pending are kept for ``reserved_ttl``
     seconds: the cycle that made them is binding the pod.
 
-    A Nominated place (preemption's hold) goes when its pod is gone, terminal or bound (its
+    A nominated place (preemption's, phase Nominated) goes when its pod is gone, terminal or bound (its
     Reserve took the place where it was held, so one left is elsewhere), after
     ``reserved_ttl`` once the pod is no longer nominated to the pool's node, and after
     ``nominated_ttl`` in any case.
@@ -205,7 +206,7 @@ def _retained_reason(
 ) -> str | None:
     """Why Retained allocation ``a`` goes now, or None (see :func:`plan`)."""
     facts: StatefulSetFacts | None = None
-    if a.release_policy == "StatefulSet":
+    if a.release_policy == STATEFULSET:
         parsed = statefulset_of(a.identity or "")
         key = (parsed[0], parsed[1]) if parsed else None
         if key is not None:
@@ -221,7 +222,7 @@ def retained_statefulsets(pools: Iterable[PoolView]) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = set()
     for pool in pools:
         for a in pool.allocations.values():
-            if a.phase == RETAINED and a.release_policy == "StatefulSet":
+            if a.phase == RETAINED and a.release_policy == STATEFULSET:
                 parsed = statefulset_of(a.identity or "")
                 if parsed is not None:
                     out.add((parsed[0], parsed[1]))

@@ -31,14 +31,12 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.models import (
     ANNOTATION_RELEASE_POLICY,
     ANNOTATION_RETAIN_TIMEOUT,
+    NEVER,
+    POD,
+    STATEFULSET,
     Allocation,
     ReleasePolicy,
 )
-
-POD: ReleasePolicy = "Pod"
-STATEFULSET: ReleasePolicy = "StatefulSet"
-NEVER: ReleasePolicy = "Never"
-POLICIES: tuple[ReleasePolicy, ...] = (POD, STATEFULSET, NEVER)
 
 DEFAULT_RETAIN_TIMEOUT = 300.0
 """Seconds a pod waits for the node of its retained address (``5m``)."""

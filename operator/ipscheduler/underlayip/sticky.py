@@ -4,7 +4,7 @@ The release policies themselves (what a pod keeps, for whom) are
 :mod:`ipscheduler.underlayip.retention`; this module decides what they mean for one
 pending pod now, for UnderlayIP's PreFilter and for ``ipscheduler explain`` alike
 (:func:`kept_address`), and carries the acts that go with it (:class:`StickyAddresses`):
-a Warning when a policy cannot be honoured, the timer that activates a pod held to its
+a Warning when a policy cannot be honoured, the timer that activates a pod pinned to its
 retained address's node when its retain-timeout is reached, and the release of the old
 address once a pod that waited too long was placed anew.
 """
@@ -22,7 +22,6 @@ from typing import Final, Literal
 from ipscheduler.framework.aio import KeyedTimers
 from ipscheduler.framework.interface import EventRecorder
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.kube.events import pod_ref
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import NOMINATED, RELEASING, RETAINED, Allocation
@@ -47,7 +46,7 @@ class Claim:
     allocation: Allocation
 
 
-HELD: Final = "held"
+PINNED: Final = "pinned"
 REHOME: Final = "rehome"
 WAITING: Final = "waiting"
 
@@ -56,7 +55,7 @@ WAITING: Final = "waiting"
 class KeptAddress:
     """What the address a pod's identity keeps (``claim``) means for the pod now, by ``kind``:
 
-    - ``held``: it is Retained; the pod may go only to its pool's node (``timeout_in``:
+    - ``pinned``: it is Retained; the pod may go only to its pool's node (``timeout_in``:
       seconds until the pod's retain-timeout, None for never);
     - ``rehome``: it is Retained, and the pod waited for its node longer than its
       retain-timeout: the pod is placed anew and this address released once the new one is
@@ -66,7 +65,7 @@ class KeptAddress:
       it go): the pod waits.
     """
 
-    kind: Literal["held", "rehome", "waiting"]
+    kind: Literal["pinned", "rehome", "waiting"]
     claim: Claim
     timeout_in: float | None = None
 
@@ -74,7 +73,7 @@ class KeptAddress:
         """One line for ``explain``: the address, and where it holds the pod or why not."""
         pool, a = self.claim.pool, self.claim.allocation
         what = f"retained address {a.ip or '(slot)'} of pool {pool.name} on {pool.node_name}"
-        if self.kind == HELD:
+        if self.kind == PINNED:
             until = (
                 "" if self.timeout_in is None else f" for {self.timeout_in:.0f}s more (its retain-timeout)"
             )
@@ -105,7 +104,7 @@ def kept_address(
     recorded = cache.kept_for(identity)
     # The pod's own allocations of the identity come first, not yet Retained ones before
     # Retained ones (a preemption's Nominated place aside): another cycle took the address
-    # back for it, or its Unreserve kept it (held to it as to another UID's).
+    # back for it, or its Unreserve kept it (pinned to it as to another UID's).
     own = sorted(
         ((pool, uid, a) for pool, uid, a in recorded if uid == pod.uid and a.phase != NOMINATED),
         key=lambda entry: entry[2].phase == RETAINED,
@@ -123,7 +122,7 @@ def kept_address(
         waited = age(start, now)
         if retention.timeout is not None and waited > retention.timeout:
             return KeptAddress(REHOME, claim)
-        return KeptAddress(HELD, claim, None if retention.timeout is None else retention.timeout - waited)
+        return KeptAddress(PINNED, claim, None if retention.timeout is None else retention.timeout - waited)
     return None
 
 
@@ -131,7 +130,7 @@ class StickyAddresses:
     """The acts of the sticky-address policy for UnderlayIP (see the module doc).
 
     ``writer``: releases a re-homed pod's old address. ``activate(uids)``: moves pods to
-    activeQ (the framework handle's ``activate``; None: a held pod waits for another event).
+    activeQ (the framework handle's ``activate``; None: a pinned pod waits for another event).
     ``recorder``: posts ``ReleasePolicyRefused`` and ``AddressRehomed`` (None: logged only).
     ``rehomed()``: counts the pods placed anew (``ipscheduler_pods_rehomed_total``)."""
 
@@ -159,7 +158,7 @@ class StickyAddresses:
         self._refusals.add(pod.uid)
         log.warning("%s: %s", pod.key, problem)
         if self.recorder is not None:
-            self.recorder.emit(pod_ref(pod), "Warning", "ReleasePolicyRefused", problem)
+            self.recorder.emit(pod.ref, "Warning", "ReleasePolicyRefused", problem)
 
     def activate_at_timeout(self, uid: str, seconds: float) -> None:
         """Activate pod ``uid`` (and it alone) once its retain-timeout is reached, ``seconds``
@@ -201,4 +200,4 @@ class StickyAddresses:
         if self.rehomed is not None:
             self.rehomed()
         if self.recorder is not None:
-            self.recorder.emit(pod_ref(pod), "Warning", "AddressRehomed", message)
+            self.recorder.emit(pod.ref, "Warning", "AddressRehomed", message)

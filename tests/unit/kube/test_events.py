@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.kube.events import EventRecorder, pod_key_ref, pod_ref
+from ipscheduler.kube.events import EventRecorder, pod_key_ref
 
 POD = {"kind": "Pod", "apiVersion": "v1", "namespace": "ns", "name": "p", "uid": "u1"}
 
@@ -115,9 +115,9 @@ async def test_dedup_remembers_the_most_recent_events_only() -> None:
     ids=["with-uid", "without-uid"],
 )
 def test_the_ref_of_a_pod_named_by_its_key(key: str, uid: str, ref: dict[str, str]) -> None:
-    """As an allocation records its pod (``namespace/name``); the same as pod_ref's."""
+    """As an allocation records its pod (``namespace/name``); the same as PodInfo.ref."""
     assert pod_key_ref(key, uid) == ref
     if uid:
         from tests.builders import pod_info
 
-        assert pod_ref(pod_info("web-0", uid=uid)) == ref
+        assert pod_info("web-0", uid=uid).ref == ref

@@ -1105,16 +1105,16 @@ async def test_a_statefulset_pod_records_its_policy_with_its_address() -> None:
     assert (a.release_policy, a.identity, a.owner_uid) == ("StatefulSet", "ns/web-0", "uid-sts")
 
 
-HELD_ELSEWHERE = {"node-a": Fit.RETAINED_ELSEWHERE, "node-b": Fit.FITS, "node-c": Fit.RETAINED_ELSEWHERE}
-"""fit by node for web-0 held to its retained address in pb (node-b)."""
+PINNED_ELSEWHERE = {"node-a": Fit.RETAINED_ELSEWHERE, "node-b": Fit.FITS, "node-c": Fit.RETAINED_ELSEWHERE}
+"""fit by node for web-0 pinned to its retained address in pb (node-b)."""
 
 
 @pytest.mark.parametrize(
     ("created_ago", "timeout", "kind", "timeout_in", "fits"),
     [
-        pytest.param(0, None, "held", 300, HELD_ELSEWHERE, id="held-for-the-default-5m"),
-        pytest.param(0, "0", "held", None, HELD_ELSEWHERE, id="held-for-ever"),
-        pytest.param(0, "30s", "held", 30, HELD_ELSEWHERE, id="held-for-its-retain-timeout"),
+        pytest.param(0, None, "pinned", 300, PINNED_ELSEWHERE, id="pinned-for-the-default-5m"),
+        pytest.param(0, "0", "pinned", None, PINNED_ELSEWHERE, id="pinned-for-ever"),
+        pytest.param(0, "30s", "pinned", 30, PINNED_ELSEWHERE, id="pinned-for-its-retain-timeout"),
         pytest.param(
             31,
             "30s",
@@ -1125,7 +1125,7 @@ HELD_ELSEWHERE = {"node-a": Fit.RETAINED_ELSEWHERE, "node-b": Fit.FITS, "node-c"
         ),
     ],
 )
-def test_find_holds_a_pod_to_its_retained_address_until_its_retain_timeout(
+def test_find_pins_a_pod_to_its_retained_address_until_its_retain_timeout(
     created_ago: float, timeout: str | None, kind: str, timeout_in: float | None, fits: dict[str, Fit]
 ) -> None:
     env = sticky_env({"uid-old": kept("10.0.2.5")})
@@ -1135,7 +1135,7 @@ def test_find_holds_a_pod_to_its_retained_address_until_its_retain_timeout(
     needs = env.binder.find(pod)
     assert needs.kept is not None and needs.kept.kind == kind
     assert (needs.kept.claim.uid, needs.kept.claim.allocation.ip) == ("uid-old", "10.0.2.5")
-    assert (needs.held.name if needs.held is not None else None) == ("pb" if kind == "held" else None)
+    assert (needs.pinned.name if needs.pinned is not None else None) == ("pb" if kind == "pinned" else None)
     assert needs.retain_timeout_in == (None if timeout_in is None else pytest.approx(timeout_in, abs=1))
     assert {n: env.binder.fit(needs, pod, n) for n in NODES} == fits
 

@@ -39,7 +39,7 @@ from ipscheduler.underlayip.plugin import (
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.retention import retention_of
 from ipscheduler.underlayip.selection import ANY, PoolChoice
-from ipscheduler.underlayip.sticky import HELD, Claim, KeptAddress, StickyAddresses
+from ipscheduler.underlayip.sticky import PINNED, Claim, KeptAddress, StickyAddresses
 from tests import builders
 from tests.unit.fakes import pool_cache
 from tests.unit.underlayip.fake_binder import FakeBinder
@@ -201,13 +201,13 @@ def test_a_release_policy_that_cannot_be_honoured_is_said_once() -> None:
 
 
 def held_to(pool: str = "pb", node: str = "node-b", timeout_in: float | None = 0.2) -> KeptAddress:
-    """The binder's kept address of a pod held to its retained address on ``node``."""
+    """The binder's kept address of a pod pinned to its retained address on ``node``."""
     view = builders.pool(pool, node, addresses=["10.0.2.1-10.0.2.9"], allocations={})
     a = builders.alloc("10.0.2.5", pod="ns/web-0", phase="Retained")
     allocation = PoolView.from_obj(
         builders.pool_body(pool, node, addresses=["10.0.2.1-10.0.2.9"], allocations={"uid-old": a})
     ).allocations["uid-old"]
-    return KeptAddress(HELD, Claim(view, "uid-old", allocation), timeout_in)
+    return KeptAddress(PINNED, Claim(view, "uid-old", allocation), timeout_in)
 
 
 async def test_a_pod_held_to_its_retained_address_is_activated_once_at_its_retain_timeout() -> None:

@@ -257,7 +257,8 @@ def test_the_gc_spares_only_this_replicas_reservations_of_a_pod_in_a_live_cycle(
     reserved_by: str | None, assumed: bool, exempt: bool
 ) -> None:
     """A pod held at Permit here keeps the reservation this replica made past --reserved-ttl;
-    the reservation a SIGKILLed process made for the same pod is released (issue 38)."""
+    the reservation a SIGKILLed process made for the same pod is released: the pod keeps one
+    address, not two."""
     from ipscheduler.framework.types import PodInfo
 
     since = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)

@@ -15,7 +15,7 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.retention import Retention
 from ipscheduler.underlayip.sticky import (
-    HELD,
+    PINNED,
     REHOME,
     WAITING,
     Claim,
@@ -86,31 +86,37 @@ def found(
     ("allocations", "now", "pod", "retention", "want"),
     [
         ({}, at(10), None, STS, None),
-        ({"uid-old": kept()}, at(100), None, STS, (HELD, "uid-old", 200.0)),
+        ({"uid-old": kept()}, at(100), None, STS, (PINNED, "uid-old", 200.0)),
         (
             {"uid-old": kept()},
             at(10**6),
             None,
             Retention("StatefulSet", "ns/web-0", "uid-sts", 0, None),
-            (HELD, "uid-old", None),
+            (PINNED, "uid-old", None),
         ),
-        ({"uid-old": kept()}, at(TIMEOUT), None, STS, (HELD, "uid-old", 0.0)),
+        ({"uid-old": kept()}, at(TIMEOUT), None, STS, (PINNED, "uid-old", 0.0)),
         ({"uid-old": kept()}, at(TIMEOUT) + MICROSECOND, None, STS, (REHOME, "uid-old", None)),
-        ({"uid-old": kept()}, at(TIMEOUT + 60), web0(creation=at(100)), STS, (HELD, "uid-old", 40.0)),
-        ({"uid-old": kept(retainedSince=stamp(200))}, at(TIMEOUT + 60), None, STS, (HELD, "uid-old", 140.0)),
+        ({"uid-old": kept()}, at(TIMEOUT + 60), web0(creation=at(100)), STS, (PINNED, "uid-old", 40.0)),
+        (
+            {"uid-old": kept(retainedSince=stamp(200))},
+            at(TIMEOUT + 60),
+            None,
+            STS,
+            (PINNED, "uid-old", 140.0),
+        ),
         (
             {"uid-old": kept(since=stamp(250))},
             at(TIMEOUT + 100),
             web0(creation=None),
             STS,
-            (HELD, "uid-old", 150.0),
+            (PINNED, "uid-old", 150.0),
         ),
         (
             {"uid-old": kept(retainedSince=stamp(1e-6))},
             at(TIMEOUT) + MICROSECOND,
             None,
             STS,
-            (HELD, "uid-old", 0.0),
+            (PINNED, "uid-old", 0.0),
         ),
         ({"uid-old": kept(ownerUID="uid-sts-recreated")}, at(10), None, STS, None),
         ({"uid-old": kept(identity="ns/web-1")}, at(10), None, STS, None),
@@ -119,7 +125,7 @@ def found(
             at(10),
             None,
             Retention("Pod"),
-            (HELD, "uid-old", TIMEOUT - 10),
+            (PINNED, "uid-old", TIMEOUT - 10),
         ),
         ({"uid-old": kept("Bound")}, at(10), None, STS, (WAITING, "uid-old", None)),
         ({"uid-old": kept("Releasing", releasingSince=SINCE)}, at(10), None, STS, (WAITING, "uid-old", None)),
@@ -177,12 +183,12 @@ def claim(allocation: dict[str, Any], uid: str = "uid-old") -> Claim:
     ("kept_address", "line"),
     [
         (
-            KeptAddress(HELD, claim(kept()), 199.6),
+            KeptAddress(PINNED, claim(kept()), 199.6),
             "retained address 10.0.2.5 of pool pb on node-b: the pod may go to node-b only "
             "for 200s more (its retain-timeout)",
         ),
         (
-            KeptAddress(HELD, claim(kept(ip=None))),
+            KeptAddress(PINNED, claim(kept(ip=None))),
             "retained address (slot) of pool pb on node-b: the pod may go to node-b only",
         ),
         (
