@@ -27,10 +27,14 @@ from ipscheduler.coscheduling.groups import GroupIndex, desired_status
 from ipscheduler.coscheduling.informers import member_informer, podgroup_informer
 from ipscheduler.coscheduling.models import (
     API_VERSION,
+    FAILED,
+    FINISHED,
     GROUP,
     KIND,
     PLURAL,
     POD_GROUP_LABEL,
+    RUNNING,
+    SCHEDULED,
     VERSION,
     PodGroupView,
 )
@@ -38,7 +42,7 @@ from ipscheduler.framework.aio import Batch, WorkQueue
 from ipscheduler.framework.backoff import Backoff
 from ipscheduler.framework.interface import Requeue
 from ipscheduler.kube.client import TRANSIENT_ERRORS, ClusterResource, KubeApi
-from ipscheduler.kube.events import EventRecorder
+from ipscheduler.kube.events import EventRecorder, object_ref
 
 log = logging.getLogger(__name__)
 
@@ -179,26 +183,24 @@ class PodGroupController:
         phase, was = desired.get("phase"), group.status.get("phase")
         # The informer's echo replaces this view; until then the index holds what we wrote.
         self.index.set_group(key, dataclasses.replace(group, status={**group.status, **desired}))
-        if phase != was and phase in ("Scheduled", "Running", "Finished", "Failed"):
+        if phase != was and phase in (SCHEDULED, RUNNING, FINISHED, FAILED):
             self._event(
-                group, "Warning" if phase == "Failed" else "Normal", phase, _phase_message(group, desired)
+                group, "Warning" if phase == FAILED else "Normal", phase, _phase_message(group, desired)
             )
         return True
 
     def _event(self, group: PodGroupView, event_type: str, reason: str, message: str) -> None:
         if self.recorder is None:
             return
-        ref = {"apiVersion": API_VERSION, "kind": KIND, "namespace": group.namespace, "name": group.name}
-        if group.uid:
-            ref["uid"] = group.uid
+        ref = object_ref(KIND, API_VERSION, group.name, group.namespace, group.uid)
         self.recorder.emit(ref, event_type, reason, message)
 
 
 def _phase_message(group: PodGroupView, status: dict[str, Any]) -> str:
     n = group.min_member
     return {
-        "Scheduled": f"{status.get('scheduled', 0)} pod(s) bound, minMember {n} reached",
-        "Running": f"{status.get('running', 0)} pod(s) running, minMember {n} reached",
-        "Finished": f"{status.get('succeeded', 0)} pod(s) succeeded, minMember {n} reached",
-        "Failed": f"{status.get('failed', 0)} pod(s) failed",
+        SCHEDULED: f"{status.get('scheduled', 0)} pod(s) bound, minMember {n} reached",
+        RUNNING: f"{status.get('running', 0)} pod(s) running, minMember {n} reached",
+        FINISHED: f"{status.get('succeeded', 0)} pod(s) succeeded, minMember {n} reached",
+        FAILED: f"{status.get('failed', 0)} pod(s) failed",
     }.get(str(status.get("phase")), "")

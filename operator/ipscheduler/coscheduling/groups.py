@@ -16,7 +16,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ipscheduler.coscheduling.models import API_VERSION, PodGroupView, group_key
+from ipscheduler.coscheduling.models import (
+    API_VERSION,
+    FAILED,
+    FINISHED,
+    PENDING,
+    PRE_SCHEDULING,
+    RUNNING,
+    SCHEDULED,
+    SCHEDULING,
+    PodGroupView,
+    group_key,
+)
+from ipscheduler.framework.types import POD_FAILED, POD_PENDING, POD_RUNNING, POD_SUCCEEDED, TERMINAL_PHASES
 
 
 @dataclass(frozen=True)
@@ -29,13 +41,13 @@ class Member:
     name: str
     group: str
     node_name: str = ""
-    phase: str = "Pending"
+    phase: str = POD_PENDING
     deleting: bool = False
     owners: tuple[str, ...] = ()
 
     @property
     def terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
+        return self.phase in TERMINAL_PHASES
 
     @property
     def active(self) -> bool:
@@ -72,7 +84,7 @@ class Member:
             name=name,
             group=key,
             node_name=node,
-            phase=phase or "Pending",
+            phase=phase or POD_PENDING,
             deleting=meta.get("deletionTimestamp") is not None,
             owners=owners,
         )
@@ -171,7 +183,7 @@ class GroupIndex:
         return {m.uid for m in self.members_of(key) if m.active and not m.node_name}
 
 
-FINAL_PHASES = ("Finished", "Failed")
+FINAL_PHASES = (FINISHED, FAILED)
 
 
 def desired_status(group: PodGroupView, members: Iterable[Member], now: datetime.datetime) -> dict[str, Any]:
@@ -190,24 +202,24 @@ def desired_status(group: PodGroupView, members: Iterable[Member], now: datetime
     pods = list(members)
     total = sum(1 for m in pods if not m.deleting)
     scheduled = sum(1 for m in pods if m.node_name and not m.deleting)
-    running = sum(1 for m in pods if m.phase == "Running")
-    succeeded = sum(1 for m in pods if m.phase == "Succeeded")
-    failed = sum(1 for m in pods if m.phase == "Failed")
+    running = sum(1 for m in pods if m.phase == POD_RUNNING)
+    succeeded = sum(1 for m in pods if m.phase == POD_SUCCEEDED)
+    failed = sum(1 for m in pods if m.phase == POD_FAILED)
     n = group.min_member
     if succeeded >= n:
-        phase = "Finished"
+        phase = FINISHED
     elif failed and failed + running + succeeded >= n:
-        phase = "Failed"
+        phase = FAILED
     elif running + succeeded >= n:
-        phase = "Running"
+        phase = RUNNING
     elif scheduled >= n:
-        phase = "Scheduled"
+        phase = SCHEDULED
     elif scheduled > 0:
-        phase = "Scheduling"
+        phase = SCHEDULING
     elif total >= n:
-        phase = "PreScheduling"
+        phase = PRE_SCHEDULING
     else:
-        phase = "Pending"
+        phase = PENDING
     status: dict[str, Any] = {
         "phase": phase,
         "scheduled": scheduled,
@@ -223,6 +235,6 @@ def desired_status(group: PodGroupView, members: Iterable[Member], now: datetime
     start = old.get("scheduleStartTime")
     if start:
         status["scheduleStartTime"] = start
-    elif phase != "Pending":
+    elif phase != PENDING:
         status["scheduleStartTime"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return status

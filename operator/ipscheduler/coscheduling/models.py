@@ -39,8 +39,10 @@ SHORT_NAMES = ["pg", "pgs"]
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 """The label a pod joins a group by (upstream ``v1alpha1.PodGroupLabel``)."""
 
-PHASES = ("Pending", "PreScheduling", "Scheduling", "Scheduled", "Running", "Finished", "Failed", "Unknown")
-"""Upstream's ``PodGroupPhase`` values."""
+PENDING, PRE_SCHEDULING, SCHEDULING, SCHEDULED = "Pending", "PreScheduling", "Scheduling", "Scheduled"
+RUNNING, FINISHED, FAILED, UNKNOWN = "Running", "Finished", "Failed", "Unknown"
+PHASES = (PENDING, PRE_SCHEDULING, SCHEDULING, SCHEDULED, RUNNING, FINISHED, FAILED, UNKNOWN)
+"""Upstream's ``PodGroupPhase`` values (``apis/scheduling/v1alpha1/types.go``)."""
 
 INT32_MAX = 2**31 - 1
 

@@ -27,7 +27,9 @@ from ipscheduler.framework.resources import (
     qos_class,
 )
 
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_FAILED = "Pending", "Running", "Succeeded", "Failed"
+"""A pod's ``status.phase`` values (core/v1 ``PodPhase``) the scheduler reads."""
+TERMINAL_PHASES = frozenset({POD_SUCCEEDED, POD_FAILED})
 
 _V = TypeVar("_V")
 _EMPTY_MAP: Mapping[str, Any] = types.MappingProxyType({})
@@ -272,7 +274,7 @@ class PodInfo:
     name: str
     scheduler_name: str = "default-scheduler"
     node_name: str = ""
-    phase: str = "Pending"
+    phase: str = POD_PENDING
     deleting: bool = False
     priority: int = 0
     qos_class: str = "BestEffort"
@@ -402,7 +404,7 @@ class PodInfo:
             name=name,
             scheduler_name=as_str(spec.get("schedulerName"), "default-scheduler"),
             node_name=as_str(spec.get("nodeName")),
-            phase=as_str(status.get("phase"), "Pending"),
+            phase=as_str(status.get("phase"), POD_PENDING),
             deleting=meta.get("deletionTimestamp") is not None,
             priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
             qos_class=qos,

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ipscheduler.framework.types import TERMINAL_PHASES
 from ipscheduler.underlayip.models import BOUND, RESERVED, Allocation
 
 SIMULATED_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -104,7 +105,7 @@ def kubelet_let_go(last: Mapping[str, Any]) -> bool:
     meta, status = last.get("metadata"), last.get("status")
     if not isinstance(meta, Mapping) or not isinstance(status, Mapping):
         return False
-    if status.get("phase") in ("Succeeded", "Failed") or meta.get("deletionTimestamp") is None:
+    if status.get("phase") in TERMINAL_PHASES or meta.get("deletionTimestamp") is None:
         return True
     grace = meta.get("deletionGracePeriodSeconds")
     return isinstance(grace, int) and not isinstance(grace, bool) and grace > 0
