@@ -80,6 +80,19 @@ def available(pool: PoolView, ctx: PoolContext) -> int:
     return max(0, _free(pool, ctx)) if possible else 0
 
 
+def available_to(pool: PoolView, ctx: PoolContext, uid: str) -> int:
+    """How many pods like pod ``uid``, which holds an allocation in ``pool``, the pool can
+    take: its own allocation counts as free for it (``free + 1``); a nominated place
+    (preemption's, phase Nominated) is the pod's once a victim's allocation is released,
+    so while the pool is still one over its capacity it counts 0."""
+    a = pool.allocations.get(uid)
+    if a is None:
+        return available(pool, ctx)
+    if a.phase == NOMINATED:
+        return max(0, pool.capacity(ctx.blocked) - len(pool.allocations) + 1)
+    return pool.free(ctx.blocked) + 1
+
+
 def abandoned(
     allocation: Allocation,
     owner: str,

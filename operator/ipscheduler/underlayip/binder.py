@@ -307,17 +307,10 @@ class PoolBinder:
             for pool in self.cache.namespaced_pools().values():
                 if not pool.serves(pod.namespace) and pool.node_name in needs.free:
                     needs.free[pool.node_name] -= self.ledger.available(pool)
-        for pool in self.cache.pools_holding(pod.uid):
+        for pool in self.cache.pools_holding(pod.uid):  # its own allocation counts as free for it
             if may_use(pod, choice, pool):
-                blocked = self.cache.context(pool).blocked
-                own = pool.free(blocked) + 1
-                if pool.allocations[pod.uid].phase == NOMINATED:
-                    # The nominated place is the pod's once a victim's is released: while the
-                    # pool is still one over its capacity it counts 0.
-                    own = max(0, pool.capacity(blocked) - len(pool.allocations) + 1)
-                needs.free[pool.node_name] = (
-                    needs.free.get(pool.node_name, 0) - self.ledger.available(pool) + own
-                )
+                own = self.ledger.available_to(pool, pod.uid) - self.ledger.available(pool)
+                needs.free[pool.node_name] = needs.free.get(pool.node_name, 0) + own
         return needs
 
     def fit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:

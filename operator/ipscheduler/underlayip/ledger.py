@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ipscheduler.underlayip.allocator import available
+from ipscheduler.underlayip.allocator import available, available_to
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.pool import PoolContext, PoolView
 
@@ -67,6 +67,14 @@ class AddressLedger:
         if self.index.pools().get(pool.name) is pool:
             return self._avail.get(pool.name, 0)
         return self._available(pool, self.index.context(pool))
+
+    def available_to(self, pool: PoolView, uid: str) -> int:
+        """Pods like pod ``uid`` ``pool`` can take now when it is counted for that pod: the
+        pod's own allocation there counts as free for it
+        (:func:`~ipscheduler.underlayip.allocator.available_to`)."""
+        if uid not in pool.allocations:
+            return self.available(pool)
+        return available_to(pool, self.index.context(pool), uid)
 
     def node_free(self) -> Mapping[str, int]:
         """Node name → pods its pools can take now (:meth:`available` summed); nodes

@@ -18,6 +18,7 @@ from ipscheduler.underlayip.allocator import (
     ReservedElsewhere,
     adopt,
     available,
+    available_to,
     drop_nomination,
     mark_bound,
     nominate,
@@ -1091,3 +1092,27 @@ def test_the_identity_waits_while_its_address_is_releasing() -> None:
     assert to_take_back(releasing, "u2", "ns/web-0", STS_KEEP) is None
     with pytest.raises(IdentityHeld):
         reserve(releasing, ALONE, "u2", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=STS_KEEP)
+
+
+NOMINATED_PLACE = alloc(None, phase="Nominated")
+
+
+@pytest.mark.parametrize(
+    ("allocations", "uid", "want"),
+    [
+        pytest.param({"x": alloc("10.0.0.1")}, "me", 3, id="no-allocation-of-its-own"),
+        pytest.param({"x": alloc("10.0.0.1"), "me": alloc("10.0.0.2")}, "me", 3, id="its-own-counts-free"),
+        pytest.param(bound_allocs(3) | {"me": alloc("10.0.0.4")}, "me", 1, id="its-own-in-a-full-pool"),
+        pytest.param(
+            bound_allocs(4) | {"me": alloc(None, phase="Nominated")}, "me", 0, id="nominated-over-capacity"
+        ),
+        pytest.param(
+            bound_allocs(3) | {"me": alloc(None, phase="Nominated")}, "me", 1, id="nominated-a-victim-gone"
+        ),
+    ],
+)
+def test_available_to_a_pod_counts_its_own_allocation_as_free(
+    allocations: dict[str, Any], uid: str, want: int
+) -> None:
+    p = view("p", addresses=["10.0.0.1-10.0.0.4"], allocations=allocations)
+    assert available_to(p, ALONE, uid) == want
