@@ -143,3 +143,11 @@ def hints_test(plugin: Callable[[], Any], cases: list[tuple[Any, ...]]) -> Calla
         assert ask(plugin(), event, p, old, new) is expected
 
     return test
+
+
+def assert_fit(st: Status, fits: bool, reason: str, plugin: str) -> None:
+    """``st`` is a success when ``fits``, else Unschedulable with ``reason`` from ``plugin``."""
+    if fits:
+        assert st.is_success(), st
+    else:
+        assert (st.code, st.reasons, st.plugin) == (Code.UNSCHEDULABLE, (reason,), plugin)

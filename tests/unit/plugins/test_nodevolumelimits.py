@@ -30,7 +30,7 @@ from tests.builders import (
     storage_class_body,
     volume_pod,
 )
-from tests.unit.plugins.cycle import ask, assert_plugin, cycle_filter
+from tests.unit.plugins.cycle import ask, assert_fit, assert_plugin, cycle_filter
 
 EBS = "ebs.csi.aws.com"
 GCE = "pd.csi.storage.gke.io"
@@ -116,15 +116,7 @@ def test_filter(
     n = node("n1", pods=[claims_pod(*c, node="n1").lean() for c in on_node])
     pre, got = cycle_filter(pl, claims_pod(*claims), [n])
     assert pre.code is Code.SUCCESS
-    st = got["n1"]
-    if fits:
-        assert st.is_success(), st
-    else:
-        assert (st.code, st.reasons, st.plugin) == (
-            Code.UNSCHEDULABLE,
-            (ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,),
-            "NodeVolumeLimits",
-        )
+    assert_fit(got["n1"], fits, ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, "NodeVolumeLimits")
 
 
 def test_the_nodes_allocatable_limit_applies_without_a_csinode() -> None:

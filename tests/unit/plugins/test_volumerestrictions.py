@@ -21,7 +21,7 @@ from ipscheduler.plugins.volumerestrictions import (
     VolumeRestrictions,
 )
 from tests.builders import claim_volume, node, pvc_body, volume_pod
-from tests.unit.plugins.cycle import ask, assert_plugin, cycle_filter, run_filter
+from tests.unit.plugins.cycle import ask, assert_fit, assert_plugin, cycle_filter, run_filter
 
 
 def listers(*pvcs: dict[str, Any]) -> MapVolumeListers:
@@ -84,15 +84,7 @@ def test_disk_conflicts(vol: dict[str, Any], on_node: list[dict[str, Any]], fits
     n = node("n1", pods=[volume_pod(*on_node, node="n1")] if on_node else [])
     pre, got = cycle_filter(pl, p, [n])
     assert pre.code is Code.SUCCESS  # an inline disk to check: PreFilter never skips it
-    st = got["n1"]
-    if fits:
-        assert st.is_success(), st
-    else:
-        assert (st.code, st.reasons, st.plugin) == (
-            Code.UNSCHEDULABLE,
-            (ERR_REASON_DISK_CONFLICT,),
-            "VolumeRestrictions",
-        )
+    assert_fit(got["n1"], fits, ERR_REASON_DISK_CONFLICT, "VolumeRestrictions")
 
 
 def test_disk_conflicts_hold_in_the_lean_form_of_a_bound_pod() -> None:
