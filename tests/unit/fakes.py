@@ -1,7 +1,7 @@
 """In-memory stand-ins for the unit tests (the API behaviour itself is tested e2e): the API
 server's side of pool, pod and preemption requests, recorders of Events and of preemption's
-metrics, a pool cache, the pool controller as the wiring builds it, and the scheduler over
-them."""
+metrics, a pool cache, a plugin factory's handle, the pool controller as the wiring builds
+it, and the scheduler over them."""
 
 from __future__ import annotations
 
@@ -20,8 +20,11 @@ from ipscheduler.backend.metrics import Metrics
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.cmd.profiles import build_profile, extender_profile
 from ipscheduler.framework.interface import Requeue
+from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.volumes import MapVolumeListers, VolumeListers
 from ipscheduler.kube.client import Conflict, live_pod
+from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.extender import ExtenderVerbs
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.cache import IndexLike, PoolCache
@@ -101,6 +104,19 @@ def pool_cache(nodes: IndexLike | None = None, pools: IndexLike | None = None) -
     cache = PoolCache(node_cache)
     cache.attach(pools if pools is not None else {})
     return cache
+
+
+def handle(client: Any = None, volumes: VolumeListers | None = None, recorder: Any = None) -> Framework:
+    """The handle a plugin factory gets, as :func:`~ipscheduler.framework.building.new_framework`
+    makes it: a profile's framework, here with no plugins but a QueueSort, over ``client``,
+    ``volumes`` (None: empty listers) and the event ``recorder``."""
+    return Framework(
+        scheduler_name=SCHEDULER,
+        queue_sort=PrioritySort(),
+        client=client,
+        recorder=recorder,
+        volumes=volumes if volumes is not None else MapVolumeListers(),
+    )
 
 
 def pool_controller(
@@ -205,7 +221,7 @@ class PodApi(FakePoolApi):
 
 @dataclass
 class PreemptionApi:
-    """The API server's side of preemption's calls (``framework/preemption.PreemptionClient``),
+    """The API server's side of preemption's calls (the handle's ``framework/interface.Client``),
     in memory: the PodDisruptionBudgets it lists (``lists``: how many LISTs), the victims it
     deleted with the message, the pods whose nomination it cleared; ``errors``: method name
     → the exception every call of it raises."""

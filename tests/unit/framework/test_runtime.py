@@ -17,7 +17,7 @@ from ipscheduler.cmd.profiles import (
     with_underlay_ip,
 )
 from ipscheduler.framework import events
-from ipscheduler.framework.building import PluginHandle, new_framework
+from ipscheduler.framework.building import new_framework
 from ipscheduler.framework.config import (
     EXTENSION_POINTS,
     REGISTRY_CONTEXT,
@@ -31,6 +31,7 @@ from ipscheduler.framework.interface import (
     ClusterEventWithHint,
     Code,
     CycleState,
+    Handle,
     PostFilterResult,
     QueuedPodInfo,
     Status,
@@ -43,6 +44,7 @@ from ipscheduler.framework.runtime import (
     num_feasible_nodes_to_find,
 )
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.volumes import MapVolumeListers
 from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from tests.unit.fakes import pool_cache
@@ -276,7 +278,8 @@ def test_extension_points_are_timed_every_cycle_plugins_in_sampled_ones(
     log: list[tuple[str, str]] = []
     timings = Timings()
     p = profile(
-        filter=[FakeFilter("F1", {"n1"}, TAINT, log), FakeFilter("F2", set(), NO_IP, log)], recorder=timings
+        filter=[FakeFilter("F1", {"n1"}, TAINT, log), FakeFilter("F2", set(), NO_IP, log)],
+        metrics_recorder=timings,
     )
     feasible, _ = p.find_feasible(CycleState(record_plugin_metrics=sampled), POD, nodes("n1", "n2", "n3"))
     assert [n.name for n in feasible] == ["n2", "n3"]
@@ -286,14 +289,14 @@ def test_extension_points_are_timed_every_cycle_plugins_in_sampled_ones(
 
 def test_a_cycle_where_no_node_fits_times_filter_as_unschedulable() -> None:
     timings = Timings()
-    p = profile(filter=[FakeFilter("F1", {"n1"}, TAINT, [])], recorder=timings)
+    p = profile(filter=[FakeFilter("F1", {"n1"}, TAINT, [])], metrics_recorder=timings)
     p.find_feasible(CycleState(), POD, nodes("n1"))
     assert timings.points[-1] == ("Filter", "Unschedulable")
 
 
 async def test_bind_points_are_timed_with_their_status() -> None:
     timings = Timings()
-    p = profile(bind=[FakeBind("B", [], Status.error("boom"))], recorder=timings)
+    p = profile(bind=[FakeBind("B", [], Status.error("boom"))], metrics_recorder=timings)
     await p.run_bind(CycleState(record_plugin_metrics=True), POD, NodeInfo(name="n1"))
     assert timings.points == [("Bind", "Error")]
     assert timings.plugins == [("B", "Bind", "Error")]
@@ -669,8 +672,6 @@ async def test_run_bind_skips_plugins_that_skip(results: list[Status], calls: li
 # --------------------------------------------------------------------------- new_framework
 # Every extension point filled from a registry and the configuration.
 
-HANDLE = PluginHandle(binder=None)  # type: ignore[arg-type]
-
 
 class AllArgs(PluginArgs):
     level: int = Field(default=0, ge=0)
@@ -772,7 +773,7 @@ def profile_config(raw: dict[str, Any], registry: Registry | None = None) -> Pro
 def build(plugins: dict[str, Any], plugin_config: list[Any] | None = None, **kw: Any) -> Framework:
     raw = {"plugins": plugins, "pluginConfig": plugin_config or []}
     return new_framework(
-        kw.get("registry") or fake_registry(), profile_config(raw), HANDLE, kw.get("defaults", MINIMAL)
+        kw.get("registry") or fake_registry(), profile_config(raw), kw.get("defaults", MINIMAL)
     )
 
 
@@ -998,7 +999,7 @@ def test_out_of_tree_plugin_merged_and_enabled() -> None:
         "plugins": {"filter": {"enabled": [{"name": "Extra"}]}},
         "pluginConfig": [{"name": "Extra", "args": {"level": 2}}],
     }
-    fw = new_framework(registry, profile_config(raw, registry), HANDLE, default_plugins())
+    fw = new_framework(registry, profile_config(raw, registry), default_plugins())
     extra = fw.filter[-1]
     assert isinstance(extra, Everything) and extra.name == "Extra" and extra.args == AllArgs(level=2)
     assert extra in fw.pre_filter
@@ -1047,15 +1048,117 @@ class _Binder:
         pass
 
 
-def test_handle_binder_reaches_default_binder() -> None:
+def test_the_handles_client_reaches_default_binder() -> None:
     binder: Binder = _Binder()
     fw = new_framework(
         plugin_registry(with_underlay_ip(UnderlayIPDeps(pool_cache(), None))),  # type: ignore[arg-type]
         SchedulerConfiguration().profile,
-        PluginHandle(binder=binder),
         default_plugins(),
+        client=binder,  # type: ignore[arg-type]
     )
     assert getattr(fw.bind[0], "binder", None) is binder
+
+
+@dataclass
+class OnePodPerNode:
+    """Rejects a node that has a pod already; keeps the handle its factory got."""
+
+    name: str
+    handle: Handle
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.unschedulable("node is taken", plugin=self.name) if node.pods else Status.success()
+
+
+@dataclass
+class Nominated:
+    pods: dict[str, list[PodInfo]]
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        return self.pods.get(node, [])
+
+    def any_nominated(self) -> bool:
+        return any(self.pods.values())
+
+
+def test_the_handle_a_factory_gets_is_the_framework_whole_from_its_construction() -> None:
+    """As upstream's frameworkImpl: the factory's handle is the framework new_framework
+    returns, with the client, recorder, volumes and waiting pods it was made with, nothing
+    bound to it afterwards; its what-if runs see the profile's filters and the nominated
+    pods the queue (the nominator, set as upstream's SetPodNominator) knows."""
+    seen: dict[str, Any] = {}
+
+    def new(args: None, handle: Handle) -> OnePodPerNode:
+        seen.update(client=handle.client, recorder=handle.recorder, volumes=handle.volumes)
+        seen["waiting_pods"] = handle.waiting_pods
+        return OnePodPerNode("One", handle)
+
+    registry = fake_registry()
+    registry.register("One", new)
+    client, recorder, volumes = object(), object(), MapVolumeListers()
+    fw = new_framework(
+        registry,
+        profile_config({"plugins": {"filter": {"enabled": [{"name": "One"}]}}}),
+        MINIMAL,
+        client=client,  # type: ignore[arg-type]
+        events=recorder,  # type: ignore[arg-type]
+        volumes=volumes,
+    )
+    plugin = fw.filter[0]
+    assert isinstance(plugin, OnePodPerNode) and plugin.handle is fw
+    assert seen == {
+        "client": client,
+        "recorder": recorder,
+        "volumes": volumes,
+        "waiting_pods": fw.waiting_pods,
+    }
+    node = NodeInfo(name="n1")
+    low = PodInfo(uid="low", namespace="ns", name="low", priority=1)
+    high = PodInfo(uid="high", namespace="ns", name="high", priority=5)
+    assert plugin.handle.run_filters_with_nominated_pods(CycleState(), low, node).is_success()
+    fw.set_pod_nominator(Nominated({"n1": [high]}))
+    st = plugin.handle.run_filters_with_nominated_pods(CycleState(), low, node)
+    assert st.code is Code.UNSCHEDULABLE and st.reasons == ("node is taken",)
+    assert plugin.handle.run_filters_with_nominated_pods(
+        CycleState(), PodInfo(uid="top", namespace="ns", name="top", priority=9), node
+    ).is_success()
+
+
+def test_the_handle_activates_through_the_activator_set_after_the_queue_is_made() -> None:
+    """``activate`` moves pods through the scheduling queue, set on the framework once the
+    queue (made from the profile) exists; before that it does nothing."""
+    fw = build({})
+    activated: list[set[str]] = []
+    fw.activate({"u1"})
+
+    class Activator:
+        def activate(self, uids: set[str]) -> None:
+            activated.append(uids)
+
+    fw.set_pod_activator(Activator())
+    fw.activate({"u2"})
+    assert activated == [{"u2"}]
+
+
+def test_the_handle_counts_preemption_only_with_a_recorder_that_counts_it() -> None:
+    class Timings:
+        def observe_extension_point(self, point: str, status: str, seconds: float) -> None:
+            pass
+
+        def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
+            pass
+
+    class Counting(Timings):
+        def observe_preemption_attempt(self) -> None:
+            pass
+
+        def observe_preemption_victims(self, victims: int) -> None:
+            pass
+
+    timed = Framework(scheduler_name="s", queue_sort=PrioritySort(), metrics_recorder=Timings())
+    counting = Counting()
+    counted = Framework(scheduler_name="s", queue_sort=PrioritySort(), metrics_recorder=counting)
+    assert (timed.metrics, counted.metrics) == (None, counting)
 
 
 # --------------------------------------------------------------------------- queueing hints
