@@ -1,6 +1,7 @@
 """In-memory stand-ins for the unit tests (the API behaviour itself is tested e2e): the API
 server's side of pool, pod and preemption requests, recorders of Events and of preemption's
-metrics, a pool cache, and the scheduler over them."""
+metrics, a pool cache, a plugin factory's handle, the pool controller as the wiring builds
+it, and the scheduler over them."""
 
 from __future__ import annotations
 
@@ -14,16 +15,24 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.backend.cache import Cache
+from ipscheduler.backend.health import HealthState
 from ipscheduler.backend.metrics import Metrics
 from ipscheduler.backend.queue import SchedulingQueue
 from ipscheduler.cmd.profiles import build_profile, extender_profile
+from ipscheduler.framework.interface import Requeue
+from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.volumes import MapVolumeListers, VolumeListers
 from ipscheduler.kube.client import Conflict, live_pod
+from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.scheduler.extender import ExtenderVerbs
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.cache import IndexLike, PoolCache
+from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.reconciler import Reconciler, RepairTimings
+from ipscheduler.underlayip.releasing import ReleaseClock
 from ipscheduler.underlayip.writer import PoolWriter
 from tests.builders import SCHEDULER, alloc, container, pending_pod_body, pod_body, pool_body
 
@@ -97,6 +106,58 @@ def pool_cache(nodes: IndexLike | None = None, pools: IndexLike | None = None) -
     return cache
 
 
+def handle(client: Any = None, volumes: VolumeListers | None = None, recorder: Any = None) -> Framework:
+    """The handle a plugin factory gets, as :func:`~ipscheduler.framework.building.new_framework`
+    makes it: a profile's framework, here with no plugins but a QueueSort, over ``client``,
+    ``volumes`` (None: empty listers) and the event ``recorder``."""
+    return Framework(
+        scheduler_name=SCHEDULER,
+        queue_sort=PrioritySort(),
+        client=client,
+        recorder=recorder,
+        volumes=volumes if volumes is not None else MapVolumeListers(),
+    )
+
+
+def pool_controller(
+    cache: PoolCache,
+    api: Any = None,
+    writer: Any = None,
+    recorder: Any = None,
+    *,
+    scheduler_name: str = SCHEDULER,
+    timings: RepairTimings | None = None,
+    health: HealthState | None = None,
+    requeue: Requeue = lambda event, old, new: None,
+) -> PoolController:
+    """The pool controller over ``cache`` as cmd/wiring builds it: a release clock, the
+    Reconciler over it (with ``timings``, None: the defaults, and ``health``) and the controller holding that
+    Reconciler; ``api``, ``writer`` and ``recorder`` are what the test stands in for them
+    (None: a test that never reaches them)."""
+    clock = ReleaseClock(cache, writer, requeue=requeue)
+    repairs = Reconciler(
+        scheduler_name=scheduler_name,
+        api=api,
+        cache=cache,
+        writer=writer,
+        recorder=recorder,
+        clock=clock,
+        timings=timings if timings is not None else RepairTimings(),
+        requeue=requeue,
+        health=health,
+    )
+    return PoolController(
+        scheduler_name=scheduler_name,
+        api=api,
+        cache=cache,
+        writer=writer,
+        recorder=recorder,
+        repairs=repairs,
+        metrics=repairs.metrics,
+        requeue=requeue,
+    )
+
+
 class PodApi(FakePoolApi):
     """Pools, and pods by namespace/name as the API server has them now: GET, LIST and
     Binding (404 for a pod that is not there, 409 for another UID, as kube-apiserver)."""
@@ -160,7 +221,7 @@ class PodApi(FakePoolApi):
 
 @dataclass
 class PreemptionApi:
-    """The API server's side of preemption's calls (``framework/preemption.PreemptionClient``),
+    """The API server's side of preemption's calls (the handle's ``framework/interface.Client``),
     in memory: the PodDisruptionBudgets it lists (``lists``: how many LISTs), the victims it
     deleted with the message, the pods whose nomination it cleared; ``errors``: method name
     → the exception every call of it raises."""

@@ -22,17 +22,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ipscheduler.coscheduling import plugin as coscheduling
 from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.coscheduling.plugin import Coscheduling, CoschedulingArgs
-from ipscheduler.framework.building import PluginHandle, new_framework
+from ipscheduler.framework.building import new_framework
 from ipscheduler.framework.config import ConfigError, Plugins, ProfileConfig, SchedulerConfiguration, load
-from ipscheduler.framework.interface import Binder, Handle, MetricsRecorder
+from ipscheduler.framework.interface import Client, Handle, MetricsRecorder
 from ipscheduler.framework.registry import PluginFactory, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework
-from ipscheduler.framework.volumes import MapVolumeListers, VolumeListers
+from ipscheduler.framework.volumes import VolumeListers
 from ipscheduler.kube.client import KubeApi
 from ipscheduler.kube.events import EventRecorder
 from ipscheduler.kube.prometheus import PrometheusReader
@@ -237,11 +237,15 @@ def underlay_ip_refusal(config: SchedulerConfiguration) -> str | None:
 def new_profile(
     registry: Registry,
     config: SchedulerConfiguration,
-    handle: Handle,
-    recorder: MetricsRecorder | None = None,
+    *,
+    client: Client | None = None,
+    events: EventRecorder | None = None,
+    volumes: VolumeListers | None = None,
+    metrics: MetricsRecorder | None = None,
 ) -> Framework:
     """The framework of ``config``'s profile, from ``registry`` over :func:`default_plugins`,
-    timed into ``recorder`` (None: not timed).
+    the handle of its plugins with ``client``, ``events`` and ``volumes``, timed into
+    ``metrics`` (None: not timed) (:func:`~ipscheduler.framework.building.new_framework`).
 
     Raises ValueError when the profile disables UnderlayIP at a point of
     :data:`UNDISABLEABLE` (even with ``*``), and whatever
@@ -253,10 +257,12 @@ def new_profile(
     return new_framework(
         registry,
         config.profile,
-        handle,
         default_plugins(),
         config.percentage_of_nodes_to_score,
-        recorder=recorder,
+        client=client,
+        events=events,
+        volumes=volumes,
+        metrics=metrics,
     )
 
 
@@ -276,24 +282,18 @@ def build_profile(
     """The profile described by ``config`` (None: all defaults): UnderlayIP over ``deps``
     (``strategy``, ``multus_network``: ``--ip-strategy``, ``--multus-network``),
     Coscheduling over ``groups`` (None: an empty index), NetworkTraffic over ``traffic``
-    (None: a reader made from the config's args, not run). Its handle gives the plugins
-    ``api`` (the client and the binder; None only where nothing binds: explain, tests) and
-    ``events`` (the event recorder) and ``volumes`` (the storage listers the volume plugins
-    read; None: empty ones, where every claim is missing); the framework is timed into
-    ``metrics``.
+    (None: a reader made from the config's args, not run). The framework, its plugins'
+    handle, gives them ``api`` as their client (DefaultBinder binds through it; None only
+    where nothing binds: explain, tests), ``events`` (the event recorder) and ``volumes``
+    (the storage listers the volume plugins read; None: empty ones, where every claim is
+    missing); it is timed into ``metrics``.
 
     Raises ValueError as :func:`new_profile` does.
     """
     config = config or SchedulerConfiguration.defaults()
     traffic = traffic if traffic is not None else network_traffic_reader(config)
     registry = plugin_registry(with_underlay_ip(deps, strategy, multus_network), groups, traffic)
-    handle = PluginHandle(
-        binder=cast(Binder, api),
-        recorder=events,
-        client=api,
-        volumes=volumes if volumes is not None else MapVolumeListers(),
-    )
-    return new_profile(registry, config, handle, metrics)
+    return new_profile(registry, config, client=api, events=events, volumes=volumes, metrics=metrics)
 
 
 EXTENDER_PLUGINS = Plugins.model_validate(
@@ -321,9 +321,9 @@ def extender_profile(
 ) -> Framework:
     """The profile the extender verbs run (``ipscheduler extender``): :data:`EXTENDER_PLUGINS`
     built by :func:`~ipscheduler.framework.building.new_framework` as every profile is, its
-    handle giving ``api`` (DefaultBinder binds through it) and ``events``."""
+    handle (the framework) giving ``api`` as the client (DefaultBinder binds through it) and
+    ``events``."""
     registry = with_underlay_ip(deps, strategy, multus_network)
     registry.merge(new_in_tree_registry())
     profile = ProfileConfig.model_validate({"schedulerName": scheduler_name})
-    handle = PluginHandle(binder=api, recorder=events, client=api)
-    return new_framework(registry, profile, handle, EXTENDER_PLUGINS)
+    return new_framework(registry, profile, EXTENDER_PLUGINS, client=api, events=events)

@@ -3,7 +3,10 @@ informers.
 
 :func:`build` makes the API client's users (PoolWriter, event recorder), the
 cache, the framework, the queue, the scheduler, the pool controller and the
-informers. Each consumer then subscribes itself to what it needs, and the flow
+informers; each object is built here once and handed, built, to what uses it (the
+pool controller gets its :class:`~ipscheduler.underlayip.reconciler.Reconciler`, and
+through it the :class:`~ipscheduler.underlayip.releasing.ReleaseClock`, rather than the
+settings to make them). Each consumer then subscribes itself to what it needs, and the flow
 goes one way, from the informers to their subscribers:
 
 - pending pods (kopf, :mod:`ipscheduler.cmd.kopf_handlers`, fanned out by
@@ -76,6 +79,8 @@ from ipscheduler.underlayip.models import ANNOTATION_PREFIX
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.publisher import ResourcePublisher
+from ipscheduler.underlayip.reconciler import Reconciler, RepairTimings
+from ipscheduler.underlayip.releasing import ReleaseClock
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -253,31 +258,45 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         metrics=metrics,
         start_after=ready_to_schedule,
     )
+    requeue = queue.move_all_to_active_or_backoff
+    clock = ReleaseClock(pool_cache, writer, requeue=requeue, delay=cfg.release_delay)
+    repairs = Reconciler(
+        scheduler_name=cfg.scheduler_name,
+        api=api,
+        cache=pool_cache,
+        writer=writer,
+        recorder=recorder,
+        clock=clock,
+        timings=RepairTimings(
+            gc_interval=cfg.gc_interval,
+            reserved_ttl=cfg.reserved_ttl,
+            bound_mark_delay=cfg.bound_mark_delay,
+            watch_timeout=cfg.watch_timeout,
+        ),
+        requeue=requeue,
+        queue_check=scheduler.handlers.queue_check,
+        health=health,
+        metrics=pool_metrics,
+        list_all_pods=bool(cfg.extender_listen),
+        identity=identity,
+    )
     controller = PoolController(
         scheduler_name=cfg.scheduler_name,
         api=api,
         cache=pool_cache,
         writer=writer,
         recorder=recorder,
-        gc_interval=cfg.gc_interval,
-        reserved_ttl=cfg.reserved_ttl,
-        bound_mark_delay=cfg.bound_mark_delay,
-        release_delay=cfg.release_delay,
-        health=health,
+        repairs=repairs,
         metrics=pool_metrics,
-        requeue=queue.move_all_to_active_or_backoff,
-        queue_check=scheduler.handlers.queue_check,
+        requeue=requeue,
         wait_for=(cache.ready,),
         ready_to_schedule=ready_to_schedule,
-        watch_timeout=cfg.watch_timeout,
-        list_all_pods=bool(cfg.extender_listen),
-        identity=identity,
     )
     pod_groups = PodGroupController(
         api,
         groups,
         recorder,
-        requeue=queue.move_all_to_active_or_backoff,
+        requeue=requeue,
         health=health,
         watch_timeout=cfg.watch_timeout,
     )

@@ -1,16 +1,16 @@
-"""Building a profile's framework: the plugins' handle and ``NewFramework``.
+"""Building a profile's framework: ``NewFramework``.
 
 As ``pkg/scheduler/framework/runtime/framework.go``'s ``NewFramework``:
-:func:`new_framework` fills every extension point of a
-:class:`~ipscheduler.framework.runtime.Framework` from a registry and the profile
-configuration; :class:`PluginHandle` is what every plugin factory gets.
+:func:`new_framework` makes a :class:`~ipscheduler.framework.runtime.Framework` with the
+profile's client, event recorder and storage listers, hands it to every plugin factory as
+its :class:`~ipscheduler.framework.interface.Handle`, and fills its extension points from a
+registry and the profile configuration.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
 from ipscheduler.framework import interface
 from ipscheduler.framework.config import (
@@ -22,73 +22,25 @@ from ipscheduler.framework.config import (
     merge_plugin_set,
 )
 from ipscheduler.framework.interface import (
-    Binder,
-    CycleState,
+    Client,
     EventRecorder,
-    Handle,
     MetricsRecorder,
     Plugin,
-    PreemptionMetrics,
-    Room,
-    Status,
+    QueuedPodInfo,
 )
 from ipscheduler.framework.registry import Registry
 from ipscheduler.framework.runtime import Framework
-from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.framework.volumes import MapVolumeListers, VolumeListers
-from ipscheduler.framework.waiting import WaitingPods
 
 
-@dataclass
-class PluginHandle:
-    """The :class:`~ipscheduler.framework.interface.Handle` plugin factories get: one per
-    profile (:func:`new_framework` points it at the framework it builds, whose
-    :attr:`Framework.waiting_pods` is this handle's; ``volumes``: the storage listers the
-    volume plugins read)."""
+class _QueueSortToCome:
+    """The queue sort of a framework whose factories are still running (:func:`new_framework`
+    sets the profile's before it returns; nothing sorts by this one)."""
 
-    binder: Binder
-    waiting_pods: WaitingPods = field(default_factory=WaitingPods)
-    framework: Framework | None = field(default=None, repr=False)
-    recorder: EventRecorder | None = None
-    client: Any = None
-    volumes: VolumeListers = field(default_factory=MapVolumeListers)
-    """The storage objects' listers (none by default: every claim is then not found)."""
+    name = "QueueSortToCome"
 
-    def activate(self, uids: set[str]) -> None:
-        if self.framework is not None and self.framework.pod_activator is not None:
-            self.framework.pod_activator.activate(uids)
-
-    def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
-        return self.framework.room_for(pod, nodes) if self.framework is not None else None
-
-    @property
-    def metrics(self) -> PreemptionMetrics | None:
-        recorder = self.framework.recorder if self.framework is not None else None
-        return recorder if isinstance(recorder, PreemptionMetrics) else None
-
-    def _framework(self) -> Framework:
-        if self.framework is None:
-            raise RuntimeError("the handle is not attached to a framework yet")
-        return self.framework
-
-    def snapshot(self) -> Mapping[str, NodeInfo]:
-        return self.framework.nodes if self.framework is not None else {}
-
-    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
-        return self.framework.nominated_pods_for_node(node) if self.framework is not None else []
-
-    def run_filters_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        return self._framework().run_filters_with_nominated_pods(state, pod, node)
-
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node: NodeInfo
-    ) -> Status:
-        return self._framework().run_pre_filter_extension_add_pod(state, pod, pod_to_add, node)
-
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node: NodeInfo
-    ) -> Status:
-        return self._framework().run_pre_filter_extension_remove_pod(state, pod, pod_to_remove, node)
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        raise RuntimeError("the framework is still being built: it has no QueueSort plugin yet")
 
 
 _PROTOCOLS: dict[str, type] = {
@@ -110,19 +62,26 @@ assert tuple(_PROTOCOLS) == EXTENSION_POINTS
 def new_framework(
     registry: Registry,
     profile: ProfileConfig,
-    handle: Handle,
     defaults: Plugins | None = None,
     percentage_of_nodes_to_score: int | None = None,
-    recorder: MetricsRecorder | None = None,
+    *,
+    client: Client | None = None,
+    events: EventRecorder | None = None,
+    volumes: VolumeListers | None = None,
+    metrics: MetricsRecorder | None = None,
 ) -> Framework:
     """The framework of ``profile``: every extension point filled with plugins made by
-    ``registry``, timed into ``recorder`` (None: not timed).
+    ``registry``, timed into ``metrics`` (None: not timed).
 
-    As upstream ``NewFramework`` (``pkg/scheduler/framework/runtime/framework.go``):
-    each point's plugins are ``defaults`` merged with the profile's set
-    (:func:`~ipscheduler.framework.config.merge_plugin_set`); a plugin is made once,
-    with its ``pluginConfig`` args and ``handle`` (a
-    :class:`~ipscheduler.framework.interface.Handle`), and shared by all its points. A
+    As upstream ``NewFramework`` (``pkg/scheduler/framework/runtime/framework.go``): the
+    :class:`~ipscheduler.framework.runtime.Framework` is made first, with the profile's
+    ``client`` (the API calls plugins make; None: none, ``explain`` and tests), ``events``
+    (the event recorder) and ``volumes`` (the storage listers; None: empty ones), and it is
+    the :class:`~ipscheduler.framework.interface.Handle` every plugin factory gets, whole
+    from then on (nothing is bound to it later). Each point's plugins are ``defaults``
+    merged with the profile's set (:func:`~ipscheduler.framework.config.merge_plugin_set`);
+    a plugin is made once, with its ``pluginConfig`` args, and shared by all its points,
+    which are filled in once every plugin is made (upstream's ``updatePluginList``). A
     score plugin's weight defaults to its weight in ``defaults``, else 1; weight 0
     leaves it out. The profile's ``percentageOfNodesToScore``, if set, overrides
     ``percentage_of_nodes_to_score`` (the configuration's), as upstream.
@@ -138,6 +97,19 @@ def new_framework(
     implement, invalid ``pluginConfig`` args, not exactly one QueueSort plugin, or no
     Bind plugin.
     """
+    framework = Framework(
+        scheduler_name=profile.scheduler_name,
+        queue_sort=_QueueSortToCome(),
+        percentage_of_nodes_to_score=(
+            profile.percentage_of_nodes_to_score
+            if profile.percentage_of_nodes_to_score is not None
+            else percentage_of_nodes_to_score
+        ),
+        metrics_recorder=metrics,
+        client=client,
+        recorder=events,
+        volumes=volumes if volumes is not None else MapVolumeListers(),
+    )
     defaults = defaults or Plugins()
     config = profile.plugins
     args = profile.plugin_args()
@@ -153,7 +125,7 @@ def new_framework(
                 raise ValueError(f"plugin {ref.name!r} is listed twice in {point}")
             plugin = made.get(ref.name)
             if plugin is None:
-                plugin = made[ref.name] = registry.new_plugin(ref.name, args.get(ref.name), handle)
+                plugin = made[ref.name] = registry.new_plugin(ref.name, args.get(ref.name), framework)
             if not isinstance(plugin, _PROTOCOLS[point]):
                 raise ValueError(f"plugin {ref.name!r} does not implement {point}")
             out.append(plugin)
@@ -183,27 +155,15 @@ def new_framework(
     binders = at("bind")
     if not binders:
         raise ValueError("at least one bind plugin is needed")
-    framework = Framework(
-        scheduler_name=profile.scheduler_name,
-        queue_sort=cast(interface.QueueSortPlugin, queue_sort[0]),
-        pre_filter=with_companions("preFilter", [*filters, *(p for p, _ in scores)]),
-        filter=filters,
-        post_filter=at("postFilter"),
-        pre_score=with_companions("preScore", [p for p, _ in scores]),
-        score=scores,
-        reserve=at("reserve"),
-        permit=at("permit"),
-        pre_bind=at("preBind"),
-        bind=binders,
-        post_bind=at("postBind"),
-        percentage_of_nodes_to_score=(
-            profile.percentage_of_nodes_to_score
-            if profile.percentage_of_nodes_to_score is not None
-            else percentage_of_nodes_to_score
-        ),
-        recorder=recorder,
-    )
-    if isinstance(handle, PluginHandle):
-        handle.framework = framework
-        framework.waiting_pods = handle.waiting_pods
+    framework.queue_sort = queue_sort[0]
+    framework.pre_filter = with_companions("preFilter", [*filters, *(p for p, _ in scores)])
+    framework.filter = filters
+    framework.post_filter = at("postFilter")
+    framework.pre_score = with_companions("preScore", [p for p, _ in scores])
+    framework.score = scores
+    framework.reserve = at("reserve")
+    framework.permit = at("permit")
+    framework.pre_bind = at("preBind")
+    framework.bind = binders
+    framework.post_bind = at("postBind")
     return framework

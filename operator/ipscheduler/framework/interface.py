@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 from ipscheduler.framework.status import Code as Code  # noqa: PLC0414 (re-exported)
 from ipscheduler.framework.status import Status as Status  # noqa: PLC0414 (re-exported)
 from ipscheduler.framework.types import NodeInfo, PodInfo
-from ipscheduler.framework.volumes import VolumeListers
+from ipscheduler.framework.volumes import VolumeListers, VolumeWriter
 
 if TYPE_CHECKING:
     from ipscheduler.framework.waiting import WaitingPods
@@ -463,6 +463,28 @@ class Binder(Protocol):
         """Bind ``pod`` (by UID) to ``node`` with ``annotations``; raises what the API call raises."""
 
 
+class Client(Binder, VolumeWriter, Protocol):
+    """The API calls plugins make through the handle (upstream ``Handle.ClientSet``, narrowed
+    to exactly those calls; ``kube/client.KubeApi`` has them all): the Binding
+    (:class:`Binder`: DefaultBinder), VolumeBinding's PersistentVolume and claim patches
+    (:class:`~ipscheduler.framework.volumes.VolumeWriter`), preemption's PodDisruptionBudget
+    LIST, eviction and ``nominatedNodeName`` (:mod:`ipscheduler.framework.preemption`), and
+    the live read of a pod (UnderlayIP's Unreserve). Each raises what the API call raises."""
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Pod ``namespace/name`` as the API server has it now; None when it does not exist."""
+
+    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
+        """Every PodDisruptionBudget (``policy/v1``, all namespaces; one LIST)."""
+
+    async def preempt_pod(self, victim: PodInfo, message: str) -> bool:
+        """Evict ``victim`` as kube-scheduler's ``PreemptPod`` does (the ``DisruptionTarget``
+        condition with ``message``, then a DELETE); False when it was gone already."""
+
+    async def set_nominated_node_name(self, pod: PodInfo, node: str) -> None:
+        """Set (or with ``""`` clear) ``pod``'s ``status.nominatedNodeName``."""
+
+
 Requeue = Callable[[ClusterEvent, Any, Any], object]
 """The scheduling queue's move of the unschedulable pods a cluster event may help (upstream
 ``MoveAllToActiveOrBackoffQueue``): ``requeue(event, old, new)``, with the object before
@@ -504,7 +526,9 @@ class EventRecorder(Protocol):
 
 class Handle(Protocol):
     """What a plugin may use from outside the framework (upstream ``framework.Handle``, kept
-    to what in-tree plugins need). Given to every plugin factory ``new(args, handle)``."""
+    to what in-tree plugins need). Given to every plugin factory ``new(args, handle)``: the
+    profile's :class:`~ipscheduler.framework.runtime.Framework` itself, as upstream's
+    ``frameworkImpl`` is the handle its factories get, whole from its construction."""
 
     @property
     def recorder(self) -> EventRecorder | None:
@@ -512,17 +536,15 @@ class Handle(Protocol):
 
     @property
     def client(self) -> Any:
-        """The API client (upstream ``Handle.ClientSet``; in the process
-        ``kube/client.KubeApi``; None where nothing talks to the API server: tests)."""
+        """The API calls plugins make (upstream ``Handle.ClientSet``): the framework's
+        :class:`Client` (in the process ``kube/client.KubeApi``; None where nothing talks to
+        the API server: ``explain``, tests). Typed ``Any`` here until UnderlayIP's binder
+        takes a :class:`~ipscheduler.kube.client.PodReader` rather than ``KubeApi``."""
 
     def activate(self, uids: set[str]) -> None:
         """Move the pods of these UIDs to activeQ (upstream ``Handle.Activate``), e.g. a pod
         whose wait a plugin's timer ended; nothing before the profile's activator is set.
         Within a cycle, a plugin asks the same through :data:`PODS_TO_ACTIVATE`."""
-
-    @property
-    def binder(self) -> Binder:
-        """Posts Bindings (DefaultBinder)."""
 
     @property
     def waiting_pods(self) -> WaitingPods:

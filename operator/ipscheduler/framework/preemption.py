@@ -15,9 +15,10 @@ from plugin to plugin:
    the victims the policy picks there (:meth:`Policy.select_victims_on_node`), until the
    policy's number of candidates are found and one of them violates no
    PodDisruptionBudget; those that violate none come first. The budgets are read through
-   the handle's client (:class:`PreemptionClient`), one LIST, only when one of those nodes
-   has a pod of lower priority than the preemptor (only such a pod may be a victim, as
-   upstream requires of every policy): a pod that can preempt nothing costs no API call.
+   the handle's client (:class:`~ipscheduler.framework.interface.Client`), one LIST, only
+   when one of those nodes has a pod of lower priority than the preemptor (only such a pod
+   may be a victim, as upstream requires of every policy): a pod that can preempt nothing
+   costs no API call.
 3. **The node**: :func:`select_candidate`.
 4. **Preparing it** (:meth:`Evaluator.prepare_candidate`): a victim held at Permit is
    rejected; any other gets the ``DisruptionTarget`` condition and is deleted (its UID as
@@ -172,17 +173,6 @@ class DisruptionBudget:
         )
 
 
-class PreemptionClient(Protocol):
-    """The API calls preemption makes through the handle's client (``kube/client.KubeApi``
-    has them)."""
-
-    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]: ...
-
-    async def preempt_pod(self, victim: PodInfo, message: str) -> bool: ...
-
-    async def set_nominated_node_name(self, pod: PodInfo, node: str) -> None: ...
-
-
 class Policy(Protocol):
     """What a preemption plugin decides (upstream ``preemption.Interface``, module doc)."""
 
@@ -224,7 +214,8 @@ class Plan:
 class Evaluator:
     """Preemption's steps (module doc) for the plugin ``plugin_name`` (upstream
     ``preemption.Evaluator``, ``NewEvaluator``): ``handle`` gives the nodes of the cycle,
-    the client (a :class:`PreemptionClient`; None: nothing is read or deleted), the
+    the client (its PodDisruptionBudget LIST, eviction and ``nominatedNodeName``
+    calls; None: nothing is read or deleted), the
     recorder, the pods held at Permit and those nominated, and the metrics; ``policy``
     answers the plugin's questions."""
 
@@ -275,7 +266,7 @@ class Evaluator:
     async def _budgets(self, pod: PodInfo, potential: Sequence[NodeInfo]) -> list[DisruptionBudget]:
         """Every PodDisruptionBudget, one LIST through the handle's client; none without a
         client or when no pod on ``potential`` is of lower priority than ``pod``."""
-        client: PreemptionClient | None = self.handle.client
+        client = self.handle.client
         if client is None or not any(p.priority < pod.priority for n in potential for p in n.pods):
             return []
         raw = await client.list_pod_disruption_budgets()
@@ -320,7 +311,7 @@ class Evaluator:
         assert plan.candidate is not None
         node = plan.candidate.node
         handle = self.handle
-        client: PreemptionClient | None = handle.client
+        client = handle.client
         message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
         for victim in plan.victims:
             waiting = handle.waiting_pods.get(victim.uid)

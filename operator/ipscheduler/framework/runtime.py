@@ -27,10 +27,12 @@ from ipscheduler.framework.interface import (
     WILDCARD_EVENT,
     BindPlugin,
     CapacityAware,
+    Client,
     ClusterEventWithHint,
     Code,
     CycleState,
     EnqueueExtensions,
+    EventRecorder,
     FilterPlugin,
     MetricsRecorder,
     NominationAware,
@@ -41,6 +43,7 @@ from ipscheduler.framework.interface import (
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
+    PreemptionMetrics,
     PreFilterExtensions,
     PreFilterPlugin,
     PreScorePlugin,
@@ -52,6 +55,7 @@ from ipscheduler.framework.interface import (
 )
 from ipscheduler.framework.nodememo import NodeMemo, node_local_key, normalizes
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.volumes import MapVolumeListers, VolumeListers
 from ipscheduler.framework.waiting import WaitingPods
 
 log = logging.getLogger(__name__)
@@ -91,6 +95,11 @@ class Framework:
 
     ``score`` holds ``(plugin, weight)`` pairs. :func:`new_framework` builds one
     from a registry and a profile configuration; tests may list plugins directly.
+
+    It is also the :class:`~ipscheduler.framework.interface.Handle` its plugins' factories
+    get (upstream's ``frameworkImpl``): whole from its construction, with the profile's
+    :attr:`client`, event :attr:`recorder`, :attr:`volumes` and :attr:`waiting_pods`, the
+    nominated pods, ``room_for`` and the what-if runs preemption makes.
     """
 
     scheduler_name: str
@@ -111,12 +120,22 @@ class Framework:
     next_start_node_index: int = field(default=0, compare=False)
     """Where the next limited search starts (upstream ``nextStartNodeIndex``)."""
     waiting_pods: WaitingPods = field(default_factory=WaitingPods, compare=False)
-    """The pods held at Permit (shared with the plugins' handle)."""
+    """The pods held at Permit (the plugins reach them as the handle's)."""
+    client: Client | None = field(default=None, compare=False)
+    """The API calls the plugins make (:class:`~ipscheduler.framework.interface.Client`:
+    upstream ``Handle.ClientSet``; None: nothing talks to the API server, ``explain`` and
+    tests)."""
+    recorder: EventRecorder | None = field(default=None, compare=False)
+    """Posts the plugins' Events (upstream ``Handle.EventRecorder``; None: only logged)."""
+    volumes: VolumeListers = field(default_factory=MapVolumeListers, compare=False)
+    """The storage objects' listers the volume plugins read (none by default: every claim is
+    then not found)."""
     pod_activator: PodActivator | None = field(default=None, compare=False)
     """The scheduling queue, where the handle's ``activate`` moves pods (upstream
     ``SetPodActivator``: set once the queue, which is made from this profile, exists)."""
-    recorder: MetricsRecorder | None = field(default=None, compare=False)
-    """Where extension-point and plugin timings go (None: not timed). Every extension point
+    metrics_recorder: MetricsRecorder | None = field(default=None, compare=False)
+    """Where extension-point and plugin timings go (None: not timed; upstream's
+    ``metricsRecorder``). Every extension point
     is timed in every cycle; each plugin in the cycles whose CycleState says
     ``record_plugin_metrics``. Filter and Score plugins are timed once per cycle, their time
     summed over the nodes they saw (upstream observes each node: that many observations
@@ -147,15 +166,34 @@ class Framework:
         ``SetPodNominator``, set with the activator)."""
         self.pod_nominator = nominator
 
+    # -- the handle (upstream's frameworkImpl is its plugins' Handle) ---------------
+    def activate(self, uids: set[str]) -> None:
+        """Move the pods of these UIDs to activeQ through the pod activator (upstream
+        ``Handle.Activate``); nothing before :meth:`set_pod_activator`."""
+        if self.pod_activator is not None:
+            self.pod_activator.activate(uids)
+
+    @property
+    def metrics(self) -> PreemptionMetrics | None:
+        """Where preemption is counted: the metrics recorder when it counts preemption
+        (:class:`~ipscheduler.framework.interface.PreemptionMetrics`), else None."""
+        recorder = self.metrics_recorder
+        return recorder if isinstance(recorder, PreemptionMetrics) else None
+
+    def snapshot(self) -> Mapping[str, NodeInfo]:
+        """The nodes of the current cycle, by name (:attr:`nodes`; upstream
+        ``SnapshotSharedLister``; empty before the first cycle)."""
+        return self.nodes
+
     def _point(self, point: str, started: float, st: Status | None = None) -> None:
-        if self.recorder is not None:
+        if self.metrics_recorder is not None:
             code = st.code.value if st is not None else Code.SUCCESS.value
-            self.recorder.observe_extension_point(point, code, time.perf_counter() - started)
+            self.metrics_recorder.observe_extension_point(point, code, time.perf_counter() - started)
 
     def _plugin(self, state: CycleState, plugin: str, point: str, started: float, st: Status | None) -> None:
-        if self.recorder is not None and state.record_plugin_metrics:
+        if self.metrics_recorder is not None and state.record_plugin_metrics:
             code = st.code.value if st is not None else Code.SUCCESS.value
-            self.recorder.observe_plugin(plugin, point, code, time.perf_counter() - started)
+            self.metrics_recorder.observe_plugin(plugin, point, code, time.perf_counter() - started)
 
     # -- scheduling cycle ------------------------------------------------
     def find_feasible(
@@ -204,7 +242,7 @@ class Framework:
         started = time.perf_counter()
         timed: dict[str, float] | None = (
             dict.fromkeys((p.name for p in filters), 0.0)
-            if self.recorder is not None and state.record_plugin_metrics
+            if self.metrics_recorder is not None and state.record_plugin_metrics
             else None
         )
         head, sid = self._node_local_head(filters, pod) if timed is None else (0, -1)
@@ -239,11 +277,11 @@ class Framework:
                 diagnosis.node_to_status[node.name] = st
         if not find_all and total:
             self.next_start_node_index = (start + processed) % total
-        if self.recorder is not None:
+        if self.metrics_recorder is not None:
             outcome = Status.success() if feasible or not total else Status.unschedulable()
             self._point("Filter", started, outcome)
             for name, seconds in (timed or {}).items():
-                self.recorder.observe_plugin(name, "Filter", outcome.code.value, seconds)
+                self.metrics_recorder.observe_plugin(name, "Filter", outcome.code.value, seconds)
         return feasible, diagnosis
 
     def _find_feasible_memo(
@@ -286,7 +324,7 @@ class Framework:
                 statuses[node.name] = st
         if advance:
             self.next_start_node_index = (start + processed) % total
-        if self.recorder is not None:
+        if self.metrics_recorder is not None:
             self._point("Filter", started, Status.success() if feasible else Status.unschedulable())
         return feasible, diagnosis
 

@@ -23,7 +23,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import aiohttp
@@ -140,7 +140,15 @@ class ClusterResource:
         return f"{self.group}/{self.version}"
 
 
-async def live_pod(api: KubeApi, uid: str, key: str) -> PodInfo | None:
+class PodReader(Protocol):
+    """What :func:`live_pod` reads through: :class:`KubeApi`, or the plugins' handle's client
+    (:class:`~ipscheduler.framework.interface.Client`)."""
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Pod ``namespace/name`` as the API server has it now; None when it does not exist."""
+
+
+async def live_pod(api: PodReader, uid: str, key: str) -> PodInfo | None:
     """Pod ``uid`` as the API server has it now: read by ``key`` (``namespace/name``) and
     matched by UID, never by name (a new pod that reused the name is not this pod; see
     whereabouts#176). None when it is gone. The one live read behind every decision to

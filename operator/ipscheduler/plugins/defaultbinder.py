@@ -24,13 +24,17 @@ class DefaultBinder:
 
     name = NAME
 
-    def __init__(self, binder: Binder) -> None:
-        """``binder`` POSTs the Binding (the handle's; ``KubeApi`` in production)."""
+    def __init__(self, binder: Binder | None) -> None:
+        """``binder`` POSTs the Binding (the handle's client; ``KubeApi`` in production; None
+        where nothing talks to the API server: ``explain``, tests)."""
         self.binder = binder
 
     async def bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Error status (with the API's reason) when the bind is refused or cut (a connection
-        reset, a timeout: the scheduler's failure handler retries it)."""
+        reset, a timeout: the scheduler's failure handler retries it), or when there is no
+        client to bind with."""
+        if self.binder is None:
+            return Status.error("binding failed: no API client to bind with", plugin=NAME)
         try:
             await self.binder.bind(pod, node.name, dict(state.get(BIND_ANNOTATIONS) or {}))
         except Conflict as e:
@@ -44,5 +48,5 @@ class DefaultBinder:
 
 def new(args: None, handle: Handle) -> DefaultBinder:
     """The plugin's factory (registered as :data:`NAME`; it takes no args): binds through
-    ``handle.binder``."""
-    return DefaultBinder(handle.binder)
+    ``handle.client`` (upstream's ``handle.ClientSet()``)."""
+    return DefaultBinder(handle.client)

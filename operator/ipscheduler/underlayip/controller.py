@@ -12,10 +12,12 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
   (the only live-read rule) where the event alone does not prove it; the address of a pod
   removed without its node confirming the teardown stays ``Releasing`` until the node has
   been Ready for ``--release-delay`` (:mod:`~ipscheduler.underlayip.teardown`), timed by the
-  :class:`~ipscheduler.underlayip.releasing.ReleaseClock` it holds (``clock``);
+  :class:`~ipscheduler.underlayip.releasing.ReleaseClock` it holds (``clock``: the
+  repairs' own);
 - **garbage collection**, the **start-up reconcile** and **adoption** of pods
   created already bound with our annotations: repairs planned from fresh LISTs, by the
-  :class:`~ipscheduler.underlayip.reconciler.Reconciler` it holds (``repairs``);
+  :class:`~ipscheduler.underlayip.reconciler.Reconciler` it holds (``repairs``), which
+  the wiring builds and hands in;
 - **carried addresses**: every running pod of ours with our annotations keeps its address
   whatever the pool status says, from the moment the bound-pods watch shows it
   (:meth:`ipscheduler.underlayip.cache.PoolCache.carry`); an allocation a status
@@ -37,12 +39,11 @@ import asyncio
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from ipscheduler.backend.health import HealthState
 from ipscheduler.backend.supervisor import Supervisor, TaskSet
 from ipscheduler.framework.aio import Batch, WorkQueue
 from ipscheduler.framework.backoff import Backoff
@@ -67,7 +68,7 @@ from ipscheduler.underlayip.pool import EXHAUSTED, READY, PoolView, pool_ref, re
 from ipscheduler.underlayip.reconciler import Reconciler, adoption
 from ipscheduler.underlayip.releasing import ReleaseClock
 from ipscheduler.underlayip.selection import is_ours
-from ipscheduler.underlayip.teardown import DEFAULT_RELEASE_DELAY, kubelet_let_go
+from ipscheduler.underlayip.teardown import kubelet_let_go
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -89,37 +90,22 @@ class PoolController:
         cache: PoolCache,
         writer: PoolWriter,
         recorder: EventRecorder,
-        gc_interval: float = 30.0,
-        reserved_ttl: float = 60.0,
-        bound_mark_delay: float = 300.0,
-        health: HealthState | None = None,
+        repairs: Reconciler,
         metrics: UnderlayIPMetrics | None = None,
         requeue: Requeue = lambda event, old, new: None,
-        queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]] | None = None,
         wait_for: Sequence[asyncio.Event] = (),
         ready_to_schedule: asyncio.Event | None = None,
-        watch_timeout: float = 90.0,
-        list_all_pods: bool = False,
-        identity: str = "",
-        release_delay: float = DEFAULT_RELEASE_DELAY,
     ) -> None:
-        """``scheduler_name``: only pods with this schedulerName are ours. ``identity``: this
-        replica's, as its reservations record it (the GC spares only its own in-flight ones). ``gc_interval``,
-        ``reserved_ttl`` and ``bound_mark_delay`` in seconds (``--gc-interval``,
-        ``--reserved-ttl``, ``--bound-mark-delay``: the age after which a GC sweep writes a
-        Bound mark that no write of its pool carried).
-        ``requeue(event, old, new)`` is told when addresses were released
-        (``events.ADDRESS_RELEASED``) or pools changed (``events.NODE_IP_POOL_CHANGE``): the
-        scheduling queue's move of the unschedulable pods those events may help.
-        ``watch_timeout``: seconds the pool cache may stay behind the API server before
-        /healthz fails; ``list_all_pods``: extender mode (see
-        :class:`~ipscheduler.underlayip.reconciler.Reconciler`). Each GC sweep
-        calls ``queue_check("gc")`` before its LIST of our pods and hands the LIST to what it
-        returns: the scheduling queue drops the pods it shows gone
-        (:meth:`ipscheduler.scheduler.eventhandlers.EventHandlers.queue_check`). The
-        start-up reconcile waits for ``cache.ready`` and each event of ``wait_for`` (e.g.
-        the bound-pods informer synced); ``ready_to_schedule`` (made here when None) is set
-        once scheduling may start."""
+        """``scheduler_name``: only pods with this schedulerName are ours. ``repairs``: the
+        :class:`~ipscheduler.underlayip.reconciler.Reconciler` the wiring built over the same
+        ``api``, ``cache``, ``writer`` and ``recorder`` (its release clock is the one this
+        controller feeds the node events and asks about teardowns). ``metrics``: the wing's
+        (None: on a registry of their own). ``requeue(event, old, new)`` is told when
+        addresses were released (``events.ADDRESS_RELEASED``) or pools changed
+        (``events.NODE_IP_POOL_CHANGE``): the scheduling queue's move of the unschedulable
+        pods those events may help. The start-up reconcile waits for ``cache.ready`` and each
+        event of ``wait_for`` (e.g. the bound-pods informer synced); ``ready_to_schedule``
+        (made here when None) is set once scheduling may start."""
         self.scheduler_name = scheduler_name
         self.api = api
         self.cache = cache
@@ -127,7 +113,6 @@ class PoolController:
         """Pods being adopted: UID → (pool, canonical address), until their adoption ends."""
         self.writer = writer
         self.recorder = recorder
-        self.health = health if health is not None else HealthState()
         self.metrics = metrics if metrics is not None else UnderlayIPMetrics(CollectorRegistry())
         self.requeue = requeue
         self.wait_for = tuple(wait_for)
@@ -135,31 +120,14 @@ class PoolController:
         """Set once the caches are synced and every bound pod of ours carries its address
         (:meth:`on_bound_pod`), those no pool records included: scheduling may start. The
         start-up reconcile runs beside it."""
-        self.started = asyncio.Event()
-        """Set once the start-up reconcile is done (adoption and the GC wait for it)."""
-        self._tasks = TaskSet()
-        self.clock = ReleaseClock(cache, writer, self._tasks, requeue, release_delay)
-        """Node states and the Releasing allocations' timers (``--release-delay``)."""
-        self.repairs = Reconciler(
-            scheduler_name=scheduler_name,
-            api=api,
-            cache=cache,
-            writer=writer,
-            recorder=recorder,
-            health=self.health,
-            metrics=self.metrics,
-            started=self.started,
-            requeue=requeue,
-            queue_check=queue_check if queue_check is not None else _no_queue_check,
-            gc_interval=gc_interval,
-            reserved_ttl=reserved_ttl,
-            bound_mark_delay=bound_mark_delay,
-            watch_timeout=watch_timeout,
-            list_all_pods=list_all_pods,
-            identity=identity,
-            clock=self.clock,
-        )
+        self.repairs = repairs
         """The start-up reconcile, the GC sweep, the watch-stall check and adoption."""
+        self.started = repairs.started
+        """Set once the start-up reconcile is done (adoption and the GC wait for it)."""
+        self.clock: ReleaseClock = repairs.clock
+        """Node states and the Releasing allocations' timers (``--release-delay``): the
+        repairs' own, so that the GC sweep plans with the node states fed here."""
+        self._tasks = TaskSet()
         self._early: set[str] | None = None  # UIDs claimed before `started`; None: not yet
         self.status_queue: WorkQueue[str] = WorkQueue(
             STATUS_DELAY, lambda: Backoff(STATUS_RETRY, STATUS_RETRY, 0.0)
@@ -177,7 +145,7 @@ class PoolController:
 
     async def stop(self) -> None:
         """Cancel releases in flight; write what the PoolWriter still holds (deferred Bound marks)."""
-        self.clock.stop()
+        await self.clock.stop()
         await self._tasks.cancel()
         try:
             await asyncio.wait_for(self.writer.flush(), timeout=5)
@@ -572,7 +540,3 @@ class PoolController:
         if cond.status == "False" and cond.reason != previous:
             log.warning("NodeIPPool %s not ready: %s: %s", pool.name, cond.reason, cond.message)
             await self.recorder.record(pool_ref(written), "Warning", cond.reason, cond.message)
-
-
-def _no_queue_check(found_by: str) -> Callable[[Mapping[str, PodInfo]], None]:
-    return lambda pods: None

@@ -5,8 +5,16 @@ Every repair is planned by the pure planner (:func:`ipscheduler.underlayip.repai
 from fresh LISTs, never from the caches alone (a watch that died or stalled would hide
 that a pod is gone), and carried out by compare-and-swap through the pool writer; a
 release planned by the sweep is confirmed by a live read of the pod by UID first.
-:class:`~ipscheduler.underlayip.controller.PoolController` holds one
-:class:`Reconciler` (``repairs``) and runs its tasks.
+:func:`ipscheduler.cmd.wiring.build` builds one :class:`Reconciler` (its timings a
+:class:`RepairTimings`) and hands it to the
+:class:`~ipscheduler.underlayip.controller.PoolController`, which holds it (``repairs``)
+and runs its tasks.
+
+Size: one class, as the repairs share one plan and its LISTs: the start-up reconcile and
+the sweep differ only in what they LIST and confirm, and adoption and the watch-stall check
+ride on the sweep's LISTs; what is pure (the plan itself) lives in
+:mod:`~ipscheduler.underlayip.repair`, the release clock in
+:mod:`~ipscheduler.underlayip.releasing`.
 """
 
 from __future__ import annotations
@@ -17,11 +25,13 @@ import functools
 import json
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from ipscheduler.backend.health import HealthState
-from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework.interface import Requeue
 from ipscheduler.framework.klog import kv
 from ipscheduler.framework.types import PodInfo
@@ -69,19 +79,47 @@ def gc_pause(interval: float, last_sweep: float) -> float:
     return min(10 * interval, max(interval, last_sweep / GC_MAX_DUTY))
 
 
+@dataclass(frozen=True)
+class RepairTimings:
+    """The repairs' timings, in seconds, as the flags of ``run`` give them: ``gc_interval``
+    (``--gc-interval``: between two sweeps), ``reserved_ttl`` (``--reserved-ttl``: a
+    Reserved allocation older than this whose pod is not bound is released),
+    ``bound_mark_delay`` (``--bound-mark-delay``: how long a Bound mark waits to ride along
+    with its pool's next write before a sweep writes it) and ``watch_timeout``
+    (``--watch-timeout``: how long the pool cache may stay behind the API server before
+    /healthz fails)."""
+
+    gc_interval: float = 30.0
+    reserved_ttl: float = 60.0
+    bound_mark_delay: float = 300.0
+    watch_timeout: float = 90.0
+
+
+def no_queue_check(found_by: str) -> Callable[[Mapping[str, PodInfo]], None]:
+    """A ``queue_check`` for a Reconciler without a scheduling queue: each LIST is dropped."""
+    return lambda pods: None
+
+
 class Reconciler:
     """Start-up reconcile, GC sweep, watch-stall check and adoption (module doc).
 
+    Built by the wiring and handed to the
+    :class:`~ipscheduler.underlayip.controller.PoolController`, which runs its tasks.
     ``scheduler_name``: only pods with this schedulerName are ours, unless
     ``list_all_pods`` (extender mode: pods of any schedulerName hold our addresses, bound
     through the extender, so the sweeps LIST every pod and keep those :func:`is_ours` says
-    are ours). ``gc_interval``, ``reserved_ttl``, ``bound_mark_delay`` and ``watch_timeout``
-    in seconds (``bound_mark_delay``: how long a Bound mark waits to ride along with its
-    pool's next write before a sweep writes it).
-    ``started``: set by the controller once the start-up reconcile is done (the GC waits
-    for it). ``requeue``: the scheduling queue's move (``AddressReleased`` after a sweep
+    are ours). ``identity``: this replica's, as its reservations record it (the GC spares
+    only its own in-flight ones). ``clock``: the
+    :class:`~ipscheduler.underlayip.releasing.ReleaseClock` whose node states the plan reads
+    (the controller feeds it the node events). ``timings``: :class:`RepairTimings`.
+    ``requeue``: the scheduling queue's move (``AddressReleased`` after a sweep
     released addresses). Each sweep calls ``queue_check("gc")`` before its LIST of our pods
-    and hands the LIST to what it returns."""
+    and hands the LIST to what it returns. ``health``: where a stalled pool watch is
+    flagged (None: one of its own); ``metrics``: the wing's (None: on a registry of their
+    own).
+
+    :attr:`started` is set by the controller once the start-up reconcile is done (the GC
+    waits for it)."""
 
     def __init__(
         self,
@@ -91,21 +129,17 @@ class Reconciler:
         cache: PoolCache,
         writer: PoolWriter,
         recorder: EventRecorder,
-        health: HealthState,
-        metrics: UnderlayIPMetrics,
-        started: asyncio.Event,
-        requeue: Requeue,
-        queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]],
-        gc_interval: float = 30.0,
-        reserved_ttl: float = 60.0,
-        bound_mark_delay: float = 300.0,
-        watch_timeout: float = 90.0,
+        clock: ReleaseClock,
+        timings: RepairTimings = RepairTimings(),
+        requeue: Requeue = lambda event, old, new: None,
+        queue_check: Callable[[str], Callable[[Mapping[str, PodInfo]], None]] = no_queue_check,
+        health: HealthState | None = None,
+        metrics: UnderlayIPMetrics | None = None,
         list_all_pods: bool = False,
         identity: str = "",
-        clock: ReleaseClock | None = None,
     ) -> None:
         self.scheduler_name = scheduler_name
-        self.clock = clock if clock is not None else ReleaseClock(cache, writer, TaskSet(), requeue)
+        self.clock = clock
         """Its node states say whether a gone pod's address waits for its node, and how long
         (:mod:`~ipscheduler.underlayip.teardown`)."""
         self.identity = identity
@@ -114,16 +148,13 @@ class Reconciler:
         self.cache = cache
         self.writer = writer
         self.recorder = recorder
-        self.health = health
-        self.metrics = metrics
-        self.started = started
+        self.health = health if health is not None else HealthState()
+        self.metrics = metrics if metrics is not None else UnderlayIPMetrics(CollectorRegistry())
+        self.started = asyncio.Event()
+        """Set once the start-up reconcile is done (by the controller, which runs it)."""
         self.requeue = requeue
         self.queue_check = queue_check
-        self.gc_interval = gc_interval
-        self.reserved_ttl = reserved_ttl
-        self.bound_mark_delay = bound_mark_delay
-        self.watch_timeout = watch_timeout
-        """Seconds the pool cache may stay behind the API server before /healthz fails."""
+        self.timings = timings
         self.list_all_pods = list_all_pods
         self._skew = repair.SkewClock()
         self._stale_since: dict[str, tuple[float, int]] = {}
@@ -221,7 +252,7 @@ class Reconciler:
             clocks[name] = self._stale_since.get(name) or (now, -1)
         self._stale_since = clocks
         worst = max((now - t for t, _ in clocks.values()), default=0.0)
-        if worst > self.watch_timeout:
+        if worst > self.timings.watch_timeout:
             self.health.stalled["nodeippools"] = f"watch stalled: cache {worst:.0f}s behind the API server"
         else:
             self.health.stalled.pop("nodeippools", None)
@@ -282,7 +313,7 @@ class Reconciler:
         PostBind's deferred mark that long? A younger one waits for its pool's next write."""
         if r.action != "mark_bound":
             return False
-        return r.allocation is None or age(r.allocation.since, now) >= self.bound_mark_delay
+        return r.allocation is None or age(r.allocation.since, now) >= self.timings.bound_mark_delay
 
     def _plan(self, pools: list[PoolView], pods: dict[str, PodInfo]) -> list[repair.Repair]:
         now = utc_now()
@@ -294,7 +325,14 @@ class Reconciler:
     ) -> list[repair.Repair]:
         skew, sets, clock = self._skew.first_seen, self._statefulsets, self.clock
         return repair.plan(
-            pools, pods, now, self.reserved_ttl, skew, sets, nodes=clock.nodes, release_delay=clock.delay
+            pools,
+            pods,
+            now,
+            self.timings.reserved_ttl,
+            skew,
+            sets,
+            nodes=clock.nodes,
+            release_delay=clock.delay,
         )
 
     async def _read_statefulsets(self, pools: list[PoolView]) -> None:
@@ -328,7 +366,7 @@ class Reconciler:
         sweep is logged and retried next time."""
         await self.started.wait()
         loop = asyncio.get_running_loop()
-        pause = self.gc_interval
+        pause = self.timings.gc_interval
         while True:
             await asyncio.sleep(pause)
             started = loop.time()
@@ -338,7 +376,7 @@ class Reconciler:
                 raise
             except Exception as e:
                 log.warning("garbage collection failed (%r); retried in the next sweep", e)
-            pause = gc_pause(self.gc_interval, loop.time() - started)
+            pause = gc_pause(self.timings.gc_interval, loop.time() - started)
 
     async def _confirmed(self, r: repair.Repair) -> bool:
         """Re-check a planned release against :meth:`live_pod` (by UID, never by name)."""

@@ -54,30 +54,35 @@ count it adds to, the allocator's move, called with ``uid`` and ``now``)."""
 class ReleaseClock:
     """Node states, one timer per Releasing allocation, and the settle write (module doc).
 
-    ``delay``: ``--release-delay`` in seconds. ``requeue``: told ``AddressReleased`` once an
-    address went back to its pool. ``tasks``: where the settle writes run (the controller's,
-    cancelled at its stop)."""
+    Built by the wiring and handed to the
+    :class:`~ipscheduler.underlayip.reconciler.Reconciler` (the controller holds it through
+    its repairs). ``delay``: ``--release-delay`` in seconds. ``requeue``: told
+    ``AddressReleased`` once an address went back to its pool. The settle writes run in
+    :attr:`tasks`, cancelled by :meth:`stop`."""
 
     def __init__(
         self,
         cache: PoolCache,
         writer: PoolWriter,
-        tasks: TaskSet,
+        *,
         requeue: Requeue = lambda event, old, new: None,
         delay: float = DEFAULT_RELEASE_DELAY,
     ) -> None:
         self.cache = cache
         self.writer = writer
-        self.tasks = tasks
+        self.tasks = TaskSet()
+        """The settle writes in flight."""
         self.requeue = requeue
         self.delay = delay
         self.nodes: dict[str, NodeState] = {}
         """The nodes that exist, by name, as the node informer has them."""
         self._timers: KeyedTimers[tuple[str, str]] = KeyedTimers()
 
-    def stop(self) -> None:
-        """Cancel every timer (the GC sweep settles what is left, in this or another replica)."""
+    async def stop(self) -> None:
+        """Cancel every timer and the settle writes in flight (the GC sweep settles what is
+        left, in this or another replica)."""
         self._timers.cancel_all()
+        await self.tasks.cancel()
 
     def confirmed(self, node_name: str, kubelet: bool) -> bool:
         """Did the node ``node_name`` let a gone pod's address go (:func:`~ipscheduler.

@@ -22,7 +22,6 @@ from ipscheduler.cmd.profiles import (
     underlay_ip_refusal,
     with_underlay_ip,
 )
-from ipscheduler.framework.building import PluginHandle
 from ipscheduler.framework.config import (
     EXTENSION_POINTS,
     REGISTRY_CONTEXT,
@@ -32,9 +31,9 @@ from ipscheduler.framework.config import (
 from ipscheduler.plugins.networktraffic import NetworkTraffic
 from ipscheduler.underlayip.plugin import UnderlayIP, UnderlayIPDeps
 from tests.builders import config_file
-from tests.unit.fakes import pool_cache
+from tests.unit.fakes import handle, pool_cache
 
-HANDLE = PluginHandle(binder=None)  # type: ignore[arg-type]
+HANDLE = handle()
 
 
 def profile_of(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]

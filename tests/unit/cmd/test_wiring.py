@@ -37,7 +37,7 @@ async def test_scheduler_controller_and_informers_share_one_cache() -> None:
     c = wiring.build(RunConfig(), _NO_API, health)
     assert c.controller.wait_for == (c.cache.ready,)
     assert c.scheduler.start_after is c.controller.ready_to_schedule
-    assert c.scheduler.health is health and c.controller.health is health
+    assert c.scheduler.health is health and c.controller.repairs.health is health
     assert c.scheduler.cache is c.cache is c.pool_cache.node_cache
     assert c.controller.cache is c.pool_cache
     assert c.controller.writer is c.writer
@@ -76,7 +76,7 @@ async def test_subscriptions_reach_the_scheduler_and_the_controller() -> None:
 
 async def test_the_bound_mark_delay_reaches_the_gc_sweep() -> None:
     c = wiring.build(RunConfig(bound_mark_delay=7.0), _NO_API, HealthState())
-    assert c.controller.repairs.bound_mark_delay == 7.0
+    assert c.controller.repairs.timings.bound_mark_delay == 7.0
 
 
 def pool_a(rv: str) -> dict[str, Any]:

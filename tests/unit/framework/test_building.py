@@ -1,6 +1,6 @@
 """framework/building: new_framework fills every extension point of a profile's framework
 from a registry and the configuration (merged over the defaults, with PreFilter and PreScore
-companions), refuses what cannot be built, and attaches the plugins' PluginHandle to it."""
+companions), refuses what cannot be built, and is itself the handle its plugin factories get."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from pydantic import Field
 
 from ipscheduler.cmd.profiles import default_plugins, plugin_registry, with_underlay_ip
-from ipscheduler.framework.building import PluginHandle, new_framework
+from ipscheduler.framework.building import new_framework
 from ipscheduler.framework.config import (
     EXTENSION_POINTS,
     REGISTRY_CONTEXT,
@@ -26,6 +26,7 @@ from ipscheduler.framework.interface import (
     Binder,
     Code,
     CycleState,
+    Handle,
     PostFilterResult,
     QueuedPodInfo,
     Status,
@@ -33,12 +34,12 @@ from ipscheduler.framework.interface import (
 from ipscheduler.framework.registry import PluginArgs, Registry, with_plugin
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
+from ipscheduler.framework.volumes import MapVolumeListers
+from ipscheduler.plugins.queuesort import PrioritySort
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
-from tests.unit.fakes import PreemptionCounts, pool_cache
+from tests.unit.fakes import pool_cache
 
 POD = PodInfo(uid="uid-1", namespace="ns", name="pod")
-
-HANDLE = PluginHandle(binder=None)  # type: ignore[arg-type]
 
 
 class AllArgs(PluginArgs):
@@ -141,7 +142,7 @@ def profile_config(raw: dict[str, Any], registry: Registry | None = None) -> Pro
 def build(plugins: dict[str, Any], plugin_config: list[Any] | None = None, **kw: Any) -> Framework:
     raw = {"plugins": plugins, "pluginConfig": plugin_config or []}
     return new_framework(
-        kw.get("registry") or fake_registry(), profile_config(raw), HANDLE, kw.get("defaults", MINIMAL)
+        kw.get("registry") or fake_registry(), profile_config(raw), kw.get("defaults", MINIMAL)
     )
 
 
@@ -367,7 +368,7 @@ def test_out_of_tree_plugin_merged_and_enabled() -> None:
         "plugins": {"filter": {"enabled": [{"name": "Extra"}]}},
         "pluginConfig": [{"name": "Extra", "args": {"level": 2}}],
     }
-    fw = new_framework(registry, profile_config(raw, registry), HANDLE, default_plugins())
+    fw = new_framework(registry, profile_config(raw, registry), default_plugins())
     extra = fw.filter[-1]
     assert isinstance(extra, Everything) and extra.name == "Extra" and extra.args == AllArgs(level=2)
     assert extra in fw.pre_filter
@@ -416,18 +417,117 @@ class _Binder:
         pass
 
 
-def test_handle_binder_reaches_default_binder() -> None:
+def test_the_handles_client_reaches_default_binder() -> None:
     binder: Binder = _Binder()
     fw = new_framework(
         plugin_registry(with_underlay_ip(UnderlayIPDeps(pool_cache(), None))),  # type: ignore[arg-type]
         SchedulerConfiguration().profile,
-        PluginHandle(binder=binder),
         default_plugins(),
+        client=binder,  # type: ignore[arg-type]
     )
     assert getattr(fw.bind[0], "binder", None) is binder
 
 
-# --------------------------------------------------------------------------- percentageOfNodesToScore
+@dataclass
+class OnePodPerNode:
+    """Rejects a node that has a pod already; keeps the handle its factory got."""
+
+    name: str
+    handle: Handle
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.unschedulable("node is taken", plugin=self.name) if node.pods else Status.success()
+
+
+@dataclass
+class Nominated:
+    pods: dict[str, list[PodInfo]]
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        return self.pods.get(node, [])
+
+    def any_nominated(self) -> bool:
+        return any(self.pods.values())
+
+
+def test_the_handle_a_factory_gets_is_the_framework_whole_from_its_construction() -> None:
+    """As upstream's frameworkImpl: the factory's handle is the framework new_framework
+    returns, with the client, recorder, volumes and waiting pods it was made with, nothing
+    bound to it afterwards; its what-if runs see the profile's filters and the nominated
+    pods the queue (the nominator, set as upstream's SetPodNominator) knows."""
+    seen: dict[str, Any] = {}
+
+    def new(args: None, handle: Handle) -> OnePodPerNode:
+        seen.update(client=handle.client, recorder=handle.recorder, volumes=handle.volumes)
+        seen["waiting_pods"] = handle.waiting_pods
+        return OnePodPerNode("One", handle)
+
+    registry = fake_registry()
+    registry.register("One", new)
+    client, recorder, volumes = object(), object(), MapVolumeListers()
+    fw = new_framework(
+        registry,
+        profile_config({"plugins": {"filter": {"enabled": [{"name": "One"}]}}}),
+        MINIMAL,
+        client=client,  # type: ignore[arg-type]
+        events=recorder,  # type: ignore[arg-type]
+        volumes=volumes,
+    )
+    plugin = fw.filter[0]
+    assert isinstance(plugin, OnePodPerNode) and plugin.handle is fw
+    assert seen == {
+        "client": client,
+        "recorder": recorder,
+        "volumes": volumes,
+        "waiting_pods": fw.waiting_pods,
+    }
+    node = NodeInfo(name="n1")
+    low = PodInfo(uid="low", namespace="ns", name="low", priority=1)
+    high = PodInfo(uid="high", namespace="ns", name="high", priority=5)
+    assert plugin.handle.run_filters_with_nominated_pods(CycleState(), low, node).is_success()
+    fw.set_pod_nominator(Nominated({"n1": [high]}))
+    st = plugin.handle.run_filters_with_nominated_pods(CycleState(), low, node)
+    assert st.code is Code.UNSCHEDULABLE and st.reasons == ("node is taken",)
+    assert plugin.handle.run_filters_with_nominated_pods(
+        CycleState(), PodInfo(uid="top", namespace="ns", name="top", priority=9), node
+    ).is_success()
+
+
+def test_the_handle_activates_through_the_activator_set_after_the_queue_is_made() -> None:
+    """``activate`` moves pods through the scheduling queue, set on the framework once the
+    queue (made from the profile) exists; before that it does nothing."""
+    fw = build({})
+    activated: list[set[str]] = []
+    fw.activate({"u1"})
+
+    class Activator:
+        def activate(self, uids: set[str]) -> None:
+            activated.append(uids)
+
+    fw.set_pod_activator(Activator())
+    fw.activate({"u2"})
+    assert activated == [{"u2"}]
+
+
+def test_the_handle_counts_preemption_only_with_a_recorder_that_counts_it() -> None:
+    class Timings:
+        def observe_extension_point(self, point: str, status: str, seconds: float) -> None:
+            pass
+
+        def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
+            pass
+
+    class Counting(Timings):
+        def observe_preemption_attempt(self) -> None:
+            pass
+
+        def observe_preemption_victims(self, victims: int) -> None:
+            pass
+
+    timed = Framework(scheduler_name="s", queue_sort=PrioritySort(), metrics_recorder=Timings())
+    counting = Counting()
+    counted = Framework(scheduler_name="s", queue_sort=PrioritySort(), metrics_recorder=counting)
+    assert (timed.metrics, counted.metrics) == (None, counting)
 
 
 @pytest.mark.parametrize(
@@ -439,74 +539,5 @@ def test_the_profiles_percentage_of_nodes_to_score_overrides_the_configurations(
     profiles: int | None, configured: int | None, want: int | None
 ) -> None:
     raw = {"plugins": {}, "percentageOfNodesToScore": profiles}
-    fw = new_framework(
-        fake_registry(), profile_config(raw), HANDLE, MINIMAL, percentage_of_nodes_to_score=configured
-    )
+    fw = new_framework(fake_registry(), profile_config(raw), MINIMAL, percentage_of_nodes_to_score=configured)
     assert fw.percentage_of_nodes_to_score == want
-
-
-# --------------------------------------------------------------------------- PluginHandle
-
-
-class Activator:
-    def __init__(self) -> None:
-        self.activated: list[set[str]] = []
-
-    def activate(self, uids: set[str]) -> None:
-        self.activated.append(uids)
-
-
-def test_a_handle_not_yet_attached_answers_empty_and_refuses_to_run_filters() -> None:
-    handle = PluginHandle(binder=None)  # type: ignore[arg-type]
-    handle.activate({"uid-1"})  # nowhere to go: dropped
-    node = NodeInfo(name="n1")
-    assert (handle.snapshot(), handle.nominated_pods_for_node("n1"), handle.room_for(POD, {"n1": node})) == (
-        {},
-        [],
-        None,
-    )
-    assert handle.metrics is None
-    with pytest.raises(RuntimeError, match="not attached"):
-        handle.run_filters_with_nominated_pods(CycleState(), POD, node)
-    with pytest.raises(RuntimeError, match="not attached"):
-        handle.run_pre_filter_extension_add_pod(CycleState(), POD, POD, node)
-    with pytest.raises(RuntimeError, match="not attached"):
-        handle.run_pre_filter_extension_remove_pod(CycleState(), POD, POD, node)
-
-
-def test_the_handle_is_attached_to_the_framework_it_built() -> None:
-    handle = PluginHandle(binder=None)  # type: ignore[arg-type]
-    fw = new_framework(fake_registry(), profile_config({"plugins": {}}), handle, MINIMAL)
-    assert handle.framework is fw
-    assert fw.waiting_pods is handle.waiting_pods  # Permit's waiting pods are the plugins'
-    activator = Activator()
-    handle.activate({"uid-1"})  # no activator yet
-    fw.set_pod_activator(activator)
-    handle.activate({"uid-2"})
-    assert activator.activated == [{"uid-2"}]
-    fw.nodes = {"n1": NodeInfo(name="n1")}
-    assert handle.snapshot() is fw.nodes
-
-
-class OnlyTimings:
-    """A MetricsRecorder that does not count preemptions."""
-
-    def observe_extension_point(self, point: str, status: str, seconds: float) -> None:
-        pass
-
-    def observe_plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
-        pass
-
-
-@pytest.mark.parametrize(
-    ("recorder", "has_metrics"),
-    [(None, False), (OnlyTimings(), False), (PreemptionCounts(), True)],
-    ids=["not-timed", "timings-alone", "a-recorder-of-preemptions-metrics"],
-)
-def test_the_handles_metrics_are_the_frameworks_recorder_if_it_counts_preemptions(
-    recorder: Any, has_metrics: bool
-) -> None:
-    handle = PluginHandle(binder=None)  # type: ignore[arg-type]
-    fw = new_framework(fake_registry(), profile_config({"plugins": {}}), handle, MINIMAL, recorder=recorder)
-    assert fw.recorder is recorder
-    assert handle.metrics is (recorder if has_metrics else None)

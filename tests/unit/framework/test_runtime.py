@@ -172,7 +172,8 @@ def test_extension_points_are_timed_every_cycle_plugins_in_sampled_ones(
     log: list[tuple[str, str]] = []
     timings = Timings()
     p = profile(
-        filter=[FakeFilter("F1", {"n1"}, TAINT, log), FakeFilter("F2", set(), NO_IP, log)], recorder=timings
+        filter=[FakeFilter("F1", {"n1"}, TAINT, log), FakeFilter("F2", set(), NO_IP, log)],
+        metrics_recorder=timings,
     )
     feasible, _ = p.find_feasible(CycleState(record_plugin_metrics=sampled), POD, nodes("n1", "n2", "n3"))
     assert [n.name for n in feasible] == ["n2", "n3"]
@@ -182,14 +183,14 @@ def test_extension_points_are_timed_every_cycle_plugins_in_sampled_ones(
 
 def test_a_cycle_where_no_node_fits_times_filter_as_unschedulable() -> None:
     timings = Timings()
-    p = profile(filter=[FakeFilter("F1", {"n1"}, TAINT, [])], recorder=timings)
+    p = profile(filter=[FakeFilter("F1", {"n1"}, TAINT, [])], metrics_recorder=timings)
     p.find_feasible(CycleState(), POD, nodes("n1"))
     assert timings.points[-1] == ("Filter", "Unschedulable")
 
 
 async def test_bind_points_are_timed_with_their_status() -> None:
     timings = Timings()
-    p = profile(bind=[FakeBind("B", [], Status.error("boom"))], recorder=timings)
+    p = profile(bind=[FakeBind("B", [], Status.error("boom"))], metrics_recorder=timings)
     await p.run_bind(CycleState(record_plugin_metrics=True), POD, NodeInfo(name="n1"))
     assert timings.points == [("Bind", "Error")]
     assert timings.plugins == [("B", "Bind", "Error")]

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.framework.building import PluginHandle, new_framework
+from ipscheduler.framework.building import new_framework
 from ipscheduler.framework.config import Plugins, ProfileConfig
 from ipscheduler.framework.interface import Code, CycleState, PostFilterResult, Status
 from ipscheduler.framework.preemption import DisruptionBudget
@@ -32,7 +32,7 @@ from ipscheduler.plugins.defaultpreemption import (
 )
 from ipscheduler.plugins.registry import new_in_tree_registry
 from tests.builders import node, pod_info
-from tests.unit.fakes import PreemptionApi, PreemptionCounts
+from tests.unit.fakes import PreemptionApi, PreemptionCounts, handle
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -64,9 +64,9 @@ class Nominated:
         return any(self.pods.values())
 
 
-def profile(client: PreemptionApi | None = None) -> Framework:
+def profile(client: PreemptionApi | None = None, metrics: PreemptionCounts | None = None) -> Framework:
     """NodeUnschedulable, TaintToleration and NodeResourcesFit, then DefaultPreemption with
-    its offset fixed at 0."""
+    its offset fixed at 0; the handle's client ``client``, preemption counted into ``metrics``."""
     plugins = Plugins.model_validate(
         {
             "queueSort": {"enabled": [{"name": "PrioritySort"}]},
@@ -75,8 +75,13 @@ def profile(client: PreemptionApi | None = None) -> Framework:
             "bind": {"enabled": [{"name": "DefaultBinder"}]},
         }
     )
-    handle = PluginHandle(binder=None, client=client or PreemptionApi())  # type: ignore[arg-type]
-    fw = new_framework(new_in_tree_registry(), ProfileConfig(), handle, plugins)
+    fw = new_framework(
+        new_in_tree_registry(),
+        ProfileConfig(),
+        plugins,
+        client=client or PreemptionApi(),  # type: ignore[arg-type]
+        metrics=metrics,  # type: ignore[arg-type]
+    )
     for plugin in fw.post_filter:
         assert isinstance(plugin, DefaultPreemption)
         plugin._rand = lambda n: 0
@@ -334,8 +339,7 @@ def test_nominated_pods_of_higher_priority_take_their_room() -> None:
 
 def test_post_filter_counts_each_attempt_and_nominates_where_it_evicted() -> None:
     client, metrics = PreemptionApi(), PreemptionCounts()
-    fw = profile(client)
-    fw.recorder = metrics
+    fw = profile(client, metrics)
     result, st = run(fw, HIGH, [full("a", low("v"), room=1)])
     assert st.is_success() and result == PostFilterResult("a", frozenset({"uid-v"}))
     assert [name for name, _ in client.preempted] == ["v"]
@@ -346,10 +350,10 @@ def test_post_filter_counts_each_attempt_and_nominates_where_it_evicted() -> Non
 def test_args_validation() -> None:
     with pytest.raises(ValueError, match="cannot both be zero"):
         DefaultPreemptionArgs(minCandidateNodesPercentage=0, minCandidateNodesAbsolute=0)
-    plugin = DefaultPreemption(PluginHandle(binder=None), DefaultPreemptionArgs(minCandidateNodesAbsolute=2))  # type: ignore[arg-type]
+    plugin = DefaultPreemption(handle(), DefaultPreemptionArgs(minCandidateNodesAbsolute=2))
     assert [plugin.num_candidates(n) for n in (1, 10, 100)] == [1, 2, 10]
 
 
 def test_offset_and_num_candidates() -> None:
-    plugin = DefaultPreemption(PluginHandle(binder=None), rand=lambda n: n - 1)  # type: ignore[arg-type]
+    plugin = DefaultPreemption(handle(), rand=lambda n: n - 1)
     assert plugin.offset_and_num_candidates(150) == (149, 100)

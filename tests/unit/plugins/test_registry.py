@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ipscheduler.framework.building import PluginHandle
 from ipscheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -13,8 +12,9 @@ from ipscheduler.framework.interface import (
 )
 from ipscheduler.plugins import interpodaffinity, noderesources
 from ipscheduler.plugins.registry import new_in_tree_registry
+from tests.unit.fakes import handle
 
-HANDLE: Handle = PluginHandle(binder=None)  # type: ignore[arg-type]
+HANDLE: Handle = handle()
 
 
 def test_in_tree_registry_has_no_underlay_ip() -> None:

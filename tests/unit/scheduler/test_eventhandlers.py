@@ -32,7 +32,7 @@ from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.informers import pool_informer
 from tests.builders import pending_pod_body as pod_body
-from tests.unit.fakes import SchedulerEnv, pool_cache
+from tests.unit.fakes import SchedulerEnv, pool_cache, pool_controller
 
 
 @pytest.fixture
@@ -215,14 +215,7 @@ def queue() -> RecordingQueue:
 
 @pytest.fixture
 def ctrl(queue: RecordingQueue) -> PoolController:
-    return PoolController(
-        scheduler_name="ip-scheduler",
-        api=_NONE,
-        cache=pool_cache(),
-        writer=_NONE,
-        recorder=_NONE,
-        requeue=queue.move_all_to_active_or_backoff,
-    )
+    return pool_controller(pool_cache(), requeue=queue.move_all_to_active_or_backoff)
 
 
 @pytest.fixture

@@ -29,11 +29,13 @@ from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.reconciler import Reconciler
+from ipscheduler.underlayip.releasing import ReleaseClock
 from ipscheduler.underlayip.repair import Repair
 from ipscheduler.underlayip.writer import PoolWriter
 from tests.builders import SINCE, alloc, ours, pool_body
 from tests.builders import pending_pod_body as pod_body
-from tests.unit.fakes import FakePoolApi, pool_cache
+from tests.unit.fakes import FakePoolApi, pool_cache, pool_controller
 
 
 class Api(FakePoolApi):
@@ -81,13 +83,7 @@ class Recorder:
 
 def controller(api: Api, cache: PoolCache) -> PoolController:
     """The pool controller over ``api`` and ``cache``, with its own writer and a fake recorder."""
-    return PoolController(
-        scheduler_name="ip-scheduler",
-        api=api,  # type: ignore[arg-type]
-        cache=cache,
-        writer=PoolWriter(api, cache),  # type: ignore[arg-type]
-        recorder=Events(),  # type: ignore[arg-type]
-    )
+    return pool_controller(cache, api, PoolWriter(api, cache), Events())  # type: ignore[arg-type]
 
 
 def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
@@ -136,7 +132,7 @@ def pending(sched: Scheduler, ctrl: PoolController, kind: str, body: dict[str, A
 
 async def settle(ctrl: PoolController) -> None:
     for _ in range(5):
-        await asyncio.gather(*ctrl._tasks)
+        await asyncio.gather(*ctrl._tasks, *ctrl.clock.tasks)
         await asyncio.sleep(0)
 
 
@@ -735,3 +731,29 @@ async def test_a_bound_pod_removed_without_a_confirmed_teardown_leaves_its_addre
         assert a["ip"] == "10.0.0.1" and "releasingSince" in a and "reservedBy" not in a
         assert api.bodies["p"]["status"]["releasing"] == 1
         assert not told, "nothing was freed yet"
+
+
+async def test_the_controller_runs_the_reconciler_it_is_handed_and_feeds_its_clock() -> None:
+    """The wiring builds the Reconciler (over its ReleaseClock) and hands it in: the
+    start-up reconcile the controller runs is that Reconciler's, the GC waits for the same
+    ``started``, and the node states the controller keeps are those the sweeps plan with."""
+    pool = pool_body("p", "node-1", addresses=["10.0.0.1-10.0.0.4"], rv="10")
+    cache = pool_cache({"node-1": [NodeInfo(name="node-1", ready=True)]}, {"p": [PoolView.from_obj(pool)]})
+    api = Api([pool], None)
+    writer = PoolWriter(api, cache)  # type: ignore[arg-type]
+    reconciles: list[str] = []
+
+    class Recording(Reconciler):
+        async def reconcile(self) -> dict[str, int]:
+            reconciles.append("reconcile")
+            return {}
+
+    shared: dict[str, Any] = {"scheduler_name": "ip-scheduler", "api": api, "cache": cache, "writer": writer}
+    repairs = Recording(**shared, recorder=Events(), clock=ReleaseClock(cache, writer))
+    ctrl = PoolController(**shared, recorder=Events(), repairs=repairs)
+    assert ctrl.repairs is repairs and ctrl.clock is repairs.clock
+    body = {"metadata": {"name": "node-1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    ctrl.on_node_event("ADDED", "node-1", body, None, NodeInfo(name="node-1", ready=True))
+    assert "node-1" in repairs.clock.nodes, "the sweep plans with the node the controller heard of"
+    await asyncio.wait_for(ctrl._start(), 5)
+    assert reconciles == ["reconcile"] and repairs.started.is_set()

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.framework.building import PluginHandle
 from ipscheduler.framework.interface import (
     BIND_ANNOTATIONS,
     LOG_FIELDS,
@@ -426,15 +425,26 @@ async def test_pre_bind_puts_the_address_into_the_multus_element(
 # --------------------------------------------------------------------------- factory
 
 
+@dataclasses.dataclass
+class Handle:
+    """What UnderlayIP's factory reads of the framework handle."""
+
+    client: Any
+    recorder: Any
+
+    def activate(self, uids: set[str]) -> None:
+        pass
+
+
 def test_the_factory_builds_the_binder_and_the_sticky_acts_from_deps_and_handle() -> None:
     cache = pool_cache()
     writer, events = Writer(), Events()
-    handle = PluginHandle(binder=None, client="the-client", recorder=events)  # type: ignore[arg-type]
+    handle = Handle(client="the-client", recorder=events)
     deps = UnderlayIPDeps(cache, writer, identity="replica-a", reserved_ttl=7.0)  # type: ignore[arg-type]
-    got = new(UnderlayIPArgs(strategy="binpack", multusNetwork="ns/underlay"), handle, deps)
+    got = new(UnderlayIPArgs(strategy="binpack", multusNetwork="ns/underlay"), handle, deps)  # type: ignore[arg-type]
     assert (got.strategy, got.multus_network) == ("binpack", "ns/underlay")
     assert isinstance(got.binder, PoolBinder)
     binder = got.binder
     assert (binder.cache, binder.writer, binder.api) == (cache, writer, "the-client")
     assert (binder.identity, binder.reserved_ttl) == ("replica-a", 7.0)
-    assert (got.sticky.writer, got.sticky.recorder) == (writer, events)
+    assert (got.sticky.writer, got.sticky.recorder, got.sticky.activate) == (writer, events, handle.activate)

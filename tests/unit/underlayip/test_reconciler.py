@@ -1,4 +1,4 @@
-"""underlayip/reconciler: the NodeIPPool watch-stall detector (PoolController.check_watch; fake
+"""underlayip/reconciler: the NodeIPPool watch-stall detector (Reconciler.check_watch; fake
 clock, no server) and the garbage-collection sweep's pacing and which Bound marks it writes."""
 
 from __future__ import annotations
@@ -11,17 +11,15 @@ from typing import Any
 import pytest
 
 from ipscheduler.backend.health import HealthState
-from ipscheduler.underlayip.controller import PoolController
 from ipscheduler.underlayip.models import Allocation
 from ipscheduler.underlayip.pool import PoolView
-from ipscheduler.underlayip.reconciler import Reconciler, gc_pause
+from ipscheduler.underlayip.reconciler import Reconciler, RepairTimings, gc_pause
 from ipscheduler.underlayip.repair import Repair
 from tests.builders import pool
-from tests.unit.fakes import pool_cache
+from tests.unit.fakes import pool_cache, pool_controller
 
 TIMEOUT = 90.0
 KEY = "nodeippools"
-_NONE: Any = None
 
 
 def view(name: str, rv: str) -> PoolView:
@@ -43,15 +41,12 @@ class Harness:
         self.pools: dict[str, list[PoolView]] = {}
         self.cache = pool_cache({}, self.pools)
         self.health = HealthState()
-        self.sched = PoolController(
+        self.sched = pool_controller(
+            self.cache,
             scheduler_name="ipscheduler",
-            api=_NONE,
-            cache=self.cache,
-            writer=_NONE,
-            recorder=_NONE,
+            timings=RepairTimings(watch_timeout=TIMEOUT),
             health=self.health,
         )
-        self.sched.repairs.watch_timeout = TIMEOUT
 
     def cached(self, **rvs: str) -> None:
         """Replace the cache's pools (what the watch has delivered)."""
@@ -74,11 +69,11 @@ async def h(monkeypatch: pytest.MonkeyPatch) -> Harness:
 
 
 async def test_controller_defaults() -> None:
-    """Without a health object the PoolController makes its own; the watch timeout defaults to 90 s."""
-    sched = PoolController(scheduler_name="x", api=_NONE, cache=pool_cache(), writer=_NONE, recorder=_NONE)
-    assert sched.repairs.watch_timeout == pytest.approx(90.0)
-    assert isinstance(sched.health, HealthState)
-    assert sched.health.stalled == {}
+    """Without a health object the Reconciler makes its own; the watch timeout defaults to 90 s."""
+    sched = pool_controller(pool_cache(), scheduler_name="x")
+    assert sched.repairs.timings.watch_timeout == pytest.approx(90.0)
+    assert isinstance(sched.repairs.health, HealthState)
+    assert sched.repairs.health.stalled == {}
 
 
 # Each case: cache contents, live LIST, and a list of (time, stalled?) checks with that state held.
@@ -235,13 +230,13 @@ def test_the_sweep_writes_a_bound_mark_only_after_the_bound_mark_delay(
     since = now - datetime.timedelta(seconds=age_s)
     alloc = Allocation(ip="10.0.0.1", pod="ns/p", phase="Reserved", since=since)
     r = Repair(action, "pool", "uid", "ns/p", "why", "10.0.0.1", allocation=alloc)  # type: ignore[arg-type]
-    ctrl = types.SimpleNamespace(bound_mark_delay=300.0)
+    ctrl = types.SimpleNamespace(timings=RepairTimings(bound_mark_delay=300.0))
     assert Reconciler.mark_due(ctrl, r, now) is due  # type: ignore[arg-type]
 
 
 async def test_the_bound_mark_delay_defaults_to_five_minutes() -> None:
-    sched = PoolController(scheduler_name="x", api=_NONE, cache=pool_cache(), writer=_NONE, recorder=_NONE)
-    assert sched.repairs.bound_mark_delay == pytest.approx(300.0)
+    sched = pool_controller(pool_cache(), scheduler_name="x")
+    assert sched.repairs.timings.bound_mark_delay == pytest.approx(300.0)
 
 
 @pytest.mark.parametrize(

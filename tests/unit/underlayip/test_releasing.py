@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.backend.supervisor import TaskSet
 from ipscheduler.framework.types import NodeInfo
 from ipscheduler.underlayip.pool import PoolView, utc_now
 from ipscheduler.underlayip.releasing import ReleaseClock
@@ -41,7 +40,6 @@ def setup(since: datetime.datetime) -> tuple[ReleaseClock, FakePoolApi, list[str
     clock = ReleaseClock(
         cache,
         PoolWriter(api, cache),  # type: ignore[arg-type]
-        TaskSet(),
         requeue=lambda event, old, new: told.append(str(event)),
         delay=DELAY,
     )
@@ -126,3 +124,15 @@ async def test_before_the_caches_are_ready_a_node_not_listed_yet_is_not_taken_fo
     assert clock.confirmed("node-1", kubelet=False), "ready: a node the informer does not list is gone"
     clock.arm(clock.cache.pool("p"))  # type: ignore[arg-type]
     await until("settled once ready", lambda: "u1" not in allocations(api))
+
+
+async def test_stop_cancels_the_timers_so_nothing_is_settled_after_it() -> None:
+    """The controller's stop stops the clock: an armed timer no longer fires, and the address
+    stays Releasing for the GC sweep (of this or another replica) to settle."""
+    clock, api, told = setup(utc_now())
+    old_ready = utc_now() - datetime.timedelta(hours=1)
+    clock.on_node_event("node-1", node_body(True, old_ready), None, NodeInfo(name="node-1", ready=True))
+    clock.arm(clock.cache.pool("p"))  # type: ignore[arg-type]
+    await clock.stop()
+    await asyncio.sleep(2 * DELAY)
+    assert "u1" in allocations(api) and not told and not len(clock.tasks)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
 
 from pydantic import Field
 
@@ -45,7 +44,6 @@ from ipscheduler.framework.volumes import (
     RESOURCE_PVC,
     PVCInfo,
     VolumeListers,
-    VolumeWriter,
     not_found,
 )
 from ipscheduler.plugins.helper import missing_pre_filter_state
@@ -214,6 +212,4 @@ def new(args: VolumeBindingArgs | None, handle: Handle) -> VolumeBinding:
     :class:`~ipscheduler.plugins.volumebinding.binder.VolumeBinder` over the handle's listers,
     writing with its client (None in tests and ``explain``)."""
     timeout = args.bind_timeout_seconds if args is not None else DEFAULT_BIND_TIMEOUT_SECONDS
-    client: Any = handle.client
-    writer = cast(VolumeWriter, client) if client is not None else None
-    return VolumeBinding(handle.volumes, VolumeBinder(handle.volumes, writer, timeout))
+    return VolumeBinding(handle.volumes, VolumeBinder(handle.volumes, handle.client, timeout))

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework import events
-from ipscheduler.framework.building import PluginHandle
 from ipscheduler.framework.interface import (
     Code,
     CycleState,
@@ -42,6 +41,7 @@ from ipscheduler.plugins.volumebinding.binder import (
     VolumeBindingError,
 )
 from tests.builders import ephemeral_volume, volume_pod
+from tests.unit import fakes
 from tests.unit.plugins.cycle import ask, assert_plugin
 from tests.unit.plugins.volumebinding.fake_binder import FakeBinder
 from tests.unit.plugins.volumebinding.storage import (
@@ -94,11 +94,11 @@ def test_args() -> None:
 
 def test_new_builds_the_binder_over_the_handles_listers_and_client() -> None:
     ctl = Controller(listers())
-    handle = PluginHandle(binder=None, client=ctl, volumes=ctl.listers)  # type: ignore[arg-type]
+    handle = fakes.handle(client=ctl, volumes=ctl.listers)
     pl = volumebinding.new(VolumeBindingArgs.model_validate({"bindTimeoutSeconds": 30}), handle)
     assert isinstance(pl.binder, VolumeBinder) and pl.volumes is ctl.listers
     assert (pl.binder.volumes, pl.binder.writer, pl.binder.bind_timeout) == (ctl.listers, ctl, 30)
-    bare = volumebinding.new(None, PluginHandle(binder=None))  # type: ignore[arg-type]
+    bare = volumebinding.new(None, fakes.handle())
     assert isinstance(bare.binder, VolumeBinder)
     assert (bare.binder.writer, bare.binder.bind_timeout) == (None, 600)
 
@@ -106,7 +106,7 @@ def test_new_builds_the_binder_over_the_handles_listers_and_client() -> None:
 async def test_a_cycle_over_the_binder_new_builds_binds_a_static_volume() -> None:
     """The extension points over the real binder, once: a static volume bound in PreBind."""
     ctl = Controller(listers(pvc("data", storage_class="local"), pv("pv-1", storage_class="local")))
-    pl = volumebinding.new(None, PluginHandle(binder=None, client=ctl, volumes=ctl.listers))  # type: ignore[arg-type]
+    pl = volumebinding.new(None, fakes.handle(client=ctl, volumes=ctl.listers))
     state, got = cycle(pl, POD, [N1])
     assert got["n1"].is_success()
     assert (await pl.reserve(state, POD, N1)).is_success()
