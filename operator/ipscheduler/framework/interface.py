@@ -535,11 +535,10 @@ class Handle(Protocol):
         """Posts the plugins' Events (None: they are only logged: ``explain``, tests)."""
 
     @property
-    def client(self) -> Any:
-        """The API calls plugins make (upstream ``Handle.ClientSet``): the framework's
-        :class:`Client` (in the process ``kube/client.KubeApi``; None where nothing talks to
-        the API server: ``explain``, tests). Typed ``Any`` here until UnderlayIP's binder
-        takes a :class:`~ipscheduler.kube.client.PodReader` rather than ``KubeApi``."""
+    def client(self) -> Client | None:
+        """The API calls plugins make (upstream ``Handle.ClientSet``; in the process
+        ``kube/client.KubeApi``; None where nothing talks to the API server: ``explain``,
+        tests)."""
 
     def activate(self, uids: set[str]) -> None:
         """Move the pods of these UIDs to activeQ (upstream ``Handle.Activate``), e.g. a pod
