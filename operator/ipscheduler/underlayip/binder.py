@@ -57,7 +57,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.klog import kv
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.kube.client import TRANSIENT_ERRORS, KubeApi, live_pod
+from ipscheduler.kube.client import TRANSIENT_ERRORS, PodReader, live_pod
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.ledger import AddressLedger
@@ -253,7 +253,7 @@ class PoolBinder:
         writer: PoolWriter,
         *,
         ledger: AddressLedger | None = None,
-        api: KubeApi | None = None,
+        api: PodReader | None = None,
         identity: str = "",
         reserved_ttl: float = 60.0,
         takeover_before: datetime.datetime | None = None,
