@@ -212,7 +212,7 @@ class AddressBinder(Protocol):
         ...
 
     async def nominate(self, pod: PodInfo, node: str, victims: frozenset[str]) -> str | None:
-        """Preemption nominated ``pod`` to ``node``: hold its nominated place; the pool."""
+        """Preemption nominated ``pod`` to ``node``: keep its nominated place; the pool."""
         ...
 
     def assume(self, needs: PodAddresses, pod: PodInfo, node: str) -> Refusal | None:
@@ -381,7 +381,7 @@ class PoolBinder:
 
     async def nominate(self, pod: PodInfo, node: str, victims: frozenset[str]) -> str | None:
         """Preemption nominated ``pod`` to ``node`` ("": to none) after evicting the pods of
-        UIDs ``victims``: hold its nominated place, a Nominated allocation in a pool of the
+        UIDs ``victims``: keep its nominated place, a Nominated allocation in a pool of the
         node where a victim :meth:`frees` a place, unless the pod holds an allocation on the
         node already; its nominated places on other nodes are dropped. Returns the pool
         holding the place (None: none). Logs instead of raising: the GC sweep settles what a

@@ -173,7 +173,7 @@ class UnderlayIP:
         return Status.success()
 
     async def nominated(self, pod: PodInfo, node: str, victims: frozenset[str]) -> None:
-        """Preemption nominated ``pod`` to ``node`` ("": to none): hold its nominated place,
+        """Preemption nominated ``pod`` to ``node`` ("": to none): keep its nominated place,
         where a victim frees one, so no other pod takes it while the victims terminate
         (:meth:`~ipscheduler.underlayip.binder.AddressBinder.nominate`)."""
         if pod.host_network:
