@@ -189,6 +189,10 @@ class AddressBinder(Protocol):
         """The pod's needs and what each node offers (PreFilter)."""
         ...
 
+    def needs_of(self, pod: PodInfo) -> PodAddresses:
+        """What the pod asks, without free counts (Reserve without PreFilter)."""
+        ...
+
     def fit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
         """Whether node ``node`` can give the pod an address now (Filter)."""
         ...
@@ -269,15 +273,22 @@ class PoolBinder:
     def _choice(self, pod: PodInfo) -> PoolChoice:
         return pool_choice(pod, self.cache.default_pools(pod.namespace))
 
+    def needs_of(self, pod: PodInfo) -> PodAddresses:
+        """What the pod asks (pools, release policy, kept address, problem), without what
+        the nodes offer: for a Reserve that no PreFilter of its cycle preceded (the
+        extender's bind verb), which needs no free counts."""
+        return self.find(pod, count=False)
+
     # -- find / fit / room -------------------------------------------------------
-    def find(self, pod: PodInfo) -> PodAddresses:
+    def find(self, pod: PodInfo, count: bool = True) -> PodAddresses:
         """The pools the pod may use (:mod:`ipscheduler.underlayip.selection`: its
         ``ipscheduler.io/pools``, its namespace's default and the pools'
         ``spec.namespaces``), its release policy and kept address, and by node the pods like
         it those pools can take (pools of a node add up; assumed reservations deducted; an
         address the pod already holds counts as free for it; a place preemption holds for
         it counts once the pool is no longer over its capacity). ``problem`` says why no
-        node can (:class:`Problem`)."""
+        node can (:class:`Problem`). ``count`` False: the pod's needs alone, no free counts
+        (:meth:`needs_of`)."""
         choice = self._choice(pod)
         retention = retention_of(pod)
         if choice.problem:
@@ -287,7 +298,7 @@ class PoolBinder:
         if kept is not None and kept.kind == WAITING:
             needs.problem = Problem("retaining")
             return needs
-        if kept is not None and kept.kind == PINNED:
+        if (kept is not None and kept.kind == PINNED) or not count:
             return needs
         pools = self.cache.pools()
         if choice.names:

@@ -60,7 +60,10 @@ class Changes:
         """The pools changed since the last call (None: maybe all, as at first), with the
         index brought up to date first."""
         self._index.ensure_contexts()
-        names, self._names = self._names, set()
+        names = self._names
+        if names is not None and not names:
+            return names  # nothing changed: no new set (asked once per free count read)
+        self._names = set()
         return names
 
 

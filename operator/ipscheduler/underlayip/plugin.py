@@ -103,12 +103,13 @@ class UnderlayIP:
         self.strategy = strategy
         self.multus_network = multus_network
 
-    def _cycle(self, state: CycleState, pod: PodInfo) -> PodAddresses:
+    def _cycle(self, state: CycleState, pod: PodInfo, counts: bool = True) -> PodAddresses:
         """This cycle's state; found when PreFilter did not run (the extender's verbs each
-        start a new cycle state)."""
+        start a new cycle state), with the nodes' free counts unless ``counts`` is False
+        (Reserve needs none)."""
         cycle: PodAddresses | None = state.get(_STATE)
         if cycle is None:
-            cycle = self.binder.find(pod)
+            cycle = self.binder.find(pod) if counts else self.binder.needs_of(pod)
             state.write(_STATE, cycle)
         return cycle
 
@@ -233,7 +234,7 @@ class UnderlayIP:
         :meth:`~ipscheduler.underlayip.binder.PoolBinder.assume`."""
         if pod.host_network:
             return Status.success()
-        return _refusal_status(self.binder.assume(self._cycle(state, pod), pod, node.name))
+        return _refusal_status(self.binder.assume(self._cycle(state, pod, counts=False), pod, node.name))
 
     async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
         """Give back what this cycle's reservation wrote

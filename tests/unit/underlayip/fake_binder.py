@@ -35,6 +35,10 @@ class FakeBinder:
         self.calls.append(("find", pod.name))
         return self.needs if self.needs is not None else PodAddresses(ANY, retention_of(pod))
 
+    def needs_of(self, pod: PodInfo) -> PodAddresses:
+        self.calls.append(("needs_of", pod.name))
+        return self.needs if self.needs is not None else PodAddresses(ANY, retention_of(pod))
+
     def fit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
         self.calls.append(("fit", pod.name, node))
         return self.fits.get(node, Fit.NO_POOL)

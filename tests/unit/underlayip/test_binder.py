@@ -1243,3 +1243,13 @@ def test_an_address_releasing_for_the_force_deleted_previous_pod_holds_the_new_o
         "address 10.0.2.5 of pool pb is Releasing: the previous pod ns/web-0 was removed before node-b "
         "confirmed its teardown; the pod waits until it is retained"
     )
+
+
+def test_needs_of_is_find_without_the_nodes_free_counts() -> None:
+    """Reserve without PreFilter (the extender's bind) needs what the pod asks, its pinned
+    address included, and no free counts."""
+    env = sticky_env({"uid-old": kept("10.0.2.5")})
+    pinned, plain = created_now(web0("uid-new")), chooser(pools="pa")
+    assert env.binder.find(plain).free and not env.binder.needs_of(plain).free
+    assert env.binder.needs_of(plain).choice == env.binder.find(plain).choice
+    assert env.binder.needs_of(pinned).pinned is not None and env.binder.needs_of(pinned).pinned.name == "pb"

@@ -346,10 +346,10 @@ async def test_reserve_and_pre_bind_word_the_binders_refusal(refusal: Refusal | 
         assert BIND_ANNOTATIONS not in state
 
 
-async def test_reserve_without_pre_filter_finds_the_needs_first() -> None:
+async def test_reserve_without_pre_filter_finds_the_pods_needs_first() -> None:
     binder = FakeBinder()
     assert (await plugin(binder).reserve(CycleState(), POD, NODE)).is_success()
-    assert binder.calls == [("find", "me"), ("assume", "me", "node-a")]
+    assert binder.calls == [("needs_of", "me"), ("assume", "me", "node-a")], "no free counts needed"
 
 
 async def test_pre_bind_puts_the_address_into_the_binding_and_post_bind_marks_it_bound() -> None:
