@@ -19,6 +19,7 @@ number of profiles.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 
 from ipscheduler.underlayip.allocator import available, available_to
 from ipscheduler.underlayip.cache import PoolCache
@@ -42,8 +43,7 @@ class AddressLedger:
         """Pod ``uid`` was given a place in pool ``pool_name`` whose write is still pending:
         count it as taken until :meth:`forget_assumed`."""
         self._assumed.setdefault(pool_name, set()).add(uid)
-        self._sync()
-        self._count(pool_name)
+        self._recount(pool_name)
 
     def forget_assumed(self, pool_name: str, uid: str) -> None:
         """The pending write for ``uid`` in ``pool_name`` landed or failed."""
@@ -52,8 +52,7 @@ class AddressLedger:
             uids.discard(uid)
             if not uids:
                 del self._assumed[pool_name]
-            self._sync()
-            self._count(pool_name)
+            self._recount(pool_name)
 
     def assumed(self, pool_name: str) -> frozenset[str]:
         """UIDs of the pods assumed in pool ``pool_name``, their writes pending."""
@@ -89,8 +88,9 @@ class AddressLedger:
             n = max(0, n - len(assumed - pool.allocations.keys()))
         return n
 
-    def _sync(self) -> None:
-        """Follow the index's changes: recount the pools that changed (all: None)."""
+    def _sync(self) -> AbstractSet[str]:
+        """Follow the index's changes: recount the pools that changed (all: None); returns
+        the names recounted."""
         changed = self._changes.take()
         if changed is None:
             self._avail.clear()
@@ -99,6 +99,13 @@ class AddressLedger:
             changed = set(self.index.pools())
         for name in changed:
             self._count(name)
+        return changed
+
+    def _recount(self, pool_name: str) -> None:
+        """Pool ``pool_name``'s assumed places changed: recount it (once, with the index's
+        changes)."""
+        if pool_name not in self._sync():
+            self._count(pool_name)
 
     def _count(self, name: str) -> None:
         """Recount pool ``name`` (gone from the index: uncount it)."""

@@ -142,7 +142,8 @@ class UnderlayIP:
         Raises KeyError when PreFilter did not run in ``state``."""
         if pod.host_network:
             return Status.success()
-        return _FIT_STATUS[self.binder.fit(state.read(_STATE), pod, node.name)]
+        fit = self.binder.fit(state.read(_STATE), pod, node.name)
+        return _SUCCESS if fit is Fit.FITS else _FIT_STATUS[fit]  # the hot path: no enum hash
 
     room_resource = "free underlay IPs"
     """What :meth:`room` counts (:class:`~ipscheduler.framework.interface.CapacityAware`)."""
@@ -301,6 +302,7 @@ class UnderlayIP:
             self.binder.mark_bound(c, pod.uid)
 
 
+_SUCCESS = Status.success()
 _FIT_STATUS = {
     Fit.FITS: Status.success(),
     Fit.NO_FREE: Status.unschedulable(ERR_NO_FREE, plugin=NAME),
