@@ -1,3 +1,12 @@
+// Package ipam is the ipscheduler-ipam CNI plugin. ADD and CHECK verify,
+// against the Kubernetes API, the addresses the scheduler reserved for a pod
+// (its annotations ipscheduler.io/pool, ipscheduler.io/ip, for a dual-stack
+// pod ipscheduler.io/ips, and ipscheduler.io/network, against the
+// NodeIPPool's status.allocations entry for the pod's UID: ip, and ips for
+// a dual-stack pod) and print them as a CNI result; the node ledger
+// (internal/ledger) records which sandbox has each address. DEL and GC
+// forget addresses in the ledger; pods of other schedulers can go to
+// ipam.delegate.
 package ipam
 
 import (
