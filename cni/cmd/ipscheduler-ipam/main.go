@@ -1,6 +1,7 @@
 // Command ipscheduler-ipam is the node-side CNI IPAM plugin of ipscheduler:
 // it hands a pod the underlay address the scheduler reserved for it (pod
-// annotations ipscheduler.io/ip and ipscheduler.io/pool), after checking the
+// annotations ipscheduler.io/ip and ipscheduler.io/pool; a dual-stack pod's
+// IPv4 and IPv6 addresses, ipscheduler.io/ips), after checking the
 // reservation against the NodeIPPool status in the Kubernetes API.
 package main
 

@@ -17,6 +17,10 @@ const (
 	AnnotationPool    = "ipscheduler.io/pool"
 	AnnotationIP      = "ipscheduler.io/ip"
 	AnnotationNetwork = "ipscheduler.io/network"
+	// AnnotationIPs is every address of a dual-stack pod's interface,
+	// comma-separated, AnnotationIP first (as status.podIPs); single-stack
+	// pods have none.
+	AnnotationIPs = "ipscheduler.io/ips"
 
 	// AnnotationPools (on the pod) and AnnotationDefaultPools (on its
 	// namespace, for pods without AnnotationPools) name the NodeIPPools the

@@ -208,7 +208,8 @@ type contractCase struct {
 	Annotations        map[string]string `json:"annotations"`
 	RuntimeAnnotations map[string]string `json:"runtimeAnnotations"`
 	Allocation         *struct {
-		IP string `json:"ip"`
+		IP  string   `json:"ip"`
+		IPs []string `json:"ips"`
 	} `json:"allocation"`
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
@@ -290,7 +291,7 @@ func runContractCase(t *testing.T, c *networkContract, tc contractCase, runtime 
 			pool.Status.Allocations = map[string]kube.Allocation{}
 		}
 		pool.Status.Allocations[c.Pod.UID] = kube.Allocation{
-			IP: tc.Allocation.IP, Pod: c.Pod.Namespace + "/" + c.Pod.Name, Phase: "Bound", Since: "2024-01-01T00:00:00Z",
+			IP: tc.Allocation.IP, IPs: tc.Allocation.IPs, Pod: c.Pod.Namespace + "/" + c.Pod.Name, Phase: "Bound", Since: "2024-01-01T00:00:00Z",
 		}
 	}
 	api := &fakeAPI{

@@ -17,8 +17,8 @@ const (
 	ErrPoolNotFound        uint = 104 // the NodeIPPool named by the annotation does not exist
 	ErrNotOurs             uint = 105 // no ipscheduler.io/pool and another scheduler
 	ErrRuntimeAnnotations  uint = 106 // runtimeConfig annotations differ from the live pod's
-	ErrNetworkMismatch     uint = 107 // ipscheduler.io/network's address is not ipscheduler.io/ip
-	ErrMalformedAnnotation uint = 108 // ipscheduler.io/ip or ipscheduler.io/network unparsable
+	ErrNetworkMismatch     uint = 107 // ipscheduler.io/network's addresses are not ipscheduler.io/ip (ips)
+	ErrMalformedAnnotation uint = 108 // ipscheduler.io/ip, ips or network unparsable
 	ErrPodNotFound         uint = 109 // the pod named by CNI_ARGS does not exist
 	ErrCountOnly           uint = 110 // a count-only pool: there is no address to hand out
 	ErrPrevResultMismatch  uint = 111 // CHECK: prevResult does not carry the allocated address
@@ -53,7 +53,9 @@ const (
 	MsgNotOurs            = "pod has no " + AnnotationPool + " annotation"
 	MsgRuntimeAnnotations = "runtime-supplied annotations differ from the live pod's (forged or stale)"
 	MsgNetworkMismatch    = AnnotationNetwork + " does not match " + AnnotationIP
+	MsgNetworkMismatchIPs = AnnotationNetwork + " does not match " + AnnotationIPs
 	MsgMalformedIP        = "malformed " + AnnotationIP + " annotation"
+	MsgMalformedIPs       = "malformed " + AnnotationIPs + " annotation"
 	MsgMalformedNetwork   = "malformed " + AnnotationNetwork + " annotation"
 	MsgPodNotFound        = "pod not found (deleted?)"
 	MsgCountOnly          = "count-only pool: no address to hand out"
@@ -98,7 +100,9 @@ var errorTable = []struct {
 	{"ErrNotOurs", ErrNotOurs, MsgNotOurs},
 	{"ErrRuntimeAnnotations", ErrRuntimeAnnotations, MsgRuntimeAnnotations},
 	{"ErrNetworkMismatch", ErrNetworkMismatch, MsgNetworkMismatch},
+	{"ErrNetworkMismatch", ErrNetworkMismatch, MsgNetworkMismatchIPs},
 	{"ErrMalformedAnnotation", ErrMalformedAnnotation, MsgMalformedIP},
+	{"ErrMalformedAnnotation", ErrMalformedAnnotation, MsgMalformedIPs},
 	{"ErrMalformedAnnotation", ErrMalformedAnnotation, MsgMalformedNetwork},
 	{"ErrPodNotFound", ErrPodNotFound, MsgPodNotFound},
 	{"ErrCountOnly", ErrCountOnly, MsgCountOnly},

@@ -1,3 +1,12 @@
+// Package ipam is the ipscheduler-ipam CNI plugin. ADD and CHECK verify,
+// against the Kubernetes API, the addresses the scheduler reserved for a pod
+// (its annotations ipscheduler.io/pool, ipscheduler.io/ip, for a dual-stack
+// pod ipscheduler.io/ips, and ipscheduler.io/network, against the
+// NodeIPPool's status.allocations entry for the pod's UID: ip, and ips for
+// a dual-stack pod) and print them as a CNI result; the node ledger
+// (internal/ledger) records which sandbox has each address. DEL and GC
+// forget addresses in the ledger; pods of other schedulers can go to
+// ipam.delegate.
 package ipam
 
 import (
@@ -7,6 +16,8 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
@@ -103,9 +114,10 @@ func (p *Plugin) verify(conf *NetConf, args *skel.CmdArgs) (*Verified, error) {
 	})
 }
 
-// Add verifies the pod's reservation, records the address as this
-// sandbox's in the node-local ledger (refused, code 11, while another sandbox
-// that still exists has it: the kubelet retries the sandbox) and prints it.
+// Add verifies the pod's reservation, records its addresses (both of a
+// dual-stack pod) as this sandbox's in the node-local ledger, all or none
+// (refused, code 11, while another sandbox that still exists has one: the
+// kubelet retries the sandbox) and prints them.
 // A pod that is not ours (105) goes to ipam.delegate when it is set.
 func (p *Plugin) Add(args *skel.CmdArgs) error {
 	conf, err := LoadConfig(args.StdinData, p.Hostname)
@@ -131,7 +143,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 		PodUID:      v.PodUID,
 		Pod:         v.Pod.String(),
 	}
-	if err := l.Claim(v.IP, entry); err != nil {
+	if err := l.ClaimAll(v.Addresses(), entry); err != nil {
 		return claimFailure(err)
 	}
 	return RenderResult(p.Stdout, BuildResult(v), conf.CNIVersion)
@@ -146,7 +158,8 @@ func claimFailure(err error) error {
 	return ledgerFailure(err)
 }
 
-// Check re-verifies the reservation and that prevResult carries its address.
+// Check re-verifies the reservation and that prevResult carries its
+// addresses (every one of a dual-stack pod).
 // A pod that is not ours (105) goes to ipam.delegate when it is set.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
 	conf, err := LoadConfig(args.StdinData, p.Hostname)
@@ -175,36 +188,53 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if prev == nil {
 		return nil
 	}
-	return CheckPrevResult(prev, v.IP)
+	return CheckPrevResult(prev, v.Addresses()...)
 }
 
-// checkLedger fails (code 11, MsgAddressHeld) when the ledger gives v's
-// address to another sandbox that still exists. An address the ledger does
-// not record (a sandbox made before the ledger existed) passes.
+// checkLedger fails (code 11, MsgAddressHeld) when the ledger gives one of
+// v's addresses to another sandbox that still exists. An address the ledger
+// does not record (a sandbox made before the ledger existed) passes.
 func (p *Plugin) checkLedger(conf *NetConf, args *skel.CmdArgs, v *Verified) error {
 	l, err := p.ledger(conf.IPAM.LedgerDir())
 	if err != nil {
 		return err
 	}
-	holder, err := l.Holder(v.IP)
-	if err != nil {
-		return ledgerFailure(err)
-	}
-	if holder != nil && holder.Of() != (ledger.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}) && l.Exists(*holder) {
-		return claimFailure(&ledger.Held{IP: v.IP, Holder: *holder})
+	for _, ip := range v.Addresses() {
+		holder, err := l.Holder(ip)
+		if err != nil {
+			return ledgerFailure(err)
+		}
+		if holder != nil && holder.Of() != (ledger.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}) && l.Exists(*holder) {
+			return claimFailure(&ledger.Held{IP: ip, Holder: *holder})
+		}
 	}
 	return nil
 }
 
-// CheckPrevResult fails with ErrPrevResultMismatch unless prev carries ip.
-func CheckPrevResult(prev *types100.Result, ip netip.Addr) error {
+// CheckPrevResult fails with ErrPrevResultMismatch unless prev carries every
+// address of ips (addresses compared canonically; the order and any other
+// address prev holds do not matter).
+func CheckPrevResult(prev *types100.Result, ips ...netip.Addr) error {
+	var has, missing []string
 	for _, c := range prev.IPs {
-		if a, ok := netip.AddrFromSlice(c.Address.IP); ok && a.Unmap() == ip.Unmap() {
-			return nil
+		has = append(has, c.Address.IP.String())
+	}
+	for _, ip := range ips {
+		if !slices.ContainsFunc(prev.IPs, func(c *types100.IPConfig) bool {
+			a, ok := netip.AddrFromSlice(c.Address.IP)
+			return ok && a.Unmap() == ip.Unmap()
+		}) {
+			missing = append(missing, ip.String())
 		}
 	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if len(has) == 0 {
+		has = []string{"none"}
+	}
 	return newErr(ErrPrevResultMismatch, MsgPrevResultMismatch,
-		"the pool allocates %s, prevResult has %d other address(es)", ip, len(prev.IPs))
+		"the pool allocates %s, prevResult lacks %s (it has %s)", joinAddrs(ips), strings.Join(missing, ","), strings.Join(has, ","))
 }
 
 // Del removes the sandbox interface's addresses from the node-local ledger

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/ipscheduler/ipscheduler/cni/internal/kube"
 	"github.com/ipscheduler/ipscheduler/cni/internal/ledger"
@@ -340,5 +342,132 @@ func TestALedgerThatCannotBeWrittenFailsAddAndDel(t *testing.T) {
 	}
 	if err := p.Del(args); !failedAsWanted(t, err, types.ErrIOFailure, MsgLedger) {
 		t.Fatalf("DEL must not forget a release it cannot write: %v", err)
+	}
+}
+
+func TestCheckPrevResult(t *testing.T) {
+	ip4, ip6 := netip.MustParseAddr("10.0.1.12"), netip.MustParseAddr("fd00::c")
+	tests := []struct {
+		name    string
+		prev    string // prevResult's ips
+		ips     []netip.Addr
+		wantMsg string // "" : passes
+	}{
+		{name: "one address", prev: `[{"address":"10.0.1.12/24"}]`, ips: []netip.Addr{ip4}},
+		{name: "one address among others", prev: `[{"address":"10.0.9.9/24"},{"address":"10.0.1.12/24"}]`, ips: []netip.Addr{ip4}},
+		{name: "one address missing", prev: `[{"address":"10.0.1.13/24"}]`, ips: []netip.Addr{ip4},
+			wantMsg: "the pool allocates 10.0.1.12, prevResult lacks 10.0.1.12 (it has 10.0.1.13)"},
+		{name: "no addresses", prev: `[]`, ips: []netip.Addr{ip4}, wantMsg: "(it has none)"},
+		{name: "both addresses", prev: `[{"address":"10.0.1.12/24"},{"address":"fd00::c/64"}]`, ips: []netip.Addr{ip4, ip6}},
+		{name: "both addresses, the other order", prev: `[{"address":"fd00::c/64"},{"address":"10.0.1.12/24"}]`, ips: []netip.Addr{ip4, ip6}},
+		{name: "the IPv6 address missing", prev: `[{"address":"10.0.1.12/24"}]`, ips: []netip.Addr{ip4, ip6},
+			wantMsg: "the pool allocates 10.0.1.12,fd00::c, prevResult lacks fd00::c (it has 10.0.1.12)"},
+		{name: "both missing", prev: `[{"address":"10.0.1.13/24"}]`, ips: []netip.Addr{ip6, ip4},
+			wantMsg: "lacks fd00::c,10.0.1.12"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var prev types100.Result
+			if err := json.Unmarshal([]byte(`{"cniVersion":"1.1.0","ips":`+tt.prev+`}`), &prev); err != nil {
+				t.Fatal(err)
+			}
+			err := CheckPrevResult(&prev, tt.ips...)
+			if tt.wantMsg == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			failedAsWanted(t, err, ErrPrevResultMismatch, tt.wantMsg)
+		})
+	}
+}
+
+func setupDual(t *testing.T) (*fakeServer, string) {
+	srv := newFakeServer(t, "tok")
+	srv.setPod(mkPod("u-1", "ip-scheduler", ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c", AnnotationNetwork, networkDual)))
+	srv.setPool(mkPool("node-a", []string{"10.0.1.0/24", "fd00::/120"},
+		map[string]kube.Allocation{"u-1": allocDual("Bound", "10.0.1.12", "fd00::c")}))
+	return srv, srv.writeKubeconfig(t, "tok")
+}
+
+// A dual-stack pod: ADD hands out both addresses and records both in the
+// ledger; CHECK wants both in prevResult; DEL frees both.
+func TestAddCheckDelDualStack(t *testing.T) {
+	_, kc := setupDual(t)
+	var out bytes.Buffer
+	p := newPlugin(t, &out)
+	for _, v := range []struct{ cniVersion, want string }{
+		{"1.1.0", `{"cniVersion":"1.1.0","ips":[{"address":"10.0.1.12/24","gateway":"10.0.1.1"},{"address":"fd00::c/64","gateway":"fd00::1"}],` +
+			`"routes":[{"dst":"0.0.0.0/0","gw":"10.0.1.1"},{"dst":"::/0","gw":"fd00::1"}]}`},
+		{"0.4.0", `{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.0.1.12/24","gateway":"10.0.1.1"},` +
+			`{"version":"6","address":"fd00::c/64","gateway":"fd00::1"}],` +
+			`"routes":[{"dst":"0.0.0.0/0","gw":"10.0.1.1"},{"dst":"::/0","gw":"fd00::1"}],"dns":{}}`},
+	} {
+		out.Reset()
+		args := &skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: cniArgs, StdinData: netconf(v.cniVersion, kc, "")}
+		if err := p.Add(args); err != nil {
+			t.Fatalf("ADD %s: %v", v.cniVersion, err)
+		}
+		assertJSON(t, out.Bytes(), v.want)
+	}
+	l, _ := p.OpenLedger("")
+	entries, err := l.Entries()
+	if err != nil || len(entries) != 2 || entries[netip.MustParseAddr("10.0.1.12")].ContainerID != "abc" ||
+		entries[netip.MustParseAddr("fd00::c")].ContainerID != "abc" {
+		t.Fatalf("ledger after ADD: %+v %v", entries, err)
+	}
+
+	check := func(prev string) error {
+		return p.Check(&skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: cniArgs,
+			StdinData: netconf("1.1.0", kc, `,"prevResult":{"cniVersion":"1.1.0","ips":`+prev+`}`)})
+	}
+	if err := check(`[{"address":"fd00::c/64"},{"address":"10.0.1.12/24"}]`); err != nil {
+		t.Fatalf("CHECK with both addresses: %v", err)
+	}
+	if err := check(`[{"address":"10.0.1.12/24"}]`); !failedAsWanted(t, err, ErrPrevResultMismatch, "lacks fd00::c") {
+		t.Fatalf("CHECK without the IPv6 address: %v", err)
+	}
+
+	if err := p.Del(&skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: cniArgs, StdinData: netconf("1.1.0", kc, "")}); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := l.Entries(); err != nil || len(entries) != 0 {
+		t.Fatalf("ledger after DEL: %+v %v", entries, err)
+	}
+}
+
+// One of a dual-stack pod's addresses still in another live sandbox: ADD
+// claims neither (and prints nothing), CHECK is refused too; after that
+// sandbox's DEL both are claimed.
+func TestADualStackAddIsRefusedWhileOneAddressIsHeld(t *testing.T) {
+	_, kc := setupDual(t)
+	var out bytes.Buffer
+	p := newPlugin(t, &out)
+	l, _ := p.OpenLedger("")
+	old := ledger.Entry{ContainerID: "old", IfName: "eth0", Network: "underlay", Netns: "/proc/self/ns/net", PodUID: "u-0", Pod: "default/old"}
+	if err := l.Claim(netip.MustParseAddr("fd00::c"), old); err != nil {
+		t.Fatal(err)
+	}
+	args := &skel.CmdArgs{ContainerID: "abc", Netns: "/run/netns/ipscheduler-test-abc", IfName: "eth0", Args: cniArgs,
+		StdinData: netconf("1.1.0", kc, "")}
+	err := p.Add(args)
+	if !failedAsWanted(t, err, types.ErrTryAgainLater, "address fd00::c is still configured in sandbox old") || out.Len() != 0 {
+		t.Fatalf("ADD: %v (printed %q)", err, out.String())
+	}
+	if e, err := l.Holder(netip.MustParseAddr("10.0.1.12")); err != nil || e != nil {
+		t.Fatalf("the IPv4 address was claimed anyway: %+v %v", e, err)
+	}
+	if err := p.Check(args); !failedAsWanted(t, err, types.ErrTryAgainLater, "fd00::c") {
+		t.Fatalf("CHECK: %v", err)
+	}
+	if err := p.Del(&skel.CmdArgs{ContainerID: "old", IfName: "eth0", StdinData: args.StdinData}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(args); err != nil {
+		t.Fatalf("ADD after the old sandbox's DEL: %v", err)
+	}
+	if entries, err := l.Entries(); err != nil || len(entries) != 2 {
+		t.Fatalf("ledger: %+v %v", entries, err)
 	}
 }

@@ -9,21 +9,27 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 )
 
-// BuildResult turns a verified address into an IPAM result (no interfaces,
-// no ips[].interface): with ipscheduler.io/network its prefix, gateway,
-// routes and DNS; without it the address as a host route (/32 or /128).
+// BuildResult turns the verified addresses into an IPAM result (no
+// interfaces, no ips[].interface), one entry per address in the pod's order
+// (primary first): with ipscheduler.io/network each one's prefix and
+// gateway, and its routes and DNS; without it each address as a host route
+// (/32 or /128).
 func BuildResult(v *Verified) *types100.Result {
 	res := &types100.Result{CNIVersion: types100.ImplementedSpecVersion}
 	if v.Network != nil {
-		res.IPs = []*types100.IPConfig{{Address: v.Network.Address, Gateway: v.Network.Gateway}}
+		for _, nip := range v.Network.IPs {
+			res.IPs = append(res.IPs, &types100.IPConfig{Address: nip.Address, Gateway: nip.Gateway})
+		}
 		res.Routes = v.Network.Routes
 		res.DNS = v.Network.DNS
 		return res
 	}
-	bits := v.IP.BitLen()
-	res.IPs = []*types100.IPConfig{{
-		Address: net.IPNet{IP: net.IP(v.IP.AsSlice()), Mask: net.CIDRMask(bits, bits)},
-	}}
+	for _, ip := range v.Addresses() {
+		bits := ip.BitLen()
+		res.IPs = append(res.IPs, &types100.IPConfig{
+			Address: net.IPNet{IP: net.IP(ip.AsSlice()), Mask: net.CIDRMask(bits, bits)},
+		})
+	}
 	return res
 }
 

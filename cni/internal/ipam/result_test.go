@@ -20,29 +20,56 @@ func TestRenderResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ipC := netip.MustParseAddr("fd00::c")
+	netDual, err := ParseNetwork(networkDual, ip4, ipC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net6First, err := ParseNetwork(`{"ips":[{"address":"fd00::c/64","gateway":"fd00::1"},{"address":"10.0.1.12/24"}],`+
+		`"routes":[{"dst":"10.1.0.0/16","gw":"10.0.1.1"},{"dst":"::/0","gw":"fd00::1"}]}`, ipC, ip4)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]*Verified{
-		"v4 host":    {IP: ip4},
-		"v4 network": {IP: ip4, Network: net4},
-		"v6 host":    {IP: ip6},
-		"v6 network": {IP: ip6, Network: net6},
+		"v4 host":          {IP: ip4},
+		"v4 network":       {IP: ip4, Network: net4},
+		"v6 host":          {IP: ip6},
+		"v6 network":       {IP: ip6, Network: net6},
+		"v4 host, listed":  {IP: ip4, IPs: []netip.Addr{ip4}},
+		"dual host":        {IP: ip4, IPs: []netip.Addr{ip4, ipC}},
+		"dual network":     {IP: ip4, IPs: []netip.Addr{ip4, ipC}, Network: netDual},
+		"dual host, v6":    {IP: ipC, IPs: []netip.Addr{ipC, ip4}},
+		"dual network, v6": {IP: ipC, IPs: []netip.Addr{ipC, ip4}, Network: net6First},
 	}
 	// ips / routes as each spec version prints them; the 0.x "version"
 	// field is the point of the 0.3.1/0.4.0 rows.
 	ips := map[string]string{
-		"v4 host":    `[{"address":"10.0.1.12/32"}]`,
-		"v4 network": `[{"address":"10.0.1.12/24","gateway":"10.0.1.1"}]`,
-		"v6 host":    `[{"address":"fd00::5/128"}]`,
-		"v6 network": `[{"address":"fd00::5/64","gateway":"fd00::1"}]`,
+		"v4 host":          `[{"address":"10.0.1.12/32"}]`,
+		"v4 network":       `[{"address":"10.0.1.12/24","gateway":"10.0.1.1"}]`,
+		"v6 host":          `[{"address":"fd00::5/128"}]`,
+		"v6 network":       `[{"address":"fd00::5/64","gateway":"fd00::1"}]`,
+		"v4 host, listed":  `[{"address":"10.0.1.12/32"}]`,
+		"dual host":        `[{"address":"10.0.1.12/32"},{"address":"fd00::c/128"}]`,
+		"dual network":     `[{"address":"10.0.1.12/24","gateway":"10.0.1.1"},{"address":"fd00::c/64","gateway":"fd00::1"}]`,
+		"dual host, v6":    `[{"address":"fd00::c/128"},{"address":"10.0.1.12/32"}]`,
+		"dual network, v6": `[{"address":"fd00::c/64","gateway":"fd00::1"},{"address":"10.0.1.12/24"}]`,
 	}
 	ips04 := map[string]string{
-		"v4 host":    `[{"version":"4","address":"10.0.1.12/32"}]`,
-		"v4 network": `[{"version":"4","address":"10.0.1.12/24","gateway":"10.0.1.1"}]`,
-		"v6 host":    `[{"version":"6","address":"fd00::5/128"}]`,
-		"v6 network": `[{"version":"6","address":"fd00::5/64","gateway":"fd00::1"}]`,
+		"v4 host":          `[{"version":"4","address":"10.0.1.12/32"}]`,
+		"v4 network":       `[{"version":"4","address":"10.0.1.12/24","gateway":"10.0.1.1"}]`,
+		"v6 host":          `[{"version":"6","address":"fd00::5/128"}]`,
+		"v6 network":       `[{"version":"6","address":"fd00::5/64","gateway":"fd00::1"}]`,
+		"v4 host, listed":  `[{"version":"4","address":"10.0.1.12/32"}]`,
+		"dual host":        `[{"version":"4","address":"10.0.1.12/32"},{"version":"6","address":"fd00::c/128"}]`,
+		"dual network":     `[{"version":"4","address":"10.0.1.12/24","gateway":"10.0.1.1"},{"version":"6","address":"fd00::c/64","gateway":"fd00::1"}]`,
+		"dual host, v6":    `[{"version":"6","address":"fd00::c/128"},{"version":"4","address":"10.0.1.12/32"}]`,
+		"dual network, v6": `[{"version":"6","address":"fd00::c/64","gateway":"fd00::1"},{"version":"4","address":"10.0.1.12/24"}]`,
 	}
 	routes := map[string]string{
-		"v4 network": `,"routes":[{"dst":"0.0.0.0/0","gw":"10.0.1.1"}]`,
-		"v6 network": `,"routes":[{"dst":"::/0","gw":"fd00::1"}]`,
+		"v4 network":       `,"routes":[{"dst":"0.0.0.0/0","gw":"10.0.1.1"}]`,
+		"v6 network":       `,"routes":[{"dst":"::/0","gw":"fd00::1"}]`,
+		"dual network":     `,"routes":[{"dst":"0.0.0.0/0","gw":"10.0.1.1"},{"dst":"::/0","gw":"fd00::1"}]`,
+		"dual network, v6": `,"routes":[{"dst":"10.1.0.0/16","gw":"10.0.1.1"},{"dst":"::/0","gw":"fd00::1"}]`,
 	}
 	for name, v := range cases {
 		for _, cniVersion := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
@@ -82,6 +109,14 @@ func TestRenderResultLegacyAndDNS(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertJSON(t, buf.Bytes(), `{"cniVersion":"0.2.0","ip4":{"ip":"10.0.1.12/32"},"dns":{}}`)
+
+	// 0.2.0 has one ip4 and one ip6: a dual-stack pod's two addresses fit.
+	buf.Reset()
+	dual := &Verified{IP: ip4, IPs: []netip.Addr{ip4, netip.MustParseAddr("fd00::c")}}
+	if err := RenderResult(&buf, BuildResult(dual), "0.2.0"); err != nil {
+		t.Fatal(err)
+	}
+	assertJSON(t, buf.Bytes(), `{"cniVersion":"0.2.0","ip4":{"ip":"10.0.1.12/32"},"ip6":{"ip":"fd00::c/128"},"dns":{}}`)
 
 	if err := RenderResult(&buf, BuildResult(&Verified{IP: ip4}), "9.9.9"); codeOf(err) != 1 {
 		t.Fatalf("unknown version: %v", err)

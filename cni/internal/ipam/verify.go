@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -45,8 +46,12 @@ const (
 
 // Annotations are the scheduler's annotations of one pod.
 type Annotations struct {
-	Pool    string // ipscheduler.io/pool ("" when absent)
-	IP      string // ipscheduler.io/ip, trimmed ("" when absent or empty: no address)
+	Pool string // ipscheduler.io/pool ("" when absent)
+	IP   string // ipscheduler.io/ip, trimmed ("" when absent or empty: no address)
+	// IPs is ipscheduler.io/ips, trimmed ("" when absent or empty): every
+	// address of a dual-stack pod, comma-separated, IP first. Single-stack
+	// pods have none.
+	IPs     string
 	Network string // ipscheduler.io/network ("" when absent)
 }
 
@@ -54,26 +59,45 @@ func annotationsOf(m map[string]string) Annotations {
 	return Annotations{
 		Pool:    strings.TrimSpace(m[AnnotationPool]),
 		IP:      strings.TrimSpace(m[AnnotationIP]),
+		IPs:     strings.TrimSpace(m[AnnotationIPs]),
 		Network: strings.TrimSpace(m[AnnotationNetwork]),
 	}
 }
 
 // Network is a parsed ipscheduler.io/network annotation.
 type Network struct {
-	Address net.IPNet // the pod's address with the subnet's prefix length
+	// IPs holds one entry per address of the pod, in the order of the
+	// pod's addresses (ipscheduler.io/ips, else ipscheduler.io/ip alone).
+	IPs    []NetworkIP
+	Routes []*types.Route
+	DNS    types.DNS
+}
+
+// NetworkIP is one address of ipscheduler.io/network.
+type NetworkIP struct {
+	Address net.IPNet // the pod's address with its subnet's prefix length
 	Gateway net.IP    // nil: none
-	Routes  []*types.Route
-	DNS     types.DNS
 }
 
 // Verified is the outcome of a successful verification.
 type Verified struct {
-	Pod     PodRef
-	PodUID  string
-	Pool    string
-	IP      netip.Addr
-	Network *Network // nil: no ipscheduler.io/network, the address is a host route
+	Pod    PodRef
+	PodUID string
+	Pool   string
+	IP     netip.Addr // the primary address (ipscheduler.io/ip)
+	// IPs is every address of the pod, IP first: ipscheduler.io/ips for a
+	// dual-stack pod, else IP alone (nil is read as IP alone).
+	IPs     []netip.Addr
+	Network *Network // nil: no ipscheduler.io/network, each address is a host route
 	Source  AnnotationSource
+}
+
+// Addresses is every address of the pod, primary first.
+func (v *Verified) Addresses() []netip.Addr {
+	if len(v.IPs) == 0 {
+		return []netip.Addr{v.IP}
+	}
+	return v.IPs
 }
 
 // SelectAnnotations picks the annotations to use: the runtime's capability
@@ -91,6 +115,9 @@ func SelectAnnotations(runtime, live map[string]string) (Annotations, Annotation
 	}
 	if !sameAddress(rtAnn.IP, liveAnn.IP) {
 		diffs = append(diffs, fmt.Sprintf("%s %q (runtime) vs %q (pod)", AnnotationIP, rtAnn.IP, liveAnn.IP))
+	}
+	if !sameAddressList(rtAnn.IPs, liveAnn.IPs) {
+		diffs = append(diffs, fmt.Sprintf("%s %q (runtime) vs %q (pod)", AnnotationIPs, rtAnn.IPs, liveAnn.IPs))
 	}
 	if !sameJSON(rtAnn.Network, liveAnn.Network) {
 		diffs = append(diffs, fmt.Sprintf("%s %q (runtime) vs %q (pod)", AnnotationNetwork, rtAnn.Network, liveAnn.Network))
@@ -110,6 +137,24 @@ func sameAddress(a, b string) bool {
 	pa, errA := netip.ParseAddr(a)
 	pb, errB := netip.ParseAddr(b)
 	return errA == nil && errB == nil && pa == pb
+}
+
+// sameAddressList compares two comma-separated address lists entry by
+// entry, each canonically (sameAddress), in order.
+func sameAddressList(a, b string) bool {
+	if a == b {
+		return true
+	}
+	as, bs := strings.Split(a, ","), strings.Split(b, ",")
+	if len(as) != len(bs) {
+		return false
+	}
+	for i := range as {
+		if !sameAddress(strings.TrimSpace(as[i]), strings.TrimSpace(bs[i])) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameJSON compares two JSON texts ignoring insignificant whitespace.
@@ -137,6 +182,49 @@ func ParseIP(text string) (netip.Addr, error) {
 	return a, nil
 }
 
+// ParseIPs parses an ipscheduler.io/ips value as the scheduler writes it:
+// one or two comma-separated addresses (each as ParseIP, spaces around
+// entries ignored), no empty entry, at most one per family. Whether the
+// first is ipscheduler.io/ip is the caller's check.
+func ParseIPs(text string) ([]netip.Addr, error) {
+	entries := strings.Split(text, ",")
+	out := make([]netip.Addr, 0, len(entries))
+	for i, entry := range entries {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			return nil, fmt.Errorf("%q: entry %d is empty", text, i+1)
+		}
+		a, err := ParseIP(entry)
+		if err != nil {
+			return nil, fmt.Errorf("%q: entry %d: %w", text, i+1, err)
+		}
+		out = append(out, a)
+	}
+	if len(out) > 2 {
+		return nil, fmt.Errorf("%q has %d addresses: at most two, one per family", text, len(out))
+	}
+	if len(out) == 2 && out[0].Is4() == out[1].Is4() {
+		return nil, fmt.Errorf("%q has two %s addresses: at most one per family", text, family(out[0]))
+	}
+	return out, nil
+}
+
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// joinAddrs is addrs as ipscheduler.io/ips writes them (canonical, comma-separated).
+func joinAddrs(addrs []netip.Addr) string {
+	texts := make([]string, len(addrs))
+	for i, a := range addrs {
+		texts[i] = a.String()
+	}
+	return strings.Join(texts, ",")
+}
+
 type networkAnnotation struct {
 	IPs []struct {
 		Address string `json:"address"`
@@ -155,9 +243,13 @@ type networkAnnotation struct {
 }
 
 // ParseNetwork parses an ipscheduler.io/network value and checks it carries
-// exactly one address, equal to ip. Errors are *types.Error:
-// ErrMalformedAnnotation or ErrNetworkMismatch.
-func ParseNetwork(text string, ip netip.Addr) (*Network, error) {
+// exactly the pod's addresses, in that order: ip (ipscheduler.io/ip), then
+// more (the rest of ipscheduler.io/ips, for a dual-stack pod), each gateway of its address's
+// family. Errors are *types.Error: ErrMalformedAnnotation or
+// ErrNetworkMismatch (msg naming ipscheduler.io/ip for one address,
+// ipscheduler.io/ips for more).
+func ParseNetwork(text string, ip netip.Addr, more ...netip.Addr) (*Network, error) {
+	ips := append([]netip.Addr{ip}, more...)
 	malformed := func(format string, args ...any) error {
 		return newErr(ErrMalformedAnnotation, MsgMalformedNetwork, format, args...)
 	}
@@ -170,31 +262,43 @@ func ParseNetwork(text string, ip netip.Addr) (*Network, error) {
 	if dec.More() {
 		return nil, malformed("trailing data after the JSON object")
 	}
-	if len(raw.IPs) != 1 {
+	if len(ips) == 1 && len(raw.IPs) != 1 {
 		return nil, newErr(ErrNetworkMismatch, MsgNetworkMismatch,
-			"%s must carry exactly one address (%s), it has %d", AnnotationNetwork, ip, len(raw.IPs))
+			"%s must carry exactly one address (%s), it has %d", AnnotationNetwork, ips[0], len(raw.IPs))
 	}
-	prefix, err := netip.ParsePrefix(strings.TrimSpace(raw.IPs[0].Address))
-	if err != nil {
-		return nil, malformed("ips[0].address: %v", err)
+	if len(ips) != 1 && len(raw.IPs) != len(ips) {
+		return nil, newErr(ErrNetworkMismatch, MsgNetworkMismatchIPs,
+			"%s must carry exactly the addresses of %s (%s), in that order; it has %d", AnnotationNetwork, AnnotationIPs, joinAddrs(ips), len(raw.IPs))
 	}
-	if prefix.Addr().Zone() != "" || prefix.Addr().Is4In6() {
-		return nil, malformed("ips[0].address %q: zones and IPv4-mapped IPv6 are not supported", raw.IPs[0].Address)
-	}
-	if prefix.Addr() != ip {
-		return nil, newErr(ErrNetworkMismatch, MsgNetworkMismatch,
-			"%s carries %s, %s is %s", AnnotationNetwork, prefix.Addr(), AnnotationIP, ip)
-	}
-	out := &Network{Address: ipNet(prefix), DNS: raw.DNS}
-	if gw := strings.TrimSpace(raw.IPs[0].Gateway); gw != "" {
-		g, err := ParseIP(gw)
+	out := &Network{DNS: raw.DNS}
+	for i, entry := range raw.IPs {
+		prefix, err := netip.ParsePrefix(strings.TrimSpace(entry.Address))
 		if err != nil {
-			return nil, malformed("ips[0].gateway: %v", err)
+			return nil, malformed("ips[%d].address: %v", i, err)
 		}
-		if g.Is4() != ip.Is4() {
-			return nil, malformed("ips[0].gateway %s is not of the address's family", g)
+		if prefix.Addr().Zone() != "" || prefix.Addr().Is4In6() {
+			return nil, malformed("ips[%d].address %q: zones and IPv4-mapped IPv6 are not supported", i, entry.Address)
 		}
-		out.Gateway = net.IP(g.AsSlice())
+		if want := ips[i]; prefix.Addr() != want {
+			if len(ips) == 1 {
+				return nil, newErr(ErrNetworkMismatch, MsgNetworkMismatch,
+					"%s carries %s, %s is %s", AnnotationNetwork, prefix.Addr(), AnnotationIP, want)
+			}
+			return nil, newErr(ErrNetworkMismatch, MsgNetworkMismatchIPs,
+				"%s ips[%d] carries %s, address %d of %s (%s) is %s", AnnotationNetwork, i, prefix.Addr(), i+1, AnnotationIPs, joinAddrs(ips), want)
+		}
+		nip := NetworkIP{Address: ipNet(prefix)}
+		if gw := strings.TrimSpace(entry.Gateway); gw != "" {
+			g, err := ParseIP(gw)
+			if err != nil {
+				return nil, malformed("ips[%d].gateway: %v", i, err)
+			}
+			if g.Is4() != prefix.Addr().Is4() {
+				return nil, malformed("ips[%d].gateway %s is not of the address's family", i, g)
+			}
+			nip.Gateway = net.IP(g.AsSlice())
+		}
+		out.IPs = append(out.IPs, nip)
 	}
 	for i, r := range raw.Routes {
 		dst, err := netip.ParsePrefix(strings.TrimSpace(r.Dst))
@@ -224,9 +328,11 @@ func ipNet(p netip.Prefix) net.IPNet {
 }
 
 // Verify checks, against the API, that the pod named by req holds the
-// address its annotations name: the live pod's UID is K8S_POD_UID, its pool
-// serves this node, the pod may use that pool (the scheduler's tenancy rules:
-// checkTenancy), and the pool's allocation for that UID is that address.
+// addresses its annotations name (ipscheduler.io/ip, and every address of
+// ipscheduler.io/ips for a dual-stack pod): the live pod's UID is
+// K8S_POD_UID, its pool serves this node, the pod may use that pool (the
+// scheduler's tenancy rules: checkTenancy), and the pool's allocation for
+// that UID is those addresses, in that order.
 // Errors are *types.Error (11, or the plugin's codes >= 100).
 func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 	ref := req.Pod
@@ -271,6 +377,20 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 			return nil, newErr(ErrMalformedAnnotation, MsgMalformedIP, "pod %s: %v", ref, err)
 		}
 	}
+	// addrs: every address of the pod, primary first (nil until ip is set).
+	var addrs []netip.Addr
+	if ip.IsValid() {
+		addrs = []netip.Addr{ip}
+	}
+	if ann.IPs != "" {
+		if addrs, err = ParseIPs(ann.IPs); err != nil {
+			return nil, newErr(ErrMalformedAnnotation, MsgMalformedIPs, "pod %s: %v", ref, err)
+		}
+		if addrs[0] != ip {
+			return nil, newErr(ErrMalformedAnnotation, MsgMalformedIPs,
+				"pod %s: the first address of %s %q is not %s %q", ref, AnnotationIPs, ann.IPs, AnnotationIP, ann.IP)
+		}
+	}
 
 	pool, err := api.GetNodeIPPool(ctx, ann.Pool)
 	if err != nil {
@@ -301,19 +421,55 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 		return nil, newErr(ErrNoAllocation, MsgNoAllocation,
 			"NodeIPPool %s has no allocation for pod %s UID %s", ann.Pool, ref, uid)
 	}
-	allocIP, err := ParseIP(alloc.IP)
-	if err != nil || allocIP != ip {
+	if ann.IPs == "" {
+		allocIP, err := ParseIP(alloc.IP)
+		if err != nil || allocIP != ip {
+			return nil, newErr(ErrAllocationMismatch, MsgAllocationMismatch,
+				"pod %s is annotated %s, NodeIPPool %s allocates %q to UID %s", ref, ip, ann.Pool, alloc.IP, uid)
+		}
+	} else if allocated, ok := allocationAddrs(alloc); !ok || !slices.Equal(allocated, addrs) {
 		return nil, newErr(ErrAllocationMismatch, MsgAllocationMismatch,
-			"pod %s is annotated %s, NodeIPPool %s allocates %q to UID %s", ref, ip, ann.Pool, alloc.IP, uid)
+			"pod %s is annotated %s %s, NodeIPPool %s allocates %s to UID %s",
+			ref, AnnotationIPs, joinAddrs(addrs), ann.Pool, describeAllocation(alloc), uid)
 	}
 
-	v := &Verified{Pod: ref, PodUID: uid, Pool: ann.Pool, IP: ip, Source: source}
+	v := &Verified{Pod: ref, PodUID: uid, Pool: ann.Pool, IP: ip, IPs: addrs, Source: source}
 	if ann.Network != "" {
-		if v.Network, err = ParseNetwork(ann.Network, ip); err != nil {
+		if v.Network, err = ParseNetwork(ann.Network, addrs[0], addrs[1:]...); err != nil {
 			return nil, err
 		}
 	}
 	return v, nil
+}
+
+// allocationAddrs is every address an allocation holds, in order: its ips,
+// or its ip alone when it has no ips. ok is false when one does not parse,
+// or ips does not start with ip.
+func allocationAddrs(a kube.Allocation) ([]netip.Addr, bool) {
+	texts := a.IPs
+	if len(texts) == 0 {
+		texts = []string{a.IP}
+	}
+	out := make([]netip.Addr, 0, len(texts))
+	for _, t := range texts {
+		addr, err := ParseIP(t)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, addr)
+	}
+	if primary, err := ParseIP(a.IP); err != nil || primary != out[0] {
+		return nil, false
+	}
+	return out, true
+}
+
+// describeAllocation names an allocation's addresses as it holds them.
+func describeAllocation(a kube.Allocation) string {
+	if len(a.IPs) == 0 {
+		return fmt.Sprintf("ip %q (no ips)", a.IP)
+	}
+	return fmt.Sprintf("ips %q (ip %q)", a.IPs, a.IP)
 }
 
 func apiFailure(err error, what string) error {

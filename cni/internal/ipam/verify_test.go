@@ -101,6 +101,16 @@ func alloc(ip, phase string) kube.Allocation {
 
 const network4 = `{"ips":[{"address":"10.0.1.12/24","gateway":"10.0.1.1"}],"routes":[{"dst":"0.0.0.0/0","gw":"10.0.1.1"}]}`
 
+// networkDual is a dual-stack pod's network: IPv4 first, both subnets' default routes.
+const networkDual = `{"ips":[{"address":"10.0.1.12/24","gateway":"10.0.1.1"},{"address":"fd00::c/64","gateway":"fd00::1"}],` +
+	`"routes":[{"dst":"0.0.0.0/0","gw":"10.0.1.1"},{"dst":"::/0","gw":"fd00::1"}]}`
+
+func allocDual(phase string, ips ...string) kube.Allocation {
+	a := alloc(ips[0], phase)
+	a.IPs = ips
+	return a
+}
+
 func TestVerify(t *testing.T) {
 	ref := PodRef{Namespace: "default", Name: "web-0", UID: "u-1"}
 	addrPool := func(allocs map[string]kube.Allocation) map[string]*kube.NodeIPPool {
@@ -111,6 +121,7 @@ func TestVerify(t *testing.T) {
 		return map[string]*kube.Pod{"default/web-0": mkPod("u-1", "ip-scheduler", a)}
 	}
 	ok4 := livePod(ann("pool-a", "10.0.1.12"))
+	dual := addrPool(map[string]kube.Allocation{"u-1": allocDual("Bound", "10.0.1.12", "fd00::c")})
 
 	tests := []struct {
 		name       string
@@ -120,6 +131,7 @@ func TestVerify(t *testing.T) {
 		wantCode   uint
 		wantMsg    string // substring of msg + details
 		wantIP     string
+		wantIPs    string // every address, joined (default: wantIP)
 		wantSource AnnotationSource
 		wantNet    bool
 	}{
@@ -215,6 +227,88 @@ func TestVerify(t *testing.T) {
 		{name: "network is not JSON",
 			api:      &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationNetwork, `{"ips":`)), pools: bound},
 			wantCode: ErrMalformedAnnotation, wantMsg: "malformed ipscheduler.io/network"},
+
+		// Dual-stack pods: ipscheduler.io/ips and the allocation's ips.
+		{name: "dual-stack, IPv4 primary",
+			api:    &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c")), pools: dual},
+			wantIP: "10.0.1.12", wantIPs: "10.0.1.12,fd00::c", wantSource: SourceAPI},
+		{name: "dual-stack, IPv6 primary",
+			api: &fakeAPI{pods: livePod(ann("pool-a", "fd00::c", AnnotationIPs, "fd00::c,10.0.1.12")),
+				pools: addrPool(map[string]kube.Allocation{"u-1": allocDual("Bound", "fd00::c", "10.0.1.12")})},
+			wantIP: "fd00::c", wantIPs: "fd00::c,10.0.1.12", wantSource: SourceAPI},
+		{name: "dual-stack, compared canonically, spaces around entries",
+			api: &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, " 10.0.1.12 , FD00:0::C ")),
+				pools: addrPool(map[string]kube.Allocation{"u-1": allocDual("Bound", "10.0.1.12", "fd00:0:0::c")})},
+			wantIP: "10.0.1.12", wantIPs: "10.0.1.12,fd00::c", wantSource: SourceAPI},
+		{name: "dual-stack with ipscheduler.io/network",
+			api:    &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c", AnnotationNetwork, networkDual)), pools: dual},
+			wantIP: "10.0.1.12", wantIPs: "10.0.1.12,fd00::c", wantSource: SourceAPI, wantNet: true},
+		{name: "dual-stack from the runtime capability",
+			api:     &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c")), pools: dual},
+			runtime: ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12, fd00:0::c"),
+			wantIP:  "10.0.1.12", wantIPs: "10.0.1.12,fd00::c", wantSource: SourceRuntime},
+		{name: "PreferDualStack fell back to one family: ips holds ip alone",
+			api:    &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12")), pools: bound},
+			wantIP: "10.0.1.12", wantSource: SourceAPI},
+		{name: "fallback with an allocation that lists its one address",
+			api: &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12")),
+				pools: addrPool(map[string]kube.Allocation{"u-1": allocDual("Bound", "10.0.1.12")})},
+			wantIP: "10.0.1.12", wantSource: SourceAPI},
+		{name: "ips empty is absent: single-stack",
+			api:    &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, " ")), pools: bound},
+			wantIP: "10.0.1.12", wantSource: SourceAPI},
+		{name: "ips with an empty entry",
+			api:      &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,")), pools: dual},
+			wantCode: ErrMalformedAnnotation, wantMsg: "malformed ipscheduler.io/ips annotation; pod default/web-0: \"10.0.1.12,\": entry 2 is empty"},
+		{name: "ips with two IPv4 addresses",
+			api:      &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,10.0.1.13")), pools: dual},
+			wantCode: ErrMalformedAnnotation, wantMsg: "two IPv4 addresses"},
+		{name: "ips with three addresses",
+			api:      &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c,fd00::d")), pools: dual},
+			wantCode: ErrMalformedAnnotation, wantMsg: "at most two"},
+		{name: "ips entry not an address",
+			api:      &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::/64")), pools: dual},
+			wantCode: ErrMalformedAnnotation, wantMsg: "malformed ipscheduler.io/ips annotation; pod default/web-0: \"10.0.1.12,fd00::/64\": entry 2"},
+		{name: "ips whose first is not ip",
+			api:      &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "fd00::c,10.0.1.12")), pools: dual},
+			wantCode: ErrMalformedAnnotation, wantMsg: `the first address of ipscheduler.io/ips "fd00::c,10.0.1.12" is not ipscheduler.io/ip "10.0.1.12"`},
+		{name: "ips without ip",
+			api:      &fakeAPI{pods: livePod(ann("pool-a", "-", AnnotationIPs, "10.0.1.12,fd00::c")), pools: dual},
+			wantCode: ErrMalformedAnnotation, wantMsg: `is not ipscheduler.io/ip ""`},
+		{name: "dual-stack, the allocation holds ip alone",
+			api:      &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c")), pools: bound},
+			wantCode: ErrAllocationMismatch, wantMsg: `annotated ipscheduler.io/ips 10.0.1.12,fd00::c, NodeIPPool pool-a allocates ip "10.0.1.12" (no ips) to UID u-1`},
+		{name: "dual-stack, the allocation in the other order",
+			api: &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c")),
+				pools: addrPool(map[string]kube.Allocation{"u-1": allocDual("Bound", "fd00::c", "10.0.1.12")})},
+			wantCode: ErrAllocationMismatch, wantMsg: `allocates ips ["fd00::c" "10.0.1.12"] (ip "fd00::c")`},
+		{name: "dual-stack, the allocation's other address differs",
+			api: &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c")),
+				pools: addrPool(map[string]kube.Allocation{"u-1": allocDual("Bound", "10.0.1.12", "fd00::d")})},
+			wantCode: ErrAllocationMismatch, wantMsg: "allocates ips"},
+		{name: "dual-stack, the allocation's ip is not the first of its ips",
+			api: &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c")),
+				pools: addrPool(map[string]kube.Allocation{"u-1": {IP: "fd00::c", IPs: []string{"10.0.1.12", "fd00::c"}, Phase: "Bound"}})},
+			wantCode: ErrAllocationMismatch, wantMsg: `(ip "fd00::c")`},
+		{name: "dual-stack, an allocation entry that does not parse",
+			api: &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c")),
+				pools: addrPool(map[string]kube.Allocation{"u-1": allocDual("Bound", "10.0.1.12", "fd00::c%eth0")})},
+			wantCode: ErrAllocationMismatch, wantMsg: "allocates ips"},
+		{name: "fallback, the allocation holds two addresses",
+			api:      &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12")), pools: dual},
+			wantCode: ErrAllocationMismatch, wantMsg: "allocates ips"},
+		{name: "dual-stack, network carries one address",
+			api: &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c", AnnotationNetwork, network4)),
+				pools: dual},
+			wantCode: ErrNetworkMismatch, wantMsg: "ipscheduler.io/network does not match ipscheduler.io/ips; ipscheduler.io/network must carry exactly the addresses of ipscheduler.io/ips (10.0.1.12,fd00::c), in that order; it has 1"},
+		{name: "runtime ips differ from the live pod",
+			api:      &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c")), pools: dual},
+			runtime:  ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::d"),
+			wantCode: ErrRuntimeAnnotations, wantMsg: `ipscheduler.io/ips "10.0.1.12,fd00::d" (runtime) vs "10.0.1.12,fd00::c" (pod)`},
+		{name: "runtime capability without the live pod's ips",
+			api:      &fakeAPI{pods: livePod(ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c")), pools: dual},
+			runtime:  ann("pool-a", "10.0.1.12"),
+			wantCode: ErrRuntimeAnnotations, wantMsg: `ipscheduler.io/ips "" (runtime)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,9 +325,16 @@ func TestVerify(t *testing.T) {
 			if failedAsWanted(t, err, tt.wantCode, tt.wantMsg) {
 				return
 			}
-			if v.IP.String() != tt.wantIP || v.Source != tt.wantSource || v.PodUID != "u-1" || v.Pool != "pool-a" ||
+			wantIPs := tt.wantIPs
+			if wantIPs == "" {
+				wantIPs = tt.wantIP
+			}
+			if v.IP.String() != tt.wantIP || joinAddrs(v.IPs) != wantIPs || v.Source != tt.wantSource || v.PodUID != "u-1" || v.Pool != "pool-a" ||
 				(v.Network != nil) != tt.wantNet {
 				t.Fatalf("got %+v", v)
+			}
+			if v.Network != nil && len(v.Network.IPs) != len(v.IPs) {
+				t.Fatalf("network %+v for addresses %v", v.Network, v.IPs)
 			}
 		})
 	}
@@ -275,6 +376,8 @@ func TestSelectAnnotations(t *testing.T) {
 		{name: "capability differs", runtime: ann("pool-a", "fd00::6", AnnotationNetwork, `{"ips":[{"address":"fd00::5/64"}]}`),
 			wantCode: ErrRuntimeAnnotations},
 		{name: "capability lacks the network", runtime: ann("pool-a", "fd00::5"), wantCode: ErrRuntimeAnnotations},
+		{name: "capability adds ips the pod lacks", runtime: ann("pool-a", "fd00::5", AnnotationNetwork, `{"ips":[{"address":"fd00::5/64"}]}`,
+			AnnotationIPs, "fd00::5,10.0.0.5"), wantCode: ErrRuntimeAnnotations},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -289,14 +392,86 @@ func TestSelectAnnotations(t *testing.T) {
 	}
 }
 
+func TestSelectAnnotationsDualStack(t *testing.T) {
+	live := ann("pool-a", "10.0.1.12", AnnotationIPs, "10.0.1.12,fd00::c")
+	tests := []struct {
+		name     string
+		runtime  string // the capability's ipscheduler.io/ips ("-": absent)
+		wantCode uint
+	}{
+		{name: "the same list", runtime: "10.0.1.12,fd00::c"},
+		{name: "canonically the same, spaces", runtime: " 10.0.1.12 , FD00:0::C"},
+		{name: "absent", runtime: "-", wantCode: ErrRuntimeAnnotations},
+		{name: "other order", runtime: "fd00::c,10.0.1.12", wantCode: ErrRuntimeAnnotations},
+		{name: "one address only", runtime: "10.0.1.12", wantCode: ErrRuntimeAnnotations},
+		{name: "another IPv6 address", runtime: "10.0.1.12,fd00::d", wantCode: ErrRuntimeAnnotations},
+		{name: "not addresses", runtime: "10.0.1.12,x", wantCode: ErrRuntimeAnnotations},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runtime := ann("pool-a", "10.0.1.12")
+			if tt.runtime != "-" {
+				runtime[AnnotationIPs] = tt.runtime
+			}
+			got, src, err := SelectAnnotations(runtime, live)
+			if failedAsWanted(t, err, tt.wantCode, AnnotationIPs) {
+				return
+			}
+			if src != SourceRuntime || got.IPs != strings.TrimSpace(tt.runtime) {
+				t.Fatalf("got %+v from %s", got, src)
+			}
+		})
+	}
+}
+
+func TestParseIPs(t *testing.T) {
+	tests := []struct {
+		text    string
+		want    string // joined canonically
+		wantErr string
+	}{
+		{text: "10.0.2.12,fd00::c", want: "10.0.2.12,fd00::c"},
+		{text: "fd00::c,10.0.2.12", want: "fd00::c,10.0.2.12"},
+		{text: " 10.0.2.12 ,\tFD00:0::C ", want: "10.0.2.12,fd00::c"},
+		{text: "10.0.2.12", want: "10.0.2.12"},
+		{text: "fd00::c", want: "fd00::c"},
+		{text: "", wantErr: "entry 1 is empty"},
+		{text: "10.0.2.12,", wantErr: "entry 2 is empty"},
+		{text: ",10.0.2.12", wantErr: "entry 1 is empty"},
+		{text: "10.0.2.12 fd00::c", wantErr: "entry 1"},
+		{text: "10.0.2.12,fd00::c,10.0.2.13", wantErr: "3 addresses: at most two"},
+		{text: "10.0.2.12,10.0.2.13", wantErr: "two IPv4 addresses"},
+		{text: "fd00::c,fd00::d", wantErr: "two IPv6 addresses"},
+		{text: "10.0.2.12,::ffff:10.0.2.13", wantErr: "IPv4-mapped"},
+		{text: "10.0.2.12,fe80::1%eth0", wantErr: "zones"},
+		{text: "10.0.2.12,10.0.2.0/24", wantErr: "entry 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			got, err := ParseIPs(tt.text)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, %v; want an error containing %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || joinAddrs(got) != tt.want {
+				t.Fatalf("got %v, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestParseNetwork(t *testing.T) {
 	ip4 := netip.MustParseAddr("10.0.1.12")
 	ip6 := netip.MustParseAddr("fd00::5")
+	ipC := netip.MustParseAddr("fd00::c")
 	tests := []struct {
 		name     string
 		text     string
 		ip       netip.Addr
-		want     string // Address/Gateway/Routes rendered by describe
+		more     []netip.Addr // the rest of ipscheduler.io/ips
+		want     string       // Address/Gateway/Routes rendered by describe
 		wantCode uint
 		wantMsg  string
 	}{
@@ -321,10 +496,38 @@ func TestParseNetwork(t *testing.T) {
 			wantCode: ErrMalformedAnnotation, wantMsg: "routes[0].dst"},
 		{name: "route gw of the other family", text: `{"ips":[{"address":"10.0.1.12/24"}],"routes":[{"dst":"0.0.0.0/0","gw":"fd00::1"}]}`, ip: ip4,
 			wantCode: ErrMalformedAnnotation, wantMsg: "different families"},
+
+		{name: "dual-stack", text: networkDual, ip: ip4, more: []netip.Addr{ipC},
+			want: "10.0.1.12/24 gw 10.0.1.1, fd00::c/64 gw fd00::1 routes [0.0.0.0/0 via 10.0.1.1, ::/0 via fd00::1]"},
+		{name: "dual-stack, IPv6 first, no gateways",
+			text: `{"ips":[{"address":"fd00::c/64"},{"address":"10.0.1.12/24"}],"routes":[{"dst":"10.1.0.0/16","gw":"10.0.1.1"}]}`,
+			ip:   ipC, more: []netip.Addr{ip4}, want: "fd00::c/64 gw <nil>, 10.0.1.12/24 gw <nil> routes [10.1.0.0/16 via 10.0.1.1]"},
+		{name: "dual-stack, one address", text: network4, ip: ip4, more: []netip.Addr{ipC},
+			wantCode: ErrNetworkMismatch, wantMsg: "does not match ipscheduler.io/ips; ipscheduler.io/network must carry exactly the addresses of ipscheduler.io/ips (10.0.1.12,fd00::c), in that order; it has 1"},
+		{name: "dual-stack, three addresses",
+			text: `{"ips":[{"address":"10.0.1.12/24"},{"address":"fd00::c/64"},{"address":"fd00::d/64"}]}`, ip: ip4, more: []netip.Addr{ipC},
+			wantCode: ErrNetworkMismatch, wantMsg: "it has 3"},
+		{name: "dual-stack, the other order",
+			text: `{"ips":[{"address":"fd00::c/64"},{"address":"10.0.1.12/24"}]}`, ip: ip4, more: []netip.Addr{ipC},
+			wantCode: ErrNetworkMismatch, wantMsg: "ipscheduler.io/network ips[0] carries fd00::c, address 1 of ipscheduler.io/ips (10.0.1.12,fd00::c) is 10.0.1.12"},
+		{name: "dual-stack, another IPv6 address",
+			text: `{"ips":[{"address":"10.0.1.12/24"},{"address":"fd00::d/64"}]}`, ip: ip4, more: []netip.Addr{ipC},
+			wantCode: ErrNetworkMismatch, wantMsg: "ips[1] carries fd00::d"},
+		{name: "dual-stack, the IPv6 gateway is IPv4",
+			text: `{"ips":[{"address":"10.0.1.12/24","gateway":"10.0.1.1"},{"address":"fd00::c/64","gateway":"10.0.1.1"}]}`, ip: ip4, more: []netip.Addr{ipC},
+			wantCode: ErrMalformedAnnotation, wantMsg: "ips[1].gateway 10.0.1.1 is not of the address's family"},
+		{name: "dual-stack, the IPv6 address without prefix",
+			text: `{"ips":[{"address":"10.0.1.12/24"},{"address":"fd00::c"}]}`, ip: ip4, more: []netip.Addr{ipC},
+			wantCode: ErrMalformedAnnotation, wantMsg: "ips[1].address"},
+		{name: "dual-stack, route gw of the other family",
+			text: `{"ips":[{"address":"10.0.1.12/24"},{"address":"fd00::c/64"}],"routes":[{"dst":"::/0","gw":"10.0.1.1"}]}`, ip: ip4, more: []netip.Addr{ipC},
+			wantCode: ErrMalformedAnnotation, wantMsg: "different families"},
+		{name: "PreferDualStack fallback: one address, today's message", text: `{"ips":[{"address":"10.0.1.12/24"},{"address":"fd00::c/64"}]}`, ip: ip4,
+			wantCode: ErrNetworkMismatch, wantMsg: "does not match ipscheduler.io/ip; ipscheduler.io/network must carry exactly one address (10.0.1.12), it has 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := ParseNetwork(tt.text, tt.ip)
+			n, err := ParseNetwork(tt.text, tt.ip, tt.more...)
 			if failedAsWanted(t, err, tt.wantCode, tt.wantMsg) {
 				return
 			}
@@ -344,11 +547,15 @@ func describe(n *Network) string {
 		}
 		routes = append(routes, s)
 	}
-	gw := "<nil>"
-	if n.Gateway != nil {
-		gw = n.Gateway.String()
+	var ips []string
+	for _, nip := range n.IPs {
+		gw := "<nil>"
+		if nip.Gateway != nil {
+			gw = nip.Gateway.String()
+		}
+		ips = append(ips, nip.Address.String()+" gw "+gw)
 	}
-	out := n.Address.String() + " gw " + gw + " routes [" + strings.Join(routes, ", ") + "]"
+	out := strings.Join(ips, ", ") + " routes [" + strings.Join(routes, ", ") + "]"
 	if len(n.DNS.Nameservers) > 0 {
 		out += " dns " + "[" + strings.Join(n.DNS.Nameservers, " ") + "]"
 	}

@@ -43,11 +43,14 @@ type Pod struct {
 
 // Allocation is one entry of NodeIPPool status.allocations (keyed by pod UID).
 type Allocation struct {
-	IP         string `json:"ip"` // "" (or null) in count-only pools
-	Pod        string `json:"pod"`
-	Phase      string `json:"phase"`
-	Since      string `json:"since"`
-	ReservedBy string `json:"reservedBy"`
+	IP string `json:"ip"` // "" (or null) in count-only pools; the primary address of a dual-stack pod
+	// IPs is every address of the allocation, primary (IP) first, when it
+	// holds more than one (a dual-stack pod); nil otherwise: it holds just IP.
+	IPs        []string `json:"ips,omitempty"`
+	Pod        string   `json:"pod"`
+	Phase      string   `json:"phase"`
+	Since      string   `json:"since"`
+	ReservedBy string   `json:"reservedBy"`
 }
 
 // NodeIPPool is the part of an ipscheduler.io/v1alpha1 NodeIPPool the plugin reads.

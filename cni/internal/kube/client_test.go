@@ -28,7 +28,8 @@ const podJSON = `{"kind":"Pod","metadata":{"name":"web-0","namespace":"default",
 const poolJSON = `{"kind":"NodeIPPool","metadata":{"name":"node-a"},
 "spec":{"nodeName":"node-a","addresses":["10.0.1.0/28"],"namespaces":["team-b","team-a"]},
 "status":{"allocations":{"u-1":{"ip":"10.0.1.12","pod":"default/web-0","phase":"Bound","since":"2024-01-01T00:00:00Z"},
-"u-2":{"ip":null,"pod":"default/x","phase":"Reserved","since":"2024-01-01T00:00:00Z"}}}}`
+"u-2":{"ip":null,"pod":"default/x","phase":"Reserved","since":"2024-01-01T00:00:00Z"},
+"u-3":{"ip":"10.0.2.12","ips":["10.0.2.12","fd00::c"],"pod":"default/y","phase":"Bound","since":"2024-01-01T00:00:00Z"}}}}`
 
 const namespaceJSON = `{"kind":"Namespace","metadata":{"name":"team-a","uid":"n-1",
 "annotations":{"ipscheduler.io/default-pools":"fast, general","other":"x"},"labels":{"a":"b"}},
@@ -114,6 +115,8 @@ func TestClientTLSWithCAAndToken(t *testing.T) {
 	}
 	if pool.Spec.NodeName != "node-a" || pool.Status.Allocations["u-1"].IP != "10.0.1.12" ||
 		pool.Status.Allocations["u-2"].IP != "" || pool.Status.Allocations["u-1"].Phase != "Bound" ||
+		pool.Status.Allocations["u-1"].IPs != nil ||
+		!reflect.DeepEqual(pool.Status.Allocations["u-3"].IPs, []string{"10.0.2.12", "fd00::c"}) ||
 		!reflect.DeepEqual(pool.Spec.Namespaces, []string{"team-b", "team-a"}) {
 		t.Fatalf("pool %+v", pool)
 	}

@@ -16,6 +16,8 @@
 // it as JSON, written atomically (a temporary file renamed over it); every
 // operation holds host-local's flock (backend/disk.FileLock) on the
 // directory's "lock" file, so concurrent CNI calls on the node are serialised.
+// A dual-stack sandbox has two files, one per address, claimed together
+// (ClaimAll) and released together (Release: by sandbox interface).
 //
 // A holder "still exists" while its network namespace does (the runtime pins
 // it at CNI_NETNS from ADD until after DEL; containernetworking/plugins
@@ -32,6 +34,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -167,24 +170,39 @@ func (l *Ledger) locked(fn func() error) error {
 // a holder that no longer exists is replaced. Stale entries of other
 // addresses are removed on the way (swept).
 func (l *Ledger) Claim(ip netip.Addr, e Entry) error {
-	ip = ip.Unmap()
+	return l.ClaimAll([]netip.Addr{ip}, e)
+}
+
+// ClaimAll is Claim of every address of ips for one sandbox interface (a
+// dual-stack pod's IPv4 and IPv6 address), all or none, under one lock: when
+// another sandbox that still exists holds any of them, a *Held error names
+// the first such address and nothing changes; when a write fails, the
+// entries this call wrote are removed again (those the sandbox already held
+// stay). DEL releases them together (Release: every entry of the sandbox
+// interface).
+func (l *Ledger) ClaimAll(ips []netip.Addr, e Entry) error {
+	want := make([]netip.Addr, 0, len(ips))
+	for _, ip := range ips {
+		if ip = ip.Unmap(); !slices.Contains(want, ip) {
+			want = append(want, ip)
+		}
+	}
 	return l.locked(func() error {
 		entries, err := l.read()
 		if err != nil {
 			return err
 		}
-		if cur, ok := entries[ip]; ok && cur.Of() != e.Of() && l.Exists(cur) {
-			return &Held{IP: ip, Holder: cur}
+		for _, ip := range want {
+			if cur, ok := entries[ip]; ok && cur.Of() != e.Of() && l.Exists(cur) {
+				return &Held{IP: ip, Holder: cur}
+			}
 		}
 		for other, cur := range entries {
-			if other != ip && !l.Exists(cur) {
+			if !slices.Contains(want, other) && !l.Exists(cur) {
 				if err := l.remove(other); err != nil {
 					return err
 				}
 			}
-		}
-		if cur, ok := entries[ip]; ok && cur.Of() == e.Of() {
-			return nil
 		}
 		if e.BootID == "" {
 			e.BootID = l.BootID
@@ -192,7 +210,20 @@ func (l *Ledger) Claim(ip netip.Addr, e Entry) error {
 		if e.Since.IsZero() {
 			e.Since = l.Now().UTC()
 		}
-		return l.write(ip, e)
+		var written []netip.Addr
+		for _, ip := range want {
+			if cur, ok := entries[ip]; ok && cur.Of() == e.Of() {
+				continue
+			}
+			if err := l.write(ip, e); err != nil {
+				for _, w := range written {
+					_ = l.remove(w)
+				}
+				return err
+			}
+			written = append(written, ip)
+		}
+		return nil
 	})
 }
 

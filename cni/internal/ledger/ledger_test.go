@@ -79,6 +79,123 @@ func TestClaim(t *testing.T) {
 	}
 }
 
+var ip6 = netip.MustParseAddr("fd00::c")
+
+// TestClaimAll: a dual-stack sandbox's addresses are claimed all or none.
+func TestClaimAll(t *testing.T) {
+	live := map[string]bool{"/run/netns/a": true, "/run/netns/b": true}
+	tests := []struct {
+		name string
+		// prior is written before the claim, by address.
+		prior    map[netip.Addr]Entry
+		ips      []netip.Addr
+		wantHeld netip.Addr // the address the *Held error names (invalid: none)
+		// want is each address's holder afterwards ("" : none).
+		want map[netip.Addr]string
+	}{
+		{name: "both free", ips: []netip.Addr{ip, ip6}, want: map[netip.Addr]string{ip: "b", ip6: "b"}},
+		{name: "IPv6 first", ips: []netip.Addr{ip6, ip}, want: map[netip.Addr]string{ip: "b", ip6: "b"}},
+		{name: "the IPv6 address held by a live sandbox: nothing claimed",
+			prior: map[netip.Addr]Entry{ip6: entry("a", "/run/netns/a")}, ips: []netip.Addr{ip, ip6},
+			wantHeld: ip6, want: map[netip.Addr]string{ip: "", ip6: "a"}},
+		{name: "the IPv4 address held by a live sandbox: nothing claimed",
+			prior: map[netip.Addr]Entry{ip: entry("a", "/run/netns/a")}, ips: []netip.Addr{ip, ip6},
+			wantHeld: ip, want: map[netip.Addr]string{ip: "a", ip6: ""}},
+		{name: "one held by a sandbox gone without DEL: replaced",
+			prior: map[netip.Addr]Entry{ip6: entry("gone", "/run/netns/gone")}, ips: []netip.Addr{ip, ip6},
+			want: map[netip.Addr]string{ip: "b", ip6: "b"}},
+		{name: "one already the sandbox's (ADD retried)",
+			prior: map[netip.Addr]Entry{ip: entry("b", "/run/netns/b")}, ips: []netip.Addr{ip, ip6},
+			want: map[netip.Addr]string{ip: "b", ip6: "b"}},
+		{name: "the same address twice (mapped form) is one",
+			ips: []netip.Addr{ip, netip.MustParseAddr("::ffff:10.0.1.12")}, want: map[netip.Addr]string{ip: "b", ip6: ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := open(t, live)
+			for a, e := range tt.prior {
+				if err := l.write(a, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := l.ClaimAll(tt.ips, entry("b", "/run/netns/b"))
+			var held *Held
+			switch {
+			case tt.wantHeld.IsValid() && (!errors.As(err, &held) || held.IP != tt.wantHeld):
+				t.Fatalf("ClaimAll: %v, want %s held", err, tt.wantHeld)
+			case !tt.wantHeld.IsValid() && err != nil:
+				t.Fatalf("ClaimAll: %v", err)
+			}
+			entries, err := l.Entries()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for a, want := range tt.want {
+				if got := entries[a].ContainerID; got != want {
+					t.Errorf("%s held by %q, want %q", a, got, want)
+				}
+			}
+			if len(entries) != len(tt.want)-countEmpty(tt.want) {
+				t.Errorf("entries %+v", entries)
+			}
+		})
+	}
+}
+
+func countEmpty(m map[netip.Addr]string) int {
+	n := 0
+	for _, v := range m {
+		if v == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// A write that fails takes back what the claim wrote before it, and only that.
+func TestClaimAllUndoesItsWritesWhenOneFails(t *testing.T) {
+	live := map[string]bool{"/run/netns/b": true}
+	l := open(t, live)
+	third := netip.MustParseAddr("10.0.1.14")
+	if err := l.Claim(third, entry("b", "/run/netns/b")); err != nil {
+		t.Fatal(err)
+	}
+	// fd00::c's file cannot be written: a directory stands in its place.
+	if err := os.Mkdir(filepath.Join(l.Dir(), ip6.String()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := l.ClaimAll([]netip.Addr{ip, third, ip6}, entry("b", "/run/netns/b"))
+	var held *Held
+	if err == nil || errors.As(err, &held) {
+		t.Fatalf("ClaimAll: %v, want a write error", err)
+	}
+	entries, err := l.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[third].ContainerID != "b" {
+		t.Fatalf("entries %+v: want only the address held before", entries)
+	}
+}
+
+// DEL releases every address of the sandbox interface, both families.
+func TestReleaseFreesBothAddressesOfADualStackSandbox(t *testing.T) {
+	l := open(t, map[string]bool{"/run/netns/a": true, "/run/netns/b": true})
+	if err := l.ClaimAll([]netip.Addr{ip6, ip}, entry("a", "/run/netns/a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ClaimAll([]netip.Addr{ip, ip6}, entry("b", "/run/netns/b")); err == nil {
+		t.Fatal("a live sandbox's addresses claimed again")
+	}
+	got, err := l.Release(Attachment{"a", "eth0"})
+	if err != nil || !reflect.DeepEqual(got, []netip.Addr{ip, ip6}) {
+		t.Fatalf("released %v, %v", got, err)
+	}
+	if err := l.ClaimAll([]netip.Addr{ip, ip6}, entry("b", "/run/netns/b")); err != nil {
+		t.Fatalf("after DEL: %v", err)
+	}
+}
+
 func TestClaimRecordsTheBootAndTheTime(t *testing.T) {
 	l := open(t, nil)
 	if err := l.Claim(netip.MustParseAddr("::ffff:10.0.1.12"), entry("a", "/run/netns/a")); err != nil {
