@@ -189,6 +189,18 @@ def test_only_the_scheduler_writes_addresses_each_refusal_and_each_allowed_path(
         "annotate", "pod", "web", "ipscheduler.io/ip-", "-n", ns, "--as", "tenant", check=False
     )
     assert "annotation(s) ipscheduler.io/ip of a pod" in _refusal(removed)
+    dual = kubectl.run(
+        "annotate",
+        "pod",
+        "web",
+        "ipscheduler.io/ips=10.87.2.1,fd00::1",
+        "-n",
+        ns,
+        "--as",
+        "tenant",
+        check=False,
+    )
+    assert "annotation(s) ipscheduler.io/ips of a pod" in _refusal(dual)
     # Allowed: any other change of the pod.
     kubectl("label", "pod", "web", "tier=front", "-n", ns, "--as", "tenant")
 

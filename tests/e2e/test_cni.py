@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import os
 import secrets
@@ -315,6 +316,52 @@ def test_add_puts_exactly_the_reserved_address_on_eth0_then_check_and_del(
         delete = run_cni(cni, "del", netns, conf, pod, tmp_path, cap)
         assert delete.returncode == 0, delete.stderr
     assert ipv4_of(netns) == []
+
+
+@pytest.mark.parametrize("families", ["IPv4,IPv6", "IPv6,IPv4"], ids=["ipv4-primary", "ipv6-primary"])
+def test_a_dual_stack_pod_gets_both_reserved_addresses_on_eth0(
+    families: str,
+    multus_scheduler: SchedulerProcess,
+    pools: Pools,
+    cni: Cni,
+    kubectl: Kubectl,
+    ns: str,
+    netns: str,
+    tmp_path: Path,
+) -> None:
+    """One pool declares both families; a RequireDualStack pod is bound with one address of
+    each (``ipscheduler.io/ips``, primary first), ADD puts exactly those two on eth0 with
+    both default routes, CHECK passes, DEL takes both off."""
+    v4, v6 = FAMILIES["ipv4"], FAMILIES["ipv6"]
+    pools.create(POOL, NODE, [v4.addresses, v6.addresses], subnets=[v4.subnet, v6.subnet])
+    pod = bound_pod(
+        kubectl,
+        ns,
+        "dual",
+        annotations={
+            "ipscheduler.io/ip-family-policy": "RequireDualStack",
+            "ipscheduler.io/ip-families": families,
+        },
+    )
+    ips = pod.annotations["ipscheduler.io/ips"].split(",")
+    assert [ipaddress.ip_address(ip).version for ip in ips] == ([4, 6] if families == "IPv4,IPv6" else [6, 4])
+    assert pod.annotations["ipscheduler.io/ip"] == ips[0]
+    prefix = {4: v4.prefix, 6: v6.prefix}
+    want = [f"{ip}/{prefix[ipaddress.ip_address(ip).version]}" for ip in ips]
+    conf = conflist(cni, netns)
+    add = run_cni(cni, "add", netns, conf, pod, tmp_path, pod_annotations_cap(pod))
+    assert add.returncode == 0, add.stderr
+    assert [i["address"] for i in json.loads(add.stdout)["ips"]] == want
+    assert sorted(ipv4_of(netns) + ipv4_of(netns, "inet6")) == sorted(want)
+    assert v4.default_route in routes_of(netns, "-4")
+    assert v6.default_route in routes_of(netns, "-6")
+    allocation = pools.get(POOL)["status"]["allocations"][pod.uid]
+    assert (allocation["ip"], allocation["ips"]) == (ips[0], ips)
+    check = run_cni(cni, "check", netns, conf, pod, tmp_path)
+    assert check.returncode == 0, check.stderr
+    delete = run_cni(cni, "del", netns, conf, pod, tmp_path)
+    assert delete.returncode == 0, delete.stderr
+    assert ipv4_of(netns) == [] and ipv4_of(netns, "inet6") == []
 
 
 def test_check_fails_once_the_pod_no_longer_holds_the_address(

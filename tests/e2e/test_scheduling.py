@@ -276,6 +276,61 @@ def _pod(kubectl: Kubectl, ns: str, name: str) -> dict[str, Any]:
     return dict(kubectl.json("get", "pod", name, "-n", ns))
 
 
+def _dual(name: str, policy: str, families: str | None = None, **spec: Any) -> dict[str, Any]:
+    body = pod_manifest(name, scheduler=SCHEDULER, terminationGracePeriodSeconds=0, **spec)
+    body["metadata"]["annotations"] = {
+        "ipscheduler.io/ip-family-policy": policy,
+        **({"ipscheduler.io/ip-families": families} if families else {}),
+    }
+    return body
+
+
+def test_dual_stack_pods_get_an_address_of_each_family_where_a_pool_has_both(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """node-1 declares both families (room for two dual-stack pods), node-2 IPv4 only, node-3
+    none: RequireDualStack pods go to node-1 until its IPv6 runs out, then wait saying which
+    family is missing; a PreferDualStack pod then takes an IPv4 address on node-2."""
+    pools.create("both", "node-1", ["10.34.1.10-10.34.1.19", "fd00:34:1::10-fd00:34:1::11"])
+    pools.create("v4-only", "node-2", ["10.34.2.10-10.34.2.19"])
+    for i, families in enumerate(("IPv4,IPv6", "IPv6,IPv4")):
+        kubectl.create(_dual(f"dual-{i}", "RequireDualStack", families), ns)
+        wait_for(f"dual-{i} bound", lambda i=i: _pod(kubectl, ns, f"dual-{i}")["spec"].get("nodeName"))
+    annotations = [_pod(kubectl, ns, f"dual-{i}")["metadata"]["annotations"] for i in range(2)]
+    assert [(a["ipscheduler.io/ip"], a["ipscheduler.io/ips"]) for a in annotations] == [
+        ("10.34.1.10", "10.34.1.10,fd00:34:1::10"),
+        ("fd00:34:1::11", "fd00:34:1::11,10.34.1.11"),
+    ]
+    assert {_pod(kubectl, ns, f"dual-{i}")["spec"]["nodeName"] for i in range(2)} == {"node-1"}
+    status = pools.get("both")["status"]
+    assert (status["capacity"], status["allocated"], status["free"]) == (12, 4, 8)
+    assert status["allocations"][_pod(kubectl, ns, "dual-1")["metadata"]["uid"]]["ips"] == [
+        "fd00:34:1::11",
+        "10.34.1.11",
+    ]
+
+    kubectl.create(_dual("dual-2", "RequireDualStack"), ns)
+    ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "dual-2", "FailedScheduling"))
+    assert ev[0]["message"] == (
+        "0/3 nodes are available: 1 node(s) had no NodeIPPool, 2 node(s) had no free IPv6 underlay IP. "
+        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod.."
+    )
+    kubectl.create(_dual("prefer", "PreferDualStack"), ns)
+    wait_for("prefer bound", lambda: _pod(kubectl, ns, "prefer")["spec"].get("nodeName"))
+    prefer = _pod(kubectl, ns, "prefer")
+    assert prefer["spec"]["nodeName"] in ("node-1", "node-2")
+    ann = prefer["metadata"]["annotations"]
+    assert ann["ipscheduler.io/ips"] == ann["ipscheduler.io/ip"]
+    assert ipaddress.ip_address(ann["ipscheduler.io/ip"]).version == 4  # one family: the one left
+
+    kubectl("delete", "pod", "-n", ns, "dual-0", "--wait=true")  # its IPv6 goes back: dual-2 fits
+    wait_for("dual-2 bound", lambda: _pod(kubectl, ns, "dual-2")["spec"].get("nodeName") == "node-1")
+    assert _pod(kubectl, ns, "dual-2")["metadata"]["annotations"]["ipscheduler.io/ips"] == (
+        "10.34.1.10,fd00:34:1::10"
+    )
+
+
 def test_invalid_pools_are_flagged_and_overlaps_handed_to_nobody(
     scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
 ) -> None:

@@ -20,7 +20,7 @@ import pytest
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.underlayip.binder import PoolBinder
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_IPS, ANNOTATION_NETWORK, ANNOTATION_POOL
 from ipscheduler.underlayip.multus import NETWORKS_ANNOTATION
 from ipscheduler.underlayip.plugin import UnderlayIP
 from ipscheduler.underlayip.pool import PoolView
@@ -78,6 +78,7 @@ async def test_the_scheduler_writes_the_contracts_annotations_and_allocation(cas
     annotations, allocation = await _schedule(case)
     assert annotations == case["annotations"]
     assert allocation.get("ip") == case["allocation"].get("ip")
+    assert allocation.get("ips") == case["allocation"].get("ips")
     assert allocation["pod"] == f"{POD['namespace']}/{POD['name']}"
 
 
@@ -105,7 +106,7 @@ def test_each_case_has_one_outcome_from_errors_json(case: dict[str, Any]) -> Non
 
 
 def test_the_contract_uses_the_schedulers_annotation_keys() -> None:
-    ours = {ANNOTATION_POOL, ANNOTATION_IP, ANNOTATION_NETWORK}
+    ours = {ANNOTATION_POOL, ANNOTATION_IP, ANNOTATION_IPS, ANNOTATION_NETWORK}
     for case in CASES:
         assert set(case["annotations"]) - ours <= {NETWORKS_ANNOTATION}, case["name"]
 

@@ -49,6 +49,7 @@ from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.plugins.defaultpreemption import DefaultPreemption
 from ipscheduler.underlayip.args import Strategy
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.families import annotated_ips
 from ipscheduler.underlayip.informers import namespace_informer
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, POOLS
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
@@ -121,7 +122,10 @@ def address_line(pod: PodInfo, cache: PoolCache) -> str:
     pool_name = pod.annotations.get(ANNOTATION_POOL)
     if not pod.node_name or not pool_name:
         return ""
-    what = f"Address: {pod.annotations.get(ANNOTATION_IP) or '(slot)'} of NodeIPPool {pool_name}"
+    ips = annotated_ips(pod.annotations)
+    label = "Addresses" if len(ips) > 1 else "Address"
+    shown = ", ".join(ips) or pod.annotations.get(ANNOTATION_IP) or "(slot)"
+    what = f"{label}: {shown} of NodeIPPool {pool_name}"
     pool = cache.pool(pool_name)
     if pool is None:
         return f"{what} (the pool does not exist)"
@@ -346,9 +350,9 @@ async def explain(
             await api.list_cluster_objects(POOLS),
             leave_out=pod.uid,  # explain a bound pod as if it were pending again
         )
-        default_pools = namespace_informer().parse(await api.get_namespace(namespace) or {})
-        if default_pools is not None:
-            cache.attach_namespaces({namespace: (default_pools,)})
+        defaults = namespace_informer().parse(await api.get_namespace(namespace) or {})
+        if defaults is not None:
+            cache.attach_namespaces({namespace: (defaults,)})
         try:
             groups = await group_index_for(api, pod)
             profile = explain_profile(

@@ -81,6 +81,7 @@ from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.publisher import ResourcePublisher
 from ipscheduler.underlayip.reconciler import Reconciler, RepairTimings
 from ipscheduler.underlayip.releasing import ReleaseClock
+from ipscheduler.underlayip.selection import NamespaceDefaults
 from ipscheduler.underlayip.writer import PoolWriter
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ class Components:
     bound_pods: ObjectStore[PodInfo]
     nodes: ObjectStore[NodeInfo]
     pools: ObjectStore[PoolView]
-    namespaces: ObjectStore[str]
+    namespaces: ObjectStore[NamespaceDefaults]
     volumes: StoreVolumeListers
     """The PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode informers."""
     pod_groups: PodGroupController | None = None

@@ -280,6 +280,15 @@ class AddressSet:
         """True if the set holds at least one address."""
         return bool(self.intervals)
 
+    def of_version(self, version: int) -> AddressSet:
+        """The addresses of IP version ``version`` (4 or 6) alone."""
+        return AddressSet(tuple(iv for iv in self.intervals if iv[0] == version))
+
+    @functools.cached_property
+    def versions(self) -> frozenset[int]:
+        """The IP versions (4, 6) the set holds addresses of."""
+        return frozenset(iv[0] for iv in self.intervals)
+
     def _contains_int(self, version: int, value: int) -> bool:
         index = bisect_right(self.intervals, (version, value), key=_key) - 1
         if index < 0:

@@ -31,6 +31,7 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, load_client_config
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.addresses import AddressError, canonical
+from ipscheduler.underlayip.families import annotated_ips
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, ANNOTATION_PREFIX, POOLS, RELEASING
 from ipscheduler.underlayip.pool import PoolContext, PoolView
 from ipscheduler.underlayip.selection import is_ours, namespace_default_pools, tenancy_problem
@@ -84,13 +85,14 @@ def _note(uid: str, pool: PoolView, pods: Mapping[str, PodInfo], default_pools: 
 def address_rows(
     pools: Iterable[PoolView], pods: Mapping[str, PodInfo], default_pools: Mapping[str, str] | None = None
 ) -> list[AddressRow]:
-    """Every allocation of ``pools`` (``pods``: the pods by UID, to tell who still holds
+    """Every allocation of ``pools``, one row per address (a dual-stack pod's allocation
+    gives two rows of the same UID) (``pods``: the pods by UID, to tell who still holds
     what; ``default_pools``: namespace → its ``ipscheduler.io/default-pools``, for the
     ``note``), sorted by pool then address."""
     defaults = default_pools or {}
     rows = [
         AddressRow(
-            ip=a.ip or "",
+            ip=ip,
             pool=p.name,
             node=p.node_name,
             pod=a.pod,
@@ -103,6 +105,7 @@ def address_rows(
         )
         for p in pools
         for uid, a in p.allocations.items()
+        for ip in a.addresses or ("",)
     ]
     return sorted(rows, key=lambda r: (r.pool, r.ip, r.uid))
 
@@ -147,14 +150,9 @@ def carried_by(ip: str, pool: str, uid: str, pods: Mapping[str, PodInfo]) -> str
     for pod in pods.values():
         if pod.uid == uid or pod.terminal or not ip:
             continue
-        carried = pod.annotations.get(ANNOTATION_IP)
-        if carried is None or pod.annotations.get(ANNOTATION_POOL, pool) != pool:
+        if ANNOTATION_IP not in pod.annotations or pod.annotations.get(ANNOTATION_POOL, pool) != pool:
             continue
-        try:
-            same = canonical(carried) == ip
-        except AddressError:
-            same = False
-        if same:
+        if ip in annotated_ips(pod.annotations):
             state = "running" if pod.bound else "pending"
             return (
                 f"{ip} is carried by {state} pod {pod.key} (UID {pod.uid}) in its {ANNOTATION_IP} "
@@ -295,7 +293,7 @@ async def ip_release(
     try:
         for _ in range(CAS_ATTEMPTS):
             pools = await _pools(api)
-            found = [(p, uid) for p in pools for uid, a in p.allocations.items() if a.ip == ip]
+            found = [(p, uid) for p in pools for uid, a in p.allocations.items() if ip in a.addresses]
             if not found:
                 return 1, f"address {ip} is not allocated\n"
             if len(found) > 1:
@@ -320,7 +318,8 @@ async def ip_release(
             except Conflict:
                 continue
             what = f"{mine.phase}, pod {mine.pod}, UID {uid}, {mine.holder}"
-            return 0, f"released {ip} of pool {pool.name} ({what})\n"
+            released = ", ".join(held.addresses)  # the whole allocation: both of a dual-stack pod's
+            return 0, f"released {released} of pool {pool.name} ({what})\n"
         return 1, f"ip release: pool kept changing; try again ({CAS_ATTEMPTS} conflicting writes)\n"
     finally:
         await api.close()

@@ -7,14 +7,20 @@ pool writer (:class:`ipscheduler.underlayip.writer.PoolWriter`) does the writing
 retries on 409 by re-reading and calling the same function again, so the allocation
 truth is always the pool status in the API server. What a pool is, and the status it
 should have, is in :mod:`ipscheduler.underlayip.pool`.
+
+Size: every move on a pool's allocations (reserve with its take-back, takeover and
+families, unreserve, retain, settle, nominate, mark Bound, release, adopt) and the counts
+they decide by, in one pure module, so that each move is written against the same picks and
+tested beside the others.
 """
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from ipscheduler.underlayip.addresses import AddressError, canonical
+from ipscheduler.underlayip.addresses import AddressError, AddressSet, canonical
 from ipscheduler.underlayip.models import (
     BOUND,
     NEVER,
@@ -63,12 +69,68 @@ def _pick_new(pool: PoolView, ctx: PoolContext) -> tuple[bool, str | None]:
         return False, None
     if pool.addresses is None:
         return True, None
-    taken = {a.ip for a in pool.allocations.values() if a.ip}
+    ip = _first_pickable(pool, ctx, pool.addresses, _taken(pool))
+    return (ip is not None), ip
+
+
+def _taken(pool: PoolView) -> set[str]:
+    return {ip for a in pool.allocations.values() for ip in a.addresses}
+
+
+def _first_pickable(pool: PoolView, ctx: PoolContext, among: AddressSet, taken: set[str]) -> str | None:
+    """The lowest address of ``among`` (addresses of ``pool``) neither ``taken`` (grown in
+    place with what it skips) nor blocked, nor held by an allocation of another pool or by a
+    running pod's annotation."""
     while True:
-        ip = pool.addresses.first_free(taken, ctx.blocked)
+        ip = among.first_free(taken, ctx.blocked)
         if ip is None or (ctx.held_by.get(ip, pool.name) == pool.name and not ctx.pod_held.get(ip)):
-            return (ip is not None), ip
-        taken.add(ip)  # held by an allocation of another pool, or by a running pod's annotation
+            return ip
+        taken.add(ip)
+
+
+def pick_families(pool: PoolView, ctx: PoolContext, versions: tuple[int, ...]) -> tuple[str, ...] | None:
+    """One new address of each IP version of ``versions`` (4, 6; in that order: the first is
+    the primary) from ``pool``, the lowest free of each family, or None when the pool cannot
+    give them all (full, not that many places free, no free address of a family, invalid,
+    being deleted, count-only)."""
+    if pool.spec_error or pool.deleting or pool.addresses is None or _free(pool, ctx) < len(versions):
+        return None
+    taken = _taken(pool)
+    picked: list[str] = []
+    for version in versions:
+        ip = _first_pickable(pool, ctx, pool.addresses.of_version(version), taken)
+        if ip is None:
+            return None
+        picked.append(ip)
+    return tuple(picked)
+
+
+def family_free(pool: PoolView, ctx: PoolContext) -> dict[int, int]:
+    """IP version → addresses of that family ``pool`` could still give (neither allocated,
+    blocked, held by another pool's allocation nor by a running pod), before its capacity
+    cap (:func:`pods_like` applies it); empty for a count-only, invalid or deleted pool.
+    Costs one pass over the allocations and the holds: asked for pods that name families."""
+    if pool.spec_error or pool.deleting or pool.addresses is None:
+        return {}
+    taken = _taken(pool)
+    taken.update(ip for ip, holder in ctx.held_by.items() if holder != pool.name)
+    taken.update(ip for ip, uids in ctx.pod_held.items() if uids)
+    return {
+        v: pool.addresses.of_version(v).count_free(taken, ctx.blocked)
+        for v in sorted(pool.addresses.versions)
+    }
+
+
+def pods_like(avail: int, free_by_version: Mapping[int, int], versions: tuple[int, ...]) -> int:
+    """How many pods that each need one address of every version of ``versions`` a pool can
+    take, given its ``avail`` places (:func:`available`) and its ``free_by_version``
+    (:func:`family_free`). ``versions`` empty: any one address each, ``avail``."""
+    if not versions:
+        return avail
+    n = avail // len(versions)
+    for version in versions:
+        n = min(n, free_by_version.get(version, 0))
+    return max(0, n)
 
 
 def available(pool: PoolView, ctx: PoolContext) -> int:
@@ -89,8 +151,8 @@ def available_to(pool: PoolView, ctx: PoolContext, uid: str) -> int:
     if a is None:
         return available(pool, ctx)
     if a.phase == NOMINATED:
-        return max(0, pool.capacity(ctx.blocked) - len(pool.allocations) + 1)
-    return pool.free(ctx.blocked) + 1
+        return max(0, pool.capacity(ctx.blocked) - pool.allocated + 1)
+    return pool.free(ctx.blocked) + a.places
 
 
 def abandoned(
@@ -206,6 +268,32 @@ class Reservation(NamedTuple):
     status: NodeIPPoolStatus | None
     ip: str | None
     taken_back: bool = False
+    ips: tuple[str, ...] = ()
+    """Every address given, primary first (``ip`` is the first; empty for a slot)."""
+
+
+def _pick_for(
+    pool: PoolView, ctx: PoolContext, versions: tuple[int, ...], fallback: bool
+) -> tuple[bool, tuple[str, ...]]:
+    """``(possible, addresses)`` a new allocation of ``pool`` would get: one address of each
+    version of ``versions`` (none: any one address, or a slot in a count-only pool); with
+    ``fallback`` (PreferDualStack), when the pool cannot give them all, one address of the
+    first version it can give."""
+    if not versions:
+        possible, ip = _pick_new(pool, ctx)
+        return possible, ((ip,) if ip else ())
+    picked = pick_families(pool, ctx, versions)
+    if picked is None and fallback:
+        for version in versions:
+            if (picked := pick_families(pool, ctx, (version,))) is not None:
+                break
+    return picked is not None, picked or ()
+
+
+def _addressed(ips: tuple[str, ...]) -> dict[str, Any]:
+    """The allocation fields recording addresses ``ips``: ``ip`` the first, ``ips`` all of
+    them when more than one."""
+    return {"ip": ips[0] if ips else None, "ips": list(ips) if len(ips) > 1 else None}
 
 
 def reserve(
@@ -218,6 +306,8 @@ def reserve(
     takeover_after: float | None = None,
     takeover_before: datetime.datetime | None = None,
     retention: Retention | None = None,
+    versions: tuple[int, ...] = (),
+    fallback: bool = False,
 ) -> Reservation:
     """Reserve an address for pod ``uid`` (``namespace/name``) on behalf of the scheduling
     cycle ``owner`` (``<replica identity>/<cycle token>``, stored as ``reservedBy``).
@@ -237,6 +327,11 @@ def reserve(
     (:func:`to_take_back`) is taken back instead of a new address: keyed by ``uid`` from
     now on, phase Reserved, the same address.
 
+    ``versions`` (IP versions 4, 6, primary first; empty: any one address): a new allocation
+    gets one address of each (a dual-stack pod), or with ``fallback`` (PreferDualStack) one of
+    the first version the pool can give when it cannot give them all (:func:`_pick_for`). An
+    allocation taken back, taken over or already this cycle's keeps the addresses it has.
+
     ``owner`` None keeps the pre-ownership behaviour (any held allocation is
     returned as is); only tests use it. Raises :class:`PoolFull` when there is
     nothing to give.
@@ -246,37 +341,37 @@ def reserve(
     if found is not None:
         old_uid, kept = found
         status = _reclaim(pool, ctx, old_uid, uid, kept, pod_key, now, owner, retention)
-        return Reservation(status, kept.ip, taken_back=True)
+        return Reservation(status, kept.ip, taken_back=True, ips=kept.addresses)
     existing = pool.allocations.get(uid)
     if existing is not None and existing.phase == NOMINATED:
         # The place preemption held for the pod becomes its reservation: picked as if the
         # pool had room for one more (the held place), never beyond the pool's capacity.
         allocs = {k: v for k, v in pool.allocations.items() if k != uid}
-        possible, ip = _pick_new(with_allocations(pool, allocs), ctx)
+        possible, ips = _pick_for(with_allocations(pool, allocs), ctx, versions, fallback)
         if not possible:
             raise PoolFull(pool.name)
         allocs[uid] = Allocation(
-            ip=ip, pod=pod_key, phase=RESERVED, since=now, reserved_by=owner, **_kept(retention)
+            pod=pod_key, phase=RESERVED, since=now, reserved_by=owner, **_addressed(ips), **_kept(retention)
         )
-        return Reservation(desired_status(pool, ctx, allocs, now), ip)
+        return Reservation(desired_status(pool, ctx, allocs, now), allocs[uid].ip, ips=ips)
     if existing is not None:
         if owner is None or existing.reserved_by == owner:
-            return Reservation(None, existing.ip)
+            return Reservation(None, existing.ip, ips=existing.addresses)
         if abandoned(existing, owner, now, takeover_after, takeover_before):
             allocs = dict(pool.allocations)
             allocs[uid] = existing.model_copy(update={"reserved_by": owner, "since": now})
-            return Reservation(desired_status(pool, ctx, allocs, now), existing.ip)
+            return Reservation(desired_status(pool, ctx, allocs, now), existing.ip, ips=existing.addresses)
         raise ReservedElsewhere(pool.name, existing)
     if (held := identity_held(pool, uid, pod_key, retention)) is not None:
         raise IdentityHeld(pool.name, *held)
-    possible, ip = _pick_new(pool, ctx)
+    possible, ips = _pick_for(pool, ctx, versions, fallback)
     if not possible:
         raise PoolFull(pool.name)
     allocs = dict(pool.allocations)
     allocs[uid] = Allocation(
-        ip=ip, pod=pod_key, phase=RESERVED, since=now, reserved_by=owner, **_kept(retention)
+        pod=pod_key, phase=RESERVED, since=now, reserved_by=owner, **_addressed(ips), **_kept(retention)
     )
-    return Reservation(desired_status(pool, ctx, allocs, now), ip)
+    return Reservation(desired_status(pool, ctx, allocs, now), allocs[uid].ip, ips=ips)
 
 
 def _reclaim(
@@ -449,35 +544,47 @@ def adopt(
     ip: str | None,
     now: datetime.datetime | None = None,
     retention: Retention | None = None,
+    more: tuple[str, ...] = (),
 ) -> NodeIPPoolStatus | None:
-    """Record a Bound allocation for a pod bound earlier with ``ip`` (start-up adoption), with
+    """Record a Bound allocation for a pod bound earlier with ``ip`` and ``more`` (a dual-stack
+    pod's other addresses, from its ``ipscheduler.io/ips``) (start-up adoption), with
     the pod's release policy and identity (``retention``, from its own annotations and
     owner: :func:`~ipscheduler.underlayip.retention.retention_of`), so a sticky pod whose
     allocation was lost keeps its address through its next re-creation.
 
-    Returns None when already recorded. Raises :class:`AdoptConflict` when
-    ``ip`` is held by another pod or is not in the pool.
+    Returns None when already recorded. Raises :class:`AdoptConflict` when an address is
+    held by another pod or is not in the pool (nothing is recorded: all or none).
     """
     if uid in pool.allocations:
         return None
+    ips: tuple[str, ...] = ()
     if ip is not None:
-        try:
-            ip = canonical(ip)
-        except AddressError as e:
-            raise AdoptConflict(f"annotation address {ip!r} is not an IP") from e
-        holder = pool.holder_of(ip)
-        if holder is not None:
-            holder_pod = pool.allocations[holder].pod
-            raise AdoptConflict(
-                f"address {ip} of pool {pool.name} is already held by pod {holder_pod} (UID {holder})",
-                holder_uid=holder,
-                holder_pod=holder_pod,
-            )
-        if pool.addresses is None or ip not in pool.addresses:
-            raise AdoptConflict(f"address {ip} is not in pool {pool.name}")
+        ips = tuple(dict.fromkeys(_adoptable(pool, text) for text in (ip, *more)))  # each once
     allocs = dict(pool.allocations)
-    allocs[uid] = Allocation(ip=ip, pod=pod_key, phase=BOUND, since=now or utc_now(), **_kept(retention))
+    allocs[uid] = Allocation(
+        pod=pod_key, phase=BOUND, since=now or utc_now(), **_addressed(ips), **_kept(retention)
+    )
     return desired_status(pool, ctx, allocs, now)
+
+
+def _adoptable(pool: PoolView, text: str) -> str:
+    """Address ``text`` canonical, once it is known free in ``pool`` and inside it. Raises
+    :class:`AdoptConflict` otherwise."""
+    try:
+        ip = canonical(text)
+    except AddressError as e:
+        raise AdoptConflict(f"annotation address {text!r} is not an IP") from e
+    holder = pool.holder_of(ip)
+    if holder is not None:
+        holder_pod = pool.allocations[holder].pod
+        raise AdoptConflict(
+            f"address {ip} of pool {pool.name} is already held by pod {holder_pod} (UID {holder})",
+            holder_uid=holder,
+            holder_pod=holder_pod,
+        )
+    if pool.addresses is None or ip not in pool.addresses:
+        raise AdoptConflict(f"address {ip} is not in pool {pool.name}")
+    return ip
 
 
 class PoolFull(Exception):

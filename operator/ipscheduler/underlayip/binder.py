@@ -60,9 +60,17 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import TRANSIENT_ERRORS, PodReader, live_pod
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.families import (
+    ANY_FAMILY,
+    PREFER_DUAL_STACK,
+    VERSION,
+    FamilyNeed,
+    family_need,
+    family_of,
+)
 from ipscheduler.underlayip.ledger import AddressLedger
 from ipscheduler.underlayip.models import ANNOTATION_POOL, NOMINATED, RESERVED, RETAINED, NodeIPPoolStatus
-from ipscheduler.underlayip.pool import PoolContext, PoolView, freed_by_eviction, network_of, utc_now
+from ipscheduler.underlayip.pool import PoolContext, PoolView, freed_by_eviction, network_of_all, utc_now
 from ipscheduler.underlayip.retention import Retention, retention_of
 from ipscheduler.underlayip.selection import PoolChoice, may_use, pool_choice
 from ipscheduler.underlayip.sticky import PINNED, REHOME, WAITING, Claim, KeptAddress, kept_address
@@ -74,14 +82,20 @@ log = logging.getLogger(__name__)
 class Fit(enum.Enum):
     """Whether a node can give a pod an address (:meth:`AddressBinder.fit`), and if not why.
 
-    ``NO_FREE`` alone may change by evicting a pod; the others cannot (kube-scheduler's
+    ``NO_FREE`` and its per-family kinds (a pod that names IP families: the first of them the
+    node cannot give) may change by evicting a pod; the others cannot (kube-scheduler's
     UnschedulableAndUnresolvable)."""
 
     FITS = "fits"
     NO_FREE = "no free address"
+    NO_FREE_IPV4 = "no free IPv4 address"
+    NO_FREE_IPV6 = "no free IPv6 address"
     NO_POOL = "no pool on the node"
     NO_USABLE_POOL = "no pool on the node the pod may use"
     RETAINED_ELSEWHERE = "the pod's retained address is on another node"
+
+
+_EVICTION_MAY_HELP = frozenset({Fit.NO_FREE, Fit.NO_FREE_IPV4, Fit.NO_FREE_IPV6})
 
 
 @dataclass(frozen=True)
@@ -92,10 +106,12 @@ class Problem:
     - ``pool-list``: its (or its namespace's) pool list is malformed (``detail``: how, in
       words, from :func:`~ipscheduler.underlayip.selection.pool_choice`);
     - ``unknown-pools``: it names ``pools`` that do not exist;
+    - ``families``: its (or its namespace's) IP family annotations are malformed
+      (``detail``: how, from :func:`~ipscheduler.underlayip.families.family_need`);
     - ``retaining``: its identity's address is still recorded for the identity's previous
       pod (the pod waits for it, never takes a second)."""
 
-    reason: Literal["pool-list", "unknown-pools", "retaining"]
+    reason: Literal["pool-list", "unknown-pools", "families", "retaining"]
     detail: str = ""
     pools: tuple[str, ...] = ()
 
@@ -117,15 +133,22 @@ class Refusal:
 @dataclass(frozen=True)
 class Committed:
     """The allocation a cycle made: ``pool``, ``ip`` (None: a count-only slot), ``network``
-    (its CNI IPAM result as JSON, "" for a slot), ``taken_back`` (it is the identity's
-    Retained address, taken back), and ``rehome``: the identity's retained address to let
-    go because the pod waited past its retain-timeout and was placed anew (None: none)."""
+    (its CNI IPAM result as JSON, every address of ``ips``; "" for a slot), ``taken_back``
+    (it is the identity's Retained address, taken back), ``rehome``: the identity's
+    retained address to let go because the pod waited past its retain-timeout and was
+    placed anew (None: none), and ``ips``: every address, primary first (``ip`` is the
+    first; two for a dual-stack pod; default: ``ip`` alone)."""
 
     pool: str
     ip: str | None
     network: str = ""
     taken_back: bool = False
     rehome: Claim | None = None
+    ips: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.ips and self.ip:
+            object.__setattr__(self, "ips", (self.ip,))  # one address: ip alone
 
 
 @dataclass
@@ -144,10 +167,13 @@ class PodAddresses:
 
     What the pod asks: ``choice``, the pools it may use; ``retention``, its release policy;
     ``kept``, the address its identity keeps (None: none); ``problem``, why no node can take
-    it (None: nodes may).
+    it (None: nodes may); ``family``, its IP families (:mod:`ipscheduler.underlayip.families`).
     What the nodes offer: ``free``, by node name, the pods like it its usable pools can
-    take (only nodes with pools have a count); ``ranks``, by node name, the rank of its
-    first usable pool in the pod's ``ipscheduler.io/pools``.
+    take (only nodes with pools have a count; a pod naming families counts pools that give
+    one address of each from one pool); ``fallback``, for a PreferDualStack pod, by node
+    name, the pods like it that could get one family only there (nodes where ``free`` is 0);
+    ``ranks``, by node name, the rank of its first usable pool in the pod's
+    ``ipscheduler.io/pools``.
     What the binder did (its own bookkeeping): ``owner`` (this cycle's ``reservedBy``),
     ``written`` (every pool it queued a write to: what Unreserve may undo), ``pending``
     (the write Reserve queued, until PreBind waits for it) and ``committed``."""
@@ -156,7 +182,9 @@ class PodAddresses:
     retention: Retention
     kept: KeptAddress | None = None
     problem: Problem | None = None
+    family: FamilyNeed = ANY_FAMILY
     free: dict[str, int] = field(default_factory=dict)
+    fallback: dict[str, int] = field(default_factory=dict)
     ranks: dict[str, int] = field(default_factory=dict)
     owner: str = ""
     written: set[str] = field(default_factory=set)
@@ -166,7 +194,12 @@ class PodAddresses:
     def clone(self) -> PodAddresses:
         """A copy for a what-if run (:meth:`CycleState.clone
         <ipscheduler.framework.interface.CycleState.clone>`): its own free counts."""
-        return dataclasses.replace(self, free=dict(self.free))
+        return dataclasses.replace(self, free=dict(self.free), fallback=dict(self.fallback))
+
+    @property
+    def versions(self) -> tuple[int, ...]:
+        """The IP versions of the pod's families, primary first (empty: any one address)."""
+        return tuple(VERSION[f] for f in self.family.families)
 
     @property
     def pinned(self) -> PoolView | None:
@@ -293,8 +326,11 @@ class PoolBinder:
         retention = retention_of(pod)
         if choice.problem:
             return PodAddresses(choice, retention, problem=Problem("pool-list", choice.problem))
+        family = family_need(pod.annotations, self.cache.default_families(pod.namespace))
+        if family.problem:
+            return PodAddresses(choice, retention, problem=Problem("families", family.problem))
         kept = kept_address(self.cache, pod, retention, datetime.datetime.now(datetime.UTC))  # to the µs
-        needs = PodAddresses(choice, retention, kept)
+        needs = PodAddresses(choice, retention, kept, family=family)
         if kept is not None and kept.kind == WAITING:
             needs.problem = Problem("retaining")
             return needs
@@ -306,6 +342,10 @@ class PoolBinder:
             if unknown:
                 needs.problem = Problem("unknown-pools", pools=tuple(unknown))
                 return needs
+        if family.families:
+            self._count_families(needs, pod)
+            return needs
+        if choice.names:
             for rank, name in enumerate(choice.names):
                 pool = pools[name]
                 if pool.serves(pod.namespace):
@@ -324,6 +364,35 @@ class PoolBinder:
                 needs.free[pool.node_name] = needs.free.get(pool.node_name, 0) + own
         return needs
 
+    def _usable(self, needs: PodAddresses, pod: PodInfo) -> list[tuple[int, PoolView]]:
+        """``(rank, pool)`` of every pool the pod may use, in its order of preference."""
+        pools = self.cache.pools()
+        if needs.choice.names:
+            named = [(rank, pools[n]) for rank, n in enumerate(needs.choice.names) if n in pools]
+            return [(rank, p) for rank, p in named if p.serves(pod.namespace)]
+        return [(0, p) for p in pools.values() if p.serves(pod.namespace)]
+
+    def pods_like(self, needs: PodAddresses, pool: PoolView, versions: tuple[int, ...], uid: str = "") -> int:
+        """Pods like the pod of ``needs`` that ``pool`` can take, each one address of every
+        version of ``versions`` (:func:`~ipscheduler.underlayip.allocator.pods_like`, assumed
+        reservations deducted); pod ``uid``'s own allocation there counts as one more."""
+        n = allocator.pods_like(self.ledger.available(pool), self.ledger.family_free(pool), versions)
+        return n + 1 if uid and uid in pool.allocations else n
+
+    def _count_families(self, needs: PodAddresses, pod: PodInfo) -> None:
+        """:meth:`find`'s counts for a pod that names IP families: by node, the pods like it
+        its usable pools can take with one address of each family from one pool, and for a
+        PreferDualStack pod (``fallback``) those that could get one of its families there."""
+        versions = needs.versions
+        prefer = needs.family.policy == PREFER_DUAL_STACK
+        for rank, pool in self._usable(needs, pod):
+            node = pool.node_name
+            needs.ranks[node] = min(rank, needs.ranks.get(node, rank))
+            needs.free[node] = needs.free.get(node, 0) + self.pods_like(needs, pool, versions, pod.uid)
+            if prefer:
+                one = max(self.pods_like(needs, pool, (v,), pod.uid) for v in versions)
+                needs.fallback[node] = needs.fallback.get(node, 0) + one
+
     def fit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
         """Whether ``node`` can give the pod an address now, by :meth:`find`'s counts: a pod
         pinned to its retained address fits on that address's node only."""
@@ -333,11 +402,27 @@ class PoolBinder:
         free = needs.free.get(node)
         if free is not None and free > 0:
             return Fit.FITS
+        if needs.fallback.get(node, 0) > 0:
+            return Fit.FITS  # PreferDualStack: one family here
         pools = self.cache.pools_for_node(node)
         if not pools:
             return Fit.NO_POOL
-        if not any(may_use(pod, needs.choice, p) for p in pools):
+        usable = [p for p in pools if may_use(pod, needs.choice, p)]
+        if not usable:
             return Fit.NO_USABLE_POOL
+        if needs.family.families:
+            return self._missing_family(needs, usable)
+        return Fit.NO_FREE
+
+    def _missing_family(self, needs: PodAddresses, pools: list[PoolView]) -> Fit:
+        """Why ``pools`` (usable, on one node) cannot give a pod that names families an
+        address: the first of its families none of them has free, else :attr:`Fit.NO_FREE`
+        (each family is free somewhere, but no pool can give them all)."""
+        if needs.family.policy == PREFER_DUAL_STACK:
+            return Fit.NO_FREE  # neither family free: fallback found none
+        for version in needs.versions:
+            if not any(self.pods_like(needs, p, (version,)) > 0 for p in pools):
+                return Fit.NO_FREE_IPV6 if version == 6 else Fit.NO_FREE_IPV4
         return Fit.NO_FREE
 
     def room(self, pod: PodInfo, nodes: Collection[str]) -> int:
@@ -352,17 +437,44 @@ class PoolBinder:
         return sum(n for name, n in needs.free.items() if n > 0 and name in nodes)
 
     # -- eviction ------------------------------------------------------------------
-    def frees(self, choice: PoolChoice, pod: PodInfo, victim: str, node: str) -> bool:
+    def frees(
+        self, choice: PoolChoice, pod: PodInfo, victim: str, node: str, versions: tuple[int, ...] = ()
+    ) -> bool:
         """Whether evicting pod ``victim`` frees, on ``node``, a place ``pod`` may use: the one
         predicate of every preemption path (in-process dry run, the extender's ``/preempt``,
         the nominated place). The victim's allocation there must give its place back
         (:func:`~ipscheduler.underlayip.pool.freed_by_eviction`: not a sticky address, which
         turns Retained, nor a nominated place, nor an address held outside the pool's spec,
-        nor in a pool being deleted or with a spec error), in a pool the pod may use."""
-        return any(
-            pool.node_name == node and may_use(pod, choice, pool) and freed_by_eviction(pool, victim)
-            for pool in self.cache.pools_holding(victim)
-        )
+        nor in a pool being deleted or with a spec error), in a pool the pod may use.
+        ``versions``: the IP versions the pod needs, one address each from one pool (its
+        required families): that pool, with the victim's places and addresses given back, must
+        then give them all (the victim's IPv4 address frees nothing for a pod that also needs
+        an IPv6 address none is free of)."""
+        return self._freeing_pool(choice, pod, victim, node, versions) is not None
+
+    def _freeing_pool(
+        self, choice: PoolChoice, pod: PodInfo, victim: str, node: str, versions: tuple[int, ...]
+    ) -> PoolView | None:
+        """The pool where evicting pod ``victim`` frees a place for ``pod`` (:meth:`frees`)."""
+        for pool in self.cache.pools_holding(victim):
+            if (
+                pool.node_name == node
+                and may_use(pod, choice, pool)
+                and freed_by_eviction(pool, victim)
+                and (not versions or self._frees_families(pool, victim, versions))
+            ):
+                return pool
+        return None
+
+    def _frees_families(self, pool: PoolView, victim: str, versions: tuple[int, ...]) -> bool:
+        """Whether ``pool`` gives one address of each of ``versions`` once pod ``victim``'s
+        allocation there is released."""
+        a = pool.allocations[victim]
+        free = dict(self.ledger.family_free(pool))
+        for ip in a.addresses:
+            version = VERSION[family_of(ip)]
+            free[version] = free.get(version, 0) + 1
+        return allocator.pods_like(self.ledger.available(pool) + a.places, free, versions) > 0
 
     def fits_after_evicting(
         self, needs: PodAddresses, pod: PodInfo, node: str, victims: frozenset[str]
@@ -373,21 +485,24 @@ class PoolBinder:
         fit = self.fit(needs, pod, node)
         if fit is Fit.FITS:
             return True
-        if fit is not Fit.NO_FREE:
+        if fit not in _EVICTION_MAY_HELP:
             return False
-        return any(self.frees(needs.choice, pod, uid, node) for uid in victims)
+        required = _required(needs)
+        return any(self.frees(needs.choice, pod, uid, node, required) for uid in victims)
 
     def count_eviction(self, needs: PodAddresses, pod: PodInfo, victim: str, node: str) -> None:
         """A what-if run evicts pod ``victim`` from ``node``: the place it :meth:`frees` there
         counts as free for the pod."""
-        if self.frees(needs.choice, pod, victim, node):
+        if self.frees(needs.choice, pod, victim, node, _required(needs)):
             needs.free[node] = needs.free.get(node, 0) + 1
 
     def count_addition(self, needs: PodAddresses, pod: PodInfo, other: PodInfo, node: str) -> None:
         """A what-if run adds pod ``other`` on ``node``: a victim given back retakes the place
         :meth:`count_eviction` counted; a pod nominated there (pending, no address yet)
         takes one place."""
-        if self.frees(needs.choice, pod, other.uid, node) or not self.cache.pools_holding(other.uid):
+        if self.frees(needs.choice, pod, other.uid, node, _required(needs)) or not self.cache.pools_holding(
+            other.uid
+        ):
             needs.free[node] = needs.free.get(node, 0) - 1
 
     async def nominate(self, pod: PodInfo, node: str, victims: frozenset[str]) -> str | None:
@@ -407,11 +522,12 @@ class PoolBinder:
         if here is not None or not node:
             return here
         choice = self._choice(pod)
+        family = family_need(pod.annotations, self.cache.default_families(pod.namespace))
+        required = tuple(VERSION[f] for f in family.required)
         for uid in sorted(victims):
-            for pool in self.cache.pools_holding(uid):
-                if pool.node_name == node and may_use(pod, choice, pool) and freed_by_eviction(pool, uid):
-                    nominate = functools.partial(allocator.nominate, uid=pod.uid, pod_key=pod.key)
-                    return pool.name if await self._write(pool.name, nominate, pod) else None
+            if (freeing := self._freeing_pool(choice, pod, uid, node, required)) is not None:
+                nominate = functools.partial(allocator.nominate, uid=pod.uid, pod_key=pod.key)
+                return freeing.name if await self._write(freeing.name, nominate, pod) else None
         return None
 
     async def _write(self, pool: str, mutate: MutateFn, pod: PodInfo) -> bool:
@@ -441,11 +557,30 @@ class PoolBinder:
             if p.node_name == node and p.name != skip and may_use(pod, needs.choice, p)
         ]
         holding = [p for p in pools if pod.uid in p.allocations]
+        versions = needs.versions
         rest = sorted(
             (p for p in pools if pod.uid not in p.allocations),
-            key=lambda p: (needs.choice.rank(p.name), -self.ledger.available(p), p.name),
+            key=lambda p: (
+                bool(versions) and self.pods_like(needs, p, versions) <= 0,  # PreferDualStack: both first
+                needs.choice.rank(p.name),
+                -self.ledger.available(p),
+                p.name,
+            ),
         )
         return holding + rest
+
+    def _gives(self, needs: PodAddresses, pool: PoolView) -> tuple[int, ...] | None:
+        """The IP versions a new allocation of the pod in ``pool`` would take (empty: any one
+        address), or None when the pool has no room for it: every family of the pod, or for
+        a PreferDualStack pod the first one the pool can give."""
+        versions = needs.versions
+        if not versions:
+            return () if self.ledger.available(pool) > 0 else None
+        if self.pods_like(needs, pool, versions) > 0:
+            return versions
+        if needs.family.policy == PREFER_DUAL_STACK:
+            return next(((v,) for v in versions if self.pods_like(needs, pool, (v,)) > 0), None)
+        return None
 
     def assume(self, needs: PodAddresses, pod: PodInfo, node: str) -> Refusal | None:
         """Assume a place for the pod in the first of :meth:`candidates` with room and queue
@@ -459,6 +594,7 @@ class PoolBinder:
         pinned = needs.pinned
         for pool in self.candidates(pod, node, needs):
             existing = pool.allocations.get(pod.uid)
+            taking: tuple[int, ...] | None = needs.versions
             if existing is not None and existing.phase not in (RETAINED, NOMINATED):
                 if not allocator.abandoned(
                     existing, needs.owner, utc_now(), self.reserved_ttl, self.takeover_before
@@ -466,10 +602,10 @@ class PoolBinder:
                     return Refusal(
                         "reserved-elsewhere", str(allocator.ReservedElsewhere(pool.name, existing))
                     )
-            elif pinned is None and existing is None and self.ledger.available(pool) <= 0:
+            elif pinned is None and existing is None and (taking := self._gives(needs, pool)) is None:
                 continue
             needs.pending = self._submit(needs, pod, node, pool.name)
-            self.ledger.assume(pool.name, pod.uid)
+            self.ledger.assume(pool.name, pod.uid, taking or ())
             self._release_abandoned(pod, needs.owner, pool.name)
             return None
         return Refusal("no-free")
@@ -555,7 +691,7 @@ class PoolBinder:
             return Refusal("failed", str(e), pool=write.pool)
         if written is None or write.decided is None:
             return None
-        ip, taken_back = write.decided.ip, write.decided.taken_back
+        ip, ips, taken_back = write.decided.ip, write.decided.ips, write.decided.taken_back
         kept = needs.kept
         rehome = (
             kept.claim
@@ -567,9 +703,10 @@ class PoolBinder:
         return Committed(
             pool=written.name,
             ip=ip,
-            network=json.dumps(network_of(written, ip), separators=(",", ":")) if ip else "",
+            network=json.dumps(network_of_all(written, ips), separators=(",", ":")) if ip else "",
             taken_back=taken_back,
             rehome=rehome,
+            ips=ips,
         )
 
     def _submit(self, needs: PodAddresses, pod: PodInfo, node: str, pool: str) -> _Write:
@@ -578,6 +715,7 @@ class PoolBinder:
         remember the pool for :meth:`revert`."""
         needs.written.add(pool)
         ttl, before, owner, retention = self.reserved_ttl, self.takeover_before, needs.owner, needs.retention
+        versions, fallback = needs.versions, needs.family.policy == PREFER_DUAL_STACK
         write = _Write(pool)
 
         def mutate(p: PoolView, ctx: PoolContext) -> NodeIPPoolStatus | None:
@@ -592,6 +730,8 @@ class PoolBinder:
                 takeover_after=ttl,
                 takeover_before=before,
                 retention=retention,
+                versions=versions,
+                fallback=fallback,
             )
             return write.decided.status
 
@@ -676,6 +816,12 @@ class PoolBinder:
             self.writer.defer(
                 pool, functools.partial(allocator.mark_bound, uid=uid), key=allocator.mark_bound_key(uid)
             )
+
+
+def _required(needs: PodAddresses) -> tuple[int, ...]:
+    """The IP versions a pod must get (:attr:`FamilyNeed.required
+    <ipscheduler.underlayip.families.FamilyNeed.required>`; empty: any one address)."""
+    return tuple(VERSION[f] for f in needs.family.required)
 
 
 def _log_failure(what: str, future: asyncio.Future[PoolView | None]) -> None:

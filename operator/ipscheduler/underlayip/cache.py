@@ -35,6 +35,7 @@ from ipscheduler.backend.cache import Cache
 from ipscheduler.underlayip.addresses import AddressSet
 from ipscheduler.underlayip.models import Allocation
 from ipscheduler.underlayip.pool import PoolContext, PoolView, find_conflicts, foreign_holds
+from ipscheduler.underlayip.selection import NamespaceDefaults
 
 IndexLike = Mapping[str, Iterable[object]]
 """pool name → values: the NodeIPPool informer's index (name → one-element tuple) or, in
@@ -96,7 +97,7 @@ class PoolCache:
         self._by_node: dict[str, list[PoolView]] = {}
         self._namespaced: dict[str, PoolView] = {}  # pools with spec.namespaces, by name
         self._identities: dict[str, set[str]] = {}  # pod identity → pools with an allocation for it
-        self._namespace_pools: Mapping[str, tuple[str]] = {}
+        self._namespaces: Mapping[str, tuple[NamespaceDefaults]] = {}
         self._holders: dict[str, set[str]] = {}  # pod UID → pool names holding an allocation for it
         self._foreign: dict[str, dict[str, str]] = {}  # pool → its addresses held outside its spec
         self._held_by: dict[str, str] = {}  # merged _foreign: canonical address → pool name
@@ -107,6 +108,7 @@ class PoolCache:
         self._ctx: dict[str, PoolContext] = {}
         self._feeds: weakref.WeakSet[Changes] = weakref.WeakSet()  # every reader of changes()
         self._carried: dict[str, tuple[str, str | None]] = {}  # running pod's UID → (pool, address)
+        self._carried_more: dict[str, tuple[str, ...]] = {}  # running pod's UID → its other addresses
         self._pod_held: dict[str, set[str]] = {}  # canonical address → UIDs of running pods carrying it
         self._pod_holders: dict[str, dict[str, tuple[str | None, str]]] = {}  # pool → UID → (address, node)
         self.ready = asyncio.Event()
@@ -117,16 +119,23 @@ class PoolCache:
         self.invalidate()
         self.ready.set()
 
-    def attach_namespaces(self, defaults: Mapping[str, tuple[str]]) -> None:
-        """Use this index from now on: namespace name → (its ``ipscheduler.io/default-pools``
-        annotation,), for the namespaces that carry one (the namespace informer's)."""
-        self._namespace_pools = defaults
+    def attach_namespaces(self, defaults: Mapping[str, tuple[NamespaceDefaults]]) -> None:
+        """Use this index from now on: namespace name → (its defaults for its pods,), for the
+        namespaces that carry one (the namespace informer's)."""
+        self._namespaces = defaults
 
     def default_pools(self, namespace: str) -> str | None:
         """The ``ipscheduler.io/default-pools`` annotation of ``namespace`` (None: it has none,
         or namespaces are not watched)."""
-        entry = self._namespace_pools.get(namespace)
-        return entry[0] if entry else None
+        entry = self._namespaces.get(namespace)
+        return entry[0].pools if entry else None
+
+    def default_families(self, namespace: str) -> dict[str, str] | None:
+        """The IP family annotations of ``namespace`` (``ipscheduler.io/ip-family-policy``,
+        ``ipscheduler.io/ip-families``: those it carries; None: neither, or namespaces are not
+        watched)."""
+        entry = self._namespaces.get(namespace)
+        return dict(entry[0].families) if entry and entry[0].families else None
 
     # -- pools ---------------------------------------------------------
     def pool(self, name: str) -> PoolView | None:
@@ -340,6 +349,7 @@ class PoolCache:
             held_by=self._held_by,
             pod_held=self._pod_held,
             pod_holders=self._pod_holders.setdefault(pool.name, {}),
+            pod_more=self._carried_more,
         )
 
     def _context(self, pool: PoolView) -> PoolContext:
@@ -370,18 +380,25 @@ class PoolCache:
         return self._namespaced
 
     # -- what running pods carry --------------------------------------------------
-    def carry(self, uid: str, pool_name: str, ip: str | None, node: str) -> None:
+    def carry(self, uid: str, pool_name: str, ip: str | None, node: str, more: tuple[str, ...] = ()) -> None:
         """Running pod ``uid`` (bound to ``node``, not terminal, ours) carries pool
         ``pool_name`` and the canonical address ``ip`` (None: none, or not an address) in
-        its annotations: the address is never handed out, and the pod takes a place in that
-        pool (:func:`~ipscheduler.underlayip.pool.unrecorded`), whatever the pool status
-        records, until :meth:`uncarry` (the bound-pods informer says it is gone)."""
-        if self._carried.get(uid) == (pool_name, ip) and self._pod_holders[pool_name].get(uid) == (ip, node):
+        its annotations, and ``more`` (a dual-stack pod's other canonical addresses): the
+        addresses are never handed out, and the pod takes a place in that pool
+        (:func:`~ipscheduler.underlayip.pool.unrecorded`), whatever the pool status records,
+        until :meth:`uncarry` (the bound-pods informer says it is gone)."""
+        if (
+            self._carried.get(uid) == (pool_name, ip)
+            and self._pod_holders[pool_name].get(uid) == (ip, node)
+            and self._carried_more.get(uid, ()) == more
+        ):
             return
         self.uncarry(uid)
         self._carried[uid] = (pool_name, ip)
-        if ip is not None:
-            self._pod_held.setdefault(ip, set()).add(uid)
+        if more:
+            self._carried_more[uid] = more
+        for held in (ip, *more) if ip is not None else more:
+            self._pod_held.setdefault(held, set()).add(uid)
         self._pod_holders.setdefault(pool_name, {})[uid] = (ip, node)
         self.invalidate(pool_name)
 
@@ -391,10 +408,12 @@ class PoolCache:
         if carried is None:
             return
         pool_name, ip = carried
-        if ip is not None and (uids := self._pod_held.get(ip)) is not None:
-            uids.discard(uid)
-            if not uids:
-                del self._pod_held[ip]
+        more = self._carried_more.pop(uid, ())
+        for held in (ip, *more) if ip is not None else more:
+            if (uids := self._pod_held.get(held)) is not None:
+                uids.discard(uid)
+                if not uids:
+                    del self._pod_held[held]
         if (holders := self._pod_holders.get(pool_name)) is not None:
             holders.pop(uid, None)  # the mapping stays: contexts hold it
         self.invalidate(pool_name)

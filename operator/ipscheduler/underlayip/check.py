@@ -18,7 +18,9 @@ Invariants (each violation is one line of output):
   all pools (its next pod takes that one back; a second is an address leaked to it);
 - a bound pod's ``ipscheduler.io/ip`` / ``ipscheduler.io/pool`` annotations
   match its allocation, and its ``ipscheduler.io/network`` (when present) the
-  network facts its pool gives that address (:func:`~ipscheduler.underlayip.pool.network_of`).
+  network facts its pool gives that address (:func:`~ipscheduler.underlayip.pool.network_of_all`:
+  every address of a dual-stack pod, whose ``ipscheduler.io/ips`` lists what the allocation
+  holds).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.addresstool import read_default_pools
+from ipscheduler.underlayip.families import annotated_ips
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
+    ANNOTATION_IPS,
     ANNOTATION_NETWORK,
     ANNOTATION_POOL,
     BOUND,
@@ -45,7 +49,7 @@ from ipscheduler.underlayip.models import (
     RELEASING,
     RETAINED,
 )
-from ipscheduler.underlayip.pool import PoolView, network_of
+from ipscheduler.underlayip.pool import PoolView, network_of_all
 from ipscheduler.underlayip.selection import is_ours, tenancy_problem
 
 
@@ -99,8 +103,8 @@ def find_violations(
         for uid, a in pool.allocations.items():
             allocated.add(uid)
             where = f"pool {pool.name}: {a.pod} ({uid})"
-            if a.ip:
-                ip = _canon(a.ip)
+            for text in a.addresses:
+                ip = _canon(text)
                 if ip in holders:
                     problems.append(f"address {ip} held twice: {holders[ip]} and {a.pod} (pool {pool.name})")
                 holders[ip] = f"{a.pod} (pool {pool.name})"
@@ -131,8 +135,19 @@ def find_violations(
                     problems.append(
                         f"{where}: annotations ip={ann_ip} pool={ann_pool} differ from allocation ip={a.ip}"
                     )
+                ann_ips = pod.annotations.get(ANNOTATION_IPS)
+                held_ips = tuple(_canon(ip) for ip in a.addresses)
+                if ann_ips and annotated_ips(pod.annotations) != held_ips:
+                    problems.append(
+                        f"{where}: annotation {ANNOTATION_IPS}={ann_ips} differs from allocation "
+                        f"ips={','.join(held_ips)}"
+                    )
                 ann_net = pod.annotations.get(ANNOTATION_NETWORK)
-                if a.ip and ann_net is not None and _json(ann_net) != (want := network_of(pool, a.ip)):
+                if (
+                    a.ip
+                    and ann_net is not None
+                    and _json(ann_net) != (want := network_of_all(pool, a.addresses if ann_ips else (a.ip,)))
+                ):
                     problems.append(
                         f"{where}: annotation {ANNOTATION_NETWORK}={ann_net} differs from the pool's "
                         f"network for {a.ip}: {json.dumps(want, separators=(',', ':'))}"
@@ -180,9 +195,9 @@ def _shared_by_running_pods(pods: Iterable[PodInfo]) -> list[str]:
     their ``ipscheduler.io/ip`` annotation: they would share it on the wire."""
     carriers: dict[str, list[PodInfo]] = {}
     for pod in pods:
-        ip = pod.annotations.get(ANNOTATION_IP)
-        if pod.bound and not pod.terminal and ip:
-            carriers.setdefault(_canon(ip), []).append(pod)
+        if pod.bound and not pod.terminal:
+            for ip in annotated_ips(pod.annotations):
+                carriers.setdefault(ip, []).append(pod)
     return [
         f"address {ip} used by {len(holders)} running pods: "
         + ", ".join(f"{p.key} ({p.uid}) on {p.node_name}" for p in sorted(holders, key=lambda p: p.key))

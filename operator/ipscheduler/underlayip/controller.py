@@ -55,6 +55,7 @@ from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.families import annotated_ips
 from ipscheduler.underlayip.metrics import PoolCounts, UnderlayIPMetrics
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
@@ -67,7 +68,7 @@ from ipscheduler.underlayip.models import (
 from ipscheduler.underlayip.pool import EXHAUSTED, READY, PoolView, pool_ref, refresh, utc_now
 from ipscheduler.underlayip.reconciler import Reconciler, adoption
 from ipscheduler.underlayip.releasing import ReleaseClock
-from ipscheduler.underlayip.selection import is_ours
+from ipscheduler.underlayip.selection import NamespaceDefaults, is_ours
 from ipscheduler.underlayip.teardown import kubelet_let_go
 from ipscheduler.underlayip.writer import PoolWriter
 
@@ -203,7 +204,7 @@ class PoolController:
         bound_pods: ObjectStore[PodInfo],
         nodes: ObjectStore[NodeInfo],
         pools: ObjectStore[PoolView],
-        namespaces: ObjectStore[str] | None = None,
+        namespaces: ObjectStore[NamespaceDefaults] | None = None,
     ) -> None:
         """Subscribe to the events the controller needs: pending pods of ours that end
         unbound (:meth:`on_pending_pod`), bound pods seen and gone (holds, adoption,
@@ -217,10 +218,16 @@ class PoolController:
             namespaces.subscribe(self.on_namespace_event)
 
     def on_namespace_event(
-        self, kind: str | None, name: str, body: dict[str, Any], old: str | None, new: str | None
+        self,
+        kind: str | None,
+        name: str,
+        body: dict[str, Any],
+        old: NamespaceDefaults | None,
+        new: NamespaceDefaults | None,
     ) -> None:
-        """A namespace's ``ipscheduler.io/default-pools`` changed (the informer keeps only
-        namespaces that carry one): its pending pods may fit elsewhere now."""
+        """A namespace's defaults for its pods changed (``ipscheduler.io/default-pools``, the IP
+        family annotations; the informer keeps only namespaces that carry one): its pending
+        pods may fit elsewhere now."""
         if kind is not None and old != new:
             self.requeue(events.DEFAULT_POOLS_CHANGE, None, None)
 
@@ -344,7 +351,8 @@ class PoolController:
             if pod.uid not in self.repairs.refused and (self.started.is_set() or self._early is not None):
                 self._tasks.spawn(self.repairs.refuse_adoption(pod, pool, problem), f"refuse {pod.key}")
             return
-        self.cache.carry(pod.uid, pool_name, ip, pod.node_name)
+        more = tuple(other for other in annotated_ips(pod.annotations) if other != ip)
+        self.cache.carry(pod.uid, pool_name, ip, pod.node_name, more)
         if (
             (self._early is None and not self.started.is_set())  # pool cache not attached yet
             or pod.deleting

@@ -1,4 +1,4 @@
-"""The underlayip wing's informers: NodeIPPools and the namespaces' default pools, built
+"""The underlayip wing's informers: NodeIPPools and the namespaces' defaults for their pods, built
 here as the coscheduling wing builds its own (:mod:`ipscheduler.coscheduling.informers`);
 ``cmd/wiring`` runs them and hands them to their subscribers (the pool controller, the
 pool cache, the publisher)."""
@@ -13,7 +13,7 @@ from ipscheduler.kube.informer import Endpoint, ObjectStore
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.models import GROUP, PLURAL, VERSION
 from ipscheduler.underlayip.pool import PoolView
-from ipscheduler.underlayip.selection import namespace_default_pools
+from ipscheduler.underlayip.selection import NamespaceDefaults, namespace_defaults
 
 
 def pool_informer(cache: PoolCache) -> ObjectStore[PoolView]:
@@ -36,11 +36,12 @@ def pool_informer(cache: PoolCache) -> ObjectStore[PoolView]:
     return ObjectStore("NodeIPPool", endpoint, parse)
 
 
-def namespace_informer() -> ObjectStore[str]:
-    """Namespace name → its ``ipscheduler.io/default-pools`` annotation, for the namespaces
-    that carry one (the others are left out of the index)."""
+def namespace_informer() -> ObjectStore[NamespaceDefaults]:
+    """Namespace name → its defaults for its pods (``ipscheduler.io/default-pools``, the IP
+    family annotations), for the namespaces that carry one (the others are left out of the
+    index)."""
 
     def endpoint(api_client: client.ApiClient) -> Endpoint:
         return client.CoreV1Api(api_client).list_namespace, (), {}
 
-    return ObjectStore("namespace", endpoint, namespace_default_pools)
+    return ObjectStore("namespace", endpoint, namespace_defaults)

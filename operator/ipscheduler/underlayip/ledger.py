@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
-from ipscheduler.underlayip.allocator import available, available_to
+from ipscheduler.underlayip.allocator import available, available_to, family_free
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.pool import PoolContext, PoolView
 
@@ -33,23 +33,25 @@ class AddressLedger:
         """``index``: the pool index whose pools, contexts and changes the counts follow."""
         self.index = index
         self._changes = index.changes()
-        self._assumed: dict[str, set[str]] = {}  # pool → pod UIDs reserved in memory, write pending
+        self._assumed: dict[str, dict[str, tuple[int, ...]]] = {}  # pool → UID → IP versions, write pending
+        self._family_free: dict[str, dict[int, int]] = {}  # pool → IP version → free (asked lazily)
         self._avail: dict[str, int] = {}  # pool → pods it can take now (see allocator.available)
         self._node_free: dict[str, int] = {}  # node → sum of _avail of its pools
         self._counted: dict[str, str] = {}  # pool → the node its _avail is counted on
 
     # -- assumed reservations ----------------------------------------------
-    def assume(self, pool_name: str, uid: str) -> None:
+    def assume(self, pool_name: str, uid: str, versions: tuple[int, ...] = ()) -> None:
         """Pod ``uid`` was given a place in pool ``pool_name`` whose write is still pending:
-        count it as taken until :meth:`forget_assumed`."""
-        self._assumed.setdefault(pool_name, set()).add(uid)
+        count it as taken until :meth:`forget_assumed`; ``versions``: the IP versions of the
+        addresses it takes there, one place each (none: one place of any family)."""
+        self._assumed.setdefault(pool_name, {})[uid] = versions
         self._recount(pool_name)
 
     def forget_assumed(self, pool_name: str, uid: str) -> None:
         """The pending write for ``uid`` in ``pool_name`` landed or failed."""
         uids = self._assumed.get(pool_name)
         if uids is not None and uid in uids:
-            uids.discard(uid)
+            del uids[uid]
             if not uids:
                 del self._assumed[pool_name]
             self._recount(pool_name)
@@ -75,6 +77,28 @@ class AddressLedger:
             return self.available(pool)
         return available_to(pool, self.index.context(pool), uid)
 
+    def family_free(self, pool: PoolView) -> Mapping[int, int]:
+        """IP version → addresses of that family ``pool`` can still give, assumed reservations
+        deducted (:func:`~ipscheduler.underlayip.allocator.family_free`; computed when first
+        asked after the pool's last change, for pods that name IP families). Shared: do not
+        modify."""
+        self._sync()
+        if self.index.pools().get(pool.name) is not pool:
+            return self._families(pool, self.index.context(pool))
+        found = self._family_free.get(pool.name)
+        if found is None:
+            found = self._family_free[pool.name] = self._families(pool, self.index.context(pool))
+        return found
+
+    def _families(self, pool: PoolView, ctx: PoolContext) -> dict[int, int]:
+        free = family_free(pool, ctx)
+        for uid, versions in self._assumed.get(pool.name, {}).items():
+            if uid not in pool.allocations:
+                for version in versions:
+                    if version in free:
+                        free[version] = max(0, free[version] - 1)
+        return free
+
     def node_free(self) -> Mapping[str, int]:
         """Node name → pods its pools can take now (:meth:`available` summed); nodes
         without pools are absent. Shared: do not modify."""
@@ -85,7 +109,7 @@ class AddressLedger:
         n = available(pool, ctx)
         assumed = self._assumed.get(pool.name)
         if n and assumed:
-            n = max(0, n - len(assumed - pool.allocations.keys()))
+            n = max(0, n - sum(max(1, len(v)) for uid, v in assumed.items() if uid not in pool.allocations))
         return n
 
     def _sync(self) -> AbstractSet[str]:
@@ -94,6 +118,7 @@ class AddressLedger:
         changed = self._changes.take()
         if changed is None:
             self._avail.clear()
+            self._family_free.clear()
             self._node_free.clear()
             self._counted.clear()
             changed = set(self.index.pools())
@@ -109,6 +134,7 @@ class AddressLedger:
 
     def _count(self, name: str) -> None:
         """Recount pool ``name`` (gone from the index: uncount it)."""
+        self._family_free.pop(name, None)
         old, node = self._avail.pop(name, 0), self._counted.pop(name, None)
         if node is not None and old:
             self._node_free[node] = self._node_free.get(node, 0) - old

@@ -73,6 +73,10 @@ ANNOTATION_PREFIX = "ipscheduler.io/"
 back from bound pods."""
 ANNOTATION_IP = "ipscheduler.io/ip"
 ANNOTATION_POOL = "ipscheduler.io/pool"
+ANNOTATION_IPS = "ipscheduler.io/ips"
+"""Every address of the pod's default interface, comma-separated, primary first (as
+``status.podIPs``): written for pods that ask for dual-stack
+(:mod:`ipscheduler.underlayip.families`); ``ipscheduler.io/ip`` is the first."""
 ANNOTATION_NETWORK = "ipscheduler.io/network"
 """JSON in the shape of a CNI IPAM result without interfaces: the address with its prefix
 length, gateway and routes (read by the node's CNI IPAM plugin, cni/)."""
@@ -82,6 +86,12 @@ ANNOTATION_POOLS = "ipscheduler.io/pools"
 ANNOTATION_DEFAULT_POOLS = "ipscheduler.io/default-pools"
 """Set by the user on a namespace: the pools its pods use when they name none (the same
 form as ``ipscheduler.io/pools``)."""
+ANNOTATION_IP_FAMILY_POLICY = "ipscheduler.io/ip-family-policy"
+"""Set by the user on a pod, or on a namespace for its pods that set neither family
+annotation: ``SingleStack``, ``PreferDualStack`` or ``RequireDualStack``
+(:mod:`ipscheduler.underlayip.families`)."""
+ANNOTATION_IP_FAMILIES = "ipscheduler.io/ip-families"
+"""Set by the user (as the policy): ``IPv4``, ``IPv6`` or both, comma-separated, primary first."""
 ANNOTATION_RELEASE_POLICY = "ipscheduler.io/release-policy"
 """Set by the user (normally in the pod template): ``Pod``, ``StatefulSet`` or ``Never``
 (:mod:`ipscheduler.underlayip.retention`)."""
@@ -103,6 +113,8 @@ UID_LENGTH = 36
 RESERVED_BY_MAX = 300
 IDENTITY_MAX = 320
 OWNER_UID_MAX = 64
+MAX_ALLOCATION_IPS = 2
+"""Addresses one allocation may hold: one per IP family (a dual-stack pod)."""
 
 FINALIZER = "ipscheduler.io/allocations"
 """Keeps a NodeIPPool (and its allocation records) until no pod holds an address in it.
@@ -226,7 +238,17 @@ POLICIES: tuple[ReleasePolicy, ...] = (POD, STATEFULSET, NEVER)
 class Allocation(CrdModel):
     """One pod's claim on the pool, keyed by pod UID in status.allocations."""
 
-    ip: str | None = Field(default=None, description="The address (absent in count-only pools).")
+    ip: str | None = Field(
+        default=None,
+        description="The address (absent in count-only pools); a dual-stack pod's primary address.",
+    )
+    ips: list[str] | None = Field(
+        default=None,
+        max_length=MAX_ALLOCATION_IPS,
+        description="Every address of the allocation, primary first, when it holds more than one: a "
+        "dual-stack pod's IPv4 and IPv6 address (ip is the first). Absent: it holds ip alone. Each "
+        "address takes one place of the pool's capacity.",
+    )
     pod: str = Field(description="namespace/name of the pod.")
     phase: Phase = Field(
         description="Reserved before the bind, Bound after; Retained once its pod ended and the "
@@ -274,6 +296,20 @@ class Allocation(CrdModel):
         alias="releasingSince",
         description="When the pod was seen gone and the allocation became Releasing (RFC 3339).",
     )
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """Every address the allocation holds, primary first: ``ips``, else ``ip`` alone
+        (empty: a count-only slot or a nominated place)."""
+        if self.ips:
+            return tuple(self.ips)
+        return (self.ip,) if self.ip else ()
+
+    @property
+    def places(self) -> int:
+        """Places of the pool's capacity the allocation takes: one per address, and one for a
+        slot or a nominated place."""
+        return len(self.ips) if self.ips else 1
 
 
 # --------------------------------------------------------------------------
@@ -504,7 +540,11 @@ class NodeIPPoolStatus(CrdModel):
     """Observed state; allocations (by pod UID) are the source of truth for who holds what."""
 
     capacity: int = Field(default=0, description="Usable addresses (or slots), after the capacity cap.")
-    allocated: int = Field(default=0, description="Number of allocations (Retained ones included).")
+    allocated: int = Field(
+        default=0,
+        description="Places taken: one per address held (a dual-stack allocation takes two), one per "
+        "slot or nominated place; Retained ones included.",
+    )
     retained: int = Field(
         default=0, description="Allocations kept for a pod identity whose pod has ended (phase Retained)."
     )

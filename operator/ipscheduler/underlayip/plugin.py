@@ -58,7 +58,13 @@ from ipscheduler.underlayip.binder import (
 )
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.ledger import AddressLedger
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL, ANNOTATION_POOLS
+from ipscheduler.underlayip.models import (
+    ANNOTATION_IP,
+    ANNOTATION_IPS,
+    ANNOTATION_NETWORK,
+    ANNOTATION_POOL,
+    ANNOTATION_POOLS,
+)
 from ipscheduler.underlayip.sticky import StickyAddresses
 from ipscheduler.underlayip.writer import PoolWriter
 
@@ -68,6 +74,8 @@ __all__ = ["ERR_NO_FREE", "NAME", "UnderlayIP", "UnderlayIPArgs", "UnderlayIPDep
 
 NAME = "UnderlayIP"
 ERR_NO_FREE = "node(s) had no free underlay IPs"
+ERR_NO_FREE_FAMILY = "node(s) had no free {family} underlay IP"
+"""A pod that names IP families: the first family the node cannot give (IPv4, IPv6)."""
 ERR_NO_POOL = "node(s) had no NodeIPPool"
 ERR_NO_USABLE_POOL = "node(s) had no NodeIPPool the pod may use"
 ERR_RETAINED = "node(s) didn't hold the pod's retained address"
@@ -210,11 +218,13 @@ class UnderlayIP:
 
     # -- Score ---------------------------------------------------------
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        """Free addresses on the node (0 for hostNetwork pods)."""
+        """Free addresses on the node (0 for hostNetwork pods): pods like it the node can take;
+        for a PreferDualStack pod on a node that can give it one family only, those
+        (:meth:`normalize_score` ranks such nodes below the others)."""
         if pod.host_network:
             return 0
         cycle: PodAddresses = state.read(_STATE)
-        return cycle.free.get(node.name, 0)
+        return cycle.free.get(node.name, 0) or cycle.fallback.get(node.name, 0)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         """spread: most free → 100; binpack: fewest free → 100. A pod naming several pools
@@ -222,6 +232,11 @@ class UnderlayIP:
         counts: of ``n`` pools, the ``r``-th (from 0) gives ``((n-1-r)*100 + free score) / n``."""
         default_normalize(scores, reverse=self.strategy == "binpack")
         cycle: PodAddresses | None = state.get(_STATE)
+        if cycle is not None and cycle.fallback:
+            # PreferDualStack: nodes that give every family (upper half) before those that
+            # give one (lower half), each ordered by the strategy.
+            for node, score in scores.items():
+                scores[node] = (score + (100 if cycle.free.get(node, 0) > 0 else 0)) // 2
         if cycle is None or len(cycle.choice.names) < 2:
             return
         n = len(cycle.choice.names)
@@ -262,7 +277,13 @@ class UnderlayIP:
             annotations[ANNOTATION_POOL] = done.pool
             annotations[ANNOTATION_IP] = done.ip
             annotations[ANNOTATION_NETWORK] = done.network
-            state.write(SCHEDULED_NOTE, f"IP {done.ip}")
+            if c.family.dual or len(done.ips) > 1:
+                annotations[ANNOTATION_IPS] = ",".join(done.ips)
+            elif ANNOTATION_IPS in pod.annotations:
+                annotations[ANNOTATION_IPS] = ""  # stale or forged: a Binding only adds
+            state.write(
+                SCHEDULED_NOTE, f"IP {done.ip}" if len(done.ips) < 2 else f"IPs {', '.join(done.ips)}"
+            )
             state.write(LOG_FIELDS, {"pool": done.pool, "ip": done.ip})
             if self.multus_network:
                 self._multus_ips(pod, json.loads(done.network), annotations)
@@ -270,7 +291,7 @@ class UnderlayIP:
             # Count-only slot: none of the three (the pool's status records the slot). A
             # Binding can only add annotations, so any of them the pod was created with (stale
             # or forged) is overwritten with an empty value, which reads as "no address".
-            for key in (ANNOTATION_POOL, ANNOTATION_IP, ANNOTATION_NETWORK):
+            for key in (ANNOTATION_POOL, ANNOTATION_IP, ANNOTATION_IPS, ANNOTATION_NETWORK):
                 if key in pod.annotations:
                     annotations[key] = ""
         state.write(BIND_ANNOTATIONS, annotations)
@@ -306,6 +327,8 @@ _SUCCESS = Status.success()
 _FIT_STATUS = {
     Fit.FITS: Status.success(),
     Fit.NO_FREE: Status.unschedulable(ERR_NO_FREE, plugin=NAME),
+    Fit.NO_FREE_IPV4: Status.unschedulable(ERR_NO_FREE_FAMILY.format(family="IPv4"), plugin=NAME),
+    Fit.NO_FREE_IPV6: Status.unschedulable(ERR_NO_FREE_FAMILY.format(family="IPv6"), plugin=NAME),
     Fit.NO_POOL: Status.unresolvable(ERR_NO_POOL, plugin=NAME),
     Fit.NO_USABLE_POOL: Status.unresolvable(ERR_NO_USABLE_POOL, plugin=NAME),
     Fit.RETAINED_ELSEWHERE: Status.unresolvable(ERR_RETAINED, plugin=NAME),

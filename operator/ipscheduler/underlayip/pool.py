@@ -169,6 +169,13 @@ class PoolView:
     def allocations(self) -> dict[str, Allocation]:
         return self.status.allocations
 
+    @functools.cached_property
+    def allocated(self) -> int:
+        """Places the allocations take (:attr:`Allocation.places
+        <ipscheduler.underlayip.models.Allocation.places>`: one per address, a dual-stack
+        allocation two)."""
+        return sum(a.places for a in self.allocations.values())
+
     @property
     def count_only(self) -> bool:
         return self.addresses is None
@@ -190,13 +197,13 @@ class PoolView:
 
     def free(self, blocked: AddressSet | None = None) -> int:
         """``capacity - allocated``, never below zero."""
-        return max(0, self.capacity(blocked) - len(self.allocations))
+        return max(0, self.capacity(blocked) - self.allocated)
 
     def holder_of(self, ip: str) -> str | None:
         """The pod UID holding ``ip`` (any spelling of the address) in this pool, if any."""
         want = _canonical_or_none(ip)
         for uid, a in self.allocations.items():
-            if a.ip is not None and _canonical_or_none(a.ip) == want:
+            if any(_canonical_or_none(held) == want for held in a.addresses):
                 return uid
         return None
 
@@ -257,6 +264,9 @@ class PoolContext:
     held_by: Mapping[str, str] = field(default_factory=dict)
     pod_held: Mapping[str, AbstractSet[str]] = field(default_factory=dict)
     pod_holders: Mapping[str, tuple[str | None, str]] = field(default_factory=dict)
+    pod_more: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Running pods' other carried addresses (a dual-stack pod's), by UID: each takes a place
+    too (:func:`unrecorded`)."""
 
 
 def unrecorded(pool: PoolView, ctx: PoolContext) -> int:
@@ -269,7 +279,7 @@ def unrecorded(pool: PoolView, ctx: PoolContext) -> int:
     if addresses is None:
         return 0
     return sum(
-        1
+        1 + len(ctx.pod_more.get(uid, ()))
         for uid, (ip, node) in ctx.pod_holders.items()
         if uid not in allocations and node == pool.node_name and ip is not None and ip in addresses
     )
@@ -292,8 +302,8 @@ def freed_by_eviction(pool: PoolView, uid: str) -> bool:
     if pool.spec_error or pool.deleting:
         return False
     if a.ip is not None and pool.addresses is not None:
-        ip = _canonical_or_none(a.ip)
-        return ip is not None and ip in pool.addresses
+        held = [_canonical_or_none(ip) for ip in a.addresses]
+        return all(ip is not None and ip in pool.addresses for ip in held)
     return True
 
 
@@ -309,8 +319,9 @@ def foreign_holds(pool: PoolView) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for a in pool.allocations.values():
-        if a.ip and (ip := _canonical_or_none(a.ip)) and (pool.addresses is None or ip not in pool.addresses):
-            out[ip] = pool.name
+        for held in a.addresses:
+            if (ip := _canonical_or_none(held)) and (pool.addresses is None or ip not in pool.addresses):
+                out[ip] = pool.name
     return out
 
 
@@ -349,9 +360,10 @@ def find_conflicts(pools: Iterable[PoolView]) -> dict[str, PoolContext]:
 def ready_condition(pool: PoolView, ctx: PoolContext) -> tuple[Literal["True", "False"], str, str]:
     """``(status, reason, message)`` of the pool's Ready condition, worst problem first."""
     capacity = pool.capacity(ctx.blocked)
-    allocated = len(pool.allocations)
+    allocated = pool.allocated
     if pool.deleting:
-        return "False", "Terminating", f"deletion waits until {allocated} allocation(s) are released"
+        released = f"deletion waits until {len(pool.allocations)} allocation(s) are released"
+        return "False", "Terminating", released
     if pool.spec_error:
         return "False", "InvalidSpec", pool.spec_error
     if not ctx.node_exists:
@@ -424,17 +436,18 @@ def desired_status(
     allocs = pool.allocations if allocations is None else allocations
     view = pool if allocations is None else with_allocations(pool, allocs)
     capacity = view.capacity(ctx.blocked)
+    allocated = view.allocated
     ready = _condition(pool, READY, ready_condition(view, ctx), now)
     was = pool.condition(EXHAUSTED)
     exhausted = _condition(
-        pool, EXHAUSTED, exhausted_condition(capacity, len(allocs), was.status if was else None), now
+        pool, EXHAUSTED, exhausted_condition(capacity, allocated, was.status if was else None), now
     )
     others = [c for c in pool.status.conditions if c.type not in (READY, EXHAUSTED)]
     return NodeIPPoolStatus(
         capacity=capacity,
-        allocated=len(allocs),
+        allocated=allocated,
         retained=sum(1 for a in allocs.values() if a.phase == RETAINED),
-        free=max(0, capacity - len(allocs)),
+        free=max(0, capacity - allocated),
         nominated=sum(1 for a in allocs.values() if a.phase == NOMINATED),
         releasing=sum(1 for a in allocs.values() if a.phase == RELEASING),
         allocations=allocs,
@@ -483,6 +496,23 @@ def network_of(pool: PoolView, ip: str) -> dict[str, Any]:
     out: dict[str, Any] = {"ips": [entry]}
     if subnet.routes:
         out["routes"] = [{"dst": dst, **({"gw": gw} if gw else {})} for dst, gw in subnet.routes]
+    return out
+
+
+def network_of_all(pool: PoolView, ips: tuple[str, ...]) -> dict[str, Any]:
+    """The network facts of every address of ``ips`` (a dual-stack pod's, primary first) as
+    one CNI IPAM result: :func:`network_of`'s ``ips`` entries in the order of ``ips`` and
+    the routes of their subnets, IPv4 ones first, each once. One address: exactly
+    :func:`network_of`. Raises AddressError when an entry is not an address."""
+    if len(ips) == 1:
+        return network_of(pool, ips[0])
+    parts = [network_of(pool, ip) for ip in ips]
+    out: dict[str, Any] = {"ips": [entry for part in parts for entry in part["ips"]]}
+    routes: list[dict[str, str]] = []
+    for part in sorted(parts, key=lambda p: ":" in p["ips"][0]["address"]):
+        routes.extend(r for r in part.get("routes", ()) if r not in routes)
+    if routes:
+        out["routes"] = routes
     return out
 
 

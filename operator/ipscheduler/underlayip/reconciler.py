@@ -40,6 +40,7 @@ from ipscheduler.kube.events import EventRecorder, pod_key_ref
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError
 from ipscheduler.underlayip.cache import PoolCache, rv_number
+from ipscheduler.underlayip.families import annotated_ips
 from ipscheduler.underlayip.metrics import UnderlayIPMetrics
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
@@ -49,7 +50,7 @@ from ipscheduler.underlayip.models import (
     POOLS,
     RESERVED,
 )
-from ipscheduler.underlayip.pool import PoolView, age, network_of, utc_now
+from ipscheduler.underlayip.pool import PoolView, age, network_of_all, utc_now
 from ipscheduler.underlayip.releasing import MOVES, ReleaseClock
 from ipscheduler.underlayip.retention import StatefulSetFacts, retention_of
 from ipscheduler.underlayip.selection import is_ours, tenancy_problem
@@ -498,9 +499,12 @@ class Reconciler:
                 await self.refuse_adoption(r.subject, pool, problem)
                 return counts
             retention = retention_of(r.subject) if r.subject is not None else None
+            more = annotated_ips(r.subject.annotations) if r.subject is not None and r.ip else ()
             await self.writer.submit(
                 r.pool,
-                functools.partial(allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip, retention=retention),
+                functools.partial(
+                    allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip, retention=retention, more=more
+                ),
             )
             counts["adopted"] += 1
             if mismatch := _network_mismatch(pool, r):
@@ -529,8 +533,9 @@ def _network_mismatch(pool: PoolView, r: repair.Repair) -> str | None:
     address (None when absent, or equal as JSON): the CNI plugin refuses such a pod."""
     if r.network is None or not r.ip:
         return None
+    ips = annotated_ips(r.subject.annotations) if r.subject is not None else ()
     try:
-        want = network_of(pool, r.ip)
+        want = network_of_all(pool, ips if len(ips) > 1 else (r.ip,))
     except AddressError:
         return None  # adopt() refused it already
     try:

@@ -25,6 +25,8 @@ from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip.models import (
     ANNOTATION_DEFAULT_POOLS,
     ANNOTATION_IP,
+    ANNOTATION_IP_FAMILIES,
+    ANNOTATION_IP_FAMILY_POLICY,
     ANNOTATION_POOL,
     ANNOTATION_POOLS,
 )
@@ -90,6 +92,32 @@ def namespace_default_pools(body: Mapping[str, Any]) -> str | None:
     annotations = (body.get("metadata") or {}).get("annotations") or {}
     value = annotations.get(ANNOTATION_DEFAULT_POOLS) if isinstance(annotations, dict) else None
     return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class NamespaceDefaults:
+    """What a namespace's annotations give the pods that set none of their own: ``pools``,
+    its ``ipscheduler.io/default-pools`` (None: none), and ``families``, its
+    ``ipscheduler.io/ip-family-policy`` and ``ipscheduler.io/ip-families`` (those it carries:
+    :func:`ipscheduler.underlayip.families.family_need` reads them)."""
+
+    pools: str | None = None
+    families: tuple[tuple[str, str], ...] = ()
+
+
+def namespace_defaults(body: Mapping[str, Any]) -> NamespaceDefaults | None:
+    """A Namespace body's defaults for its pods (None: it carries none of the annotations;
+    values that are not strings are ignored)."""
+    annotations = (body.get("metadata") or {}).get("annotations") or {}
+    if not isinstance(annotations, dict):
+        return None
+    families = tuple(
+        (key, value)
+        for key in (ANNOTATION_IP_FAMILY_POLICY, ANNOTATION_IP_FAMILIES)
+        if isinstance(value := annotations.get(key), str)
+    )
+    pools = namespace_default_pools(body)
+    return NamespaceDefaults(pools, families) if pools is not None or families else None
 
 
 def tenancy_problem(

@@ -26,6 +26,7 @@ from ipscheduler.coscheduling.groups import GroupIndex, Member
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView
 from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
+from ipscheduler.underlayip.selection import NamespaceDefaults
 from tests.builders import CUSTOM_PROFILE as CUSTOM
 from tests.builders import config_file, pod_info, pool
 from tests.unit.fakes import pool_cache
@@ -185,7 +186,7 @@ def test_explain_says_which_pools_the_pod_may_use(
 ) -> None:
     cache = pool_cache({}, {"team": [pool("team", namespaces=["team-x"])], "a": [pool("a")]})
     if namespace_default is not None:
-        cache.attach_namespaces({"ns": (namespace_default,)})
+        cache.attach_namespaces({"ns": (NamespaceDefaults(namespace_default),)})
     pod = pod_info("p", annotations=annotations)
     assert pools_line(pod, cache) == line
     assert render(pod, [], "no nodes", {}, line).splitlines()[1] == line

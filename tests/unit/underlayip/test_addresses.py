@@ -744,3 +744,45 @@ def test_subnet_for_and_prefixed() -> None:
     v6 = subnet_for(subnets, "fd00:0::5")
     assert v6 is not None and v6.prefixed("fd00:0::5") == "fd00::5/64"
     assert subnet_for(subnets, "10.0.2.1") is None and subnet_for(subnets, "junk") is None
+
+
+# --------------------------------------------------------------------------- IP versions
+
+
+@pytest.mark.parametrize(
+    ("entries", "exclude", "v4", "v6", "versions"),
+    [
+        pytest.param(
+            ["10.0.0.1-10.0.0.4", "fd00::1-fd00::3"],
+            [],
+            "10.0.0.1-10.0.0.4",
+            "fd00::1-fd00::3",
+            {4, 6},
+            id="mixed",
+        ),
+        pytest.param(
+            ["fd00::/126", "10.0.0.0/29"],
+            ["10.0.0.3", "fd00::2"],
+            "10.0.0.1-10.0.0.2, 10.0.0.4-10.0.0.6",
+            "fd00::-fd00::1, fd00::3",
+            {4, 6},
+            id="mixed-with-excludes",
+        ),
+        pytest.param(["10.0.0.1", "10.0.0.9"], [], "10.0.0.1, 10.0.0.9", "(empty)", {4}, id="ipv4-only"),
+        pytest.param(["fd00::1"], [], "(empty)", "fd00::1", {6}, id="ipv6-only"),
+        pytest.param(
+            ["10.0.0.1", "fd00::1"], ["fd00::1"], "10.0.0.1", "(empty)", {4}, id="ipv6-all-excluded"
+        ),
+        pytest.param([], [], "(empty)", "(empty)", set(), id="empty"),
+    ],
+)
+def test_of_version_and_versions(
+    entries: list[str], exclude: list[str], v4: str, v6: str, versions: set[int]
+) -> None:
+    s = AddressSet.from_entries(entries, exclude=exclude)
+    assert (str(s.of_version(4)), str(s.of_version(6))) == (v4, v6)
+    assert s.versions == versions
+    assert s.of_version(4).union(s.of_version(6)) == s, "the two families make up the set"
+    assert s.of_version(4).size + s.of_version(6).size == s.size
+    for version in (4, 6):
+        assert s.of_version(version).versions <= {version}

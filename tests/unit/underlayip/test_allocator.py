@@ -8,6 +8,8 @@ import ipaddress
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ipscheduler.framework.types import NodeInfo
 from ipscheduler.underlayip.addresses import AddressSet
@@ -20,9 +22,12 @@ from ipscheduler.underlayip.allocator import (
     available,
     available_to,
     drop_nomination,
+    family_free,
     mark_bound,
     nominate,
     pick,
+    pick_families,
+    pods_like,
     release,
     reserve,
     retain,
@@ -31,6 +36,7 @@ from ipscheduler.underlayip.allocator import (
     to_take_back,
     unreserve,
 )
+from ipscheduler.underlayip.families import family_of
 from ipscheduler.underlayip.models import NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView, ready_condition, refresh
 from ipscheduler.underlayip.retention import Retention
@@ -152,7 +158,7 @@ def test_pick(
 
 def test_reserve_writes_a_reserved_allocation_and_is_pure() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.1", phase="Bound")})
-    new, ip, _ = reserve(p, ALONE, "b", "ns/b", now=NOW)
+    new, ip, _, _ = reserve(p, ALONE, "b", "ns/b", now=NOW)
     assert ip == "10.0.0.2"
     assert new is not None
     assert ips(new) == {"a": "10.0.0.1", "b": "10.0.0.2"}
@@ -165,7 +171,7 @@ def test_reserve_writes_a_reserved_allocation_and_is_pure() -> None:
 
 def test_reserve_already_holding_writes_nothing() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"a": alloc("10.0.0.3")})
-    assert reserve(p, ALONE, "a", "ns/a") == (None, "10.0.0.3", False)
+    assert reserve(p, ALONE, "a", "ns/a")[:3] == (None, "10.0.0.3", False)
 
 
 RESERVE_FULL_CASES = [
@@ -207,7 +213,7 @@ def test_reserve_count_only_gives_no_ip_and_respects_capacity() -> None:
     b = body(capacity=2)
     p = PoolView.from_obj(b)
     for uid in ("a", "b"):
-        new, ip, _ = reserve(p, ALONE, uid, f"ns/{uid}", now=NOW)
+        new, ip, _, _ = reserve(p, ALONE, uid, f"ns/{uid}", now=NOW)
         assert ip is None
         assert new is not None
         assert new.allocations[uid].ip is None
@@ -215,7 +221,7 @@ def test_reserve_count_only_gives_no_ip_and_respects_capacity() -> None:
     assert (p.status.capacity, p.status.allocated, p.status.free) == (2, 2, 0)
     with pytest.raises(PoolFull):
         reserve(p, ALONE, "c", "ns/c")
-    assert reserve(p, ALONE, "a", "ns/a") == (None, None, False)
+    assert reserve(p, ALONE, "a", "ns/a")[:3] == (None, None, False)
 
 
 def test_reserve_never_double_allocates() -> None:
@@ -230,7 +236,7 @@ def test_reserve_never_double_allocates() -> None:
     got: list[str] = []
     for i in range(50):
         uid = f"uid-{i}"
-        new, ip, _ = reserve(p, ALONE, uid, f"ns/pod-{i}", now=NOW)
+        new, ip, _, _ = reserve(p, ALONE, uid, f"ns/pod-{i}", now=NOW)
         assert new is not None
         assert ip is not None
         got.append(ip)
@@ -247,9 +253,9 @@ def test_reserve_never_double_allocates() -> None:
         assert p.addresses is not None
         assert ip in p.addresses
     # Re-reserving is idempotent, the rest fills up, then the pool is full.
-    assert reserve(p, ALONE, "uid-7", "ns/pod-7") == (None, got[7], False)
+    assert reserve(p, ALONE, "uid-7", "ns/pod-7")[:3] == (None, got[7], False)
     for i in range(50, usable):
-        new, ip, _ = reserve(p, ALONE, f"uid-{i}", f"ns/pod-{i}")
+        new, ip, _, _ = reserve(p, ALONE, f"uid-{i}", f"ns/pod-{i}")
         assert new is not None
         assert ip is not None
         got.append(ip)
@@ -420,7 +426,7 @@ def test_reserve_on_behalf_of_a_cycle(existing: dict[str, Any] | None, expected:
         with pytest.raises(ReservedElsewhere, match="allocation of the pod made by"):
             reserve(p, ALONE, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
         return
-    new, ip, _ = reserve(p, ALONE, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
+    new, ip, _, _ = reserve(p, ALONE, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60)
     kind, want_ip = expected
     assert ip == want_ip
     if kind == "none":
@@ -466,7 +472,7 @@ def test_reserve_takes_over_the_previous_leaders_reservations(
         with pytest.raises(ReservedElsewhere):
             reserve(p, ALONE, "a", "ns/a", takeover_before=takeover_before, **kwargs)
         return
-    new, ip, _ = reserve(p, ALONE, "a", "ns/a", takeover_before=takeover_before, **kwargs)
+    new, ip, _, _ = reserve(p, ALONE, "a", "ns/a", takeover_before=takeover_before, **kwargs)
     assert new is not None and ip == "10.0.0.3"
     got = new.allocations["a"]
     assert (got.ip, got.reserved_by, got.since, got.phase) == ("10.0.0.3", "me/1", NOW, "Reserved")
@@ -500,7 +506,7 @@ def test_conditional_release(kw: dict[str, Any], released: bool) -> None:
 def test_addresses_running_pods_carry_are_never_picked() -> None:
     p = view(addresses=["10.0.0.1-10.0.0.3"], allocations={"x": alloc("10.0.0.2")})
     ctx = PoolContext(pod_held={"10.0.0.1": {"pre-bound-uid"}})
-    _, ip, _ = reserve(p, ctx, "a", "ns/a", now=NOW)
+    _, ip, _, _ = reserve(p, ctx, "a", "ns/a", now=NOW)
     assert ip == "10.0.0.3"
     full = PoolContext(pod_held={"10.0.0.1": {"u1"}, "10.0.0.3": {"u3"}})
     with pytest.raises(PoolFull):
@@ -569,7 +575,7 @@ def test_a_gateway_is_never_handed_out() -> None:
     assert p.spec_error is None and p.subnets[0].gateway == "10.0.1.1"
     got = []
     for i in range(5):
-        new, ip, _ = reserve(p, ALONE, f"u{i}", f"ns/u{i}", now=NOW)
+        new, ip, _, _ = reserve(p, ALONE, f"u{i}", f"ns/u{i}", now=NOW)
         assert new is not None
         p = with_status(b, new)
         got.append(ip)
@@ -604,7 +610,7 @@ def test_existing_holder_keeps_its_allocation_in_deleting_pool(kw: dict[str, Any
     p = view(deleting=True, **kw)
     ip = p.allocations["u1"].ip
     assert pick(p, ALONE, "u1") == (True, ip)
-    assert reserve(p, ALONE, "u1", "ns/p", NOW) == (None, ip, False)
+    assert reserve(p, ALONE, "u1", "ns/p", NOW)[:3] == (None, ip, False)
 
 
 # --------------------------------------------------------------------------- shrinking the spec
@@ -674,7 +680,7 @@ def _fill(b: dict[str, Any], ctx: PoolContext = ALONE) -> list[str]:
     p = PoolView.from_obj(b)
     for i in range(100):
         try:
-            status, ip, _ = reserve(p, ctx, f"new{i}", f"ns/new{i}", NOW)
+            status, ip, _, _ = reserve(p, ctx, f"new{i}", f"ns/new{i}", NOW)
         except PoolFull:
             return got
         assert status is not None
@@ -793,14 +799,14 @@ def _retained_pool(**allocations: Any) -> PoolView:
 
 
 def test_reserve_records_the_pods_release_policy() -> None:
-    status, ip, _ = reserve(
+    status, ip, _, _ = reserve(
         _retained_pool(), ALONE, "u1", "ns/web-0", now=SINCE_TIME, owner="r/1", retention=STS_KEEP
     )
     assert status is not None and ip == "10.0.0.1"
     a = status.allocations["u1"]
     assert (a.release_policy, a.identity, a.owner_uid) == ("StatefulSet", "ns/web-0", "uid-sts")
     assert status.to_wire()["allocations"]["u1"]["releasePolicy"] == "StatefulSet"
-    plain, _, _ = reserve(
+    plain, _, _, _ = reserve(
         _retained_pool(), ALONE, "u2", "ns/p", now=SINCE_TIME, owner="r/1", retention=Retention("Pod")
     )
     assert plain is not None and "releasePolicy" not in plain.to_wire()["allocations"]["u2"]
@@ -808,7 +814,7 @@ def test_reserve_records_the_pods_release_policy() -> None:
 
 def _reserved_sticky(retention: Retention = STS_KEEP, uid: str = "u1") -> PoolView:
     body_ = body(addresses=["10.0.0.1-10.0.0.3"], allocations={})
-    status, _, _ = reserve(
+    status, _, _, _ = reserve(
         PoolView.from_obj(body_),
         ALONE,
         uid,
@@ -831,7 +837,7 @@ def test_a_sticky_pods_end_retains_its_address_which_stays_taken() -> None:
     assert (status.allocated, status.retained, status.free) == (1, 1, 2)
     kept = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
     assert retain(kept, ALONE, "u1") is None, "Retained already"
-    other, ip, _ = reserve(kept, ALONE, "u9", "ns/other", now=later, owner="r/2")
+    other, ip, _, _ = reserve(kept, ALONE, "u9", "ns/other", now=later, owner="r/2")
     assert other is not None and ip == "10.0.0.2", "a retained address is taken for everyone else"
 
 
@@ -858,7 +864,7 @@ def test_the_next_pod_of_the_identity_gets_the_retained_address_back(
     status = retain(_reserved_sticky(), ALONE, "u1", now=SINCE_TIME)
     assert status is not None
     kept = with_status(body_, status)
-    new, got, _ = reserve(kept, ALONE, "u2", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention)
+    new, got, _, _ = reserve(kept, ALONE, "u2", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention)
     assert new is not None and got == ip
     assert ("u1" in new.allocations) is not reclaimed
     a = new.allocations["u2"]
@@ -874,7 +880,7 @@ def test_an_address_kept_with_policy_never_goes_to_any_pod_of_that_name() -> Non
     assert retained_for(kept, "ns/db") == ("u1", status.allocations["u1"])
     assert retained_for(kept, "ns/db", "uid-whatever") is not None
     assert retained_for(kept, "ns/other") is None
-    new, got, taken_back = reserve(
+    new, got, taken_back, _ = reserve(
         kept, ALONE, "u2", "ns/db", now=SINCE_TIME, owner="r/2", retention=Retention("Never", "ns/db")
     )
     assert taken_back, "the address kept with Never for the name is taken back"
@@ -890,7 +896,9 @@ def test_a_pod_of_policy_pod_takes_back_what_was_kept_with_never_for_its_name() 
     kept = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
     assert to_take_back(kept, "u2", "ns/db", Retention("Pod")) == ("u1", status.allocations["u1"])
     assert to_take_back(kept, "u2", "ns/other", Retention("Pod")) is None
-    new, got, _ = reserve(kept, ALONE, "u2", "ns/db", now=SINCE_TIME, owner="r/2", retention=Retention("Pod"))
+    new, got, _, _ = reserve(
+        kept, ALONE, "u2", "ns/db", now=SINCE_TIME, owner="r/2", retention=Retention("Pod")
+    )
     assert new is not None and got == "10.0.0.1" and list(new.allocations) == ["u2"]
     assert new.allocations["u2"].release_policy is None, "from now on it goes with its pod (policy Pod)"
 
@@ -952,7 +960,7 @@ def test_reserve_turns_the_held_place_into_the_address_a_victim_freed() -> None:
         addresses=["10.0.0.1-10.0.0.2"],
         allocations={"v2": alloc("10.0.0.2", pod="ns/v2", phase="Bound"), **held},
     )
-    new, ip, taken_back = reserve(after, ALONE, "hi", "ns/hi", now=NOW, owner="me/1")
+    new, ip, taken_back, _ = reserve(after, ALONE, "hi", "ns/hi", now=NOW, owner="me/1")
     assert (ip, taken_back) == ("10.0.0.1", False)
     assert new is not None and new.allocations["hi"].phase == "Reserved"
     assert new.allocations["hi"].reserved_by == "me/1"
@@ -996,20 +1004,22 @@ def test_a_pod_never_gets_a_second_address_while_its_identitys_is_another_pods(
     status = retain(_reserved_sticky(), ALONE, "u1", now=SINCE_TIME)
     assert status is not None
     body_ = body(addresses=["10.0.0.1-10.0.0.3"], allocations={})
-    taken, _, _ = reserve(
+    taken, _, _, _ = reserve(
         with_status(body_, status), ALONE, "u2", "ns/web-0", now=SINCE_TIME, owner="r/1", retention=STS_KEEP
     )
     assert taken is not None and taken.allocations["u2"].phase == "Reserved"
     pool = with_status(body_, taken)
     if not held:
-        new, ip, _ = reserve(pool, ALONE, "u3", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention)
+        new, ip, _, _ = reserve(
+            pool, ALONE, "u3", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention
+        )
         assert new is not None and ip == "10.0.0.2"
         return
     with pytest.raises(IdentityHeld, match=r"still records the address 10\.0\.0\.1 of the pod.s identity"):
         reserve(pool, ALONE, "u3", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention)
     again = retain(pool, ALONE, "u2", now=SINCE_TIME)  # u2's Unreserve keeps it for the identity
     assert again is not None
-    new, ip, taken_back = reserve(
+    new, ip, taken_back, _ = reserve(
         with_status(body_, again), ALONE, "u3", "ns/web-0", now=SINCE_TIME, owner="r/2", retention=retention
     )
     assert new is not None and (ip, taken_back) == ("10.0.0.1", True) and list(new.allocations) == ["u3"]
@@ -1050,7 +1060,7 @@ def test_an_unconfirmed_end_leaves_an_address_releasing(
     wire = status.to_wire()
     assert wire["releasing"] == 1 and wire["allocations"]["u1"]["releasingSince"] == "2024-01-01T00:01:00Z"
     releasing = with_status(body(addresses=["10.0.0.1-10.0.0.3"], allocations={}), status)
-    other, ip, _ = reserve(releasing, ALONE, "u9", "ns/other", now=later, owner="r/2")
+    other, ip, _, _ = reserve(releasing, ALONE, "u9", "ns/other", now=later, owner="r/2")
     assert other is not None and ip == "10.0.0.2", "a Releasing address is taken for everyone else"
     full = view(addresses=["10.0.0.1"], allocations={"u1": alloc("10.0.0.1", phase="Releasing")})
     with pytest.raises(PoolFull):
@@ -1116,3 +1126,464 @@ def test_available_to_a_pod_counts_its_own_allocation_as_free(
 ) -> None:
     p = view("p", addresses=["10.0.0.1-10.0.0.4"], allocations=allocations)
     assert available_to(p, ALONE, uid) == want
+
+
+# --------------------------------------------------------------------------- dual-stack pods
+
+MIXED = ["10.0.0.1-10.0.0.3", "fd00::1-fd00::4"]
+
+
+def dual(v4: str, v6: str, primary_v6: bool = False, **kw: Any) -> dict[str, Any]:
+    """A wire-form dual-stack allocation (``alloc``'s keywords): ``ip`` the primary, ``ips`` both."""
+    first, second = (v6, v4) if primary_v6 else (v4, v6)
+    return alloc(first, **kw) | {"ips": [first, second]}
+
+
+def addresses_of(status: NodeIPPoolStatus) -> dict[str, tuple[str, ...]]:
+    return {uid: a.addresses for uid, a in status.allocations.items()}
+
+
+PICK_FAMILIES = [
+    # (body kwargs, context, versions, expected)
+    pytest.param({"addresses": MIXED}, ALONE, (4, 6), ("10.0.0.1", "fd00::1"), id="ipv4-primary"),
+    pytest.param({"addresses": MIXED}, ALONE, (6, 4), ("fd00::1", "10.0.0.1"), id="ipv6-primary"),
+    pytest.param({"addresses": MIXED}, ALONE, (6,), ("fd00::1",), id="ipv6-alone"),
+    pytest.param(
+        {"addresses": ["fd00::1-fd00::3", "10.0.0.9", "10.0.0.2"]},
+        ALONE,
+        (4, 6),
+        ("10.0.0.2", "fd00::1"),
+        id="lowest-of-each-regardless-of-entry-order",
+    ),
+    pytest.param(
+        {"addresses": MIXED, "allocations": {"a": dual("10.0.0.1", "fd00::1"), "b": alloc("fd00::2")}},
+        ALONE,
+        (4, 6),
+        ("10.0.0.2", "fd00::3"),
+        id="skips-every-address-taken",
+    ),
+    pytest.param(
+        {"addresses": MIXED, "allocations": {"a": dual("10.0.0.1", "FD00:0::1", primary_v6=True)}},
+        ALONE,
+        (6, 4),
+        ("fd00::2", "10.0.0.2"),
+        id="skips-a-taken-address-in-other-spelling",
+    ),
+    pytest.param(
+        {"addresses": MIXED},
+        PoolContext(blocked=address_set("10.0.0.1", "fd00::1-fd00::2")),
+        (4, 6),
+        ("10.0.0.2", "fd00::3"),
+        id="skips-blocked-per-family",
+    ),
+    pytest.param(
+        {"addresses": MIXED},
+        PoolContext(held_by={"fd00::1": "pool-b", "10.0.0.1": "pool-a"}),
+        (4, 6),
+        ("10.0.0.1", "fd00::2"),
+        id="skips-held-by-another-pool-only",
+    ),
+    pytest.param(
+        {"addresses": MIXED},
+        PoolContext(pod_held={"10.0.0.1": {"running"}, "10.0.0.2": set(), "fd00::1": {"running"}}),
+        (4, 6),
+        ("10.0.0.2", "fd00::2"),
+        id="skips-what-running-pods-carry",
+    ),
+    pytest.param(
+        {"addresses": MIXED, "allocations": {f"u{i}": alloc(f"10.0.0.{i}") for i in (1, 2, 3)}},
+        ALONE,
+        (4, 6),
+        None,
+        id="no-ipv4-left",
+    ),
+    pytest.param(
+        {"addresses": MIXED},
+        PoolContext(held_by={"10.0.0.1": "b", "10.0.0.2": "b"}, pod_held={"10.0.0.3": {"r"}}),
+        (6, 4),
+        None,
+        id="no-ipv4-left-once-held-ones-skipped",
+    ),
+    pytest.param({"addresses": ["10.0.0.1-10.0.0.4"]}, ALONE, (4, 6), None, id="ipv4-only-pool"),
+    pytest.param({"addresses": ["10.0.0.1-10.0.0.4"]}, ALONE, (4,), ("10.0.0.1",), id="ipv4-only-pool-ipv4"),
+    pytest.param({"addresses": MIXED, "capacity": 1}, ALONE, (4, 6), None, id="capacity-one"),
+    pytest.param(
+        {"addresses": MIXED, "capacity": 3, "allocations": {"a": alloc("fd00::4")}},
+        ALONE,
+        (4, 6),
+        ("10.0.0.1", "fd00::1"),
+        id="two-places-left",
+    ),
+    pytest.param(
+        {
+            "addresses": MIXED,
+            "capacity": 3,
+            "allocations": {"a": alloc("fd00::4"), "b": alloc(None, phase="Nominated")},
+        },
+        ALONE,
+        (4, 6),
+        None,
+        id="one-place-left",
+    ),
+    pytest.param(
+        {"addresses": MIXED, "capacity": 3, "allocations": {"a": alloc("fd00::4")}},
+        PoolContext(pod_holders={"r": ("10.0.0.3", "node-a")}),
+        (4, 6),
+        None,
+        id="a-running-pod-took-the-second-place",
+    ),
+    pytest.param({"capacity": 4}, ALONE, (4, 6), None, id="count-only"),
+    pytest.param({"addresses": MIXED, "deleting": True}, ALONE, (4, 6), None, id="deleting"),
+    pytest.param({"addresses": ["10.0.0.1", "fd00::300000"]}, ALONE, (4, 6), None, id="invalid-spec"),
+]
+
+
+@pytest.mark.parametrize(("kw", "ctx", "versions", "expected"), PICK_FAMILIES)
+def test_pick_families(
+    kw: dict[str, Any], ctx: PoolContext, versions: tuple[int, ...], expected: tuple[str, ...] | None
+) -> None:
+    assert pick_families(view(**kw), ctx, versions) == expected
+
+
+FAMILY_FREE = [
+    # (body kwargs, context, expected)
+    pytest.param({"addresses": MIXED}, ALONE, {4: 3, 6: 4}, id="empty"),
+    pytest.param({"addresses": ["fd00::1-fd00::4"]}, ALONE, {6: 4}, id="ipv6-only"),
+    pytest.param(
+        {"addresses": MIXED, "allocations": {"a": dual("10.0.0.1", "fd00::1"), "b": alloc("fd00::2")}},
+        ALONE,
+        {4: 2, 6: 2},
+        id="allocations-per-family",
+    ),
+    pytest.param(
+        {"addresses": MIXED, "allocations": {"a": alloc("10.0.0.1")}},
+        PoolContext(
+            blocked=address_set("10.0.0.1-10.0.0.2"),
+            held_by={"fd00::1": "pool-b", "fd00::2": "pool-a"},
+            pod_held={"10.0.0.2": {"r"}, "fd00::3": {"r"}, "fd00::4": set()},
+        ),
+        {4: 1, 6: 2},
+        id="blocked-held-and-carried-each-once",
+    ),
+    pytest.param({"addresses": MIXED, "capacity": 2}, ALONE, {4: 3, 6: 4}, id="before-the-capacity-cap"),
+    pytest.param({"capacity": 4}, ALONE, {}, id="count-only"),
+    pytest.param({"addresses": MIXED, "deleting": True}, ALONE, {}, id="deleting"),
+    pytest.param({"addresses": ["10.0.0.300"]}, ALONE, {}, id="invalid-spec"),
+]
+
+
+@pytest.mark.parametrize(("kw", "ctx", "expected"), FAMILY_FREE)
+def test_family_free(kw: dict[str, Any], ctx: PoolContext, expected: dict[int, int]) -> None:
+    assert family_free(view(**kw), ctx) == expected
+
+
+@pytest.mark.parametrize(
+    ("avail", "free", "versions", "expected"),
+    [
+        pytest.param(5, {4: 2, 6: 3}, (), 5, id="any-family-places"),
+        pytest.param(5, {4: 2, 6: 3}, (4,), 2, id="ipv4-alone"),
+        pytest.param(5, {4: 2, 6: 3}, (6,), 3, id="ipv6-alone"),
+        pytest.param(8, {4: 2, 6: 3}, (4, 6), 2, id="the-scarcer-family"),
+        pytest.param(8, {4: 2, 6: 3}, (6, 4), 2, id="order-does-not-matter"),
+        pytest.param(3, {4: 5, 6: 5}, (4, 6), 1, id="two-places-each"),
+        pytest.param(1, {4: 5, 6: 5}, (4, 6), 0, id="one-place-is-no-dual-pod"),
+        pytest.param(5, {6: 3}, (4, 6), 0, id="a-family-missing"),
+        pytest.param(0, {4: 5, 6: 5}, (4,), 0, id="no-place"),
+        pytest.param(-1, {4: 5, 6: 5}, (4, 6), 0, id="never-negative"),
+    ],
+)
+def test_pods_like(avail: int, free: dict[int, int], versions: tuple[int, ...], expected: int) -> None:
+    assert pods_like(avail, free, versions) == expected
+
+
+RESERVE_DUAL = [
+    # (body kwargs, context, versions, fallback, expected addresses or PoolFull)
+    pytest.param(
+        {"addresses": MIXED}, ALONE, (4, 6), False, ("10.0.0.1", "fd00::1"), id="require-ipv4-first"
+    ),
+    pytest.param(
+        {"addresses": MIXED}, ALONE, (6, 4), False, ("fd00::1", "10.0.0.1"), id="require-ipv6-first"
+    ),
+    pytest.param({"addresses": MIXED}, ALONE, (6,), False, ("fd00::1",), id="single-stack-ipv6"),
+    pytest.param({"addresses": MIXED}, ALONE, (4, 6), True, ("10.0.0.1", "fd00::1"), id="prefer-gets-both"),
+    pytest.param(
+        {"addresses": MIXED, "allocations": {f"u{i}": alloc(f"10.0.0.{i}") for i in (1, 2, 3)}},
+        ALONE,
+        (4, 6),
+        False,
+        PoolFull,
+        id="require-no-ipv4-left",
+    ),
+    pytest.param(
+        {"addresses": MIXED, "allocations": {f"u{i}": alloc(f"10.0.0.{i}") for i in (1, 2, 3)}},
+        ALONE,
+        (4, 6),
+        True,
+        ("fd00::1",),
+        id="prefer-falls-back-to-ipv6",
+    ),
+    pytest.param(
+        {"addresses": ["10.0.0.1-10.0.0.3"]},
+        ALONE,
+        (6, 4),
+        True,
+        ("10.0.0.1",),
+        id="prefer-ipv6-in-an-ipv4-pool",
+    ),
+    pytest.param(
+        {"addresses": MIXED, "capacity": 1}, ALONE, (4, 6), False, PoolFull, id="require-capacity-one"
+    ),
+    pytest.param(
+        {"addresses": MIXED, "capacity": 1}, ALONE, (6, 4), True, ("fd00::1",), id="prefer-capacity-one"
+    ),
+    pytest.param(
+        {"addresses": MIXED},
+        PoolContext(held_by={"10.0.0.1": "pool-b"}, pod_held={"fd00::1": {"running"}}),
+        (4, 6),
+        False,
+        ("10.0.0.2", "fd00::2"),
+        id="skips-held-per-family",
+    ),
+    pytest.param(
+        {"addresses": MIXED},
+        PoolContext(held_by={f"fd00::{i}": "pool-b" for i in range(1, 5)}),
+        (6, 4),
+        True,
+        ("10.0.0.1",),
+        id="prefer-every-ipv6-held-elsewhere",
+    ),
+    pytest.param(
+        {"addresses": MIXED},
+        PoolContext(pod_held={f"fd00::{i}": {"r"} for i in range(1, 5)}),
+        (6, 4),
+        False,
+        PoolFull,
+        id="require-every-ipv6-carried",
+    ),
+    pytest.param({"capacity": 4}, ALONE, (4, 6), True, PoolFull, id="count-only-gives-no-family"),
+    pytest.param({"capacity": 4}, ALONE, (), False, (), id="count-only-slot"),
+    pytest.param({"addresses": MIXED, "deleting": True}, ALONE, (4, 6), True, PoolFull, id="deleting"),
+]
+
+
+@pytest.mark.parametrize(("kw", "ctx", "versions", "fallback", "expected"), RESERVE_DUAL)
+def test_reserve_gives_one_address_per_family(
+    kw: dict[str, Any], ctx: PoolContext, versions: tuple[int, ...], fallback: bool, expected: Any
+) -> None:
+    p = view(name="the-pool", **kw)
+    if expected is PoolFull:
+        with pytest.raises(PoolFull, match="the-pool"):
+            reserve(p, ctx, "new", "ns/new", now=NOW, owner="me/1", versions=versions, fallback=fallback)
+        return
+    r = reserve(p, ctx, "new", "ns/new", now=NOW, owner="me/1", versions=versions, fallback=fallback)
+    assert r.status is not None
+    assert (r.ip, r.ips, r.taken_back) == (expected[0] if expected else None, expected, False)
+    got = r.status.allocations["new"]
+    assert (got.ip, got.ips, got.addresses) == (
+        expected[0] if expected else None,
+        list(expected) if len(expected) > 1 else None,
+        expected,
+    )
+    assert (got.phase, got.reserved_by, got.since) == ("Reserved", "me/1", NOW)
+    assert r.status.allocated == p.allocated + max(1, len(expected))
+    assert r.status.free == max(0, p.capacity(ctx.blocked) - r.status.allocated)
+    assert "new" not in p.allocations, "pure"
+
+
+def test_a_reservation_of_the_cycle_or_taken_over_keeps_its_addresses() -> None:
+    mine = dual("10.0.0.2", "fd00::3", primary_v6=True) | {"reservedBy": "me/1"}
+    p = view(addresses=MIXED, allocations={"a": mine})
+    r = reserve(p, ALONE, "a", "ns/a", now=NOW, owner="me/1", versions=(4, 6))
+    assert r == (None, "fd00::3", False, ("fd00::3", "10.0.0.2"))
+    abandoned_one = dual("10.0.0.2", "fd00::3", since=ago(61)) | {"reservedBy": "other/7"}
+    p = view(addresses=MIXED, allocations={"a": abandoned_one})
+    r = reserve(p, ALONE, "a", "ns/a", now=NOW, owner="me/1", takeover_after=60, versions=(6,))
+    assert r.status is not None and (r.ip, r.ips) == ("10.0.0.2", ("10.0.0.2", "fd00::3"))
+    assert r.status.allocations["a"].addresses == ("10.0.0.2", "fd00::3")
+    assert r.status.allocations["a"].reserved_by == "me/1"
+
+
+@pytest.mark.parametrize(
+    "versions",
+    [(4, 6), (6, 4), (6,), ()],
+    ids=["same-order", "other-order", "fewer-families", "any-family"],
+)
+def test_taking_back_a_retained_dual_stack_allocation_keeps_both_addresses(versions: tuple[int, ...]) -> None:
+    b = body(addresses=MIXED, allocations={})
+    first = reserve(
+        PoolView.from_obj(b),
+        ALONE,
+        "u1",
+        "ns/web-0",
+        now=NOW,
+        owner="r/1",
+        retention=STS_KEEP,
+        versions=(4, 6),
+    )
+    assert first.status is not None
+    kept = retain(with_status(b, first.status), ALONE, "u1", now=NOW)
+    assert kept is not None
+    assert (kept.allocations["u1"].phase, kept.allocated, kept.retained) == ("Retained", 2, 1)
+    r = reserve(
+        with_status(b, kept),
+        ALONE,
+        "u2",
+        "ns/web-0",
+        now=NOW,
+        owner="r/2",
+        retention=STS_KEEP,
+        versions=versions,
+    )
+    assert r.taken_back and r.status is not None
+    assert (r.ip, r.ips) == ("10.0.0.1", ("10.0.0.1", "fd00::1"))
+    assert addresses_of(r.status) == {"u2": ("10.0.0.1", "fd00::1")}
+    assert (r.status.allocated, r.status.retained) == (2, 0)
+
+
+@pytest.mark.parametrize(
+    ("capacity", "fallback", "expected"),
+    [
+        pytest.param(None, False, ("10.0.0.3", "fd00::3"), id="a-victim-freed-two-places"),
+        pytest.param(5, False, PoolFull, id="one-place-freed-require"),
+        pytest.param(5, True, ("10.0.0.3",), id="one-place-freed-prefer"),
+    ],
+)
+def test_a_held_place_becomes_a_dual_stack_reservation(
+    capacity: int | None, fallback: bool, expected: Any
+) -> None:
+    allocs = {
+        "v1": dual("10.0.0.1", "fd00::1", phase="Bound"),
+        "v2": dual("10.0.0.2", "fd00::2", phase="Bound"),
+        "hi": alloc(None, pod="ns/hi", phase="Nominated"),
+    }
+    p = view(addresses=["10.0.0.1-10.0.0.3", "fd00::1-fd00::3"], capacity=capacity, allocations=allocs)
+    if expected is PoolFull:
+        with pytest.raises(PoolFull):
+            reserve(p, ALONE, "hi", "ns/hi", now=NOW, owner="me/1", versions=(4, 6), fallback=fallback)
+        return
+    r = reserve(p, ALONE, "hi", "ns/hi", now=NOW, owner="me/1", versions=(4, 6), fallback=fallback)
+    assert r.status is not None and (r.ip, r.ips) == (expected[0], expected)
+    held = r.status.allocations["hi"]
+    assert (held.phase, held.addresses) == ("Reserved", expected)
+    assert (r.status.allocated, r.status.nominated) == (4 + len(expected), 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n4=st.integers(0, 6),
+    n6=st.integers(0, 6),
+    cap=st.one_of(st.none(), st.integers(0, 12)),
+    ipv6_first=st.booleans(),
+    taken=st.lists(st.integers(0, 5), max_size=3),
+)
+def test_reserving_dual_stack_pods_one_after_another(
+    n4: int, n6: int, cap: int | None, ipv6_first: bool, taken: list[int]
+) -> None:
+    """Dual-stack pods reserved one by one in a mixed pool (some IPv6 addresses held by
+    single-stack pods): never an address twice, one of each family in the asked order, as many
+    pods as pods_like foretold, and the pool is full when a family or its places run out."""
+    versions = (6, 4) if ipv6_first else (4, 6)
+    addresses = [f"10.0.0.{i}" for i in range(1, n4 + 1)] + [f"fd00::{i:x}" for i in range(1, n6 + 1)]
+    singles = {f"s{i}": alloc(f"fd00::{i + 1:x}", phase="Bound") for i in sorted(set(taken)) if i < n6}
+    b = body(addresses=addresses or ["10.9.9.9"], exclude=None if addresses else ["10.9.9.9"], capacity=cap)
+    b["status"] = {"allocations": singles}
+    p = PoolView.from_obj(b)
+    foretold = pods_like(available(p, ALONE), family_free(p, ALONE), versions)
+    held = {ip for a in p.allocations.values() for ip in a.addresses}
+    got: list[tuple[str, ...]] = []
+    while True:
+        try:
+            r = reserve(p, ALONE, f"u{len(got)}", f"ns/p{len(got)}", now=NOW, versions=versions)
+        except PoolFull:
+            break
+        assert r.status is not None
+        assert [family_of(ip) for ip in r.ips] == (["IPv6", "IPv4"] if ipv6_first else ["IPv4", "IPv6"])
+        assert not held & set(r.ips), "an address given twice"
+        held |= set(r.ips)
+        got.append(r.ips)
+        p = with_status(b, r.status)
+        assert p.allocated == len(singles) + 2 * len(got)
+        assert len(got) <= 12
+    assert len(got) == foretold
+    capacity = min(cap, n4 + n6) if cap is not None else n4 + n6
+    assert len(got) == max(0, min(n4, n6 - len(singles), (capacity - len(singles)) // 2))
+    free = family_free(p, ALONE)
+    assert free.get(4, 0) == 0 or free.get(6, 0) == 0 or p.free() < 2, (
+        "full only when a family or places run out"
+    )
+
+
+ADOPT_DUAL = [
+    # (allocations of the pool, ip, more, expected addresses or the message of AdoptConflict)
+    pytest.param({}, "10.0.0.2", ("fd00::2",), ("10.0.0.2", "fd00::2"), id="both"),
+    pytest.param({}, "FD00:0::2", (" 10.0.0.2",), ("fd00::2", "10.0.0.2"), id="ipv6-primary-canonical"),
+    pytest.param({"a": alloc("10.0.0.1")}, "10.0.0.2", (), ("10.0.0.2",), id="single-stack"),
+    pytest.param(
+        {"a": dual("10.0.0.1", "fd00::1")},
+        "10.0.0.2",
+        ("fd00::1",),
+        r"address fd00::1 of pool pool-a is already held by pod ns/p \(UID a\)",
+        id="second-address-held",
+    ),
+    pytest.param(
+        {"a": dual("10.0.0.1", "fd00::1")},
+        "10.0.0.1",
+        ("fd00::2",),
+        r"address 10\.0\.0\.1 of pool pool-a is already held",
+        id="primary-held",
+    ),
+    pytest.param({}, "10.0.0.2", ("fd00::9",), "address fd00::9 is not in pool pool-a", id="second-outside"),
+    pytest.param({}, "10.0.0.2", ("junk",), "annotation address 'junk' is not an IP", id="second-garbage"),
+]
+
+
+@pytest.mark.parametrize(("allocations", "ip", "more", "expected"), ADOPT_DUAL)
+def test_adopt_records_every_address_or_none(
+    allocations: dict[str, Any], ip: str, more: tuple[str, ...], expected: tuple[str, ...] | str
+) -> None:
+    p = view(addresses=MIXED, allocations=allocations)
+    before = dict(p.allocations)
+    if isinstance(expected, str):
+        with pytest.raises(AdoptConflict, match=expected):
+            adopt(p, ALONE, "x", "ns/x", ip, now=NOW, more=more)
+        assert p.allocations == before, "nothing recorded"
+        return
+    new = adopt(p, ALONE, "x", "ns/x", ip, now=NOW, more=more)
+    assert new is not None
+    got = new.allocations["x"]
+    assert (got.ip, got.addresses, got.phase) == (expected[0], expected, "Bound")
+    assert got.ips == (list(expected) if len(expected) > 1 else None)
+    assert new.allocated == p.allocated + len(expected)
+
+
+@pytest.mark.parametrize(
+    ("allocations", "want"),
+    [
+        pytest.param({"me": dual("10.0.0.1", "fd00::1")}, 7, id="its-two-places-count-free"),
+        pytest.param(
+            {"me": dual("10.0.0.1", "fd00::1"), "x": dual("10.0.0.2", "fd00::2")}, 5, id="beside-another"
+        ),
+        pytest.param(
+            {"me": alloc("10.0.0.1"), "x": dual("10.0.0.2", "fd00::2")}, 5, id="single-beside-a-dual"
+        ),
+        pytest.param(
+            {"me": alloc(None, phase="Nominated"), "x": dual("10.0.0.2", "fd00::2")},
+            5,
+            id="nominated-beside-a-dual",
+        ),
+    ],
+)
+def test_available_to_counts_the_pods_own_places(allocations: dict[str, Any], want: int) -> None:
+    p = view(addresses=MIXED, allocations=allocations)
+    assert available_to(p, ALONE, "me") == want
+
+
+@pytest.mark.parametrize(
+    ("ip", "again"), [("10.0.0.2", "10.0.0.2"), ("fd00::2", "FD00:0::2")], ids=["same", "other-spelling"]
+)
+def test_adopt_never_records_an_address_twice(ip: str, again: str) -> None:
+    p = view(addresses=MIXED)
+    new = adopt(p, ALONE, "x", "ns/x", ip, now=NOW, more=(again,))
+    assert new is not None
+    assert new.allocations["x"].addresses == (ip,)
+    assert new.allocated == 1

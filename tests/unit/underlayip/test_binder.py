@@ -22,9 +22,11 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
+from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.binder import Committed, Fit, PodAddresses, PoolBinder, Problem, Refusal
 from ipscheduler.underlayip.models import ANNOTATION_POOL, NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView
+from ipscheduler.underlayip.selection import NamespaceDefaults
 from ipscheduler.underlayip.writer import PoolWriter
 from tests import builders
 from tests.builders import SINCE
@@ -1253,3 +1255,237 @@ def test_needs_of_is_find_without_the_nodes_free_counts() -> None:
     assert env.binder.find(plain).free and not env.binder.needs_of(plain).free
     assert env.binder.needs_of(plain).choice == env.binder.find(plain).choice
     assert env.binder.needs_of(pinned).pinned is not None and env.binder.needs_of(pinned).pinned.name == "pb"
+
+
+# -- dual-stack pods: one address of each family from one pool --------------------------
+
+MIXED = ["10.0.0.1-10.0.0.4", "fd00::1-fd00::4"]
+REQUIRE = {"ipscheduler.io/ip-family-policy": "RequireDualStack"}
+PREFER = {"ipscheduler.io/ip-family-policy": "PreferDualStack"}
+ONLY_V6 = {"ipscheduler.io/ip-families": "IPv6"}
+ONLY_V4 = {"ipscheduler.io/ip-families": "IPv4"}
+
+
+def asking(annotations: dict[str, str], uid: str = "uid-me", name: str = "me") -> PodInfo:
+    return PodInfo(uid=uid, namespace="ns", name=name, annotations=annotations)
+
+
+def dual_pools() -> list[dict[str, Any]]:
+    """node-a: both families; node-b: IPv4 only; node-c: both families, but room for one."""
+    return [
+        pool("mixed", "node-a", addresses=MIXED),
+        pool("v4", "node-b", addresses=["10.0.1.1-10.0.1.4"]),
+        pool("tight", "node-c", addresses=["10.0.2.1-10.0.2.4", "fd00:2::1-fd00:2::4"], capacity=1),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "fits", "free"),
+    [
+        pytest.param(
+            {},
+            {"node-a": Fit.FITS, "node-b": Fit.FITS, "node-c": Fit.FITS},
+            {"node-a": 8, "node-b": 4, "node-c": 1},
+            id="no-annotations-any-family",
+        ),
+        pytest.param(
+            REQUIRE,
+            {"node-a": Fit.FITS, "node-b": Fit.NO_FREE_IPV6, "node-c": Fit.NO_FREE},
+            {"node-a": 4, "node-b": 0, "node-c": 0},
+            id="require-dual-stack",
+        ),
+        pytest.param(
+            {**REQUIRE, "ipscheduler.io/ip-families": "IPv6,IPv4"},
+            {"node-a": Fit.FITS, "node-b": Fit.NO_FREE_IPV6, "node-c": Fit.NO_FREE},
+            {"node-a": 4, "node-b": 0, "node-c": 0},
+            id="require-dual-stack-ipv6-first",
+        ),
+        pytest.param(
+            PREFER,
+            {"node-a": Fit.FITS, "node-b": Fit.FITS, "node-c": Fit.FITS},
+            {"node-a": 4, "node-b": 0, "node-c": 0},
+            id="prefer-dual-stack-falls-back",
+        ),
+        pytest.param(
+            ONLY_V6,
+            {"node-a": Fit.FITS, "node-b": Fit.NO_FREE_IPV6, "node-c": Fit.FITS},
+            {"node-a": 4, "node-b": 0, "node-c": 1},
+            id="single-stack-ipv6",
+        ),
+        pytest.param(
+            ONLY_V4,
+            {"node-a": Fit.FITS, "node-b": Fit.FITS, "node-c": Fit.FITS},
+            {"node-a": 4, "node-b": 4, "node-c": 1},
+            id="single-stack-ipv4",
+        ),
+    ],
+)
+def test_a_pod_that_names_families_fits_where_one_pool_gives_each(
+    annotations: dict[str, str], fits: dict[str, Fit], free: dict[str, int]
+) -> None:
+    env = Env(dual_pools())
+    pod = asking(annotations)
+    needs = env.binder.find(pod)
+    assert needs.problem is None
+    assert {n: env.binder.fit(needs, pod, n) for n in NODES} == fits
+    assert by_node(needs.free) == free
+
+
+def test_prefer_dual_stack_counts_the_one_family_nodes_apart() -> None:
+    env = Env(dual_pools())
+    needs = env.binder.find(asking(PREFER))
+    assert by_node(needs.fallback) == {"node-a": 4, "node-b": 4, "node-c": 1}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "namespace", "detail"),
+    [
+        pytest.param(
+            {"ipscheduler.io/ip-family-policy": "DualStack"},
+            None,
+            "annotation ipscheduler.io/ip-family-policy='DualStack'",
+            id="unknown-policy",
+        ),
+        pytest.param(
+            {"ipscheduler.io/ip-families": "IPv4,IPv6"},
+            None,
+            "when multiple IP families are specified",
+            id="two-families-single-stack",
+        ),
+        pytest.param(
+            {},
+            {"ipscheduler.io/ip-families": "IPv5"},
+            "namespace default annotation ipscheduler.io/ip-families='IPv5'",
+            id="namespace-default-malformed",
+        ),
+    ],
+)
+def test_malformed_families_leave_no_node(
+    annotations: dict[str, str], namespace: dict[str, str] | None, detail: str
+) -> None:
+    env = Env(dual_pools())
+    if namespace is not None:
+        env.cache.attach_namespaces({"ns": (NamespaceDefaults(families=tuple(namespace.items())),)})
+    needs = env.binder.find(asking(annotations))
+    assert needs.problem is not None and needs.problem.reason == "families"
+    assert detail in needs.problem.detail
+
+
+def test_a_namespace_default_makes_its_pods_dual_stack_unless_they_say_otherwise() -> None:
+    env = Env(dual_pools())
+    env.cache.attach_namespaces({"ns": (NamespaceDefaults(families=tuple(REQUIRE.items())),)})
+    assert env.binder.fit(env.binder.find(asking({})), asking({}), "node-b") is Fit.NO_FREE_IPV6
+    own = asking(ONLY_V4)
+    assert env.binder.fit(env.binder.find(own), own, "node-b") is Fit.FITS
+
+
+async def test_a_dual_stack_pod_gets_both_addresses_in_one_write() -> None:
+    env = Env(
+        [
+            pool(
+                "mixed",
+                addresses=MIXED,
+                subnets=[
+                    {"cidr": "10.0.0.0/24", "gateway": "10.0.0.254"},
+                    {"cidr": "fd00::/64", "gateway": "fd00::ff"},
+                ],
+            )
+        ]
+    )
+    pod = asking({**REQUIRE, "ipscheduler.io/ip-families": "IPv6,IPv4"})
+    needs = env.binder.find(pod)
+    assert env.binder.assume(needs, pod, "node-a") is None
+    view = env.cache.pool("mixed")
+    assert view is not None and env.binder.ledger.available(view) == 6  # two places assumed
+    done = await env.binder.commit(needs, pod, "node-a")
+    assert isinstance(done, Committed)
+    assert (done.ip, done.ips) == ("fd00::1", ("fd00::1", "10.0.0.1"))
+    assert done.network == (
+        '{"ips":[{"address":"fd00::1/64","gateway":"fd00::ff"},'
+        '{"address":"10.0.0.1/24","gateway":"10.0.0.254"}]}'
+    )
+    written = env.cache.pool("mixed")
+    assert written is not None
+    a = written.allocations["uid-me"]
+    assert (a.ip, a.ips, a.phase) == ("fd00::1", ["fd00::1", "10.0.0.1"], "Reserved")
+    assert (written.status.allocated, written.status.free) == (2, 6)
+    assert len(env.api.puts) == 1
+
+
+async def test_dual_stack_pods_stop_where_a_family_runs_out() -> None:
+    env = Env([pool("mixed", addresses=["10.0.0.1-10.0.0.4", "fd00::1-fd00::2"])])
+    got = []
+    for i in range(3):
+        pod = asking(REQUIRE, uid=f"u{i}", name=f"p{i}")
+        needs = env.binder.find(pod)
+        if env.binder.fit(needs, pod, "node-a") is not Fit.FITS:
+            got.append(env.binder.fit(needs, pod, "node-a"))
+            continue
+        done = await env.place(needs, pod)
+        assert isinstance(done, Committed)
+        got.append(done.ips)
+    assert got == [("10.0.0.1", "fd00::1"), ("10.0.0.2", "fd00::2"), Fit.NO_FREE_IPV6]
+
+
+async def test_prefer_dual_stack_takes_one_family_where_the_node_has_one() -> None:
+    env = Env(dual_pools())
+    pod = asking(PREFER)
+    needs = env.binder.find(pod)
+    assert address(await env.place(needs, pod, "node-b")) == ("v4", "10.0.1.1")
+    assert isinstance(needs.committed, Committed) and needs.committed.ips == ("10.0.1.1",)
+    other = asking(PREFER, uid="u2", name="p2")
+    done = await env.place(env.binder.find(other), other, "node-a")
+    assert isinstance(done, Committed) and done.ips == ("10.0.0.1", "fd00::1")
+
+
+async def test_unreserve_gives_both_addresses_back() -> None:
+    env = Env([pool("mixed", addresses=MIXED)], live_reads=True)
+    pod = asking(REQUIRE)
+    needs = env.binder.find(pod)
+    assert isinstance(await env.place(needs, pod), Committed)
+    await env.binder.revert(needs, pod, "node-a")
+    view = env.cache.pool("mixed")
+    assert view is not None and view.allocations == {} and view.status.free == 8
+
+
+@pytest.mark.parametrize(
+    ("victim", "annotations", "frees"),
+    [
+        pytest.param(alloc("10.0.0.1"), REQUIRE, False, id="ipv4-victim-no-ipv6-free"),
+        pytest.param({**alloc("10.0.0.1"), "ips": ["10.0.0.1", "fd00::1"]}, REQUIRE, True, id="dual-victim"),
+        pytest.param(alloc("10.0.0.1"), {}, True, id="single-stack-pod"),
+        pytest.param(alloc("10.0.0.1"), PREFER, True, id="prefer-takes-the-ipv4"),
+        pytest.param(alloc("fd00::1"), ONLY_V6, True, id="ipv6-victim-ipv6-pod"),
+    ],
+)
+def test_what_evicting_a_victim_frees_for_a_pod_naming_families(
+    victim: dict[str, Any], annotations: dict[str, str], frees: bool
+) -> None:
+    """A full pool: 10.0.0.1-2 and fd00::1 held (one by the victim), 10.0.0.2 by another pod."""
+    held = {"v": victim, "w": alloc("10.0.0.2", pod="ns/w")}
+    if "fd00::1" not in victim.get("ips", [victim["ip"]]):
+        held["x"] = alloc("fd00::1", pod="ns/x")
+    env = Env([pool("p", addresses=["10.0.0.1-10.0.0.2", "fd00::1"], allocations=held)])
+    pod = asking(annotations)
+    needs = env.binder.find(pod)
+    assert env.binder.fit(needs, pod, "node-a") is not Fit.FITS
+    assert env.binder.fits_after_evicting(needs, pod, "node-a", frozenset({"v"})) is frees
+
+
+async def test_a_sticky_dual_stack_pod_keeps_both_addresses_through_its_next_pod() -> None:
+    env = Env([pool("mixed", "node-b", addresses=["10.0.2.1-10.0.2.9", "fd00:2::1-fd00:2::9"])])
+    first = web0("uid-1", **{"ipscheduler.io/release-policy": "StatefulSet", **REQUIRE})
+    done = await env.place(env.binder.find(first), first, "node-b")
+    assert isinstance(done, Committed) and done.ips == ("10.0.2.1", "fd00:2::1")
+    view = env.cache.pool("mixed")
+    assert view is not None
+    retained = env.writer.submit("mixed", functools.partial(allocator.retain, uid="uid-1"))
+    await retained
+    second = web0("uid-2", **{"ipscheduler.io/release-policy": "StatefulSet", **REQUIRE})
+    needs = env.binder.find(second)
+    assert env.binder.fit(needs, second, "node-a") is Fit.RETAINED_ELSEWHERE
+    again = await env.place(needs, second, "node-b")
+    assert isinstance(again, Committed)
+    assert (again.ips, again.taken_back) == (("10.0.2.1", "fd00:2::1"), True)
+    view = env.cache.pool("mixed")
+    assert view is not None and view.allocations["uid-2"].ips == ["10.0.2.1", "fd00:2::1"]

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework.types import NodeInfo
+from ipscheduler.underlayip.allocator import available, pick_families
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.pool import PoolView
+from ipscheduler.underlayip.selection import NamespaceDefaults
 from tests.builders import alloc, pool_body
 from tests.unit.fakes import pool_cache
 
@@ -128,3 +130,126 @@ def test_what_running_pods_carry_is_kept_until_they_are_gone() -> None:
     cache.uncarry("u1")
     cache.uncarry("u2")
     assert cache.carried() == {} and cache.carriers_of("p") == frozenset()
+
+
+# --------------------------------------------------------------------------- dual-stack pods
+
+MIXED = ["10.0.0.1-10.0.0.4", "fd00::1-fd00::4"]
+
+
+def mixed_cache(capacity: int | None = None) -> PoolCache:
+    """A cache holding pool ``p`` of 4 IPv4 and 4 IPv6 addresses on node-0, no allocation."""
+    p = PoolView.from_obj(pool_body("p", "node-0", addresses=MIXED, capacity=capacity))
+    return pool_cache({n: [NodeInfo(name=n)] for n in NODES}, {"p": [p]})
+
+
+def pod_held(cache: PoolCache) -> dict[str, set[str]]:
+    p = cache.pools()["p"]
+    return {ip: set(uids) for ip, uids in cache.context(p).pod_held.items() if uids}
+
+
+@pytest.mark.parametrize(
+    ("carries", "held"),
+    [
+        pytest.param(
+            [("u1", "10.0.0.1", ("fd00::1",))], {"10.0.0.1": {"u1"}, "fd00::1": {"u1"}}, id="both-addresses"
+        ),
+        pytest.param(
+            [("u1", "fd00::2", ("10.0.0.2",))], {"fd00::2": {"u1"}, "10.0.0.2": {"u1"}}, id="ipv6-primary"
+        ),
+        pytest.param([("u1", None, ("fd00::1",))], {"fd00::1": {"u1"}}, id="no-primary"),
+        pytest.param(
+            [("u1", "10.0.0.1", ("fd00::1",)), ("u1", "10.0.0.1", ("fd00::3",))],
+            {"10.0.0.1": {"u1"}, "fd00::3": {"u1"}},
+            id="carried-again-other-second-address",
+        ),
+        pytest.param(
+            [("u1", "10.0.0.1", ("fd00::1",)), ("u1", "10.0.0.1", ())],
+            {"10.0.0.1": {"u1"}},
+            id="carried-again-single-stack",
+        ),
+        pytest.param(
+            [("u1", "10.0.0.1", ()), ("u1", "10.0.0.1", ("fd00::1",))],
+            {"10.0.0.1": {"u1"}, "fd00::1": {"u1"}},
+            id="carried-again-dual-stack",
+        ),
+        pytest.param(
+            [("u1", "10.0.0.1", ("fd00::1",)), ("u2", "10.0.0.2", ("fd00::1",))],
+            {"10.0.0.1": {"u1"}, "10.0.0.2": {"u2"}, "fd00::1": {"u1", "u2"}},
+            id="two-pods-one-address",
+        ),
+    ],
+)
+def test_every_address_a_running_pod_carries_is_held(
+    carries: list[tuple[str, str | None, tuple[str, ...]]], held: dict[str, set[str]]
+) -> None:
+    cache = mixed_cache()
+    for uid, ip, more in carries:
+        cache.carry(uid, "p", ip, "node-0", more)
+    assert pod_held(cache) == held
+    p = cache.pools()["p"]
+    picked = pick_families(p, cache.context(p), (4, 6))
+    assert picked is not None and not set(picked) & set(held), "never handed out"
+    for uid in {uid for uid, _, _ in carries}:
+        cache.uncarry(uid)
+    assert pod_held(cache) == {}
+    assert cache.carried() == {}
+
+
+def test_carrying_again_changes_the_pool_only_when_an_address_changed() -> None:
+    cache = mixed_cache()
+    feed = cache.changes()
+    assert feed.take() is None
+    cache.carry("u1", "p", "10.0.0.1", "node-0", ("fd00::1",))
+    assert feed.take() == {"p"}
+    cache.carry("u1", "p", "10.0.0.1", "node-0", ("fd00::1",))
+    assert feed.take() == set(), "the same addresses: no change"
+    cache.carry("u1", "p", "10.0.0.1", "node-0", ("fd00::2",))
+    assert feed.take() == {"p"}
+    cache.uncarry("u1")
+    assert feed.take() == {"p"}
+
+
+def test_a_running_dual_stack_pod_no_allocation_records_takes_two_places() -> None:
+    cache = mixed_cache(capacity=3)
+    cache.carry("u1", "p", "10.0.0.1", "node-0", ("fd00::1",))
+    p = cache.pools()["p"]
+    assert available(p, cache.context(p)) == 1, "three places, two taken by the pod's addresses"
+    assert pick_families(p, cache.context(p), (4, 6)) is None, "capacity 3: no room for two more"
+
+
+@pytest.mark.parametrize(
+    ("namespace", "pools", "families"),
+    [
+        pytest.param("both", "a,b", {"ipscheduler.io/ip-family-policy": "RequireDualStack"}, id="both"),
+        pytest.param("pools-only", "a", None, id="pools-only"),
+        pytest.param(
+            "families-only",
+            None,
+            {"ipscheduler.io/ip-family-policy": "PreferDualStack", "ipscheduler.io/ip-families": "IPv6"},
+            id="families-only",
+        ),
+        pytest.param("unknown", None, None, id="not-in-the-index"),
+    ],
+)
+def test_a_namespaces_defaults(namespace: str, pools: str | None, families: dict[str, str] | None) -> None:
+    cache = pool_cache({}, {})
+    assert (cache.default_pools(namespace), cache.default_families(namespace)) == (None, None), (
+        "namespaces not watched"
+    )
+    cache.attach_namespaces(
+        {
+            "both": (NamespaceDefaults("a,b", (("ipscheduler.io/ip-family-policy", "RequireDualStack"),)),),
+            "pools-only": (NamespaceDefaults("a"),),
+            "families-only": (
+                NamespaceDefaults(
+                    None,
+                    (
+                        ("ipscheduler.io/ip-family-policy", "PreferDualStack"),
+                        ("ipscheduler.io/ip-families", "IPv6"),
+                    ),
+                ),
+            ),
+        }
+    )
+    assert (cache.default_pools(namespace), cache.default_families(namespace)) == (pools, families)

@@ -32,6 +32,7 @@ from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.reconciler import Reconciler
 from ipscheduler.underlayip.releasing import ReleaseClock
 from ipscheduler.underlayip.repair import Repair
+from ipscheduler.underlayip.selection import NamespaceDefaults
 from ipscheduler.underlayip.writer import PoolWriter
 from tests.builders import SINCE, alloc, ours, pool_body
 from tests.builders import pending_pod_body as pod_body
@@ -471,7 +472,7 @@ def next_address(ctrl: PoolController) -> str | None:
     """The address a new pod would get in pool ``p`` now."""
     pool = ctrl.cache.pool("p")
     assert pool is not None
-    _, ip, _ = allocator.reserve(pool, ctrl.cache.context(pool), "new", "ns/new")
+    _, ip, _, _ = allocator.reserve(pool, ctrl.cache.context(pool), "new", "ns/new")
     return ip
 
 
@@ -610,7 +611,7 @@ async def test_a_pod_created_bound_in_a_pool_it_may_not_use_is_neither_held_nor_
     reserved = pool_body("p", "node-1", addresses=["10.0.0.1-10.0.0.4"], rv="20", namespaces=["ns", "team"])
     ctrl.cache.store_fresh(PoolView.from_obj(reserved))
     api.bodies["p"] = reserved
-    ctrl.cache.attach_namespaces({"team": ("q",)})
+    ctrl.cache.attach_namespaces({"team": (NamespaceDefaults("q"),)})
     base = prebound("u9", "10.0.0.2")
     pod = dataclasses.replace(
         base, **{**change, "annotations": {**base.annotations, **change.get("annotations", {})}}

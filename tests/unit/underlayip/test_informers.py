@@ -52,4 +52,4 @@ def test_only_the_namespaces_with_default_pools_are_kept() -> None:
     store.apply("ADDED", namespace("team-c"))
     store.apply("ADDED", namespace("team-d", {ANNOTATION_DEFAULT_POOLS: "pd"}))
     store.apply("MODIFIED", namespace("team-d", {}))  # its annotation removed
-    assert {key: value for key, (value,) in store.index.items()} == {"team-a": "pa,pb"}
+    assert {key: value.pools for key, (value,) in store.index.items()} == {"team-a": "pa,pb"}

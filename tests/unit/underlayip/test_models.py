@@ -171,7 +171,9 @@ def test_the_ceiling_is_computed_from_the_worst_case_allocation() -> None:
     uid, wire = models.worst_case_allocation()
     # Every field but releasingSince: a Releasing allocation (one byte longer a phase, never a
     # reservedBy) is the shorter shape.
-    assert set(wire) | {"releasingSince"} == {
+    # Every field but releasingSince (above) and ips: a dual-stack allocation is longer, but
+    # holds two addresses (test_a_dual_stack_allocation_takes_less_per_address).
+    assert set(wire) | {"releasingSince", "ips"} == {
         f.alias or name for name, f in models.Allocation.model_fields.items()
     }
     assert wire["phase"] == "Retained" and "reservedBy" in wire
@@ -185,6 +187,18 @@ def test_the_ceiling_is_computed_from_the_worst_case_allocation() -> None:
         models.SAFETY_MARGIN * models.ALLOCATION_BYTES
     )
     assert models.MAX_POOL_ADDRESSES == 448  # the figure the module docstring and docs/configuration.md give
+
+
+def test_a_dual_stack_allocation_takes_less_per_address() -> None:
+    """The ceiling counts addresses: a worst-case allocation holding two (``ips``) adds fewer
+    than twice :data:`ALLOCATION_BYTES`, so a pool of dual-stack pods stays within it."""
+    uid, wire = models.worst_case_allocation()
+    dual = {**wire, "ips": ["f" * models.IP_TEXT_MAX] * models.MAX_ALLOCATION_IPS}
+    entry = len(json.dumps({uid: dual}, separators=(",", ":"))) - 1
+    managed = (
+        len(json.dumps({f"f:{uid}": {".": {}, **{f"f:{k}": {} for k in dual}}}, separators=(",", ":"))) - 1
+    )
+    assert models.ALLOCATION_BYTES < entry + managed < 2 * models.ALLOCATION_BYTES
 
 
 def test_a_full_worst_case_pool_fits_half_of_etcds_limit() -> None:

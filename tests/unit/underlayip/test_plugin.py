@@ -23,7 +23,15 @@ from ipscheduler.framework.interface import (
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.underlayip.args import UnderlayIPArgs
 from ipscheduler.underlayip.binder import Committed, Fit, PodAddresses, PoolBinder, Problem, Refusal
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_NETWORK, ANNOTATION_POOL
+from ipscheduler.underlayip.families import (
+    ANY_FAMILY,
+    IPV4,
+    IPV6,
+    PREFER_DUAL_STACK,
+    REQUIRE_DUAL_STACK,
+    FamilyNeed,
+)
+from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_IPS, ANNOTATION_NETWORK, ANNOTATION_POOL
 from ipscheduler.underlayip.plugin import (
     ERR_NO_FREE,
     ERR_NO_POOL,
@@ -118,8 +126,24 @@ def cycle(p: UnderlayIP, pod: PodInfo = POD) -> CycleState:
             ),
         ),
         (Problem("retaining"), Status.unschedulable(ERR_RETAINING, plugin=NAME)),
+        (
+            Problem(
+                "families",
+                "annotation ipscheduler.io/ip-families='IPv5': 'IPv5': supported values: IPv4, IPv6",
+            ),
+            Status.unschedulable(
+                "annotation ipscheduler.io/ip-families='IPv5': 'IPv5': supported values: IPv4, IPv6",
+                plugin=NAME,
+            ),
+        ),
     ],
-    ids=["fits-somewhere", "malformed-pool-list", "unknown-pools", "address-still-the-previous-pods"],
+    ids=[
+        "fits-somewhere",
+        "malformed-pool-list",
+        "unknown-pools",
+        "address-still-the-previous-pods",
+        "malformed-families",
+    ],
 )
 def test_pre_filter_words_the_binders_problem(problem: Problem | None, status: Status) -> None:
     p = plugin(FakeBinder(needs=needs(problem=problem)))
@@ -134,11 +158,21 @@ def test_pre_filter_words_the_binders_problem(problem: Problem | None, status: S
     [
         (Fit.FITS, Status.success()),
         (Fit.NO_FREE, Status(Code.UNSCHEDULABLE, (ERR_NO_FREE,), NAME)),
+        (Fit.NO_FREE_IPV4, Status(Code.UNSCHEDULABLE, ("node(s) had no free IPv4 underlay IP",), NAME)),
+        (Fit.NO_FREE_IPV6, Status(Code.UNSCHEDULABLE, ("node(s) had no free IPv6 underlay IP",), NAME)),
         (Fit.NO_POOL, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_NO_POOL,), NAME)),
         (Fit.NO_USABLE_POOL, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_NO_USABLE_POOL,), NAME)),
         (Fit.RETAINED_ELSEWHERE, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_RETAINED,), NAME)),
     ],
-    ids=["fits", "no-free-address", "no-pool", "no-usable-pool", "retained-address-elsewhere"],
+    ids=[
+        "fits",
+        "no-free-address",
+        "no-free-ipv4",
+        "no-free-ipv6",
+        "no-pool",
+        "no-usable-pool",
+        "retained-address-elsewhere",
+    ],
 )
 def test_filter_words_the_binders_fit_as_kube_scheduler_would(fit: Fit, status: Status) -> None:
     """Only a node without a free address may change by evicting a pod (Unschedulable); the
@@ -284,6 +318,29 @@ def test_the_score_prefers_the_nodes_of_the_pods_first_pools_whatever_they_have_
     assert scores == {"node-a": 50, "node-b": 75}
 
 
+@pytest.mark.parametrize(
+    ("strategy", "want"),
+    [
+        pytest.param("spread", {"node-a": 100, "node-b": 75, "node-c": 12}, id="spread"),
+        pytest.param("binpack", {"node-a": 50, "node-b": 75, "node-c": 37}, id="binpack"),
+    ],
+)
+def test_prefer_dual_stack_scores_the_nodes_that_give_both_families_first(
+    strategy: str, want: dict[str, int]
+) -> None:
+    """node-a and node-b give both families (8 and 4 pods like it), node-c one (2): the
+    strategy orders each half, node-c stays below whatever its count."""
+    answer = needs(
+        free={"node-a": 8, "node-b": 4, "node-c": 0}, fallback={"node-a": 8, "node-b": 4, "node-c": 2}
+    )
+    p = plugin(FakeBinder(needs=answer), strategy)
+    state = cycle(p)
+    scores = {n: p.score(state, POD, NODES[n]) for n in NODES}
+    assert scores == {"node-a": 8, "node-b": 4, "node-c": 2}
+    p.normalize_score(state, POD, scores)
+    assert scores == want
+
+
 # --------------------------------------------------------------------------- preemption, room
 
 
@@ -388,6 +445,51 @@ async def test_pre_bind_of_a_count_only_slot_blanks_annotations_the_pod_came_wit
     assert (await p.pre_bind(state, pod, NODE)).is_success()
     assert state.read(BIND_ANNOTATIONS) == {ANNOTATION_IP: "", ANNOTATION_POOL: ""}
     assert SCHEDULED_NOTE not in state
+
+
+DUAL = Committed(pool="p", ip="10.0.1.2", network="{}", ips=("10.0.1.2", "fd00::2"))
+
+
+@pytest.mark.parametrize(
+    ("family", "pod_annotations", "committed", "written"),
+    [
+        pytest.param(
+            FamilyNeed(REQUIRE_DUAL_STACK, (IPV4, IPV6)),
+            {},
+            DUAL,
+            {ANNOTATION_IPS: "10.0.1.2,fd00::2"},
+            id="dual-stack",
+        ),
+        pytest.param(
+            FamilyNeed(PREFER_DUAL_STACK, (IPV4, IPV6)),
+            {},
+            GIVEN,
+            {ANNOTATION_IPS: "10.0.1.2"},
+            id="prefer-fell-back-to-one",
+        ),
+        pytest.param(ANY_FAMILY, {}, GIVEN, {}, id="single-stack-looks-as-before"),
+        pytest.param(
+            ANY_FAMILY,
+            {ANNOTATION_IPS: "10.9.9.9,fd00::9"},
+            GIVEN,
+            {ANNOTATION_IPS: ""},
+            id="stale-ips-blanked",
+        ),
+    ],
+)
+async def test_pre_bind_lists_every_address_of_a_pod_that_asked_for_dual_stack(
+    family: FamilyNeed, pod_annotations: dict[str, str], committed: Committed, written: dict[str, str]
+) -> None:
+    pod = dataclasses.replace(POD, annotations=pod_annotations)
+    p = plugin(FakeBinder(needs=needs(pod, family=family), committed=committed))
+    state = cycle(p, pod)
+    assert (await p.pre_bind(state, pod, NODE)).is_success()
+    annotations = state.read(BIND_ANNOTATIONS)
+    assert annotations[ANNOTATION_IP] == "10.0.1.2"
+    assert {k: v for k, v in annotations.items() if k == ANNOTATION_IPS} == written
+    assert state.read(SCHEDULED_NOTE) == (
+        "IPs 10.0.1.2, fd00::2" if len(committed.ips) == 2 else "IP 10.0.1.2"
+    )
 
 
 async def test_pre_bind_with_nothing_reserved_adds_nothing() -> None:

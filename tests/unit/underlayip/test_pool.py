@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipscheduler.underlayip.addresses import AddressSet
+from ipscheduler.underlayip.addresses import AddressError, AddressSet
 from ipscheduler.underlayip.allocator import PoolFull, pick, reserve
 from ipscheduler.underlayip.models import MAX_POOL_ADDRESSES
 from ipscheduler.underlayip.pool import (
@@ -20,6 +20,10 @@ from ipscheduler.underlayip.pool import (
     desired_status,
     exhausted_condition,
     find_conflicts,
+    foreign_holds,
+    freed_by_eviction,
+    network_of,
+    network_of_all,
     parse_status,
     ready_condition,
     refresh,
@@ -624,7 +628,7 @@ def test_refresh_on_context_change() -> None:
 def test_last_transition_time_kept_while_ready_status_unchanged() -> None:
     b, p = settled(addresses=["10.0.0.1-10.0.0.4"])
     # True -> True (message changes): time kept.
-    new, _, _ = reserve(p, ALONE, "a", "ns/a", now=NOW)
+    new, _, _, _ = reserve(p, ALONE, "a", "ns/a", now=NOW)
     assert new is not None
     assert new.conditions[0].status == "True"
     assert new.conditions[0].message == "3 of 4 free"
@@ -840,3 +844,268 @@ def test_an_unchanged_condition_is_kept_as_it_is() -> None:
     kept = next(c for c in again.conditions if c.type == "Exhausted")
     assert kept is again_view.condition("Exhausted")  # no new model for an unchanged condition
     assert (kept.status, kept.last_transition_time) == ("False", NOW)
+
+
+# --------------------------------------------------------------------------- dual-stack allocations
+
+MIXED = ["10.0.0.1-10.0.0.4", "fd00::1-fd00::4"]
+
+
+def dual(v4: str, v6: str, primary_v6: bool = False, **kw: Any) -> dict[str, Any]:
+    """A wire-form dual-stack allocation (``alloc``'s keywords): ``ip`` the primary, ``ips`` both."""
+    first, second = (v6, v4) if primary_v6 else (v4, v6)
+    return alloc(first, **kw) | {"ips": [first, second]}
+
+
+@pytest.mark.parametrize(
+    ("kw", "allocated", "free", "retained", "ready"),
+    [
+        pytest.param(
+            {"addresses": MIXED, "allocations": {"a": dual("10.0.0.1", "fd00::1")}},
+            2,
+            6,
+            0,
+            ("True", "Ready", "6 of 8 free"),
+            id="one-dual-takes-two",
+        ),
+        pytest.param(
+            {
+                "addresses": MIXED,
+                "allocations": {
+                    "a": dual("10.0.0.1", "fd00::1", primary_v6=True),
+                    "b": alloc("10.0.0.2"),
+                    "c": alloc(None, phase="Nominated"),
+                },
+            },
+            4,
+            4,
+            0,
+            ("True", "Ready", "4 of 8 free"),
+            id="dual-single-and-nominated",
+        ),
+        pytest.param(
+            {"addresses": MIXED, "allocations": {"a": dual("10.0.0.1", "fd00::1", phase="Retained")}},
+            2,
+            6,
+            1,
+            ("True", "Ready", "6 of 8 free"),
+            id="retained-dual-still-takes-two",
+        ),
+        pytest.param(
+            {
+                "addresses": MIXED,
+                "capacity": 3,
+                "allocations": {"a": dual("10.0.0.1", "fd00::1"), "b": alloc("fd00::2")},
+            },
+            3,
+            0,
+            0,
+            ("True", "Ready", "0 of 3 free"),
+            id="capped-pool-full",
+        ),
+        pytest.param(
+            {"addresses": MIXED, "capacity": 1, "allocations": {"a": dual("10.0.0.1", "fd00::1")}},
+            2,
+            0,
+            0,
+            ("False", "OverCommitted", "2 allocated but capacity is 1"),
+            id="over-committed-never-negative",
+        ),
+    ],
+)
+def test_a_dual_stack_allocation_takes_a_place_per_address(
+    kw: dict[str, Any], allocated: int, free: int, retained: int, ready: tuple[str, str, str]
+) -> None:
+    p = view(**kw)
+    assert (p.allocated, p.free()) == (allocated, free)
+    st = desired_status(p, ALONE, now=NOW)
+    assert (st.allocated, st.free, st.retained) == (allocated, free, retained)
+    assert ready_condition(p, ALONE) == ready
+
+
+def test_a_terminating_pool_counts_allocations_not_places() -> None:
+    p = view(addresses=MIXED, deleting=True, allocations={"a": dual("10.0.0.1", "fd00::1")})
+    assert ready_condition(p, ALONE) == (
+        "False",
+        "Terminating",
+        "deletion waits until 1 allocation(s) are released",
+    )
+
+
+@pytest.mark.parametrize(
+    ("ip", "holder"),
+    [
+        ("10.0.0.1", "a"),
+        ("fd00::1", "a"),
+        ("FD00:0::1", "a"),
+        ("fd00::2", "b"),
+        ("10.0.0.2", None),
+        ("fd00::3", None),
+        ("junk", None),
+    ],
+    ids=[
+        "primary",
+        "second-address",
+        "second-address-other-spelling",
+        "ipv6-primary",
+        "free-v4",
+        "free-v6",
+        "junk",
+    ],
+)
+def test_holder_of_finds_every_address_of_an_allocation(ip: str, holder: str | None) -> None:
+    p = view(
+        addresses=MIXED,
+        allocations={"a": dual("10.0.0.1", "fd00::1"), "b": dual("10.0.0.3", "fd00::2", primary_v6=True)},
+    )
+    assert p.holder_of(ip) == holder
+
+
+@pytest.mark.parametrize(
+    ("kw", "holds"),
+    [
+        pytest.param({"addresses": MIXED}, {}, id="both-inside"),
+        pytest.param({"addresses": ["10.0.0.1-10.0.0.4"]}, {"fd00::1": "pool-a"}, id="ipv6-outside"),
+        pytest.param({"addresses": ["fd00::1-fd00::4"]}, {"10.0.0.1": "pool-a"}, id="ipv4-outside"),
+        pytest.param(
+            {"addresses": ["10.0.1.0/30", "fd00:1::1"]},
+            {"10.0.0.1": "pool-a", "fd00::1": "pool-a"},
+            id="both-outside",
+        ),
+        pytest.param({"capacity": 4}, {"10.0.0.1": "pool-a", "fd00::1": "pool-a"}, id="count-only"),
+        pytest.param(
+            {"addresses": MIXED, "exclude": ["fd00::1"]}, {"fd00::1": "pool-a"}, id="ipv6-excluded-by-an-edit"
+        ),
+    ],
+)
+def test_foreign_holds_lists_every_address_outside_the_spec(
+    kw: dict[str, Any], holds: dict[str, str]
+) -> None:
+    allocs = {"a": dual("10.0.0.1", "FD00:0::1", phase="Bound")}
+    assert foreign_holds(view(allocations=allocs, **kw)) == holds
+
+
+@pytest.mark.parametrize(
+    ("kw", "allocation", "freed"),
+    [
+        pytest.param(
+            {"addresses": MIXED}, dual("10.0.0.1", "fd00::1", phase="Bound"), True, id="both-inside"
+        ),
+        pytest.param(
+            {"addresses": MIXED},
+            dual("10.0.0.1", "fd00::1", primary_v6=True),
+            True,
+            id="ipv6-primary-reserved",
+        ),
+        pytest.param(
+            {"addresses": ["10.0.0.1-10.0.0.4"]},
+            dual("10.0.0.1", "fd00::1", phase="Bound"),
+            False,
+            id="ipv6-outside",
+        ),
+        pytest.param(
+            {"addresses": ["fd00::1-fd00::4"]},
+            dual("10.0.0.1", "fd00::1", phase="Bound"),
+            False,
+            id="ipv4-outside",
+        ),
+        pytest.param(
+            {"addresses": MIXED, "exclude": ["fd00::1"]},
+            dual("10.0.0.1", "fd00::1", phase="Bound"),
+            False,
+            id="ipv6-excluded",
+        ),
+        pytest.param(
+            {"addresses": MIXED}, dual("10.0.0.1", "fd00::1", phase="Retained"), False, id="retained-is-kept"
+        ),
+    ],
+)
+def test_freed_by_eviction_of_a_dual_stack_pod(
+    kw: dict[str, Any], allocation: dict[str, Any], freed: bool
+) -> None:
+    assert freed_by_eviction(view(allocations={"a": allocation}, **kw), "a") is freed
+
+
+DUAL_SUBNETS = [
+    {
+        "cidr": "10.0.1.0/24",
+        "gateway": "10.0.1.1",
+        "routes": [{"dst": "0.0.0.0/0"}, {"dst": "10.9.0.0/16", "gw": "10.0.1.254"}],
+    },
+    {"cidr": "fd00:1::/64", "gateway": "fd00:1::1", "routes": [{"dst": "::/0"}]},
+]
+V4_ENTRY = {"address": "10.0.1.2/24", "gateway": "10.0.1.1"}
+V6_ENTRY = {"address": "fd00:1::10/64", "gateway": "fd00:1::1"}
+V4_ROUTES = [{"dst": "0.0.0.0/0", "gw": "10.0.1.1"}, {"dst": "10.9.0.0/16", "gw": "10.0.1.254"}]
+V6_ROUTES = [{"dst": "::/0", "gw": "fd00:1::1"}]
+
+
+@pytest.mark.parametrize(
+    ("subnets", "ips", "expected"),
+    [
+        pytest.param(
+            DUAL_SUBNETS,
+            ("10.0.1.2", "fd00:1::10"),
+            {"ips": [V4_ENTRY, V6_ENTRY], "routes": V4_ROUTES + V6_ROUTES},
+            id="ipv4-primary",
+        ),
+        pytest.param(
+            DUAL_SUBNETS,
+            ("fd00:1::10", "10.0.1.2"),
+            {"ips": [V6_ENTRY, V4_ENTRY], "routes": V4_ROUTES + V6_ROUTES},
+            id="ipv6-primary-ips-in-order-ipv4-routes-first",
+        ),
+        pytest.param(
+            DUAL_SUBNETS,
+            ("FD00:1:0::10", "10.0.1.2"),
+            {"ips": [V6_ENTRY, V4_ENTRY], "routes": V4_ROUTES + V6_ROUTES},
+            id="canonical",
+        ),
+        pytest.param(
+            DUAL_SUBNETS[:1],
+            ("10.0.1.2", "fd00:1::10"),
+            {"ips": [V4_ENTRY, {"address": "fd00:1::10/128"}], "routes": V4_ROUTES},
+            id="ipv6-without-a-subnet-host-route",
+        ),
+        pytest.param(
+            [],
+            ("fd00:1::10", "10.0.1.2"),
+            {"ips": [{"address": "fd00:1::10/128"}, {"address": "10.0.1.2/32"}]},
+            id="no-subnets-no-routes",
+        ),
+        pytest.param(
+            DUAL_SUBNETS,
+            ("10.0.1.2", "10.0.1.3"),
+            {"ips": [V4_ENTRY, {"address": "10.0.1.3/24", "gateway": "10.0.1.1"}], "routes": V4_ROUTES},
+            id="same-subnet-routes-once",
+        ),
+        pytest.param(
+            [{"cidr": "fd00:1::/64", "routes": [{"dst": "::/0", "gw": "fd00:1::1"}]}, DUAL_SUBNETS[0]],
+            ("fd00:1::10", "10.0.1.2"),
+            {"ips": [{"address": "fd00:1::10/64"}, V4_ENTRY], "routes": V4_ROUTES + V6_ROUTES},
+            id="subnet-order-does-not-matter",
+        ),
+    ],
+)
+def test_network_of_all(
+    subnets: list[dict[str, Any]], ips: tuple[str, ...], expected: dict[str, Any]
+) -> None:
+    v6_subnet = not subnets or any(":" in s["cidr"] for s in subnets)
+    addresses = ["10.0.1.2-10.0.1.9", *(["fd00:1::10/126"] if v6_subnet else [])]  # inside the subnets
+    p = view(addresses=addresses, subnets=subnets)
+    assert p.spec_error is None
+    assert network_of_all(p, ips) == expected
+
+
+@pytest.mark.parametrize(
+    "ip", ["10.0.1.2", "fd00:1::10", "FD00:1::10", "10.0.7.7"], ids=["v4", "v6", "v6-upper", "outside"]
+)
+def test_network_of_all_of_one_address_is_network_of(ip: str) -> None:
+    p = view(addresses=["10.0.1.2-10.0.1.9", "fd00:1::10/126"], subnets=DUAL_SUBNETS)
+    assert network_of_all(p, (ip,)) == network_of(p, ip)
+
+
+def test_network_of_all_refuses_what_is_not_an_address() -> None:
+    p = view(addresses=["10.0.1.2-10.0.1.9"], subnets=DUAL_SUBNETS)
+    with pytest.raises(AddressError):
+        network_of_all(p, ("10.0.1.2", "junk"))

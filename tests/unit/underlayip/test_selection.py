@@ -7,12 +7,15 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework.types import PodInfo
+from ipscheduler.underlayip.families import FamilyNeed, family_need
 from ipscheduler.underlayip.selection import (
     ANY,
+    NamespaceDefaults,
     PoolChoice,
     is_ours,
     may_use,
     namespace_default_pools,
+    namespace_defaults,
     pool_choice,
     tenancy_problem,
 )
@@ -211,3 +214,57 @@ def test_tenancy_problem_names_the_first_rule_that_refuses(
 )
 def test_a_namespaces_default_pools_annotation(body: dict[str, Any], value: str | None) -> None:
     assert namespace_default_pools(body) == value
+
+
+POLICY = "ipscheduler.io/ip-family-policy"
+FAMILIES = "ipscheduler.io/ip-families"
+
+
+@pytest.mark.parametrize(
+    ("body", "defaults"),
+    [
+        pytest.param({}, None, id="no-metadata"),
+        pytest.param({"metadata": {"annotations": None}}, None, id="null-annotations"),
+        pytest.param({"metadata": {"annotations": ["a"]}}, None, id="annotations-not-a-map"),
+        pytest.param({"metadata": {"annotations": {"example.com/x": "y"}}}, None, id="unrelated"),
+        pytest.param(
+            {"metadata": {"annotations": {"ipscheduler.io/default-pools": "a,b"}}},
+            NamespaceDefaults("a,b"),
+            id="pools-only",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {FAMILIES: "IPv6", POLICY: "RequireDualStack"}}},
+            NamespaceDefaults(None, ((POLICY, "RequireDualStack"), (FAMILIES, "IPv6"))),
+            id="families-only-policy-first",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {"ipscheduler.io/default-pools": "a", FAMILIES: "IPv4,IPv6"}}},
+            NamespaceDefaults("a", ((FAMILIES, "IPv4,IPv6"),)),
+            id="pools-and-one-family-key",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {POLICY: "Bogus"}}},
+            NamespaceDefaults(None, ((POLICY, "Bogus"),)),
+            id="malformed-kept-for-family-need-to-refuse",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {POLICY: 3, FAMILIES: None, "ipscheduler.io/default-pools": ["a"]}}},
+            None,
+            id="not-strings-ignored",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {POLICY: 3, FAMILIES: "IPv6"}}},
+            NamespaceDefaults(None, ((FAMILIES, "IPv6"),)),
+            id="one-not-a-string",
+        ),
+    ],
+)
+def test_a_namespaces_defaults_for_its_pods(body: dict[str, Any], defaults: NamespaceDefaults | None) -> None:
+    assert namespace_defaults(body) == defaults
+
+
+def test_namespace_defaults_feed_family_need() -> None:
+    body = {"metadata": {"annotations": {POLICY: "PreferDualStack", FAMILIES: "IPv6"}}}
+    defaults = namespace_defaults(body)
+    assert defaults is not None
+    assert family_need({}, dict(defaults.families)) == FamilyNeed("PreferDualStack", ("IPv6", "IPv4"))
