@@ -111,6 +111,7 @@ func (p *Plugin) verify(conf *NetConf, args *skel.CmdArgs) (*Verified, error) {
 		NodeName:           conf.IPAM.NodeName,
 		SchedulerName:      conf.IPAM.SchedulerName,
 		RuntimeAnnotations: conf.RuntimeConfig.PodAnnotations,
+		IfName:             args.IfName,
 	})
 }
 
