@@ -21,6 +21,12 @@ const (
 	// comma-separated, AnnotationIP first (as status.podIPs); single-stack
 	// pods have none.
 	AnnotationIPs = "ipscheduler.io/ips"
+	// AnnotationInterfaces is a pod's further underlay interfaces (net1,
+	// net2, ... attached by Multus), each from its own NodeIPPool: a compact
+	// JSON object, interface name -> {"pool", "ips", "network"}. Only pods
+	// with further interfaces have it; the annotations above are always the
+	// pod's first interface's.
+	AnnotationInterfaces = "ipscheduler.io/interfaces"
 
 	// AnnotationPools (on the pod) and AnnotationDefaultPools (on its
 	// namespace, for pods without AnnotationPools) name the NodeIPPools the

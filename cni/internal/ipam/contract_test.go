@@ -200,7 +200,10 @@ type contractPod struct {
 }
 
 type contractCase struct {
-	Name               string            `json:"name"`
+	Name string `json:"name"`
+	// IfName is CNI_IFNAME (default eth0): a further interface's name picks
+	// its entry of ipscheduler.io/interfaces.
+	IfName             string            `json:"ifName"`
 	Pool               json.RawMessage   `json:"pool"`
 	MultusNetwork      string            `json:"multusNetwork"`
 	SchedulerName      string            `json:"schedulerName"`
@@ -208,8 +211,9 @@ type contractCase struct {
 	Annotations        map[string]string `json:"annotations"`
 	RuntimeAnnotations map[string]string `json:"runtimeAnnotations"`
 	Allocation         *struct {
-		IP  string   `json:"ip"`
-		IPs []string `json:"ips"`
+		IP        string   `json:"ip"`
+		IPs       []string `json:"ips"`
+		Interface string   `json:"interface"`
 	} `json:"allocation"`
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
@@ -226,9 +230,10 @@ type networkContract struct {
 	CNIOnly     []contractCase `json:"cniOnly"`
 }
 
-// TestContractNetwork runs ADD on each case of network.json, the pod carrying
-// the annotations the scheduler wrote, and compares the result or error with
-// the contract's; then CHECK with that result as prevResult.
+// TestContractNetwork runs ADD on each case of network.json (CNI_IFNAME the
+// case's ifName, eth0 by default), the pod carrying the annotations the
+// scheduler wrote, and compares the result or error with the contract's;
+// then CHECK with that result as prevResult.
 func TestContractNetwork(t *testing.T) {
 	var c networkContract
 	readContract(t, "network.json", &c)
@@ -291,7 +296,7 @@ func runContractCase(t *testing.T, c *networkContract, tc contractCase, runtime 
 			pool.Status.Allocations = map[string]kube.Allocation{}
 		}
 		pool.Status.Allocations[c.Pod.UID] = kube.Allocation{
-			IP: tc.Allocation.IP, IPs: tc.Allocation.IPs, Pod: c.Pod.Namespace + "/" + c.Pod.Name, Phase: "Bound", Since: "2024-01-01T00:00:00Z",
+			IP: tc.Allocation.IP, IPs: tc.Allocation.IPs, Interface: tc.Allocation.Interface, Pod: c.Pod.Namespace + "/" + c.Pod.Name, Phase: "Bound", Since: "2024-01-01T00:00:00Z",
 		}
 	}
 	api := &fakeAPI{
@@ -315,10 +320,14 @@ func runContractCase(t *testing.T, c *networkContract, tc contractCase, runtime 
 	if runtime != nil {
 		conf["runtimeConfig"] = map[string]any{CapabilityPodAnnotations: runtime}
 	}
+	ifName := tc.IfName
+	if ifName == "" {
+		ifName = "eth0"
+	}
 	args := &skel.CmdArgs{
 		ContainerID: "c0ffee",
 		Netns:       "/var/run/netns/cni-test",
-		IfName:      "eth0",
+		IfName:      ifName,
 		Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + c.Pod.Namespace + ";K8S_POD_NAME=" + c.Pod.Name +
 			";K8S_POD_INFRA_CONTAINER_ID=c0ffee;K8S_POD_UID=" + c.Pod.UID,
 		StdinData: mustJSON(t, conf),

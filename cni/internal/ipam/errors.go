@@ -17,8 +17,8 @@ const (
 	ErrPoolNotFound        uint = 104 // the NodeIPPool named by the annotation does not exist
 	ErrNotOurs             uint = 105 // no ipscheduler.io/pool and another scheduler
 	ErrRuntimeAnnotations  uint = 106 // runtimeConfig annotations differ from the live pod's
-	ErrNetworkMismatch     uint = 107 // ipscheduler.io/network's addresses are not ipscheduler.io/ip (ips)
-	ErrMalformedAnnotation uint = 108 // ipscheduler.io/ip, ips or network unparsable
+	ErrNetworkMismatch     uint = 107 // ipscheduler.io/network's addresses are not ipscheduler.io/ip (ips); a further interface's network is not its ips or has a default route
+	ErrMalformedAnnotation uint = 108 // ipscheduler.io/ip, ips, network or interfaces unparsable
 	ErrPodNotFound         uint = 109 // the pod named by CNI_ARGS does not exist
 	ErrCountOnly           uint = 110 // a count-only pool: there is no address to hand out
 	ErrPrevResultMismatch  uint = 111 // CHECK: prevResult does not carry the allocated address
@@ -54,17 +54,22 @@ const (
 	MsgRuntimeAnnotations = "runtime-supplied annotations differ from the live pod's (forged or stale)"
 	MsgNetworkMismatch    = AnnotationNetwork + " does not match " + AnnotationIP
 	MsgNetworkMismatchIPs = AnnotationNetwork + " does not match " + AnnotationIPs
-	MsgMalformedIP        = "malformed " + AnnotationIP + " annotation"
-	MsgMalformedIPs       = "malformed " + AnnotationIPs + " annotation"
-	MsgMalformedNetwork   = "malformed " + AnnotationNetwork + " annotation"
-	MsgPodNotFound        = "pod not found (deleted?)"
-	MsgCountOnly          = "count-only pool: no address to hand out"
-	MsgPrevResultMismatch = "prevResult does not carry the allocated address"
-	MsgAPI                = "Kubernetes API request failed"
-	MsgTenancy            = "the pod may not use this NodeIPPool"
-	MsgAddressHeld        = "address still held by another sandbox on this node"
-	MsgLedger             = "node ledger unusable"
-	MsgDelegate           = "delegate IPAM plugin failed"
+	// MsgInterfaceNetworkMismatch and MsgInterfaceDefaultRoute: the entry of
+	// ipscheduler.io/interfaces for CNI_IFNAME (a further interface).
+	MsgInterfaceNetworkMismatch = "the network of an " + AnnotationInterfaces + " entry does not match its ips"
+	MsgInterfaceDefaultRoute    = "a further interface never carries the default route"
+	MsgMalformedIP              = "malformed " + AnnotationIP + " annotation"
+	MsgMalformedIPs             = "malformed " + AnnotationIPs + " annotation"
+	MsgMalformedNetwork         = "malformed " + AnnotationNetwork + " annotation"
+	MsgMalformedInterfaces      = "malformed " + AnnotationInterfaces + " annotation"
+	MsgPodNotFound              = "pod not found (deleted?)"
+	MsgCountOnly                = "count-only pool: no address to hand out"
+	MsgPrevResultMismatch       = "prevResult does not carry the allocated address"
+	MsgAPI                      = "Kubernetes API request failed"
+	MsgTenancy                  = "the pod may not use this NodeIPPool"
+	MsgAddressHeld              = "address still held by another sandbox on this node"
+	MsgLedger                   = "node ledger unusable"
+	MsgDelegate                 = "delegate IPAM plugin failed"
 )
 
 // errorTable is every (code, msg) pair the plugin prints, in the order of
@@ -101,9 +106,12 @@ var errorTable = []struct {
 	{"ErrRuntimeAnnotations", ErrRuntimeAnnotations, MsgRuntimeAnnotations},
 	{"ErrNetworkMismatch", ErrNetworkMismatch, MsgNetworkMismatch},
 	{"ErrNetworkMismatch", ErrNetworkMismatch, MsgNetworkMismatchIPs},
+	{"ErrNetworkMismatch", ErrNetworkMismatch, MsgInterfaceNetworkMismatch},
+	{"ErrNetworkMismatch", ErrNetworkMismatch, MsgInterfaceDefaultRoute},
 	{"ErrMalformedAnnotation", ErrMalformedAnnotation, MsgMalformedIP},
 	{"ErrMalformedAnnotation", ErrMalformedAnnotation, MsgMalformedIPs},
 	{"ErrMalformedAnnotation", ErrMalformedAnnotation, MsgMalformedNetwork},
+	{"ErrMalformedAnnotation", ErrMalformedAnnotation, MsgMalformedInterfaces},
 	{"ErrPodNotFound", ErrPodNotFound, MsgPodNotFound},
 	{"ErrCountOnly", ErrCountOnly, MsgCountOnly},
 	{"ErrPrevResultMismatch", ErrPrevResultMismatch, MsgPrevResultMismatch},

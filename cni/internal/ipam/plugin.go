@@ -4,8 +4,13 @@
 // pod ipscheduler.io/ips, and ipscheduler.io/network, against the
 // NodeIPPool's status.allocations entry for the pod's UID: ip, and ips for
 // a dual-stack pod) and print them as a CNI result; the node ledger
-// (internal/ledger) records which sandbox has each address. DEL and GC
-// forget addresses in the ledger; pods of other schedulers can go to
+// (internal/ledger) records which sandbox interface has each address. A
+// multi-homed pod's further interfaces (Multus's net1, net2, ...) are in
+// ipscheduler.io/interfaces, interface name -> {pool, ips, network}, each
+// from its own NodeIPPool (its allocation names the interface): ADD and
+// CHECK verify CNI_IFNAME's entry when there is one, else the first
+// interface's annotations (interfaces.go). DEL and GC forget addresses in
+// the ledger, per sandbox interface; pods of other schedulers can go to
 // ipam.delegate.
 package ipam
 
@@ -111,11 +116,14 @@ func (p *Plugin) verify(conf *NetConf, args *skel.CmdArgs) (*Verified, error) {
 		NodeName:           conf.IPAM.NodeName,
 		SchedulerName:      conf.IPAM.SchedulerName,
 		RuntimeAnnotations: conf.RuntimeConfig.PodAnnotations,
+		IfName:             args.IfName,
 	})
 }
 
-// Add verifies the pod's reservation, records its addresses (both of a
-// dual-stack pod) as this sandbox's in the node-local ledger, all or none
+// Add verifies the pod's reservation for CNI_IFNAME (its entry of
+// ipscheduler.io/interfaces, else the first interface's), records its
+// addresses (both of a dual-stack interface) as this sandbox interface's
+// (CNI_CONTAINERID, CNI_IFNAME) in the node-local ledger, all or none
 // (refused, code 11, while another sandbox that still exists has one: the
 // kubelet retries the sandbox) and prints them.
 // A pod that is not ours (105) goes to ipam.delegate when it is set.

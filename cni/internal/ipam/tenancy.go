@@ -20,6 +20,10 @@ import (
 //  3. else its namespace's ipscheduler.io/default-pools, when it has one,
 //     names the pool (the same form).
 //
+// Rules 2 and 3 choose the pool of the pod's first interface; a further
+// interface's pool (ipscheduler.io/interfaces) is subject to rule 1 only
+// (checkPoolNamespaces).
+//
 // The details of an ErrTenancy error say which rule refused in the
 // scheduler's words: a malformed list reads exactly as pool_choice's
 // problem (the pod's unschedulable reason), Python repr quoting included.
@@ -59,12 +63,8 @@ func parsePoolList(raw, source string) poolList {
 // *types.Error: ErrTenancy, or 11/ErrAPI when the namespace cannot be read
 // (404 is no default; 403 is ErrAPI naming the missing permission).
 func checkTenancy(ctx context.Context, api API, ns string, podAnn map[string]string, pool *kube.NodeIPPool, poolName string) error {
-	if allowed := pool.Spec.Namespaces; allowed != nil && !slices.Contains(allowed, ns) {
-		sorted := slices.Clone(allowed)
-		slices.Sort(sorted)
-		sorted = slices.Compact(sorted)
-		return newErr(ErrTenancy, MsgTenancy, "NodeIPPool %s is reserved for namespaces %s (spec.namespaces), not %s",
-			poolName, strings.Join(sorted, ", "), ns)
+	if err := checkPoolNamespaces(ns, pool, poolName); err != nil {
+		return err
 	}
 
 	if raw, ok := podAnn[AnnotationPools]; ok {
@@ -100,6 +100,19 @@ func checkTenancy(ctx context.Context, api API, ns string, podAnn map[string]str
 	}
 	if !slices.Contains(list.names, poolName) {
 		return newErr(ErrTenancy, MsgTenancy, "%s=%s does not name NodeIPPool %s", source, raw, poolName)
+	}
+	return nil
+}
+
+// checkPoolNamespaces is rule 1 alone: the pool's spec.namespaces (absent:
+// any) holds the pod's namespace ns, else ErrTenancy in the scheduler's words.
+func checkPoolNamespaces(ns string, pool *kube.NodeIPPool, poolName string) error {
+	if allowed := pool.Spec.Namespaces; allowed != nil && !slices.Contains(allowed, ns) {
+		sorted := slices.Clone(allowed)
+		slices.Sort(sorted)
+		sorted = slices.Compact(sorted)
+		return newErr(ErrTenancy, MsgTenancy, "NodeIPPool %s is reserved for namespaces %s (spec.namespaces), not %s",
+			poolName, strings.Join(sorted, ", "), ns)
 	}
 	return nil
 }

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -33,6 +36,11 @@ type Request struct {
 	// RuntimeAnnotations are the pod annotations the runtime passed in
 	// runtimeConfig["io.kubernetes.cri.pod-annotations"]; nil when absent.
 	RuntimeAnnotations map[string]string
+	// IfName is CNI_IFNAME: the pod's interface being configured. When the
+	// pod's ipscheduler.io/interfaces has an entry for it, that entry is
+	// verified (a further interface); else the first interface's
+	// annotations, whatever the name.
+	IfName string
 }
 
 // AnnotationSource tells where the annotations used came from.
@@ -53,14 +61,18 @@ type Annotations struct {
 	// pods have none.
 	IPs     string
 	Network string // ipscheduler.io/network ("" when absent)
+	// Interfaces is ipscheduler.io/interfaces, trimmed ("" when absent or
+	// empty): the pod's further interfaces (ParseInterfaces).
+	Interfaces string
 }
 
 func annotationsOf(m map[string]string) Annotations {
 	return Annotations{
-		Pool:    strings.TrimSpace(m[AnnotationPool]),
-		IP:      strings.TrimSpace(m[AnnotationIP]),
-		IPs:     strings.TrimSpace(m[AnnotationIPs]),
-		Network: strings.TrimSpace(m[AnnotationNetwork]),
+		Pool:       strings.TrimSpace(m[AnnotationPool]),
+		IP:         strings.TrimSpace(m[AnnotationIP]),
+		IPs:        strings.TrimSpace(m[AnnotationIPs]),
+		Network:    strings.TrimSpace(m[AnnotationNetwork]),
+		Interfaces: strings.TrimSpace(m[AnnotationInterfaces]),
 	}
 }
 
@@ -83,8 +95,11 @@ type NetworkIP struct {
 type Verified struct {
 	Pod    PodRef
 	PodUID string
-	Pool   string
-	IP     netip.Addr // the primary address (ipscheduler.io/ip)
+	// Interface is the further interface (ipscheduler.io/interfaces' key,
+	// CNI_IFNAME) whose entry was verified; "" for the first interface.
+	Interface string
+	Pool      string
+	IP        netip.Addr // the primary address (ipscheduler.io/ip)
 	// IPs is every address of the pod, IP first: ipscheduler.io/ips for a
 	// dual-stack pod, else IP alone (nil is read as IP alone).
 	IPs     []netip.Addr
@@ -121,6 +136,9 @@ func SelectAnnotations(runtime, live map[string]string) (Annotations, Annotation
 	}
 	if !sameJSON(rtAnn.Network, liveAnn.Network) {
 		diffs = append(diffs, fmt.Sprintf("%s %q (runtime) vs %q (pod)", AnnotationNetwork, rtAnn.Network, liveAnn.Network))
+	}
+	if !sameJSONValue(rtAnn.Interfaces, liveAnn.Interfaces) {
+		diffs = append(diffs, fmt.Sprintf("%s %q (runtime) vs %q (pod)", AnnotationInterfaces, rtAnn.Interfaces, liveAnn.Interfaces))
 	}
 	if len(diffs) > 0 {
 		return Annotations{}, SourceRuntime, newErr(ErrRuntimeAnnotations, MsgRuntimeAnnotations, "%s", strings.Join(diffs, "; "))
@@ -166,6 +184,32 @@ func sameJSON(a, b string) bool {
 	return json.Compact(&ca, []byte(a)) == nil && json.Compact(&cb, []byte(b)) == nil && ca.String() == cb.String()
 }
 
+// sameJSONValue compares two JSON texts as the values they encode: the
+// order of an object's keys and insignificant whitespace do not matter,
+// numbers are compared as written. Texts that do not parse are compared as
+// they are.
+func sameJSONValue(a, b string) bool {
+	if a == b {
+		return true
+	}
+	va, errA := decodeJSONValue(a)
+	vb, errB := decodeJSONValue(b)
+	return errA == nil && errB == nil && reflect.DeepEqual(va, vb)
+}
+
+func decodeJSONValue(text string) (any, error) {
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data")
+	}
+	return v, nil
+}
+
 // ParseIP parses an ipscheduler.io/ip value as the scheduler writes it (one
 // IPv4 or IPv6 address, no zone, no IPv4-mapped IPv6).
 func ParseIP(text string) (netip.Addr, error) {
@@ -187,24 +231,34 @@ func ParseIP(text string) (netip.Addr, error) {
 // entries ignored), no empty entry, at most one per family. Whether the
 // first is ipscheduler.io/ip is the caller's check.
 func ParseIPs(text string) ([]netip.Addr, error) {
-	entries := strings.Split(text, ",")
+	out, err := parseAddrList(strings.Split(text, ","))
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", text, err)
+	}
+	return out, nil
+}
+
+// parseAddrList parses the addresses of one interface, primary first: one
+// or two entries (each as ParseIP, spaces around it ignored), none empty,
+// at most one per family.
+func parseAddrList(entries []string) ([]netip.Addr, error) {
 	out := make([]netip.Addr, 0, len(entries))
 	for i, entry := range entries {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
-			return nil, fmt.Errorf("%q: entry %d is empty", text, i+1)
+			return nil, fmt.Errorf("entry %d is empty", i+1)
 		}
 		a, err := ParseIP(entry)
 		if err != nil {
-			return nil, fmt.Errorf("%q: entry %d: %w", text, i+1, err)
+			return nil, fmt.Errorf("entry %d: %w", i+1, err)
 		}
 		out = append(out, a)
 	}
 	if len(out) > 2 {
-		return nil, fmt.Errorf("%q has %d addresses: at most two, one per family", text, len(out))
+		return nil, fmt.Errorf("%d addresses: at most two, one per family", len(out))
 	}
 	if len(out) == 2 && out[0].Is4() == out[1].Is4() {
-		return nil, fmt.Errorf("%q has two %s addresses: at most one per family", text, family(out[0]))
+		return nil, fmt.Errorf("two %s addresses: at most one per family", family(out[0]))
 	}
 	return out, nil
 }
@@ -225,21 +279,125 @@ func joinAddrs(addrs []netip.Addr) string {
 	return strings.Join(texts, ",")
 }
 
+// networkAnnotation is ipscheduler.io/network as written (also the network
+// of an ipscheduler.io/interfaces entry): a CNI IPAM result without
+// interfaces.
 type networkAnnotation struct {
-	IPs []struct {
-		Address string `json:"address"`
-		Gateway string `json:"gateway,omitempty"`
-	} `json:"ips"`
-	Routes []struct {
-		Dst      string `json:"dst"`
-		GW       string `json:"gw,omitempty"`
-		MTU      int    `json:"mtu,omitempty"`
-		AdvMSS   int    `json:"advmss,omitempty"`
-		Priority int    `json:"priority,omitempty"`
-		Table    *int   `json:"table,omitempty"`
-		Scope    *int   `json:"scope,omitempty"`
-	} `json:"routes"`
-	DNS types.DNS `json:"dns"`
+	IPs    []networkIPJSON `json:"ips"`
+	Routes []routeJSON     `json:"routes"`
+	DNS    types.DNS       `json:"dns"`
+}
+
+type networkIPJSON struct {
+	Address string `json:"address"`
+	Gateway string `json:"gateway,omitempty"`
+}
+
+type routeJSON struct {
+	Dst      string `json:"dst"`
+	GW       string `json:"gw,omitempty"`
+	MTU      int    `json:"mtu,omitempty"`
+	AdvMSS   int    `json:"advmss,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+	Table    *int   `json:"table,omitempty"`
+	Scope    *int   `json:"scope,omitempty"`
+}
+
+// decodeNetworkJSON decodes a network strictly: unknown keys and trailing
+// data are errors.
+func decodeNetworkJSON(text string) (*networkAnnotation, error) {
+	var raw networkAnnotation
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the JSON object")
+	}
+	return &raw, nil
+}
+
+// parseNetworkAddress parses ips[i].address: an address with its prefix.
+func parseNetworkAddress(i int, entry networkIPJSON) (netip.Prefix, error) {
+	prefix, err := netip.ParsePrefix(strings.TrimSpace(entry.Address))
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("ips[%d].address: %v", i, err)
+	}
+	if prefix.Addr().Zone() != "" || prefix.Addr().Is4In6() {
+		return netip.Prefix{}, fmt.Errorf("ips[%d].address %q: zones and IPv4-mapped IPv6 are not supported", i, entry.Address)
+	}
+	return prefix, nil
+}
+
+// parseNetworkGateway parses ips[i].gateway (nil when absent), of prefix's family.
+func parseNetworkGateway(i int, entry networkIPJSON, prefix netip.Prefix) (net.IP, error) {
+	gw := strings.TrimSpace(entry.Gateway)
+	if gw == "" {
+		return nil, nil
+	}
+	g, err := ParseIP(gw)
+	if err != nil {
+		return nil, fmt.Errorf("ips[%d].gateway: %v", i, err)
+	}
+	if g.Is4() != prefix.Addr().Is4() {
+		return nil, fmt.Errorf("ips[%d].gateway %s is not of the address's family", i, g)
+	}
+	return net.IP(g.AsSlice()), nil
+}
+
+// parseRoute parses routes[i]: dst masked, gw of dst's family.
+func parseRoute(i int, r routeJSON) (*types.Route, error) {
+	dst, err := netip.ParsePrefix(strings.TrimSpace(r.Dst))
+	if err != nil {
+		return nil, fmt.Errorf("routes[%d].dst: %v", i, err)
+	}
+	route := &types.Route{
+		Dst: ipNet(dst.Masked()), MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope,
+	}
+	if gw := strings.TrimSpace(r.GW); gw != "" {
+		g, err := ParseIP(gw)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d].gw: %v", i, err)
+		}
+		if g.Is4() != dst.Addr().Is4() {
+			return nil, fmt.Errorf("routes[%d]: gw %s and dst %s are of different families", i, g, dst)
+		}
+		route.GW = net.IP(g.AsSlice())
+	}
+	return route, nil
+}
+
+// decodeNetwork parses a network without comparing its addresses with
+// anything: its addresses are returned in order. Errors are plain (the
+// caller says which annotation is malformed).
+func decodeNetwork(text string) (*Network, []netip.Addr, error) {
+	raw, err := decodeNetworkJSON(text)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &Network{DNS: raw.DNS}
+	var addrs []netip.Addr
+	for i, entry := range raw.IPs {
+		prefix, err := parseNetworkAddress(i, entry)
+		if err != nil {
+			return nil, nil, err
+		}
+		gw, err := parseNetworkGateway(i, entry, prefix)
+		if err != nil {
+			return nil, nil, err
+		}
+		out.IPs = append(out.IPs, NetworkIP{Address: ipNet(prefix), Gateway: gw})
+		addrs = append(addrs, prefix.Addr())
+	}
+	for i, r := range raw.Routes {
+		route, err := parseRoute(i, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		out.Routes = append(out.Routes, route)
+	}
+	return out, addrs, nil
 }
 
 // ParseNetwork parses an ipscheduler.io/network value and checks it carries
@@ -253,14 +411,9 @@ func ParseNetwork(text string, ip netip.Addr, more ...netip.Addr) (*Network, err
 	malformed := func(format string, args ...any) error {
 		return newErr(ErrMalformedAnnotation, MsgMalformedNetwork, format, args...)
 	}
-	var raw networkAnnotation
-	dec := json.NewDecoder(strings.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
+	raw, err := decodeNetworkJSON(text)
+	if err != nil {
 		return nil, malformed("%v", err)
-	}
-	if dec.More() {
-		return nil, malformed("trailing data after the JSON object")
 	}
 	if len(ips) == 1 && len(raw.IPs) != 1 {
 		return nil, newErr(ErrNetworkMismatch, MsgNetworkMismatch,
@@ -272,12 +425,9 @@ func ParseNetwork(text string, ip netip.Addr, more ...netip.Addr) (*Network, err
 	}
 	out := &Network{DNS: raw.DNS}
 	for i, entry := range raw.IPs {
-		prefix, err := netip.ParsePrefix(strings.TrimSpace(entry.Address))
+		prefix, err := parseNetworkAddress(i, entry)
 		if err != nil {
-			return nil, malformed("ips[%d].address: %v", i, err)
-		}
-		if prefix.Addr().Zone() != "" || prefix.Addr().Is4In6() {
-			return nil, malformed("ips[%d].address %q: zones and IPv4-mapped IPv6 are not supported", i, entry.Address)
+			return nil, malformed("%v", err)
 		}
 		if want := ips[i]; prefix.Addr() != want {
 			if len(ips) == 1 {
@@ -287,36 +437,16 @@ func ParseNetwork(text string, ip netip.Addr, more ...netip.Addr) (*Network, err
 			return nil, newErr(ErrNetworkMismatch, MsgNetworkMismatchIPs,
 				"%s ips[%d] carries %s, address %d of %s (%s) is %s", AnnotationNetwork, i, prefix.Addr(), i+1, AnnotationIPs, joinAddrs(ips), want)
 		}
-		nip := NetworkIP{Address: ipNet(prefix)}
-		if gw := strings.TrimSpace(entry.Gateway); gw != "" {
-			g, err := ParseIP(gw)
-			if err != nil {
-				return nil, malformed("ips[%d].gateway: %v", i, err)
-			}
-			if g.Is4() != prefix.Addr().Is4() {
-				return nil, malformed("ips[%d].gateway %s is not of the address's family", i, g)
-			}
-			nip.Gateway = net.IP(g.AsSlice())
+		gw, err := parseNetworkGateway(i, entry, prefix)
+		if err != nil {
+			return nil, malformed("%v", err)
 		}
-		out.IPs = append(out.IPs, nip)
+		out.IPs = append(out.IPs, NetworkIP{Address: ipNet(prefix), Gateway: gw})
 	}
 	for i, r := range raw.Routes {
-		dst, err := netip.ParsePrefix(strings.TrimSpace(r.Dst))
+		route, err := parseRoute(i, r)
 		if err != nil {
-			return nil, malformed("routes[%d].dst: %v", i, err)
-		}
-		route := &types.Route{
-			Dst: ipNet(dst.Masked()), MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope,
-		}
-		if gw := strings.TrimSpace(r.GW); gw != "" {
-			g, err := ParseIP(gw)
-			if err != nil {
-				return nil, malformed("routes[%d].gw: %v", i, err)
-			}
-			if g.Is4() != dst.Addr().Is4() {
-				return nil, malformed("routes[%d]: gw %s and dst %s are of different families", i, g, dst)
-			}
-			route.GW = net.IP(g.AsSlice())
+			return nil, malformed("%v", err)
 		}
 		out.Routes = append(out.Routes, route)
 	}
@@ -333,6 +463,12 @@ func ipNet(p netip.Prefix) net.IPNet {
 // K8S_POD_UID, its pool serves this node, the pod may use that pool (the
 // scheduler's tenancy rules: checkTenancy), and the pool's allocation for
 // that UID is those addresses, in that order.
+//
+// A pod with further interfaces has ipscheduler.io/interfaces: when present
+// it must parse (ParseInterfaces; else ErrMalformedAnnotation, whatever
+// req.IfName), and when it has an entry for req.IfName that entry is
+// verified instead (verifyInterface); any other interface name is the first
+// interface's, as above.
 // Errors are *types.Error (11, or the plugin's codes >= 100).
 func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 	ref := req.Pod
@@ -355,6 +491,15 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 	ann, source, err := SelectAnnotations(req.RuntimeAnnotations, pod.Metadata.Annotations)
 	if err != nil {
 		return nil, err
+	}
+	if ann.Interfaces != "" {
+		ifaces, err := ParseInterfaces(ann.Interfaces)
+		if err != nil {
+			return nil, newErr(ErrMalformedAnnotation, MsgMalformedInterfaces, "pod %s: %v", ref, err)
+		}
+		if entry, ok := ifaces[req.IfName]; ok {
+			return verifyInterface(ctx, api, req, uid, req.IfName, entry, source)
+		}
 	}
 	if ann.Pool == "" {
 		if pod.Spec.SchedulerName == req.SchedulerName {
@@ -420,6 +565,13 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 	if !held {
 		return nil, newErr(ErrNoAllocation, MsgNoAllocation,
 			"NodeIPPool %s has no allocation for pod %s UID %s", ann.Pool, ref, uid)
+	}
+	if alloc.Interface != "" {
+		// The first interface's allocation names no interface: this one is a
+		// further interface's (ipscheduler.io/interfaces), not the pod's first.
+		return nil, newErr(ErrAllocationMismatch, MsgAllocationMismatch,
+			"NodeIPPool %s allocates %s to UID %s for its interface %s, not for the pod's first interface (%s is %s)",
+			ann.Pool, describeAllocation(alloc), uid, alloc.Interface, AnnotationPool, ann.Pool)
 	}
 	if ann.IPs == "" {
 		allocIP, err := ParseIP(alloc.IP)

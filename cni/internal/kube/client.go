@@ -46,11 +46,14 @@ type Allocation struct {
 	IP string `json:"ip"` // "" (or null) in count-only pools; the primary address of a dual-stack pod
 	// IPs is every address of the allocation, primary (IP) first, when it
 	// holds more than one (a dual-stack pod); nil otherwise: it holds just IP.
-	IPs        []string `json:"ips,omitempty"`
-	Pod        string   `json:"pod"`
-	Phase      string   `json:"phase"`
-	Since      string   `json:"since"`
-	ReservedBy string   `json:"reservedBy"`
+	IPs []string `json:"ips,omitempty"`
+	// Interface names the pod's further interface (ipscheduler.io/interfaces'
+	// key: "net1") the allocation is for; "" for the pod's first interface.
+	Interface  string `json:"interface,omitempty"`
+	Pod        string `json:"pod"`
+	Phase      string `json:"phase"`
+	Since      string `json:"since"`
+	ReservedBy string `json:"reservedBy"`
 }
 
 // NodeIPPool is the part of an ipscheduler.io/v1alpha1 NodeIPPool the plugin reads.
