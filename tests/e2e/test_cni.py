@@ -153,8 +153,10 @@ def run_cni(
     tmp_path: Path,
     cap_args: dict[str, Any] | None = None,
     uid: str | None = None,
+    ifname: str = "eth0",
 ) -> subprocess.CompletedProcess[str]:
-    """``cnitool <verb>`` as a runtime calls the network (cnitool prints the result)."""
+    """``cnitool <verb>`` as a runtime calls the network (cnitool prints the result), for the
+    sandbox's interface ``ifname`` (as Multus calls a further network's plugins)."""
     confdir = tmp_path / f"net.d-{netns}"
     confdir.mkdir(exist_ok=True)
     (confdir / "10-test.conflist").write_text(json.dumps(conf))
@@ -162,7 +164,7 @@ def run_cni(
         **os.environ,
         "NETCONFPATH": str(confdir),
         "CNI_PATH": cni.path,
-        "CNI_IFNAME": "eth0",
+        "CNI_IFNAME": ifname,
         "CNI_ARGS": (
             f"IgnoreUnknown=1;K8S_POD_NAMESPACE={pod.namespace};K8S_POD_NAME={pod.name};"
             f"K8S_POD_INFRA_CONTAINER_ID={netns};K8S_POD_UID={uid or pod.uid}"
@@ -202,11 +204,11 @@ def ipam_error(
     return dict(json.loads(proc.stdout))
 
 
-def ipv4_of(netns: str, family: str = "inet") -> list[str]:
-    """``address/prefix`` of eth0's global IPv4 (``inet6``: IPv6) addresses in ``netns``
-    ([] when eth0 is absent)."""
+def ipv4_of(netns: str, family: str = "inet", ifname: str = "eth0") -> list[str]:
+    """``address/prefix`` of ``ifname``'s global IPv4 (``inet6``: IPv6) addresses in ``netns``
+    ([] when the interface is absent)."""
     proc = subprocess.run(
-        ["ip", "-n", netns, "-j", "addr", "show", "eth0"], capture_output=True, text=True, check=False
+        ["ip", "-n", netns, "-j", "addr", "show", ifname], capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
         return []
@@ -362,6 +364,58 @@ def test_a_dual_stack_pod_gets_both_reserved_addresses_on_eth0(
     delete = run_cni(cni, "del", netns, conf, pod, tmp_path)
     assert delete.returncode == 0, delete.stderr
     assert ipv4_of(netns) == [] and ipv4_of(netns, "inet6") == []
+
+
+def test_a_further_interface_gets_exactly_its_own_pools_address_on_net1(
+    multus_scheduler: SchedulerProcess,
+    pools: Pools,
+    cni: Cni,
+    kubectl: Kubectl,
+    ns: str,
+    netns: str,
+    tmp_path: Path,
+) -> None:
+    """The pod asks for net1 from pool cni-rdma: ADD for eth0 gives the first interface's
+    address and the default route, ADD for net1 (a second bridge, as Multus calls a further
+    network's plugins) exactly net1's reserved address and its pool's other routes, no
+    default route; CHECK passes for both; DEL of net1 leaves eth0 as it is."""
+    pools.create(POOL, NODE, ["10.77.1.1-10.77.1.20"], subnets=[SUBNET])
+    rdma_subnet = {
+        "cidr": "10.78.1.0/24",
+        "gateway": "10.78.1.1",
+        "routes": [{"dst": "0.0.0.0/0"}, {"dst": "10.79.0.0/16"}],
+    }
+    pools.create("cni-rdma", NODE, ["10.78.1.10-10.78.1.20"], subnets=[rdma_subnet])
+    pod = bound_pod(
+        kubectl, ns, "multi", annotations={"ipscheduler.io/interface-pools": json.dumps({"net1": "cni-rdma"})}
+    )
+    entry = json.loads(pod.annotations["ipscheduler.io/interfaces"])["net1"]
+    assert (entry["pool"], entry["ips"]) == ("cni-rdma", ["10.78.1.10"])
+    first = conflist(cni, netns)
+    second = conflist(cni, netns)
+    second["name"] = "rdma"
+    second["plugins"][0]["bridge"] = bridge_of(netns) + "1"
+    try:
+        for conf, ifname in ((first, "eth0"), (second, "net1")):
+            add = run_cni(cni, "add", netns, conf, pod, tmp_path, pod_annotations_cap(pod), ifname=ifname)
+            assert add.returncode == 0, add.stderr
+        assert ipv4_of(netns) == [f"{pod.annotations['ipscheduler.io/ip']}/24"]
+        assert ipv4_of(netns, ifname="net1") == ["10.78.1.10/24"]
+        routes = routes_of(netns)
+        assert "default via 10.77.1.1 dev eth0" in routes
+        assert "10.79.0.0/16 via 10.78.1.1 dev net1" in routes
+        assert "dev net1" not in next(line for line in routes.splitlines() if line.startswith("default"))
+        assert routes.count("default") == 1
+        for conf, ifname in ((first, "eth0"), (second, "net1")):
+            check = run_cni(cni, "check", netns, conf, pod, tmp_path, ifname=ifname)
+            assert check.returncode == 0, check.stderr
+        delete = run_cni(cni, "del", netns, second, pod, tmp_path, ifname="net1")
+        assert delete.returncode == 0, delete.stderr
+        assert ipv4_of(netns, ifname="net1") == []
+        assert ipv4_of(netns) == [f"{pod.annotations['ipscheduler.io/ip']}/24"]
+        assert run_cni(cni, "del", netns, first, pod, tmp_path).returncode == 0
+    finally:
+        subprocess.run(["ip", "link", "del", bridge_of(netns) + "1"], capture_output=True, check=False)
 
 
 def test_check_fails_once_the_pod_no_longer_holds_the_address(

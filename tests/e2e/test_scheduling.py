@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -283,6 +284,70 @@ def _dual(name: str, policy: str, families: str | None = None, **spec: Any) -> d
         **({"ipscheduler.io/ip-families": families} if families else {}),
     }
     return body
+
+
+def _multihomed(name: str, interface_pools: dict[str, str], **spec: Any) -> dict[str, Any]:
+    body = pod_manifest(name, scheduler=SCHEDULER, terminationGracePeriodSeconds=0, **spec)
+    body["metadata"]["annotations"] = {
+        "ipscheduler.io/pools": "first-1,first-2,first-3",
+        "ipscheduler.io/interface-pools": json.dumps(interface_pools),
+    }
+    return body
+
+
+def test_a_pod_with_further_interfaces_gets_each_from_its_own_pools_on_one_node(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """Every node has a pool for the first interface; node-1 and node-3 one for net1 (node-3
+    with room for one), node-2 none: a pod with net1 goes where both fit, gets each address
+    from its own pool, and a node that cannot serve net1 is refused with the interface named."""
+    for i in (1, 2, 3):
+        pools.create(f"first-{i}", f"node-{i}", [f"10.35.{i}.10-10.35.{i}.19"])
+    subnet = {
+        "cidr": "10.36.1.0/24",
+        "gateway": "10.36.1.1",
+        "routes": [{"dst": "0.0.0.0/0"}, {"dst": "10.37.0.0/16"}],
+    }
+    pools.create("rdma-1", "node-1", ["10.36.1.10-10.36.1.19"], subnets=[subnet])
+    pools.create("rdma-3", "node-3", ["10.36.3.10"], capacity=1)
+    kubectl.create(_multihomed("mh-0", {"net1": "rdma-3,rdma-1"}), ns)
+    wait_for("mh-0 bound", lambda: _pod(kubectl, ns, "mh-0")["spec"].get("nodeName"))
+    pod = _pod(kubectl, ns, "mh-0")
+    node = pod["spec"]["nodeName"]
+    assert node in ("node-1", "node-3")
+    ann = pod["metadata"]["annotations"]
+    entry = json.loads(ann["ipscheduler.io/interfaces"])["net1"]
+    assert ann["ipscheduler.io/pool"] == f"first-{node[-1]}"
+    assert entry["pool"] == f"rdma-{node[-1]}"
+    assert entry["ips"] == [f"10.36.{node[-1]}.10"]
+    if node == "node-1":  # the subnet's routes, the default route left to the first interface
+        assert entry["network"] == {
+            "ips": [{"address": "10.36.1.10/24", "gateway": "10.36.1.1"}],
+            "routes": [{"dst": "10.37.0.0/16", "gw": "10.36.1.1"}],
+        }
+    allocation = pools.get(entry["pool"])["status"]["allocations"][pod["metadata"]["uid"]]
+    assert (allocation["ip"], allocation["interface"]) == (entry["ips"][0], "net1")
+
+    kubectl.create(
+        _multihomed(
+            "mh-node-2", {"net1": "rdma-1,rdma-3"}, nodeSelector={"kubernetes.io/hostname": "node-2"}
+        ),
+        ns,
+    )
+    ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "mh-node-2", "FailedScheduling"))
+    assert ev[0]["message"] == (
+        "0/3 nodes are available: 1 node(s) had no NodeIPPool interface net1 may use, "
+        "2 node(s) didn't match Pod's node affinity/selector. " + NOT_HELPFUL
+    )
+    kubectl.create(_multihomed("mh-1", {"net1": "rdma-3"}), ns)  # rdma-3 holds one: mh-0's, or free
+    if node == "node-3":
+        ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "mh-1", "FailedScheduling"))
+        assert "1 node(s) had no free underlay IP for interface net1" in ev[0]["message"]
+        kubectl("delete", "pod", "-n", ns, "mh-0", "--wait=true")  # both of its addresses go back
+    wait_for("mh-1 bound", lambda: _pod(kubectl, ns, "mh-1")["spec"].get("nodeName") == "node-3")
+    assert json.loads(_pod(kubectl, ns, "mh-1")["metadata"]["annotations"]["ipscheduler.io/interfaces"])[
+        "net1"
+    ]["ips"] == ["10.36.3.10"]
 
 
 def test_dual_stack_pods_get_an_address_of_each_family_where_a_pool_has_both(

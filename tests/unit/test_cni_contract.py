@@ -20,7 +20,13 @@ import pytest
 from ipscheduler.framework.interface import BIND_ANNOTATIONS, CycleState
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.underlayip.binder import PoolBinder
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_IPS, ANNOTATION_NETWORK, ANNOTATION_POOL
+from ipscheduler.underlayip.models import (
+    ANNOTATION_INTERFACES,
+    ANNOTATION_IP,
+    ANNOTATION_IPS,
+    ANNOTATION_NETWORK,
+    ANNOTATION_POOL,
+)
 from ipscheduler.underlayip.multus import NETWORKS_ANNOTATION
 from ipscheduler.underlayip.plugin import UnderlayIP
 from ipscheduler.underlayip.pool import PoolView
@@ -46,12 +52,13 @@ def _ids(cases: list[dict[str, Any]]) -> list[str]:
 async def _schedule(case: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
     """Reserve + PreBind of the contract's pod on its node with the case's pool: the
     Binding's annotations and the pod's allocation as written to the pool's status."""
-    body = copy.deepcopy(case["pool"])
-    body["metadata"].setdefault("resourceVersion", "1")
-    name = body["metadata"]["name"]
+    bodies = [copy.deepcopy(b) for b in (case["pool"], case.get("firstPool")) if b is not None]
+    for b in bodies:
+        b["metadata"].setdefault("resourceVersion", "1")
+    name = bodies[0]["metadata"]["name"]
     node = NodeInfo(name=POD["nodeName"], ready=True)
-    cache = pool_cache({node.name: [node]}, {name: [PoolView.from_obj(body)]})
-    api = FakePoolApi([body])
+    cache = pool_cache({node.name: [node]}, {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in bodies})
+    api = FakePoolApi(bodies)
     writer = PoolWriter(api, cache)  # type: ignore[arg-type]
     binder = PoolBinder(cache, writer)
     plugin = UnderlayIP(binder, StickyAddresses(writer), "spread", multus_network=case.get("multusNetwork"))
@@ -79,6 +86,7 @@ async def test_the_scheduler_writes_the_contracts_annotations_and_allocation(cas
     assert annotations == case["annotations"]
     assert allocation.get("ip") == case["allocation"].get("ip")
     assert allocation.get("ips") == case["allocation"].get("ips")
+    assert allocation.get("interface") == case["allocation"].get("interface")
     assert allocation["pod"] == f"{POD['namespace']}/{POD['name']}"
 
 
@@ -87,6 +95,10 @@ def test_the_network_annotation_is_the_cni_result_without_cni_version(case: dict
     """ipscheduler.io/network is a CNI IPAM result without interfaces (models.ANNOTATION_NETWORK):
     what the plugin prints is it plus cniVersion; an empty one (a count-only slot) gives an error."""
     network = case["annotations"].get(ANNOTATION_NETWORK)
+    further = json.loads(case["annotations"].get(ANNOTATION_INTERFACES) or "{}")
+    if case.get("ifName") in further:  # a further interface: its entry's network
+        assert case["result"] == {"cniVersion": NETWORK["cniVersion"], **further[case["ifName"]]["network"]}
+        return
     if not network:
         assert "error" in case
         return
@@ -106,7 +118,7 @@ def test_each_case_has_one_outcome_from_errors_json(case: dict[str, Any]) -> Non
 
 
 def test_the_contract_uses_the_schedulers_annotation_keys() -> None:
-    ours = {ANNOTATION_POOL, ANNOTATION_IP, ANNOTATION_IPS, ANNOTATION_NETWORK}
+    ours = {ANNOTATION_POOL, ANNOTATION_IP, ANNOTATION_IPS, ANNOTATION_NETWORK, ANNOTATION_INTERFACES}
     for case in CASES:
         assert set(case["annotations"]) - ours <= {NETWORKS_ANNOTATION}, case["name"]
 

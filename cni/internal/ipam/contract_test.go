@@ -203,8 +203,11 @@ type contractCase struct {
 	Name string `json:"name"`
 	// IfName is CNI_IFNAME (default eth0): a further interface's name picks
 	// its entry of ipscheduler.io/interfaces.
-	IfName             string            `json:"ifName"`
-	Pool               json.RawMessage   `json:"pool"`
+	IfName string          `json:"ifName"`
+	Pool   json.RawMessage `json:"pool"`
+	// FirstPool is the first interface's pool of a case about a further
+	// interface: the scheduler's side builds it too; ADD reads Pool alone.
+	FirstPool          json.RawMessage   `json:"firstPool"`
 	MultusNetwork      string            `json:"multusNetwork"`
 	SchedulerName      string            `json:"schedulerName"`
 	PodAnnotations     map[string]string `json:"podAnnotations"`

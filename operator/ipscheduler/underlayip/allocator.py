@@ -194,21 +194,24 @@ def replica_of(reserved_by: str | None) -> str:
     return (reserved_by or "").rpartition("/")[0]
 
 
-def retained_for(pool: PoolView, identity: str, owner_uid: str = "") -> tuple[str, Allocation] | None:
+def retained_for(
+    pool: PoolView, identity: str, owner_uid: str = "", interface: str | None = None
+) -> tuple[str, Allocation] | None:
     """The Retained allocation of ``pool`` kept for pod identity ``identity``
     (``namespace/name``) and, for policy StatefulSet, the StatefulSet of UID ``owner_uid``:
     ``(the UID of the pod that ended, the allocation)``, None when there is none. A
     StatefulSet recreated under the same name (another UID) does not match; an allocation
-    kept with policy Never matches any pod of that name. A lookup in the view's
+    kept with policy Never matches any pod of that name; only one kept for the same
+    ``interface`` (None: the pod's first). A lookup in the view's
     :attr:`~ipscheduler.underlayip.pool.PoolView.retained` (every reservation asks)."""
     for uid, a in pool.retained.get(identity, ()):
-        if takes_back(a, owner_uid):
+        if a.interface == interface and takes_back(a, owner_uid):
             return uid, a
     return None
 
 
 def to_take_back(
-    pool: PoolView, uid: str, pod_key: str, retention: Retention | None
+    pool: PoolView, uid: str, pod_key: str, retention: Retention | None, interface: str | None = None
 ) -> tuple[str, Allocation] | None:
     """The Retained allocation :func:`reserve` gives pod ``uid`` (``namespace/name``
     ``pod_key``) back instead of a new address: ``(the UID it is recorded under, the
@@ -218,20 +221,21 @@ def to_take_back(
     name, as PreFilter restricts it to that node)."""
     existing = pool.allocations.get(uid)
     if existing is not None:
-        return (uid, existing) if existing.phase == RETAINED else None
+        return (uid, existing) if existing.phase == RETAINED and existing.interface == interface else None
     identity = (retention.identity if retention is not None else "") or pod_key
     owner_uid = retention.owner_uid if retention is not None else ""
-    return retained_for(pool, identity, owner_uid)
+    return retained_for(pool, identity, owner_uid, interface)
 
 
 def identity_held(
-    pool: PoolView, uid: str, pod_key: str, retention: Retention | None
+    pool: PoolView, uid: str, pod_key: str, retention: Retention | None, interface: str | None = None
 ) -> tuple[str, Allocation] | None:
     """The allocation ``pool`` records for the identity of pod ``uid`` (``retention``: a
     sticky one, StatefulSet or Never) under another pod's UID and not Retained: the
     identity's address, still the previous pod's (its release on its way), or already taken
     back by another pod of the identity that is gone since. ``(that UID, the allocation)``,
-    or None. A new address must not be given meanwhile: the identity would hold two."""
+    or None (only one for the same ``interface``: None, the pod's first). A new address must
+    not be given meanwhile: the identity would hold two."""
     if retention is None or not retention.sticky:
         return None
     identity = retention.identity or pod_key
@@ -239,6 +243,7 @@ def identity_held(
         if (
             other != uid
             and a.identity == identity
+            and a.interface == interface
             and a.phase != RETAINED
             and takes_back(a, retention.owner_uid)
         ):
@@ -308,6 +313,7 @@ def reserve(
     retention: Retention | None = None,
     versions: tuple[int, ...] = (),
     fallback: bool = False,
+    interface: str | None = None,
 ) -> Reservation:
     """Reserve an address for pod ``uid`` (``namespace/name``) on behalf of the scheduling
     cycle ``owner`` (``<replica identity>/<cycle token>``, stored as ``reservedBy``).
@@ -331,18 +337,23 @@ def reserve(
     gets one address of each (a dual-stack pod), or with ``fallback`` (PreferDualStack) one of
     the first version the pool can give when it cannot give them all (:func:`_pick_for`). An
     allocation taken back, taken over or already this cycle's keeps the addresses it has.
+    ``interface``: the pod's further interface the allocation is for (None: its first); the
+    pod's allocation of another interface in this pool leaves no room for this one
+    (:class:`PoolFull`: a pod holds one allocation per pool).
 
     ``owner`` None keeps the pre-ownership behaviour (any held allocation is
     returned as is); only tests use it. Raises :class:`PoolFull` when there is
     nothing to give.
     """
     now = now or utc_now()
-    found = to_take_back(pool, uid, pod_key, retention)
+    existing = pool.allocations.get(uid)
+    if existing is not None and existing.interface != interface and existing.phase != NOMINATED:
+        raise PoolFull(pool.name)
+    found = to_take_back(pool, uid, pod_key, retention, interface)
     if found is not None:
         old_uid, kept = found
         status = _reclaim(pool, ctx, old_uid, uid, kept, pod_key, now, owner, retention)
         return Reservation(status, kept.ip, taken_back=True, ips=kept.addresses)
-    existing = pool.allocations.get(uid)
     if existing is not None and existing.phase == NOMINATED:
         # The place preemption held for the pod becomes its reservation: picked as if the
         # pool had room for one more (the held place), never beyond the pool's capacity.
@@ -351,7 +362,13 @@ def reserve(
         if not possible:
             raise PoolFull(pool.name)
         allocs[uid] = Allocation(
-            pod=pod_key, phase=RESERVED, since=now, reserved_by=owner, **_addressed(ips), **_kept(retention)
+            pod=pod_key,
+            phase=RESERVED,
+            since=now,
+            reserved_by=owner,
+            interface=interface,
+            **_addressed(ips),
+            **_kept(retention),
         )
         return Reservation(desired_status(pool, ctx, allocs, now), allocs[uid].ip, ips=ips)
     if existing is not None:
@@ -362,14 +379,20 @@ def reserve(
             allocs[uid] = existing.model_copy(update={"reserved_by": owner, "since": now})
             return Reservation(desired_status(pool, ctx, allocs, now), existing.ip, ips=existing.addresses)
         raise ReservedElsewhere(pool.name, existing)
-    if (held := identity_held(pool, uid, pod_key, retention)) is not None:
+    if (held := identity_held(pool, uid, pod_key, retention, interface)) is not None:
         raise IdentityHeld(pool.name, *held)
     possible, ips = _pick_for(pool, ctx, versions, fallback)
     if not possible:
         raise PoolFull(pool.name)
     allocs = dict(pool.allocations)
     allocs[uid] = Allocation(
-        pod=pod_key, phase=RESERVED, since=now, reserved_by=owner, **_addressed(ips), **_kept(retention)
+        pod=pod_key,
+        phase=RESERVED,
+        since=now,
+        reserved_by=owner,
+        interface=interface,
+        **_addressed(ips),
+        **_kept(retention),
     )
     return Reservation(desired_status(pool, ctx, allocs, now), allocs[uid].ip, ips=ips)
 

@@ -50,8 +50,9 @@ import secrets
 import socket
 import uuid
 from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -68,9 +69,17 @@ from ipscheduler.underlayip.families import (
     family_need,
     family_of,
 )
+from ipscheduler.underlayip.interfaces import InterfaceNeed, bound_pools, further_interfaces
 from ipscheduler.underlayip.ledger import AddressLedger
-from ipscheduler.underlayip.models import ANNOTATION_POOL, NOMINATED, RESERVED, RETAINED, NodeIPPoolStatus
-from ipscheduler.underlayip.pool import PoolContext, PoolView, freed_by_eviction, network_of_all, utc_now
+from ipscheduler.underlayip.models import NOMINATED, RESERVED, RETAINED, NodeIPPoolStatus
+from ipscheduler.underlayip.pool import (
+    PoolContext,
+    PoolView,
+    freed_by_eviction,
+    network_of_all,
+    utc_now,
+    without_default_route,
+)
 from ipscheduler.underlayip.retention import Retention, retention_of
 from ipscheduler.underlayip.selection import PoolChoice, may_use, pool_choice
 from ipscheduler.underlayip.sticky import PINNED, REHOME, WAITING, Claim, KeptAddress, kept_address
@@ -84,7 +93,9 @@ class Fit(enum.Enum):
 
     ``NO_FREE`` and its per-family kinds (a pod that names IP families: the first of them the
     node cannot give) may change by evicting a pod; the others cannot (kube-scheduler's
-    UnschedulableAndUnresolvable)."""
+    UnschedulableAndUnresolvable). The ``INTERFACE_`` kinds are about a further interface
+    of the pod (:mod:`ipscheduler.underlayip.interfaces`): which one, the cycle's
+    :attr:`PodAddresses.short` says by node."""
 
     FITS = "fits"
     NO_FREE = "no free address"
@@ -93,9 +104,13 @@ class Fit(enum.Enum):
     NO_POOL = "no pool on the node"
     NO_USABLE_POOL = "no pool on the node the pod may use"
     RETAINED_ELSEWHERE = "the pod's retained address is on another node"
+    INTERFACE_NO_FREE = "no free address for a further interface"
+    INTERFACE_NO_POOL = "no pool on the node a further interface may use"
 
 
 _EVICTION_MAY_HELP = frozenset({Fit.NO_FREE, Fit.NO_FREE_IPV4, Fit.NO_FREE_IPV6})
+"""What evicting a pod may change; a further interface's lack is left to its pools (the
+eviction predicate counts the pod's first interface)."""
 
 
 @dataclass(frozen=True)
@@ -108,10 +123,12 @@ class Problem:
     - ``unknown-pools``: it names ``pools`` that do not exist;
     - ``families``: its (or its namespace's) IP family annotations are malformed
       (``detail``: how, from :func:`~ipscheduler.underlayip.families.family_need`);
+    - ``interfaces``: its further interfaces cannot be read (``detail``: how, from
+      :func:`~ipscheduler.underlayip.interfaces.further_interfaces`);
     - ``retaining``: its identity's address is still recorded for the identity's previous
       pod (the pod waits for it, never takes a second)."""
 
-    reason: Literal["pool-list", "unknown-pools", "families", "retaining"]
+    reason: Literal["pool-list", "unknown-pools", "families", "interfaces", "retaining"]
     detail: str = ""
     pools: tuple[str, ...] = ()
 
@@ -131,6 +148,19 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class InterfaceAddresses:
+    """What a further interface of the pod got: ``interface``, its ``pool``, ``ips`` (primary
+    first), ``network`` (its CNI IPAM result as a dict, no default route) and the ``need`` it
+    answers (its Multus element, if any)."""
+
+    interface: str
+    pool: str
+    ips: tuple[str, ...]
+    network: dict[str, Any]
+    need: InterfaceNeed
+
+
+@dataclass(frozen=True)
 class Committed:
     """The allocation a cycle made: ``pool``, ``ip`` (None: a count-only slot), ``network``
     (its CNI IPAM result as JSON, every address of ``ips``; "" for a slot), ``taken_back``
@@ -145,6 +175,8 @@ class Committed:
     taken_back: bool = False
     rehome: Claim | None = None
     ips: tuple[str, ...] = ()
+    interfaces: tuple[InterfaceAddresses, ...] = ()
+    """The pod's further interfaces, in the order it asked for them."""
 
     def __post_init__(self) -> None:
         if not self.ips and self.ip:
@@ -173,28 +205,36 @@ class PodAddresses:
     one address of each from one pool); ``fallback``, for a PreferDualStack pod, by node
     name, the pods like it that could get one family only there (nodes where ``free`` is 0);
     ``ranks``, by node name, the rank of its first usable pool in the pod's
-    ``ipscheduler.io/pools``.
+    ``ipscheduler.io/pools``; ``interface_free``, by further interface (``interfaces``, the
+    pod's, :mod:`ipscheduler.underlayip.interfaces`) then node, the pods like it that
+    interface's usable pools can take; ``short``, by node, the further interface Filter found
+    no address for there.
     What the binder did (its own bookkeeping): ``owner`` (this cycle's ``reservedBy``),
     ``written`` (every pool it queued a write to: what Unreserve may undo), ``pending``
-    (the write Reserve queued, until PreBind waits for it) and ``committed``."""
+    (the write Reserve queued, until PreBind waits for it; ``pending_more``: those of the
+    further interfaces) and ``committed``."""
 
     choice: PoolChoice
     retention: Retention
     kept: KeptAddress | None = None
     problem: Problem | None = None
     family: FamilyNeed = ANY_FAMILY
+    interfaces: tuple[InterfaceNeed, ...] = ()
     free: dict[str, int] = field(default_factory=dict)
     fallback: dict[str, int] = field(default_factory=dict)
     ranks: dict[str, int] = field(default_factory=dict)
+    interface_free: dict[str, dict[str, int]] = field(default_factory=dict)
+    short: dict[str, str] = field(default_factory=dict)
     owner: str = ""
     written: set[str] = field(default_factory=set)
     pending: _Write | None = None
+    pending_more: list[tuple[InterfaceNeed, _Write]] = field(default_factory=list)
     committed: Committed | Refusal | None = None
 
     def clone(self) -> PodAddresses:
         """A copy for a what-if run (:meth:`CycleState.clone
         <ipscheduler.framework.interface.CycleState.clone>`): its own free counts."""
-        return dataclasses.replace(self, free=dict(self.free), fallback=dict(self.fallback))
+        return dataclasses.replace(self, free=dict(self.free), fallback=dict(self.fallback), short={})
 
     @property
     def versions(self) -> tuple[int, ...]:
@@ -329,12 +369,19 @@ class PoolBinder:
         family = family_need(pod.annotations, self.cache.default_families(pod.namespace))
         if family.problem:
             return PodAddresses(choice, retention, problem=Problem("families", family.problem))
+        further = further_interfaces(pod)
+        if further.problem:
+            return PodAddresses(choice, retention, problem=Problem("interfaces", further.problem))
         kept = kept_address(self.cache, pod, retention, datetime.datetime.now(datetime.UTC))  # to the µs
-        needs = PodAddresses(choice, retention, kept, family=family)
+        needs = PodAddresses(choice, retention, kept, family=family, interfaces=further.interfaces)
         if kept is not None and kept.kind == WAITING:
             needs.problem = Problem("retaining")
             return needs
-        if (kept is not None and kept.kind == PINNED) or not count:
+        if not count:
+            return needs
+        if needs.interfaces and self._count_interfaces(needs, pod):
+            return needs
+        if kept is not None and kept.kind == PINNED:
             return needs
         pools = self.cache.pools()
         if choice.names:
@@ -359,7 +406,7 @@ class PoolBinder:
                 if not pool.serves(pod.namespace) and pool.node_name in needs.free:
                     needs.free[pool.node_name] -= self.ledger.available(pool)
         for pool in self.cache.pools_holding(pod.uid):  # its own allocation counts as free for it
-            if may_use(pod, choice, pool):
+            if may_use(pod, choice, pool) and pool.allocations[pod.uid].interface is None:
                 own = self.ledger.available_to(pool, pod.uid) - self.ledger.available(pool)
                 needs.free[pool.node_name] = needs.free.get(pool.node_name, 0) + own
         return needs
@@ -379,6 +426,27 @@ class PoolBinder:
         n = allocator.pods_like(self.ledger.available(pool), self.ledger.family_free(pool), versions)
         return n + 1 if uid and uid in pool.allocations else n
 
+    def _count_interfaces(self, needs: PodAddresses, pod: PodInfo) -> bool:
+        """:meth:`find`'s counts for the pod's further interfaces: by interface and node, the
+        pods like it that interface's usable pools can take (its own allocation there counts
+        as one more). Returns True when an interface names pools that do not exist
+        (``needs.problem`` says which)."""
+        pools = self.cache.pools()
+        for need in needs.interfaces:
+            unknown = [n for n in need.choice.names if n not in pools]
+            if unknown:
+                needs.problem = Problem("unknown-pools", need.choice.source, tuple(unknown))
+                return True
+            versions = tuple(VERSION[f] for f in need.family.families)
+            free = needs.interface_free.setdefault(need.interface, {})
+            for name in need.choice.names:
+                pool = pools[name]
+                if pool.serves(pod.namespace):
+                    own = (a := pool.allocations.get(pod.uid)) is not None and a.interface == need.interface
+                    n = self.pods_like(needs, pool, versions) + (1 if own else 0)
+                    free[pool.node_name] = free.get(pool.node_name, 0) + n
+        return False
+
     def _count_families(self, needs: PodAddresses, pod: PodInfo) -> None:
         """:meth:`find`'s counts for a pod that names IP families: by node, the pods like it
         its usable pools can take with one address of each family from one pool, and for a
@@ -395,7 +463,27 @@ class PoolBinder:
 
     def fit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
         """Whether ``node`` can give the pod an address now, by :meth:`find`'s counts: a pod
-        pinned to its retained address fits on that address's node only."""
+        pinned to its retained address fits on that address's node only. A pod with further
+        interfaces fits where each of them has a free address too (the first that has none
+        is recorded in ``needs.short``)."""
+        fit = self._fit_first(needs, pod, node)
+        if fit is Fit.FITS and needs.interfaces:
+            return self._fit_interfaces(needs, pod, node)
+        return fit
+
+    def _fit_interfaces(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
+        for need in needs.interfaces:
+            if needs.interface_free.get(need.interface, {}).get(node, 0) > 0:
+                continue
+            needs.short[node] = need.interface
+            usable = any(
+                p.name in need.choice.names and p.serves(pod.namespace)
+                for p in self.cache.pools_for_node(node)
+            )
+            return Fit.INTERFACE_NO_FREE if usable else Fit.INTERFACE_NO_POOL
+        return Fit.FITS
+
+    def _fit_first(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
         pinned = needs.pinned
         if pinned is not None:
             return Fit.FITS if node == pinned.node_name else Fit.RETAINED_ELSEWHERE
@@ -554,7 +642,10 @@ class PoolBinder:
         pools = [
             p
             for p in self.cache.pools_for_node(node)
-            if p.node_name == node and p.name != skip and may_use(pod, needs.choice, p)
+            if p.node_name == node
+            and p.name != skip
+            and may_use(pod, needs.choice, p)
+            and ((a := p.allocations.get(pod.uid)) is None or a.interface is None)
         ]
         holding = [p for p in pools if pod.uid in p.allocations]
         versions = needs.versions
@@ -606,23 +697,73 @@ class PoolBinder:
                 continue
             needs.pending = self._submit(needs, pod, node, pool.name)
             self.ledger.assume(pool.name, pod.uid, taking or ())
-            self._release_abandoned(pod, needs.owner, pool.name)
-            return None
+            refusal = self._assume_interfaces(needs, pod, node, {pool.name})
+            self._release_abandoned(pod, needs.owner, {pool.name, *(w.pool for _, w in needs.pending_more)})
+            return refusal
         return Refusal("no-free")
 
-    def _release_abandoned(self, pod: PodInfo, owner: str, kept: str) -> None:
-        """The pod, reserved in pool ``kept`` by cycle ``owner``, gives up its Reserved
+    def interface_candidates(
+        self, need: InterfaceNeed, pod: PodInfo, node: str, taken: AbstractSet[str]
+    ) -> list[PoolView]:
+        """The pools of ``node`` further interface ``need`` may use, in the order they are tried:
+        one holding the pod's allocation for that interface first, then in the interface's
+        order of preference, then by most available, then by name; never one of ``taken`` (the
+        pools this cycle gave the pod's other interfaces) nor one holding the pod's allocation
+        of another interface (a pod holds one allocation per pool)."""
+        pools = []
+        for p in self.cache.pools_for_node(node):
+            a = p.allocations.get(pod.uid)
+            if (
+                p.node_name == node
+                and p.name not in taken
+                and p.name in need.choice.names
+                and p.serves(pod.namespace)
+                and (a is None or a.interface == need.interface)
+            ):
+                pools.append(p)
+        return sorted(
+            pools,
+            key=lambda p: (
+                pod.uid not in p.allocations,
+                need.choice.rank(p.name),
+                -self.ledger.available(p),
+                p.name,
+            ),
+        )
+
+    def _assume_interfaces(
+        self, needs: PodAddresses, pod: PodInfo, node: str, taken: set[str]
+    ) -> Refusal | None:
+        """Assume a place for each further interface of the pod, each in its own pool of the
+        node (:meth:`interface_candidates` with room), and queue their writes; a ``no-free``
+        :class:`Refusal` naming the first interface none is left for (Unreserve then gives
+        back what this cycle queued)."""
+        for need in needs.interfaces:
+            versions = tuple(VERSION[f] for f in need.family.families)
+            for pool in self.interface_candidates(need, pod, node, taken):
+                if pod.uid not in pool.allocations and self.pods_like(needs, pool, versions) <= 0:
+                    continue
+                needs.pending_more.append((need, self._submit(needs, pod, node, pool.name, need)))
+                self.ledger.assume(pool.name, pod.uid, versions)
+                taken.add(pool.name)
+                break
+            else:
+                return Refusal("no-free", need.interface)
+        return None
+
+    def _release_abandoned(self, pod: PodInfo, owner: str, kept: AbstractSet[str]) -> None:
+        """The pod, reserved in the pools ``kept`` by cycle ``owner``, gives up its Reserved
         allocations in other pools that another cycle made and abandoned
         (:func:`~ipscheduler.underlayip.allocator.abandoned`: older than ``--reserved-ttl``,
         or made by another replica before this one took the Lease, e.g. a process
-        SIGKILLed while the pod waited at Permit): a pod holds one address at a time. Each
+        SIGKILLed while the pod waited at Permit): a pod holds one allocation per interface. Each
         release is its own write, queued now (no I/O here) and only if the allocation is
         still the one seen (``expect``); a failure is logged, the GC sweep releases it."""
         now = utc_now()
         for pool in self.cache.pools_holding(pod.uid):
             existing = pool.allocations.get(pod.uid)
             if (
-                pool.name == kept
+                pool.name in kept
                 or existing is None
                 or existing.phase != RESERVED
                 or not allocator.abandoned(existing, owner, now, self.reserved_ttl, self.takeover_before)
@@ -659,13 +800,74 @@ class PoolBinder:
                     break
         if outcome is None:
             outcome = Refusal("no-free")
+        more, needs.pending_more = needs.pending_more, []
+        if more:
+            outcome = await self._commit_interfaces(needs, pod, node, outcome, more)
         if isinstance(outcome, Committed):
-            self._drop_other_nominations(pod, outcome.pool)
+            self._drop_other_nominations(pod, {outcome.pool, *(i.pool for i in outcome.interfaces)})
         needs.committed = outcome
         return outcome
 
-    def _drop_other_nominations(self, pod: PodInfo, kept: str) -> None:
-        """The pod has its reservation (in pool ``kept``): the nominated places preemption kept
+    async def _commit_interfaces(
+        self,
+        needs: PodAddresses,
+        pod: PodInfo,
+        node: str,
+        first: Committed | Refusal,
+        pending: list[tuple[InterfaceNeed, _Write]],
+    ) -> Committed | Refusal:
+        """Wait for every further interface's write (all of them, whatever the first
+        outcome: each was counted as assumed); an interface whose pool turned out full tries
+        the node's other candidates for it. The pod's :class:`Committed` with its
+        ``interfaces``, or the first :class:`Refusal` (a ``no-free`` one names the interface)."""
+        got: list[InterfaceAddresses] = []
+        refusal = first if isinstance(first, Refusal) else None
+        taken = {first.pool} if isinstance(first, Committed) else set()
+        taken.update(write.pool for _, write in pending)
+        for need, write in pending:
+            try:
+                landed = await self._landed_interface(need, write)
+            finally:
+                self.ledger.forget_assumed(write.pool, pod.uid)
+            if landed is None and refusal is None:
+                for pool in self.interface_candidates(need, pod, node, taken):
+                    taken.add(pool.name)
+                    landed = await self._landed_interface(
+                        need, self._submit(needs, pod, node, pool.name, need)
+                    )
+                    if landed is not None:
+                        break
+                if landed is None:
+                    landed = Refusal("no-free", need.interface)
+            if isinstance(landed, Refusal):
+                refusal = refusal or landed
+            elif landed is not None:
+                got.append(landed)
+        if refusal is not None:
+            return refusal
+        assert isinstance(first, Committed)
+        return dataclasses.replace(first, interfaces=tuple(got))
+
+    async def _landed_interface(
+        self, need: InterfaceNeed, write: _Write
+    ) -> InterfaceAddresses | Refusal | None:
+        """Wait for further interface ``need``'s ``write``: what it got, a ``failed``
+        :class:`Refusal`, or None when the pool was full or gone."""
+        try:
+            written = await write.future
+        except allocator.PoolFull:
+            return None
+        except Exception as e:
+            return Refusal("failed", str(e), pool=write.pool)
+        if written is None or write.decided is None or not write.decided.ips:
+            return None
+        ips = write.decided.ips
+        return InterfaceAddresses(
+            need.interface, written.name, ips, without_default_route(network_of_all(written, ips)), need
+        )
+
+    def _drop_other_nominations(self, pod: PodInfo, kept: AbstractSet[str]) -> None:
+        """The pod has its reservations (in the pools ``kept``): the nominated places preemption kept
         for it in other pools go, with those pools' next writes. No deadline of their own: a
         place that no write carries is released by the next GC sweep once the pod is bound
         (within ``--gc-interval``, and the sweep's release retries the pending pods, which a
@@ -673,7 +875,7 @@ class PoolBinder:
         write cost."""
         for pool in self.cache.pools_holding(pod.uid):
             existing = pool.allocations.get(pod.uid)
-            if pool.name != kept and existing is not None and existing.phase == NOMINATED:
+            if pool.name not in kept and existing is not None and existing.phase == NOMINATED:
                 self.writer.defer(
                     pool.name,
                     functools.partial(allocator.drop_nomination, uid=pod.uid),
@@ -709,13 +911,19 @@ class PoolBinder:
             ips=ips,
         )
 
-    def _submit(self, needs: PodAddresses, pod: PodInfo, node: str, pool: str) -> _Write:
+    def _submit(
+        self, needs: PodAddresses, pod: PodInfo, node: str, pool: str, need: InterfaceNeed | None = None
+    ) -> _Write:
         """Queue :func:`~ipscheduler.underlayip.allocator.reserve` for ``pod`` in ``pool`` on
-        behalf of the cycle of ``needs``, refusing a pool that no longer serves ``node``;
-        remember the pool for :meth:`revert`."""
+        behalf of the cycle of ``needs``, for its first interface or further interface
+        ``need``, refusing a pool that no longer serves ``node``; remember the pool for
+        :meth:`revert`."""
         needs.written.add(pool)
         ttl, before, owner, retention = self.reserved_ttl, self.takeover_before, needs.owner, needs.retention
-        versions, fallback = needs.versions, needs.family.policy == PREFER_DUAL_STACK
+        family = needs.family if need is None else need.family
+        versions = tuple(VERSION[f] for f in family.families)
+        fallback = family.policy == PREFER_DUAL_STACK
+        interface = None if need is None else need.interface
         write = _Write(pool)
 
         def mutate(p: PoolView, ctx: PoolContext) -> NodeIPPoolStatus | None:
@@ -732,22 +940,24 @@ class PoolBinder:
                 retention=retention,
                 versions=versions,
                 fallback=fallback,
+                interface=interface,
             )
             return write.decided.status
 
         write.future = self.writer.submit(pool, mutate)
         return write
 
-    async def _bound_pool(self, pod: PodInfo) -> str | None:
-        """The pool named by the live pod's ``ipscheduler.io/pool`` if the pod (same UID) is
-        bound ("" when bound without one: a count-only slot), else None (also when it is
-        gone). Raises what the read raises."""
+    async def _bound_pools(self, pod: PodInfo) -> frozenset[str] | None:
+        """The pools the live pod's annotations name if the pod (same UID) is bound
+        (:func:`~ipscheduler.underlayip.interfaces.bound_pools`: "" among them when it is bound
+        without ``ipscheduler.io/pool``, a count-only slot), else None (also when it is gone).
+        Raises what the read raises."""
         if self.api is None:
             return None
         live = await live_pod(self.api, pod.uid, pod.key)
         if live is None or not live.bound:
             return None
-        return live.annotations.get(ANNOTATION_POOL) or ""
+        return bound_pools(live.annotations)
 
     async def revert(self, needs: PodAddresses, pod: PodInfo, node: str) -> None:
         """Release what the cycle of ``needs`` wrote for the pod on ``node``; logs instead of
@@ -767,13 +977,13 @@ class PoolBinder:
         if not written:
             return
         try:
-            bound = await self._bound_pool(pod)
+            bound = await self._bound_pools(pod)
         except Exception as e:
             log.warning(
                 "unreserve of %s keeps its reservation: live read failed (%s); the GC decides", pod.key, e
             )
             return
-        if bound == "":
+        if bound is not None and "" in bound:
             log.info(
                 "unreserve of %s keeps its reservations in %s: the pod is bound (count-only slot); "
                 "the GC releases any it is not bound with",
@@ -784,7 +994,7 @@ class PoolBinder:
         committed = needs.committed
         taken_back = committed.pool if isinstance(committed, Committed) and committed.taken_back else None
         retained = {taken_back, needs.pinned.name if needs.pinned is not None else None}
-        for pool_name in sorted(written - {bound}):
+        for pool_name in sorted(written - (bound or frozenset())):
             undo = functools.partial(
                 allocator.unreserve, uid=pod.uid, owner=needs.owner, keep=pool_name in retained
             )
@@ -800,9 +1010,11 @@ class PoolBinder:
                     e,
                     exc_info=not expected,
                 )
-        if bound and bound in written:
+        if bound and (kept := written & bound):
             log.info(
-                "unreserve of %s keeps its allocation in pool %s: the pod is bound with it", pod.key, bound
+                "unreserve of %s keeps its allocations in %s: the pod is bound with them",
+                pod.key,
+                ", ".join(sorted(kept)),
             )
 
     def mark_bound(self, needs: PodAddresses, uid: str) -> None:
@@ -812,10 +1024,10 @@ class PoolBinder:
         older than ``--bound-mark-delay``; until then the allocation stays Reserved, which
         the TTL never releases while the pod is bound with it."""
         if isinstance(needs.committed, Committed):
-            pool = needs.committed.pool
-            self.writer.defer(
-                pool, functools.partial(allocator.mark_bound, uid=uid), key=allocator.mark_bound_key(uid)
-            )
+            for pool in (needs.committed.pool, *(i.pool for i in needs.committed.interfaces)):
+                self.writer.defer(
+                    pool, functools.partial(allocator.mark_bound, uid=uid), key=allocator.mark_bound_key(uid)
+                )
 
 
 def _required(needs: PodAddresses) -> tuple[int, ...]:

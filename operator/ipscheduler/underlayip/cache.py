@@ -109,6 +109,7 @@ class PoolCache:
         self._feeds: weakref.WeakSet[Changes] = weakref.WeakSet()  # every reader of changes()
         self._carried: dict[str, tuple[str, str | None]] = {}  # running pod's UID → (pool, address)
         self._carried_more: dict[str, tuple[str, ...]] = {}  # running pod's UID → its other addresses
+        self._carried_elsewhere: dict[str, tuple[str, ...]] = {}  # UID → its further interfaces' addresses
         self._pod_held: dict[str, set[str]] = {}  # canonical address → UIDs of running pods carrying it
         self._pod_holders: dict[str, dict[str, tuple[str | None, str]]] = {}  # pool → UID → (address, node)
         self.ready = asyncio.Event()
@@ -380,24 +381,36 @@ class PoolCache:
         return self._namespaced
 
     # -- what running pods carry --------------------------------------------------
-    def carry(self, uid: str, pool_name: str, ip: str | None, node: str, more: tuple[str, ...] = ()) -> None:
+    def carry(
+        self,
+        uid: str,
+        pool_name: str,
+        ip: str | None,
+        node: str,
+        more: tuple[str, ...] = (),
+        elsewhere: tuple[str, ...] = (),
+    ) -> None:
         """Running pod ``uid`` (bound to ``node``, not terminal, ours) carries pool
         ``pool_name`` and the canonical address ``ip`` (None: none, or not an address) in
         its annotations, and ``more`` (a dual-stack pod's other canonical addresses): the
         addresses are never handed out, and the pod takes a place in that pool
         (:func:`~ipscheduler.underlayip.pool.unrecorded`), whatever the pool status records,
-        until :meth:`uncarry` (the bound-pods informer says it is gone)."""
+        until :meth:`uncarry` (the bound-pods informer says it is gone). ``elsewhere``: the
+        addresses of its further interfaces (other pools): never handed out either."""
         if (
             self._carried.get(uid) == (pool_name, ip)
             and self._pod_holders[pool_name].get(uid) == (ip, node)
             and self._carried_more.get(uid, ()) == more
+            and self._carried_elsewhere.get(uid, ()) == elsewhere
         ):
             return
         self.uncarry(uid)
         self._carried[uid] = (pool_name, ip)
         if more:
             self._carried_more[uid] = more
-        for held in (ip, *more) if ip is not None else more:
+        if elsewhere:
+            self._carried_elsewhere[uid] = elsewhere
+        for held in (ip, *more, *elsewhere) if ip is not None else (*more, *elsewhere):
             self._pod_held.setdefault(held, set()).add(uid)
         self._pod_holders.setdefault(pool_name, {})[uid] = (ip, node)
         self.invalidate(pool_name)
@@ -408,7 +421,7 @@ class PoolCache:
         if carried is None:
             return
         pool_name, ip = carried
-        more = self._carried_more.pop(uid, ())
+        more = (*self._carried_more.pop(uid, ()), *self._carried_elsewhere.pop(uid, ()))
         for held in (ip, *more) if ip is not None else more:
             if (uids := self._pod_held.get(held)) is not None:
                 uids.discard(uid)

@@ -38,6 +38,7 @@ from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.addresstool import read_default_pools
 from ipscheduler.underlayip.families import annotated_ips
 from ipscheduler.underlayip.models import (
+    ANNOTATION_INTERFACES,
     ANNOTATION_IP,
     ANNOTATION_IPS,
     ANNOTATION_NETWORK,
@@ -48,6 +49,7 @@ from ipscheduler.underlayip.models import (
     POOLS,
     RELEASING,
     RETAINED,
+    Allocation,
 )
 from ipscheduler.underlayip.pool import PoolView, network_of_all
 from ipscheduler.underlayip.selection import is_ours, tenancy_problem
@@ -124,6 +126,9 @@ def find_violations(
                 problems.append(f"{where}: allocation of a {pod.phase} pod")
             if pod.bound and pod.node_name != pool.node_name:
                 problems.append(f"{where}: pod runs on {pod.node_name} but the pool serves {pool.node_name}")
+            if a.interface is not None:
+                problems.extend(_interface_problems(where, pod, pool, a))
+                continue
             if a.phase == BOUND and (why := tenancy_problem(pod, pool, defaults.get(pod.namespace))):
                 problems.append(f"{where}: the pod may not use the pool: {why}")
             if pod.bound and not pod.terminal:
@@ -171,21 +176,41 @@ def find_violations(
     return problems
 
 
+def _interface_problems(where: str, pod: PodInfo, pool: PoolView, a: Allocation) -> list[str]:
+    """What is wrong with allocation ``a`` of a further interface of ``pod`` in ``pool``: the
+    pool reserved for other namespaces (its ``spec.namespaces``: the interface's own pool list
+    is the pod's choice), or, once the pod is bound, its ``ipscheduler.io/interfaces`` entry
+    for the interface naming another pool or other addresses."""
+    out = []
+    if not pool.serves(pod.namespace):
+        out.append(f"{where}: interface {a.interface}: pool reserved for other namespaces")
+    if pod.bound and not pod.terminal:
+        entry = _json(pod.annotations.get(ANNOTATION_INTERFACES) or "{}")
+        got = entry.get(a.interface) if isinstance(entry, dict) else None
+        held = [_canon(ip) for ip in a.addresses]
+        if not isinstance(got, dict) or got.get("pool") != pool.name or got.get("ips") != held:
+            out.append(
+                f"{where}: interface {a.interface}: annotation {ANNOTATION_INTERFACES} says {got}, "
+                f"the allocation {','.join(held)}"
+            )
+    return out
+
+
 def _identities_held_twice(pools: Iterable[PoolView]) -> list[str]:
     """One line per pod identity that two or more allocations are recorded for: its pods take
     back one address (:func:`~ipscheduler.underlayip.retention.takes_back`: policy Never for
     any pod of that name, StatefulSet for the same StatefulSet UID), so any other is leaked."""
-    kept: dict[tuple[str, str], list[str]] = {}
+    kept: dict[tuple[str, str, str], list[str]] = {}
     for pool in pools:
         for uid, a in pool.allocations.items():
             if a.identity:
                 owner = "" if a.release_policy == NEVER else (a.owner_uid or "")
-                kept.setdefault((a.identity, owner), []).append(
+                kept.setdefault((a.identity, owner, a.interface or ""), []).append(
                     f"{a.ip or '(slot)'} ({a.phase}, {a.pod} ({uid}), pool {pool.name})"
                 )
     return [
         f"identity {identity} holds {len(held)} allocations: " + ", ".join(sorted(held))
-        for (identity, _), held in sorted(kept.items())
+        for (identity, _, _), held in sorted(kept.items())
         if len(held) > 1
     ]
 

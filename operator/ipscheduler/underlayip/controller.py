@@ -56,6 +56,7 @@ from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.families import annotated_ips
+from ipscheduler.underlayip.interfaces import interface_ips
 from ipscheduler.underlayip.metrics import PoolCounts, UnderlayIPMetrics
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
@@ -352,7 +353,7 @@ class PoolController:
                 self._tasks.spawn(self.repairs.refuse_adoption(pod, pool, problem), f"refuse {pod.key}")
             return
         more = tuple(other for other in annotated_ips(pod.annotations) if other != ip)
-        self.cache.carry(pod.uid, pool_name, ip, pod.node_name, more)
+        self.cache.carry(pod.uid, pool_name, ip, pod.node_name, more, interface_ips(pod.annotations))
         if (
             (self._early is None and not self.started.is_set())  # pool cache not attached yet
             or pod.deleting

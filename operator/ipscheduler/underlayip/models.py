@@ -29,6 +29,12 @@ from the worst case, every string at its schema maximum:
   etcd's key;
 - a safety margin of 2 (:data:`SAFETY_MARGIN`): half the room is left free.
 
+Two allocation fields came later and are left out of that worst case, so that the ceiling
+of the pools of earlier releases stays: ``ips`` (a dual-stack pod's two addresses, in fewer
+bytes than two allocations of one address each) and ``interface`` (a further interface of a
+pod, at most 47 bytes more: a pool full of worst-case allocations that all name an
+interface keeps a margin of 1.94 instead of 2). Tests check both figures.
+
 So ``(1 572 864 - 267 496) // (2 * 1 456) = 448`` addresses per pool. The CRD
 refuses what it can see at ``kubectl apply``: ``spec.capacity`` above 448, and
 without ``spec.capacity`` an ``addresses`` CIDR holding more than 448 (IPv4
@@ -86,6 +92,14 @@ ANNOTATION_POOLS = "ipscheduler.io/pools"
 ANNOTATION_DEFAULT_POOLS = "ipscheduler.io/default-pools"
 """Set by the user on a namespace: the pools its pods use when they name none (the same
 form as ``ipscheduler.io/pools``)."""
+ANNOTATION_INTERFACE_POOLS = "ipscheduler.io/interface-pools"
+"""Set by the user on a pod: its further underlay interfaces and the pools each may use, as
+JSON ``{"net1": "rdma-a,rdma-b", "net2": "storage"}`` (:mod:`ipscheduler.underlayip.interfaces`;
+the other way is a Multus network-selection element naming ``ipscheduler.io/pools``)."""
+ANNOTATION_INTERFACES = "ipscheduler.io/interfaces"
+"""Written by the Binding for a pod with further underlay interfaces: JSON, interface →
+``{"pool", "ips", "network"}`` (``network``: the interface's CNI IPAM result, no default
+route), read by the node's CNI IPAM plugin for that ``CNI_IFNAME``."""
 ANNOTATION_IP_FAMILY_POLICY = "ipscheduler.io/ip-family-policy"
 """Set by the user on a pod, or on a namespace for its pods that set neither family
 annotation: ``SingleStack``, ``PreferDualStack`` or ``RequireDualStack``
@@ -113,6 +127,11 @@ UID_LENGTH = 36
 RESERVED_BY_MAX = 300
 IDENTITY_MAX = 320
 OWNER_UID_MAX = 64
+IFNAME_MAX = 15
+"""Characters of a Linux interface name (``IFNAMSIZ`` - 1)."""
+IFNAME_PATTERN = r"^[A-Za-z0-9_.-]{1,15}$"
+"""A Linux interface name as CNI accepts one (no ``/``, ``:`` or whitespace; not ``.``/``..``:
+checked where it is parsed)."""
 MAX_ALLOCATION_IPS = 2
 """Addresses one allocation may hold: one per IP family (a dual-stack pod)."""
 
@@ -248,6 +267,14 @@ class Allocation(CrdModel):
         description="Every address of the allocation, primary first, when it holds more than one: a "
         "dual-stack pod's IPv4 and IPv6 address (ip is the first). Absent: it holds ip alone. Each "
         "address takes one place of the pool's capacity.",
+    )
+    interface: str | None = Field(
+        default=None,
+        max_length=IFNAME_MAX,
+        pattern=IFNAME_PATTERN,
+        description="The pod's interface the addresses are for, when it is not the pod's first "
+        "underlay interface (absent): a further network of the pod (net1, net2, ...), each from "
+        "its own pool.",
     )
     pod: str = Field(description="namespace/name of the pod.")
     phase: Phase = Field(

@@ -101,3 +101,17 @@ def with_ips(value: str | None, network: str, pod_namespace: str, ips: list[str]
             element["ips"] = list(ips)
             return json.dumps(elements, separators=(",", ":"))
     return None
+
+
+def with_element_ips(value: str | None, position: int, ips: list[str]) -> str | None:
+    """``value`` with ``ips`` (addresses with prefix) set as the ``ips`` of its element at
+    ``position`` (a further interface's network, :mod:`ipscheduler.underlayip.interfaces`), as
+    compact JSON; None when ``value`` is None or has no such element. Raises MultusError when
+    ``value`` cannot be parsed."""
+    if value is None:
+        return None
+    elements = parse_selection(value)
+    if not 0 <= position < len(elements):
+        return None
+    elements[position]["ips"] = list(ips)
+    return json.dumps(elements, separators=(",", ":"))

@@ -59,6 +59,7 @@ from ipscheduler.underlayip.binder import (
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.ledger import AddressLedger
 from ipscheduler.underlayip.models import (
+    ANNOTATION_INTERFACES,
     ANNOTATION_IP,
     ANNOTATION_IPS,
     ANNOTATION_NETWORK,
@@ -76,6 +77,10 @@ NAME = "UnderlayIP"
 ERR_NO_FREE = "node(s) had no free underlay IPs"
 ERR_NO_FREE_FAMILY = "node(s) had no free {family} underlay IP"
 """A pod that names IP families: the first family the node cannot give (IPv4, IPv6)."""
+ERR_NO_FREE_INTERFACE = "node(s) had no free underlay IP for interface {interface}"
+ERR_NO_POOL_INTERFACE = "node(s) had no NodeIPPool interface {interface} may use"
+"""A further interface of the pod (:mod:`ipscheduler.underlayip.interfaces`) that the node
+cannot serve: no free address in its pools there, or none of its pools there."""
 ERR_NO_POOL = "node(s) had no NodeIPPool"
 ERR_NO_USABLE_POOL = "node(s) had no NodeIPPool the pod may use"
 ERR_RETAINED = "node(s) didn't hold the pod's retained address"
@@ -150,8 +155,19 @@ class UnderlayIP:
         Raises KeyError when PreFilter did not run in ``state``."""
         if pod.host_network:
             return Status.success()
-        fit = self.binder.fit(state.read(_STATE), pod, node.name)
-        return _SUCCESS if fit is Fit.FITS else _FIT_STATUS[fit]  # the hot path: no enum hash
+        needs = state.read(_STATE)
+        fit = self.binder.fit(needs, pod, node.name)
+        if fit is Fit.FITS:
+            return _SUCCESS  # the hot path: no enum hash
+        if fit is Fit.INTERFACE_NO_FREE:
+            return Status.unschedulable(
+                ERR_NO_FREE_INTERFACE.format(interface=needs.short[node.name]), plugin=NAME
+            )
+        if fit is Fit.INTERFACE_NO_POOL:
+            return Status.unresolvable(
+                ERR_NO_POOL_INTERFACE.format(interface=needs.short[node.name]), plugin=NAME
+            )
+        return _FIT_STATUS[fit]
 
     room_resource = "free underlay IPs"
     """What :meth:`room` counts (:class:`~ipscheduler.framework.interface.CapacityAware`)."""
@@ -287,6 +303,17 @@ class UnderlayIP:
             state.write(LOG_FIELDS, {"pool": done.pool, "ip": done.ip})
             if self.multus_network:
                 self._multus_ips(pod, json.loads(done.network), annotations)
+        if done.interfaces:
+            annotations[ANNOTATION_INTERFACES] = json.dumps(
+                {
+                    i.interface: {"pool": i.pool, "ips": list(i.ips), "network": i.network}
+                    for i in done.interfaces
+                },
+                separators=(",", ":"),
+            )
+            self._multus_interface_ips(pod, done, annotations)
+        elif ANNOTATION_INTERFACES in pod.annotations:
+            annotations[ANNOTATION_INTERFACES] = ""  # stale or forged: a Binding only adds
         else:
             # Count-only slot: none of the three (the pool's status records the slot). A
             # Binding can only add annotations, so any of them the pod was created with (stale
@@ -313,6 +340,24 @@ class UnderlayIP:
             return
         if updated is not None:
             annotations[multus.NETWORKS_ANNOTATION] = updated
+
+    def _multus_interface_ips(self, pod: PodInfo, done: Committed, annotations: dict[str, str]) -> None:
+        """Put each further interface's addresses (with their prefixes) into the ``ips`` of the
+        pod's Multus element it came from (the network-status Multus writes then lists them
+        per network); an annotation Multus could not parse is left alone with a warning."""
+        placed = [(i.need.element, [str(e["address"]) for e in i.network["ips"]]) for i in done.interfaces]
+        placed = [(element, ips) for element, ips in placed if element >= 0]
+        if not placed:
+            return
+        current = annotations.get(multus.NETWORKS_ANNOTATION, pod.annotations.get(multus.NETWORKS_ANNOTATION))
+        try:
+            for element, ips in placed:
+                current = multus.with_element_ips(current, element, ips)
+        except multus.MultusError as e:
+            log.warning("%s: %s; left as it is", pod.key, e)
+            return
+        if current is not None:
+            annotations[multus.NETWORKS_ANNOTATION] = current
 
     async def post_bind(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
         """Mark the allocation Bound: a deferred mutation that rides along with the pool's
@@ -342,7 +387,8 @@ def _problem_status(problem: Problem | None) -> Status:
     if problem is None:
         return Status.success()
     if problem.reason == "unknown-pools":
-        message = f"NodeIPPool(s) {', '.join(problem.pools)} named by {ANNOTATION_POOLS} do not exist"
+        named_by = problem.detail or ANNOTATION_POOLS
+        message = f"NodeIPPool(s) {', '.join(problem.pools)} named by {named_by} do not exist"
     elif problem.reason == "retaining":
         message = ERR_RETAINING
     else:
@@ -358,6 +404,8 @@ def _refusal_status(refusal: Refusal | None) -> Status:
     if refusal is None:
         return Status.success()
     if refusal.reason == "no-free":
+        if refusal.detail:  # a further interface
+            return Status.unschedulable(ERR_NO_FREE_INTERFACE.format(interface=refusal.detail), plugin=NAME)
         return Status.unschedulable(ERR_NO_FREE, plugin=NAME)
     if refusal.reason == "failed":
         return Status.error(

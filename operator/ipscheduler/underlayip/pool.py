@@ -516,6 +516,20 @@ def network_of_all(pool: PoolView, ips: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+DEFAULT_ROUTES = ("0.0.0.0/0", "::/0")
+
+
+def without_default_route(network: dict[str, Any]) -> dict[str, Any]:
+    """``network`` (a CNI IPAM result, :func:`network_of_all`) without its default routes
+    (``0.0.0.0/0``, ``::/0``): a pod's further interface never carries the default route,
+    its first one does (the pool's other routes stay)."""
+    routes = [r for r in network.get("routes", ()) if r.get("dst") not in DEFAULT_ROUTES]
+    out = {k: v for k, v in network.items() if k != "routes"}
+    if routes:
+        out["routes"] = routes
+    return out
+
+
 def pool_ref(pool: PoolView) -> dict[str, str]:
     """The involvedObject of an event about a (cluster-scoped) NodeIPPool."""
     return object_ref(KIND, API_VERSION, pool.name, uid=pool.uid)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ipscheduler.framework.types import PodInfo
+from ipscheduler.underlayip.interfaces import bound_pools
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
     ANNOTATION_NETWORK,
@@ -231,12 +232,13 @@ def retained_statefulsets(pools: Iterable[PoolView]) -> set[tuple[str, str]]:
 
 def bound_with(pod: PodInfo, pool: PoolView) -> bool:
     """Is ``pod`` bound to ``pool``'s node with ``pool``: its ``ipscheduler.io/pool``
-    annotation names the pool, or, for a count-only pool (whose Binding writes no
-    annotation), the pod carries none (absent or "")."""
+    annotation, or an entry of its ``ipscheduler.io/interfaces`` (a further interface),
+    names the pool, or, for a count-only pool (whose Binding writes no annotation), the pod
+    carries none (absent or "")."""
     if not pod.bound or pod.node_name != pool.node_name:
         return False
     named = pod.annotations.get(ANNOTATION_POOL) or ""
-    return named == pool.name or (not named and pool.addresses is None)
+    return pool.name in bound_pools(pod.annotations) or (not named and pool.addresses is None)
 
 
 def _settle_reason(pool: PoolView, node: NodeState | None, release_delay: float) -> str:

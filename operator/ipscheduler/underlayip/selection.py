@@ -66,6 +66,13 @@ def pool_choice(pod: PodInfo, namespace_default: str | None = None) -> PoolChoic
         if namespace_default is None:
             return ANY
         raw, source = namespace_default, f"namespace {pod.namespace} annotation {ANNOTATION_DEFAULT_POOLS}"
+    return parse_pool_list(raw, source)
+
+
+def parse_pool_list(raw: str, source: str = ANNOTATION_POOLS) -> PoolChoice:
+    """A comma-separated list of pool names (``raw``, from ``source``: an annotation's key,
+    or words that say where it is, for messages) as a :class:`PoolChoice` (see
+    :func:`pool_choice` for the rules)."""
     names: list[str] = []
     for entry in raw.split(","):
         name = entry.strip()

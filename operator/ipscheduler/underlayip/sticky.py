@@ -99,9 +99,12 @@ def kept_address(
     None when it keeps none (:func:`~ipscheduler.underlayip.retention.claims` decides which
     allocations the pod takes back). The pod's wait for its retained address's node counts
     from the latest of its creation, the allocation's ``retainedSince`` and ``since`` (to
-    the microsecond, against ``now``, timezone-aware UTC)."""
+    the microsecond, against ``now``, timezone-aware UTC). Only the pod's first interface's
+    allocations count (a further interface's, recording an ``interface``, follow it)."""
     identity = retention.identity or pod.key
-    recorded = cache.kept_for(identity)
+    # The first interface's address pins the pod; a further interface's follows it (its own
+    # pool takes it back in that cycle: allocator.to_take_back).
+    recorded = [(pool, uid, a) for pool, uid, a in cache.kept_for(identity) if a.interface is None]
     # The pod's own allocations of the identity come first, not yet Retained ones before
     # Retained ones (a preemption's Nominated place aside): another cycle took the address
     # back for it, or its Unreserve kept it (pinned to it as to another UID's).

@@ -173,7 +173,7 @@ def test_the_ceiling_is_computed_from_the_worst_case_allocation() -> None:
     # reservedBy) is the shorter shape.
     # Every field but releasingSince (above) and ips: a dual-stack allocation is longer, but
     # holds two addresses (test_a_dual_stack_allocation_takes_less_per_address).
-    assert set(wire) | {"releasingSince", "ips"} == {
+    assert set(wire) | {"releasingSince", "ips", "interface"} == {
         f.alias or name for name, f in models.Allocation.model_fields.items()
     }
     assert wire["phase"] == "Retained" and "reservedBy" in wire
@@ -199,6 +199,19 @@ def test_a_dual_stack_allocation_takes_less_per_address() -> None:
         len(json.dumps({f"f:{uid}": {".": {}, **{f"f:{k}": {} for k in dual}}}, separators=(",", ":"))) - 1
     )
     assert models.ALLOCATION_BYTES < entry + managed < 2 * models.ALLOCATION_BYTES
+
+
+def test_a_pool_of_further_interfaces_keeps_nearly_the_whole_margin() -> None:
+    """An allocation naming an interface (at its 15-character maximum) is 47 bytes longer than
+    the worst case: a pool of MAX_POOL_ADDRESSES of them leaves a margin of 1.94 (module doc)."""
+    uid, wire = models.worst_case_allocation()
+    named = {**wire, "interface": "i" * models.IFNAME_MAX}
+    entry = len(json.dumps({uid: named}, separators=(",", ":"))) - 1
+    fields = {f"f:{k}": {} for k in named}
+    managed = len(json.dumps({f"f:{uid}": {".": {}, **fields}}, separators=(",", ":"))) - 1
+    assert entry + managed - models.ALLOCATION_BYTES == 47
+    room = models.ETCD_MAX_REQUEST_BYTES - models.RESERVED_BYTES
+    assert round(room / (models.MAX_POOL_ADDRESSES * (entry + managed)), 2) == 1.94
 
 
 def test_a_full_worst_case_pool_fits_half_of_etcds_limit() -> None:
