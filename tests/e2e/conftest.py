@@ -21,7 +21,7 @@ from tests.e2e.helpers import (
     running_extender,
     running_kube_scheduler,
 )
-from tests.e2e.realpods import REAL_NODE
+from tests.e2e.realpods import REAL_NODE, ipv6_subnet
 from tests.kube import Kubectl, create_namespace
 
 
@@ -92,11 +92,15 @@ def real_node(cluster: devcluster.Cluster) -> Iterator[realnode.Layout]:
 
 @pytest.fixture
 def node_pool(real_node: realnode.Layout, pools: Pools) -> Any:
-    """``node_pool(name, addresses)``: a NodeIPPool for the real node with its subnet's facts."""
+    """``node_pool(name, addresses)``: a NodeIPPool for the real node with its subnet's facts
+    (with an IPv6 range among ``addresses``, its IPv6 subnet's too: ``realpods.ipv6_subnet``)."""
 
     def create(name: str, addresses: list[str]) -> None:
-        subnet = {"cidr": real_node.subnet, "gateway": real_node.node_ip, "routes": [{"dst": "0.0.0.0/0"}]}
-        pools.create(name, real_node.name, addresses, subnets=[subnet])
+        subnets = [{"cidr": real_node.subnet, "gateway": real_node.node_ip, "routes": [{"dst": "0.0.0.0/0"}]}]
+        if any(":" in a for a in addresses):
+            v6 = ipv6_subnet(real_node)
+            subnets.append({"cidr": str(v6), "gateway": str(v6[1]), "routes": [{"dst": "::/0"}]})
+        pools.create(name, real_node.name, addresses, subnets=subnets)
 
     return create
 

@@ -5,6 +5,7 @@ node itself is the ``real_node`` fixture (``tests/e2e/conftest.py``)."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,13 @@ from tests.kube import Kubectl, wait_for
 
 REAL_NODE = "real-node-1"
 """The real node the ``real_node`` fixture starts for a module."""
+
+
+def ipv6_subnet(layout: realnode.Layout) -> ipaddress.IPv6Network:
+    """The IPv6 subnet of real node ``layout`` beside its ``10.88.<index>.0/24``:
+    ``fd00:88:<index>::/64``, gateway ``fd00:88:<index>::1``, which the ``bridge`` plugin
+    (``isGateway``) puts on the node's bridge with the first pod that has an IPv6 address."""
+    return ipaddress.IPv6Network(f"fd00:88:{layout.index}::/64")
 
 
 def busybox_template(name: str, **annotations: str) -> dict[str, Any]:
@@ -95,3 +103,17 @@ def wait_running(
 
 def exec_in(kubectl: Kubectl, ns: str, pod: str, *cmd: str) -> str:
     return kubectl("exec", "-n", ns, pod, "--", *cmd)
+
+
+def global_addresses(ip_o_addr: str) -> list[str]:
+    """The addresses, each with its prefix length, of ``ip -o addr`` output (as ``exec_in`` a
+    pod gives it), sorted, link-local ones (IPv6's ``fe80::/64``) left out."""
+    found = []
+    for line in ip_o_addr.splitlines():
+        words = line.split()
+        for family in ("inet", "inet6"):
+            if family in words:
+                address = words[words.index(family) + 1]
+                if not ipaddress.ip_interface(address).ip.is_link_local:
+                    found.append(address)
+    return sorted(found)

@@ -5,9 +5,11 @@ fixture) (containerd v2 with
 runc, the kubelet of the pinned release, the reference ``bridge`` CNI plugin with
 ``ipscheduler-ipam`` as IPAM and the pod-annotations capability on, images imported from
 OCI archives). Its pool serves ``10.88.<i>.0/24`` with the gateway ``10.88.<i>.1`` on the
-node's bridge. The tests act as a user: workloads with ``schedulerName: ip-scheduler``,
-``kubectl exec`` into the pods, ``kubectl get`` of pods, events and pools. At the end the
-node is stopped, torn down and its Node deleted, so the other modules see the kwok nodes only.
+node's bridge (a dual-stack pool also ``fd00:88:<i>::/64``, gateway ``fd00:88:<i>::1``, which
+the bridge plugin puts on the bridge). The tests act as a user: workloads with
+``schedulerName: ip-scheduler``, ``kubectl exec`` into the pods, ``kubectl get`` of pods,
+events and pools. At the end the node is stopped, torn down and its Node deleted, so the
+other modules see the kwok nodes only.
 
 Outside CI a missing prerequisite (root, Go, gcc, apt) skips the module; in CI it fails.
 """
@@ -43,7 +45,9 @@ from tests.e2e.realpods import (
     busybox_deployment,
     busybox_template,
     exec_in,
+    global_addresses,
     host_ifindexes,
+    ipv6_subnet,
     running,
     wait_running,
 )
@@ -51,6 +55,7 @@ from tests.kube import Kubectl, wait_for
 
 NODE = REAL_NODE
 IP = "ipscheduler.io/ip"
+IPS = "ipscheduler.io/ips"
 
 
 def test_deployment_pods_run_with_the_reserved_address_on_eth0_and_reach_each_other(
@@ -79,6 +84,72 @@ def test_deployment_pods_run_with_the_reserved_address_on_eth0_and_reach_each_ot
     out = exec_in(kubectl, ns, b, "ping", "-c", "1", "-W", "5", ips[0])
     assert "1 packets received" in out, out
     assert_check_clean(kubectl)
+
+
+def test_dual_stack_pods_run_with_both_addresses_on_eth0_and_reach_each_other_over_both_families(
+    kubectl: Kubectl, scheduler: SchedulerProcess, real_node: realnode.Layout, node_pool: Any, ns: str
+) -> None:
+    """One pool declares an IPv4 and an IPv6 range (a subnet of each family); two
+    RequireDualStack pods, one IPv4-primary (the default families) and one ``IPv6,IPv4``, run
+    with one address of each family: the kubelet reports both in ``status.podIPs``, eth0 holds
+    exactly those two (besides its link-local one) with both default routes, the pods ping each
+    other over both families, and deleting them gives all four addresses back."""
+    v4, v6 = ipaddress.ip_network(real_node.subnet), ipv6_subnet(real_node)
+    node_pool("real-dual", [f"{v4[80]}-{v4[81]}", f"{v6[0x80]}-{v6[0x81]}"])
+    pool = wait_for("the pool's status", lambda: kubectl.json("get", "nodeippool", "real-dual").get("status"))
+    allocated = pool["allocated"]
+    for name, families in (("dual-v4", None), ("dual-v6", "IPv6,IPv4")):
+        annotations = {"ipscheduler.io/ip-family-policy": "RequireDualStack"}
+        if families:
+            annotations["ipscheduler.io/ip-families"] = families
+        template = busybox_template("dual", **annotations)
+        kubectl.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, **template["metadata"]},
+                "spec": template["spec"],
+            },
+            ns,
+        )
+    pods = {p["metadata"]["name"]: p for p in wait_running(kubectl, ns, "dual", 2)}
+    ips = {name: pod["metadata"]["annotations"][IPS].split(",") for name, pod in pods.items()}
+    assert [ipaddress.ip_address(ip).version for ip in ips["dual-v4"]] == [4, 6]
+    assert [ipaddress.ip_address(ip).version for ip in ips["dual-v6"]] == [6, 4]
+    prefix = {4: v4.prefixlen, 6: v6.prefixlen}
+    for name, pod in pods.items():
+        assert pod["spec"]["nodeName"] == NODE
+        assert pod["metadata"]["annotations"][IP] == ips[name][0]
+        v4_ip, v6_ip = sorted(ips[name], key=lambda a: ipaddress.ip_address(a).version)
+        assert ipaddress.ip_address(v4_ip) in v4 and ipaddress.ip_address(v6_ip) in v6
+        # Both addresses, but the kubelet puts the one of its node IP's family (10.88.<i>.1:
+        # IPv4) first whatever the pod's primary: dual-v6's podIP is its IPv4 address, not
+        # ipscheduler.io/ip, and podIPs are not in the order of ipscheduler.io/ips.
+        assert [p["ip"] for p in pod["status"]["podIPs"]] == [v4_ip, v6_ip], (name, pod["status"])
+        assert pod["status"]["podIP"] == v4_ip, (name, pod["status"])
+        addr = exec_in(kubectl, ns, name, "ip", "-o", "addr", "show", "dev", "eth0")
+        want = sorted(f"{ip}/{prefix[ipaddress.ip_address(ip).version]}" for ip in ips[name])
+        assert global_addresses(addr) == want, addr
+        assert "tentative" not in addr, addr  # the bridge plugin turns DAD off on eth0 (accept_dad=0)
+        assert f"default via {real_node.node_ip} dev eth0" in exec_in(kubectl, ns, name, "ip", "-4", "route")
+        assert f"default via {v6[1]} dev eth0" in exec_in(kubectl, ns, name, "ip", "-6", "route")
+    # pod to pod over the node's bridge, each family
+    for src, dst in (("dual-v4", "dual-v6"), ("dual-v6", "dual-v4")):
+        for ip in ips[dst]:
+            out = exec_in(kubectl, ns, src, "ping", "-c", "1", "-W", "5", ip)
+            assert "1 packets received" in out, out
+    status = kubectl.json("get", "nodeippool", "real-dual")["status"]
+    assert status["allocated"] == allocated + 4
+    assert {name: status["allocations"][pod["metadata"]["uid"]]["ips"] for name, pod in pods.items()} == ips
+    assert_check_clean(kubectl)
+    kubectl("delete", "pod", "-n", ns, *pods, "--wait=true", "--timeout=60s")
+
+    def released() -> dict[str, Any] | None:
+        status = kubectl.json("get", "nodeippool", "real-dual")["status"]
+        return status if status["allocated"] == allocated else None
+
+    status = wait_for("both pods' addresses released", released, timeout=60)
+    assert not set(status.get("allocations") or {}) & {p["metadata"]["uid"] for p in pods.values()}
 
 
 def test_a_deleted_pods_address_is_released_after_cni_del_and_given_to_the_next_pod(
