@@ -22,6 +22,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,8 +88,26 @@ def test_deployment_pods_run_with_the_reserved_address_on_eth0_and_reach_each_ot
     assert_check_clean(kubectl)
 
 
+IPV6_FORWARDING = Path("/proc/sys/net/ipv6/conf/all/forwarding")
+
+
+@pytest.fixture
+def ipv6_forwarding_restored() -> Iterator[None]:
+    """The reference bridge plugin turns the host's IPv6 forwarding on for the first IPv6 pod
+    (as it does IPv4's): put it back as it was (tests change only what they made)."""
+    before = IPV6_FORWARDING.read_text()
+    yield
+    if IPV6_FORWARDING.read_text() != before:
+        IPV6_FORWARDING.write_text(before)
+
+
 def test_dual_stack_pods_run_with_both_addresses_on_eth0_and_reach_each_other_over_both_families(
-    kubectl: Kubectl, scheduler: SchedulerProcess, real_node: realnode.Layout, node_pool: Any, ns: str
+    kubectl: Kubectl,
+    scheduler: SchedulerProcess,
+    real_node: realnode.Layout,
+    node_pool: Any,
+    ns: str,
+    ipv6_forwarding_restored: None,
 ) -> None:
     """One pool declares an IPv4 and an IPv6 range (a subnet of each family); two
     RequireDualStack pods, one IPv4-primary (the default families) and one ``IPv6,IPv4``, run

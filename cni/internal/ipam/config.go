@@ -18,7 +18,7 @@ const (
 	AnnotationIP      = "ipscheduler.io/ip"
 	AnnotationNetwork = "ipscheduler.io/network"
 	// AnnotationIPs is every address of a dual-stack pod's interface,
-	// comma-separated, AnnotationIP first (as status.podIPs); single-stack
+	// comma-separated, AnnotationIP first (the kubelet orders status.podIPs by its node IP's family); single-stack
 	// pods have none.
 	AnnotationIPs = "ipscheduler.io/ips"
 	// AnnotationInterfaces is a pod's further underlay interfaces (net1,

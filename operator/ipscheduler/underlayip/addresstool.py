@@ -47,7 +47,9 @@ class AddressRow:
     ``pending``, ``ended`` (Succeeded/Failed), or ``gone`` (no pod of that UID), and
     ``note``: why the running holder may not use the pool (the tenancy rules,
     :func:`~ipscheduler.underlayip.selection.tenancy_problem`; "" when it may), or, for a
-    Releasing one, since when it waits for its node (:mod:`~ipscheduler.underlayip.teardown`)."""
+    Releasing one, since when it waits for its node (:mod:`~ipscheduler.underlayip.teardown`);
+    ``interface``: the pod's further interface it serves ("" for its first; the table says it
+    in ``NOTE``)."""
 
     ip: str
     pool: str
@@ -59,6 +61,8 @@ class AddressRow:
     since: str
     holder: str
     note: str = ""
+    interface: str = ""
+    """The pod's further interface the address is for ("" for its first interface)."""
 
 
 def _holder(uid: str, pods: Mapping[str, PodInfo]) -> str:
@@ -102,6 +106,7 @@ def address_rows(
             since=a.since.isoformat().replace("+00:00", "Z"),
             holder=_holder(uid, pods),
             note=_note(uid, p, pods, defaults),
+            interface=a.interface or "",
         )
         for p in pools
         for uid, a in p.allocations.items()
@@ -167,10 +172,16 @@ def render_table(rows: Iterable[AddressRow]) -> str:
         ("ADDRESS", "POOL", "NODE", "POD", "UID", "PHASE", "POLICY", "HOLDER", "SINCE", "NOTE")
     ]
     table += [
-        (r.ip or "-", r.pool, r.node, r.pod, r.uid, r.phase, r.policy, r.holder, r.since, r.note)
+        (r.ip or "-", r.pool, r.node, r.pod, r.uid, r.phase, r.policy, r.holder, r.since, _table_note(r))
         for r in rows
     ]
     return _columns(table)
+
+
+def _table_note(row: AddressRow) -> str:
+    if not row.interface:
+        return row.note
+    return f"interface {row.interface}" + (f"; {row.note}" if row.note else "")
 
 
 def _columns(table: list[tuple[str, ...]]) -> str:
@@ -275,6 +286,7 @@ async def ip_show(
     return 0, "".join(
         f"Address:  {r.ip}\nPool:     {r.pool}\nNode:     {r.node}\nPod:      {r.pod}\nUID:      {r.uid}\n"
         f"Phase:    {r.phase}\nPolicy:   {r.policy}\nHolder:   {r.holder}\nSince:    {r.since}\n"
+        + (f"Interface: {r.interface}\n" if r.interface else "")
         for r in found
     )
 

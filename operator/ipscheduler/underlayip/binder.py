@@ -49,7 +49,7 @@ import logging
 import secrets
 import socket
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -107,6 +107,10 @@ class Fit(enum.Enum):
     INTERFACE_NO_FREE = "no free address for a further interface"
     INTERFACE_NO_POOL = "no pool on the node a further interface may use"
 
+
+ASSIGNMENT_STEPS = 10_000
+"""The most pools :meth:`PoolBinder.assignment` tries for one pod on one node (a bound on a
+backtracking search that real pods, a few interfaces of a few pools each, never reach)."""
 
 _EVICTION_MAY_HELP = frozenset({Fit.NO_FREE, Fit.NO_FREE_IPV4, Fit.NO_FREE_IPV6})
 """What evicting a pod may change; a further interface's lack is left to its pools (the
@@ -229,6 +233,9 @@ class PodAddresses:
     written: set[str] = field(default_factory=set)
     pending: _Write | None = None
     pending_more: list[tuple[InterfaceNeed, _Write]] = field(default_factory=list)
+    taken_back: set[str] = field(default_factory=set)
+    """The pools where this cycle took back the identity's Retained address (Unreserve keeps
+    them Retained)."""
     committed: Committed | Refusal | None = None
 
     def clone(self) -> PodAddresses:
@@ -442,10 +449,76 @@ class PoolBinder:
             for name in need.choice.names:
                 pool = pools[name]
                 if pool.serves(pod.namespace):
-                    own = (a := pool.allocations.get(pod.uid)) is not None and a.interface == need.interface
-                    n = self.pods_like(needs, pool, versions) + (1 if own else 0)
+                    n = self.pods_like(needs, pool, versions) + (
+                        1 if self._kept_for(needs, pod, need, pool) else 0
+                    )
                     free[pool.node_name] = free.get(pool.node_name, 0) + n
         return False
+
+    def _kept_for(self, needs: PodAddresses, pod: PodInfo, need: InterfaceNeed, pool: PoolView) -> bool:
+        """Whether ``pool`` holds an allocation further interface ``need`` of the pod takes
+        whatever the pool's room: the pod's own for that interface, or its identity's Retained
+        one for it (taken back)."""
+        a = pool.allocations.get(pod.uid)
+        if a is not None:
+            return a.interface == need.interface
+        return allocator.to_take_back(pool, pod.uid, pod.key, needs.retention, need.interface) is not None
+
+    def _room_for(
+        self, needs: PodAddresses, pod: PodInfo, need: InterfaceNeed | None, pool: PoolView
+    ) -> bool:
+        """Whether a reservation of the pod's first interface (``need`` None) or further
+        interface ``need`` can be had in ``pool`` now."""
+        if need is None:
+            a = pool.allocations.get(pod.uid)
+            return needs.pinned is not None or a is not None or self._gives(needs, pool) is not None
+        versions = tuple(VERSION[f] for f in need.family.families)
+        return self._kept_for(needs, pod, need, pool) or self.pods_like(needs, pool, versions) > 0
+
+    def assignment(self, needs: PodAddresses, pod: PodInfo, node: str) -> dict[str | None, PoolView] | str:
+        """One pool of ``node`` for each of the pod's interfaces (None: its first; else the
+        further interface's name), all different (a pod holds one allocation per pool), each
+        with room, every interface in its order of preference (the first interface first):
+        a backtracking search over the candidates (:meth:`candidates`,
+        :meth:`interface_candidates`), so a further interface whose only pool the first
+        interface could also use still gets it. When there is none, the interface it fails
+        for ("": the first)."""
+        options: list[tuple[str | None, list[PoolView]]] = [
+            (None, [p for p in self.candidates(pod, node, needs) if self._room_for(needs, pod, None, p)])
+        ]
+        for need in needs.interfaces:
+            pools = self.interface_candidates(need, pod, node, frozenset())
+            options.append((need.interface, [p for p in pools if self._room_for(needs, pod, need, p)]))
+        for key, opts in options:
+            if not opts:
+                return key or ""
+        chosen: dict[str | None, PoolView] = {}
+        budget = [ASSIGNMENT_STEPS]
+
+        def search(i: int) -> bool:
+            if i == len(options):
+                return True
+            key, opts = options[i]
+            for pool in opts:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    return False
+                if any(p.name == pool.name for p in chosen.values()):
+                    continue
+                chosen[key] = pool
+                if search(i + 1):
+                    return True
+                del chosen[key]
+            return False
+
+        if search(0):
+            return chosen
+        # No assignment: name a further interface all of whose pools another interface needs.
+        for key, opts in options[1:]:
+            others = {p.name for k, o in options if k != key for p in o}
+            if all(p.name in others for p in opts):
+                return key or ""
+        return options[-1][0] or ""
 
     def _count_families(self, needs: PodAddresses, pod: PodInfo) -> None:
         """:meth:`find`'s counts for a pod that names IP families: by node, the pods like it
@@ -472,6 +545,8 @@ class PoolBinder:
         return fit
 
     def _fit_interfaces(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
+        """:meth:`fit` for the pod's further interfaces on ``node``: each has room in :meth:`find`'s
+        counts, and one pool each can be had (:meth:`assignment`)."""
         for need in needs.interfaces:
             if needs.interface_free.get(need.interface, {}).get(node, 0) > 0:
                 continue
@@ -481,6 +556,12 @@ class PoolBinder:
                 for p in self.cache.pools_for_node(node)
             )
             return Fit.INTERFACE_NO_FREE if usable else Fit.INTERFACE_NO_POOL
+        plan = self.assignment(needs, pod, node)
+        if isinstance(plan, str):
+            if not plan:
+                return Fit.NO_FREE
+            needs.short[node] = plan
+            return Fit.INTERFACE_NO_FREE
         return Fit.FITS
 
     def _fit_first(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
@@ -683,7 +764,13 @@ class PoolBinder:
         ``reserved-elsewhere``: that cycle binds or releases it."""
         needs.owner = f"{self.identity}/{secrets.token_hex(4)}"
         pinned = needs.pinned
-        for pool in self.candidates(pod, node, needs):
+        plan: dict[str | None, PoolView] | None = None
+        if needs.interfaces:
+            found = self.assignment(needs, pod, node)
+            if isinstance(found, str):
+                return Refusal("no-free", found)
+            plan = found
+        for pool in self.candidates(pod, node, needs) if plan is None else [plan[None]]:
             existing = pool.allocations.get(pod.uid)
             taking: tuple[int, ...] | None = needs.versions
             if existing is not None and existing.phase not in (RETAINED, NOMINATED):
@@ -697,7 +784,7 @@ class PoolBinder:
                 continue
             needs.pending = self._submit(needs, pod, node, pool.name)
             self.ledger.assume(pool.name, pod.uid, taking or ())
-            refusal = self._assume_interfaces(needs, pod, node, {pool.name})
+            refusal = self._assume_interfaces(needs, pod, node, plan or {})
             self._release_abandoned(pod, needs.owner, {pool.name, *(w.pool for _, w in needs.pending_more)})
             return refusal
         return Refusal("no-free")
@@ -732,23 +819,15 @@ class PoolBinder:
         )
 
     def _assume_interfaces(
-        self, needs: PodAddresses, pod: PodInfo, node: str, taken: set[str]
+        self, needs: PodAddresses, pod: PodInfo, node: str, plan: Mapping[str | None, PoolView]
     ) -> Refusal | None:
-        """Assume a place for each further interface of the pod, each in its own pool of the
-        node (:meth:`interface_candidates` with room), and queue their writes; a ``no-free``
-        :class:`Refusal` naming the first interface none is left for (Unreserve then gives
-        back what this cycle queued)."""
+        """Assume a place for each further interface of the pod in the pool :meth:`assignment`
+        gave it and queue their writes (Unreserve gives back what this cycle queued)."""
         for need in needs.interfaces:
+            pool = plan[need.interface]
             versions = tuple(VERSION[f] for f in need.family.families)
-            for pool in self.interface_candidates(need, pod, node, taken):
-                if pod.uid not in pool.allocations and self.pods_like(needs, pool, versions) <= 0:
-                    continue
-                needs.pending_more.append((need, self._submit(needs, pod, node, pool.name, need)))
-                self.ledger.assume(pool.name, pod.uid, versions)
-                taken.add(pool.name)
-                break
-            else:
-                return Refusal("no-free", need.interface)
+            needs.pending_more.append((need, self._submit(needs, pod, node, pool.name, need)))
+            self.ledger.assume(pool.name, pod.uid, versions)
         return None
 
     def _release_abandoned(self, pod: PodInfo, owner: str, kept: AbstractSet[str]) -> None:
@@ -826,14 +905,14 @@ class PoolBinder:
         taken.update(write.pool for _, write in pending)
         for need, write in pending:
             try:
-                landed = await self._landed_interface(need, write)
+                landed = await self._landed_interface(needs, need, write)
             finally:
                 self.ledger.forget_assumed(write.pool, pod.uid)
             if landed is None and refusal is None:
                 for pool in self.interface_candidates(need, pod, node, taken):
                     taken.add(pool.name)
                     landed = await self._landed_interface(
-                        need, self._submit(needs, pod, node, pool.name, need)
+                        needs, need, self._submit(needs, pod, node, pool.name, need)
                     )
                     if landed is not None:
                         break
@@ -849,7 +928,7 @@ class PoolBinder:
         return dataclasses.replace(first, interfaces=tuple(got))
 
     async def _landed_interface(
-        self, need: InterfaceNeed, write: _Write
+        self, needs: PodAddresses, need: InterfaceNeed, write: _Write
     ) -> InterfaceAddresses | Refusal | None:
         """Wait for further interface ``need``'s ``write``: what it got, a ``failed``
         :class:`Refusal`, or None when the pool was full or gone."""
@@ -861,6 +940,8 @@ class PoolBinder:
             return Refusal("failed", str(e), pool=write.pool)
         if written is None or write.decided is None or not write.decided.ips:
             return None
+        if write.decided.taken_back:
+            needs.taken_back.add(written.name)
         ips = write.decided.ips
         return InterfaceAddresses(
             need.interface, written.name, ips, without_default_route(network_of_all(written, ips)), need
@@ -894,6 +975,8 @@ class PoolBinder:
         if written is None or write.decided is None:
             return None
         ip, ips, taken_back = write.decided.ip, write.decided.ips, write.decided.taken_back
+        if taken_back:
+            needs.taken_back.add(written.name)
         kept = needs.kept
         rehome = (
             kept.claim
@@ -991,9 +1074,7 @@ class PoolBinder:
                 ", ".join(sorted(written)),
             )
             return
-        committed = needs.committed
-        taken_back = committed.pool if isinstance(committed, Committed) and committed.taken_back else None
-        retained = {taken_back, needs.pinned.name if needs.pinned is not None else None}
+        retained = {*needs.taken_back, needs.pinned.name if needs.pinned is not None else None}
         for pool_name in sorted(written - (bound or frozenset())):
             undo = functools.partial(
                 allocator.unreserve, uid=pod.uid, owner=needs.owner, keep=pool_name in retained

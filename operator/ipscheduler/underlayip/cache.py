@@ -414,6 +414,15 @@ class PoolCache:
             self._pod_held.setdefault(held, set()).add(uid)
         self._pod_holders.setdefault(pool_name, {})[uid] = (ip, node)
         self.invalidate(pool_name)
+        self._invalidate_holding(elsewhere)
+
+    def _invalidate_holding(self, addresses: tuple[str, ...]) -> None:
+        """Recount the pools that declare any of ``addresses`` (a running pod's further
+        interfaces' addresses: taken there whatever the pools' statuses record)."""
+        if addresses:
+            for pool in self.pools().values():
+                if pool.addresses is not None and any(ip in pool.addresses for ip in addresses):
+                    self.invalidate(pool.name)
 
     def uncarry(self, uid: str) -> None:
         """Pod ``uid`` carries nothing any more (gone, terminal, or its annotations removed)."""
@@ -421,7 +430,8 @@ class PoolCache:
         if carried is None:
             return
         pool_name, ip = carried
-        more = (*self._carried_more.pop(uid, ()), *self._carried_elsewhere.pop(uid, ()))
+        elsewhere = self._carried_elsewhere.pop(uid, ())
+        more = (*self._carried_more.pop(uid, ()), *elsewhere)
         for held in (ip, *more) if ip is not None else more:
             if (uids := self._pod_held.get(held)) is not None:
                 uids.discard(uid)
@@ -430,6 +440,7 @@ class PoolCache:
         if (holders := self._pod_holders.get(pool_name)) is not None:
             holders.pop(uid, None)  # the mapping stays: contexts hold it
         self.invalidate(pool_name)
+        self._invalidate_holding(elsewhere)
 
     def carried(self) -> Mapping[str, tuple[str, str | None]]:
         """Running pods of ours by UID → (pool, canonical address) from their annotations.

@@ -103,7 +103,8 @@ def find_violations(
         if isinstance(capacity, int) and isinstance(count, int) and count - held > capacity:
             problems.append(f"pool {pool.name}: allocated {count} > capacity {capacity}")
         for uid, a in pool.allocations.items():
-            allocated.add(uid)
+            if a.interface is None:  # the first interface's: "holds no allocation" below
+                allocated.add(uid)
             where = f"pool {pool.name}: {a.pod} ({uid})"
             for text in a.addresses:
                 ip = _canon(text)

@@ -80,8 +80,9 @@ back from bound pods."""
 ANNOTATION_IP = "ipscheduler.io/ip"
 ANNOTATION_POOL = "ipscheduler.io/pool"
 ANNOTATION_IPS = "ipscheduler.io/ips"
-"""Every address of the pod's default interface, comma-separated, primary first (as
-``status.podIPs``): written for pods that ask for dual-stack
+"""Every address of the pod's first interface, comma-separated, primary first (the kubelet
+lists the same addresses in ``status.podIPs``, its node IP's family first): written for pods
+that ask for dual-stack
 (:mod:`ipscheduler.underlayip.families`); ``ipscheduler.io/ip`` is the first."""
 ANNOTATION_NETWORK = "ipscheduler.io/network"
 """JSON in the shape of a CNI IPAM result without interfaces: the address with its prefix

@@ -303,6 +303,13 @@ class UnderlayIP:
             state.write(LOG_FIELDS, {"pool": done.pool, "ip": done.ip})
             if self.multus_network:
                 self._multus_ips(pod, json.loads(done.network), annotations)
+        else:
+            # Count-only slot: none of the three (the pool's status records the slot). A
+            # Binding can only add annotations, so any of them the pod was created with (stale
+            # or forged) is overwritten with an empty value, which reads as "no address".
+            for key in (ANNOTATION_POOL, ANNOTATION_IP, ANNOTATION_IPS, ANNOTATION_NETWORK):
+                if key in pod.annotations:
+                    annotations[key] = ""
         if done.interfaces:
             annotations[ANNOTATION_INTERFACES] = json.dumps(
                 {
@@ -314,13 +321,6 @@ class UnderlayIP:
             self._multus_interface_ips(pod, done, annotations)
         elif ANNOTATION_INTERFACES in pod.annotations:
             annotations[ANNOTATION_INTERFACES] = ""  # stale or forged: a Binding only adds
-        else:
-            # Count-only slot: none of the three (the pool's status records the slot). A
-            # Binding can only add annotations, so any of them the pod was created with (stale
-            # or forged) is overwritten with an empty value, which reads as "no address".
-            for key in (ANNOTATION_POOL, ANNOTATION_IP, ANNOTATION_IPS, ANNOTATION_NETWORK):
-                if key in pod.annotations:
-                    annotations[key] = ""
         state.write(BIND_ANNOTATIONS, annotations)
         return Status.success()
 

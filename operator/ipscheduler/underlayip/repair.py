@@ -137,7 +137,8 @@ def plan(
     held: set[str] = set()
     for pool in pools:
         for uid, a in pool.allocations.items():
-            held.add(uid)
+            if a.interface is None:  # a further interface's allocation is not the first one's
+                held.add(uid)
             if a.phase == RELEASING:
                 when = release_at(a.releasing_since or a.since, node_of(pool), release_delay)
                 if when is not None and when <= now:

@@ -19,11 +19,14 @@ class FakeBinder:
 
     ``needs``: what :meth:`find` returns (default: a pod that may use any pool, its own
     release policy, nothing free); ``fits``: :meth:`fit` by node name (default NO_POOL);
-    ``assumed``, ``committed``, ``nominated``, ``room_left``, ``evicting_frees``: the other
-    answers. ``calls``: (method, pod name, *arguments) for every call, in order."""
+    ``short``: by node name, the further interface :meth:`fit` records in the cycle's
+    ``needs.short`` (as the real binder does for the ``INTERFACE_`` kinds); ``assumed``,
+    ``committed``, ``nominated``, ``room_left``, ``evicting_frees``: the other answers.
+    ``calls``: (method, pod name, *arguments) for every call, in order."""
 
     needs: PodAddresses | None = None
     fits: dict[str, Fit] = field(default_factory=dict)
+    short: dict[str, str] = field(default_factory=dict)
     room_left: int = 0
     evicting_frees: bool = False
     assumed: Refusal | None = None
@@ -41,6 +44,8 @@ class FakeBinder:
 
     def fit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
         self.calls.append(("fit", pod.name, node))
+        if node in self.short:
+            needs.short[node] = self.short[node]
         return self.fits.get(node, Fit.NO_POOL)
 
     def room(self, pod: PodInfo, nodes: Collection[str]) -> int:

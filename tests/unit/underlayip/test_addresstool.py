@@ -53,6 +53,24 @@ def test_every_allocation_is_a_row_with_who_holds_it() -> None:
     )
 
 
+def test_a_dual_stack_or_further_interfaces_allocation_gives_a_row_per_address() -> None:
+    dual = {**alloc("10.0.0.5", pod="ns/dual", phase="Bound"), "ips": ["10.0.0.5", "fd00::5"]}
+    net1 = {**alloc("10.1.0.5", pod="ns/dual", phase="Bound"), "interface": "net1"}
+    first = pool(
+        "pool-a", "node-a", addresses=["10.0.0.1-10.0.0.9", "fd00::1-fd00::9"], allocations={"u-d": dual}
+    )
+    second = pool("rdma-a", "node-a", addresses=["10.1.0.1-10.1.0.9"], allocations={"u-d": net1})
+    pods = {"u-d": pod_info("dual", uid="u-d", node_name="node-a", phase="Running")}
+    rows = address_rows([first, second], pods)
+    assert [(r.ip, r.pool, r.uid, r.interface) for r in rows] == [
+        ("10.0.0.5", "pool-a", "u-d", ""),
+        ("fd00::5", "pool-a", "u-d", ""),
+        ("10.1.0.5", "rdma-a", "u-d", "net1"),
+    ]
+    table = render_table(rows).splitlines()
+    assert table[3].endswith("interface net1") and not table[1].endswith("net1")
+
+
 ROW = AddressRow("10.0.0.2", "pool-a", "node-a", "ns/run", "u-run", "Bound", "Pod", SINCE, "running")
 
 

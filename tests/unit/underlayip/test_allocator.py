@@ -23,6 +23,7 @@ from ipscheduler.underlayip.allocator import (
     available_to,
     drop_nomination,
     family_free,
+    identity_held,
     mark_bound,
     nominate,
     pick,
@@ -1587,3 +1588,140 @@ def test_adopt_never_records_an_address_twice(ip: str, again: str) -> None:
     assert new is not None
     assert new.allocations["x"].addresses == (ip,)
     assert new.allocated == 1
+
+
+# --------------------------------------------------------------------------- further interfaces
+
+
+def sticky(
+    ip: str, phase: str = "Retained", interface: str | None = "net1", pod: str = "ns/web-0"
+) -> dict[str, Any]:
+    """A wire-form allocation kept for identity ns/web-0 of StatefulSet uid-sts, of
+    ``interface`` (None: the pod's first)."""
+    out = {
+        **alloc(ip, pod=pod, phase=phase),
+        "releasePolicy": "StatefulSet",
+        "identity": "ns/web-0",
+        "ownerUID": "uid-sts",
+    }
+    if phase == "Retained":
+        out["retainedSince"] = SINCE
+    return {**out, **({"interface": interface} if interface else {})}
+
+
+def test_reserve_records_the_interface_the_allocation_is_for() -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={})
+    new, ip, taken_back, _ = reserve(p, ALONE, "u1", "ns/p", now=NOW, owner="r/1", interface="net1")
+    assert new is not None and (ip, taken_back) == ("10.0.0.1", False)
+    assert new.allocations["u1"].interface == "net1"
+    assert new.to_wire()["allocations"]["u1"]["interface"] == "net1"
+    first, _, _, _ = reserve(p, ALONE, "u1", "ns/p", now=NOW, owner="r/1")
+    assert first is not None and "interface" not in first.to_wire()["allocations"]["u1"]
+
+
+@pytest.mark.parametrize(
+    ("existing", "interface"),
+    [
+        pytest.param(alloc("10.0.0.3", pod="ns/p", phase="Bound"), "net1", id="its-first-interfaces"),
+        pytest.param(
+            {**alloc("10.0.0.3", pod="ns/p"), "interface": "net2"}, "net1", id="another-further-one"
+        ),
+        pytest.param({**alloc("10.0.0.3", pod="ns/p"), "interface": "net1"}, None, id="the-first-asks"),
+        pytest.param(sticky("10.0.0.3", pod="ns/p"), None, id="its-retained-one-of-another-interface"),
+    ],
+)
+def test_a_pool_holding_the_pods_allocation_of_another_interface_has_no_room_for_this_one(
+    existing: dict[str, Any], interface: str | None
+) -> None:
+    """A pod holds one allocation per pool: each interface takes its own."""
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"u1": existing})
+    with pytest.raises(PoolFull):
+        reserve(p, ALONE, "u1", "ns/p", now=NOW, owner="r/1", interface=interface)
+
+
+def test_the_interfaces_own_allocation_of_this_cycle_is_returned_as_is() -> None:
+    held = {**alloc("10.0.0.3", pod="ns/p"), "interface": "net1", "reservedBy": "r/1"}
+    p = view(addresses=["10.0.0.1-10.0.0.4"], allocations={"u1": held})
+    assert reserve(p, ALONE, "u1", "ns/p", now=NOW, owner="r/1", interface="net1")[:3] == (
+        None,
+        "10.0.0.3",
+        False,
+    )
+
+
+def test_a_nominated_place_becomes_a_further_interfaces_reservation() -> None:
+    p = view(
+        addresses=["10.0.0.1-10.0.0.2"],
+        allocations={"v": alloc("10.0.0.1", pod="ns/v"), "u1": alloc(None, pod="ns/p", phase="Nominated")},
+    )
+    new, ip, _, _ = reserve(p, ALONE, "u1", "ns/p", now=NOW, owner="r/1", interface="net1")
+    assert new is not None and ip == "10.0.0.2"
+    a = new.allocations["u1"]
+    assert (a.phase, a.interface) == ("Reserved", "net1")
+
+
+@pytest.mark.parametrize(
+    ("kept_for", "interface", "ip", "taken_back"),
+    [
+        pytest.param("net1", "net1", "10.0.0.1", True, id="same-interface-taken-back"),
+        pytest.param("net1", None, "10.0.0.2", False, id="the-first-interface-does-not-take-net1s"),
+        pytest.param("net1", "net2", "10.0.0.2", False, id="another-interface-does-not"),
+        pytest.param(None, "net1", "10.0.0.2", False, id="net1-does-not-take-the-first-interfaces"),
+        pytest.param(None, None, "10.0.0.1", True, id="the-first-takes-back-its-own-as-before"),
+    ],
+)
+def test_only_a_retained_allocation_of_the_same_interface_is_taken_back(
+    kept_for: str | None, interface: str | None, ip: str, taken_back: bool
+) -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.3"], allocations={"uid-old": sticky("10.0.0.1", interface=kept_for)})
+    found = retained_for(p, "ns/web-0", "uid-sts", interface)
+    assert (found is not None) is taken_back
+    assert (to_take_back(p, "u2", "ns/web-0", STS_KEEP, interface) is not None) is taken_back
+    new, got, back, _ = reserve(
+        p, ALONE, "u2", "ns/web-0", now=NOW, owner="r/2", retention=STS_KEEP, interface=interface
+    )
+    assert new is not None and (got, back) == (ip, taken_back)
+    assert ("uid-old" in new.allocations) is not taken_back
+    assert new.allocations["u2"].interface == interface
+
+
+@pytest.mark.parametrize(
+    ("kept_for", "interface", "own"),
+    [
+        pytest.param("net1", "net1", True, id="same-interface"),
+        pytest.param("net1", None, False, id="the-first-asks"),
+        pytest.param(None, "net1", False, id="net1-asks"),
+    ],
+)
+def test_its_own_retained_allocation_is_taken_back_only_by_the_same_interface(
+    kept_for: str | None, interface: str | None, own: bool
+) -> None:
+    p = view(addresses=["10.0.0.1-10.0.0.3"], allocations={"u2": sticky("10.0.0.1", interface=kept_for)})
+    assert (to_take_back(p, "u2", "ns/web-0", STS_KEEP, interface) is not None) is own
+
+
+@pytest.mark.parametrize(
+    ("held_for", "interface", "held"),
+    [
+        pytest.param("net1", "net1", True, id="same-interface-waits"),
+        pytest.param("net1", None, False, id="the-first-interface-does-not-wait-for-net1s"),
+        pytest.param(None, "net1", False, id="net1-does-not-wait-for-the-first-interfaces"),
+    ],
+)
+def test_an_identity_waits_only_for_its_address_of_the_same_interface(
+    held_for: str | None, interface: str | None, held: bool
+) -> None:
+    """The previous pod's allocation is still Bound (its release on its way)."""
+    p = view(
+        addresses=["10.0.0.1-10.0.0.3"],
+        allocations={"uid-old": sticky("10.0.0.1", phase="Bound", interface=held_for)},
+    )
+    assert (identity_held(p, "u2", "ns/web-0", STS_KEEP, interface) is not None) is held
+    if held:
+        with pytest.raises(IdentityHeld):
+            reserve(p, ALONE, "u2", "ns/web-0", now=NOW, owner="r/2", retention=STS_KEEP, interface=interface)
+        return
+    new, ip, _, _ = reserve(
+        p, ALONE, "u2", "ns/web-0", now=NOW, owner="r/2", retention=STS_KEEP, interface=interface
+    )
+    assert new is not None and ip == "10.0.0.2"

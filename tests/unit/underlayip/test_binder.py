@@ -1489,3 +1489,443 @@ async def test_a_sticky_dual_stack_pod_keeps_both_addresses_through_its_next_pod
     assert (again.ips, again.taken_back) == (("10.0.2.1", "fd00:2::1"), True)
     view = env.cache.pool("mixed")
     assert view is not None and view.allocations["uid-2"].ips == ["10.0.2.1", "fd00:2::1"]
+
+
+# ===========================================================================================
+# Several interfaces per pod: a pod's further underlay interfaces (net1, net2, ...), each
+# from its own NodeIPPool, in the same cycle (underlayip/interfaces, docs/pools.md "Several
+# interfaces"). Everything below is about them; the sections above are about the first.
+# ===========================================================================================
+
+IF_LIST = "ipscheduler.io/interface-pools"
+IF_NETWORKS = "k8s.v1.cni.cncf.io/networks"
+IF_FIRST = {"ipscheduler.io/pools": "gen-a,gen-b,gen-c"}
+"""The first interface's pools: one general pool per node."""
+NET1 = {IF_LIST: '{"net1": "rdma-a,rdma-b,rdma-c"}'}
+
+
+def rdma_subnet(cidr: str, gateway: str, *routes: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"cidr": cidr, "gateway": gateway, "routes": list(routes)}]
+
+
+def if_pools() -> list[dict[str, Any]]:
+    """node-a: gen-a (4 free), rdma-a (3 free; its subnet routes 0.0.0.0/0 and 10.9.0.0/16),
+    stor-a (IPv6, 4 free; its subnet routes ::/0 only); node-b: gen-b, and rdma-b reserved for
+    namespace team; node-c: gen-c, and rdma-c full."""
+    return [
+        pool("gen-a", "node-a", addresses=["10.0.0.1-10.0.0.4"]),
+        pool(
+            "rdma-a",
+            "node-a",
+            addresses=["10.1.0.1-10.1.0.3"],
+            subnets=rdma_subnet(
+                "10.1.0.0/24", "10.1.0.254", {"dst": "0.0.0.0/0"}, {"dst": "10.9.0.0/16", "gw": "10.1.0.253"}
+            ),
+        ),
+        pool(
+            "stor-a",
+            "node-a",
+            addresses=["fd00:2::1-fd00:2::4"],
+            subnets=rdma_subnet("fd00:2::/64", "fd00:2::ff", {"dst": "::/0"}),
+        ),
+        pool("gen-b", "node-b", addresses=["10.0.1.1-10.0.1.4"]),
+        pool("rdma-b", "node-b", addresses=["10.1.1.1-10.1.1.2"], namespaces=["team"]),
+        pool("gen-c", "node-c", addresses=["10.0.2.1-10.0.2.4"]),
+        pool("rdma-c", "node-c", addresses=["10.1.2.1"], allocations={"x": alloc("10.1.2.1")}),
+    ]
+
+
+def multi(
+    uid: str = "uid-me",
+    namespace: str = "ns",
+    name: str = "me",
+    first: dict[str, str] = IF_FIRST,
+    **more: str,
+) -> PodInfo:
+    """A pod with its first interface's pools ``first`` and the annotations ``more``."""
+    return PodInfo(uid=uid, namespace=namespace, name=name, annotations={**first, **more})
+
+
+def further(done: Committed | Refusal | None) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(interface, pool, addresses) of each further interface a commit gave; fails otherwise."""
+    assert isinstance(done, Committed), done
+    return [(i.interface, i.pool, i.ips) for i in done.interfaces]
+
+
+def interface_of(env: Env, pool_name: str, uid: str = "uid-me") -> str | None:
+    p = env.cache.pool(pool_name)
+    assert p is not None
+    return p.allocations[uid].interface
+
+
+def own_net1(interface: str | None = "net1") -> list[dict[str, Any]]:
+    """if_pools() with pod uid-me's allocation of ``interface`` (None: its first) at 10.1.0.1 of
+    rdma-a."""
+    bodies = if_pools()
+    held = {**alloc("10.1.0.1", pod="ns/me"), **({"interface": interface} if interface else {})}
+    bodies[1]["status"]["allocations"] = {"uid-me": held}
+    return bodies
+
+
+@pytest.mark.parametrize(
+    ("pools", "pod", "free"),
+    [
+        pytest.param(if_pools(), multi(**NET1), {"net1": {"node-a": 3, "node-c": 0}}, id="net1"),
+        pytest.param(
+            if_pools(),
+            multi(namespace="team", **NET1),
+            {"net1": {"node-a": 3, "node-b": 2, "node-c": 0}},
+            id="a-pool-reserved-for-its-namespace",
+        ),
+        pytest.param(
+            own_net1(), multi(**NET1), {"net1": {"node-a": 2 + 1, "node-c": 0}}, id="its-own-net1-counts"
+        ),
+        pytest.param(
+            own_net1(interface=None),
+            multi(**NET1),
+            {"net1": {"node-a": 2, "node-c": 0}},
+            id="its-first-interfaces-allocation-does-not",
+        ),
+        pytest.param(
+            if_pools(),
+            multi(**{IF_LIST: '{"net1": "rdma-a", "net2": "stor-a,gen-a"}'}),
+            {"net1": {"node-a": 3}, "net2": {"node-a": 4 + 4}},
+            id="two-interfaces-pools-of-a-node-add-up",
+        ),
+        pytest.param(
+            if_pools(),
+            multi(**{IF_NETWORKS: '[{"name": "x"}, {"name": "rdma", "ipscheduler.io/pools": "rdma-c"}]'}),
+            {"net2": {"node-c": 0}},
+            id="a-multus-element",
+        ),
+    ],
+)
+def test_find_counts_what_each_node_offers_each_further_interface(
+    pools: list[dict[str, Any]], pod: PodInfo, free: dict[str, dict[str, int]]
+) -> None:
+    needs = Env(pools).binder.find(pod)
+    assert needs.problem is None
+    assert needs.interface_free == free
+    assert by_node(needs.free) == {"node-a": 4, "node-b": 4, "node-c": 4}, "the first interface's, as before"
+
+
+@pytest.mark.parametrize(
+    ("pod", "fits", "short"),
+    [
+        pytest.param(
+            multi(**NET1),
+            {"node-a": Fit.FITS, "node-b": Fit.INTERFACE_NO_POOL, "node-c": Fit.INTERFACE_NO_FREE},
+            {"node-b": "net1", "node-c": "net1"},
+            id="net1",
+        ),
+        pytest.param(
+            multi(namespace="team", **NET1),
+            {"node-a": Fit.FITS, "node-b": Fit.FITS, "node-c": Fit.INTERFACE_NO_FREE},
+            {"node-c": "net1"},
+            id="its-namespaces-pool",
+        ),
+        pytest.param(
+            multi(**{IF_LIST: '{"net2": "stor-a", "net1": "rdma-a,rdma-c"}'}),
+            {"node-a": Fit.FITS, "node-b": Fit.INTERFACE_NO_POOL, "node-c": Fit.INTERFACE_NO_POOL},
+            {"node-b": "net2", "node-c": "net2"},
+            id="the-first-interface-short-is-named",
+        ),
+        pytest.param(
+            multi(first={"ipscheduler.io/pools": "gen-a"}, **NET1),
+            {"node-a": Fit.FITS, "node-b": Fit.NO_USABLE_POOL, "node-c": Fit.NO_USABLE_POOL},
+            {},
+            id="the-first-interfaces-verdict-first",
+        ),
+        pytest.param(
+            multi(),
+            {"node-a": Fit.FITS, "node-b": Fit.FITS, "node-c": Fit.FITS},
+            {},
+            id="no-further-interface",
+        ),
+    ],
+)
+def test_a_node_fits_where_every_further_interface_has_an_address(
+    pod: PodInfo, fits: dict[str, Fit], short: dict[str, str]
+) -> None:
+    env = Env(if_pools())
+    needs = env.binder.find(pod)
+    assert {n: env.binder.fit(needs, pod, n) for n in NODES} == fits
+    assert needs.short == short
+
+
+@pytest.mark.parametrize(
+    ("annotations", "problem"),
+    [
+        pytest.param(
+            {IF_LIST: '{"net1": "rdma-a, nope, gone"}'},
+            Problem("unknown-pools", "annotation ipscheduler.io/interface-pools (net1)", ("nope", "gone")),
+            id="listed",
+        ),
+        pytest.param(
+            {IF_NETWORKS: '[{"name": "rdma", "ipscheduler.io/pools": "gone"}]'},
+            Problem(
+                "unknown-pools",
+                "annotation k8s.v1.cni.cncf.io/networks[0] (rdma) ipscheduler.io/pools",
+                ("gone",),
+            ),
+            id="multus-element",
+        ),
+        pytest.param(
+            {IF_LIST: '{"eth0": "rdma-a"}'},
+            Problem(
+                "interfaces",
+                "interface eth0 is the pod's first interface (its ipscheduler.io/pools), not a further one",
+            ),
+            id="unreadable",
+        ),
+    ],
+)
+def test_a_further_interfaces_bad_pools_are_a_problem(annotations: dict[str, str], problem: Problem) -> None:
+    env = Env(if_pools())
+    pod = multi(**annotations)
+    needs = env.binder.find(pod)
+    assert needs.problem == problem
+    assert env.binder.room(pod, NODES) == 0
+
+
+ELEMENTS = (
+    '[{"name": "rdma", "ipscheduler.io/pools": "rdma-a"},'
+    ' {"name": "stor", "namespace": "infra", "interface": "stor0", "ipscheduler.io/pools": "stor-a"}]'
+)
+
+
+async def test_each_further_interface_gets_its_address_in_its_own_pool_in_the_same_cycle() -> None:
+    env = Env(if_pools())
+    pod = multi(**{IF_NETWORKS: ELEMENTS})
+    needs = env.binder.find(pod)
+    assert env.binder.assume(needs, pod, "node-a") is None
+    assert env.api.puts == [], "assumed: nothing written before PreBind"
+    done = await env.binder.commit(needs, pod, "node-a")
+    assert address(done) == ("gen-a", "10.0.0.1")
+    assert isinstance(done, Committed)
+    assert [(i.interface, i.pool, i.ips, i.network) for i in done.interfaces] == [
+        (
+            "net1",
+            "rdma-a",
+            ("10.1.0.1",),
+            {
+                "ips": [{"address": "10.1.0.1/24", "gateway": "10.1.0.254"}],
+                "routes": [{"dst": "10.9.0.0/16", "gw": "10.1.0.253"}],
+            },
+        ),
+        ("stor0", "stor-a", ("fd00:2::1",), {"ips": [{"address": "fd00:2::1/64", "gateway": "fd00:2::ff"}]}),
+    ]
+    assert [(i.need.network, i.need.element) for i in done.interfaces] == [("ns/rdma", 0), ("infra/stor", 1)]
+    assert sorted(env.api.puts) == ["gen-a", "rdma-a", "stor-a"]
+    assert env.allocations("rdma-a") == {"uid-me": ("10.1.0.1", "Reserved")}
+    assert env.allocations("stor-a") == {"uid-me": ("fd00:2::1", "Reserved")}
+    assert [interface_of(env, p) for p in ("gen-a", "rdma-a", "stor-a")] == [None, "net1", "stor0"]
+    assert env.api.bodies["rdma-a"]["status"]["allocations"]["uid-me"]["interface"] == "net1"
+    assert "interface" not in env.api.bodies["gen-a"]["status"]["allocations"]["uid-me"]
+    assert await env.binder.commit(needs, pod, "node-a") == done, "a second call: the same outcome"
+
+
+async def test_a_further_interface_asking_for_dual_stack_gets_both_families_from_its_pool() -> None:
+    env = Env(
+        [
+            pool("gen-a", "node-a", addresses=["10.0.0.1-10.0.0.4"]),
+            pool("mixed", "node-a", addresses=["10.1.0.1-10.1.0.4", "fd00:1::1-fd00:1::4"]),
+        ]
+    )
+    element = (
+        '[{"name": "m", "ipscheduler.io/pools": "mixed",'
+        ' "ipscheduler.io/ip-family-policy": "RequireDualStack"}]'
+    )
+    pod = multi(first={"ipscheduler.io/pools": "gen-a"}, **{IF_NETWORKS: element})
+    assert further(await env.place(env.binder.find(pod), pod)) == [
+        ("net1", "mixed", ("10.1.0.1", "fd00:1::1"))
+    ]
+    mixed = env.cache.pool("mixed")
+    assert mixed is not None and mixed.allocations["uid-me"].ips == ["10.1.0.1", "fd00:1::1"]
+
+
+async def test_a_pod_holds_one_allocation_per_pool_so_net1_cannot_share_the_first_interfaces() -> None:
+    """node-a's only pool is the one both interfaces may use: the cycle is refused naming
+    net1, and its Unreserve gives back the first interface's place."""
+    env = Env([pool("shared", "node-a", addresses=["10.0.0.1-10.0.0.4"])])
+    pod = multi(first={"ipscheduler.io/pools": "shared"}, **{IF_LIST: '{"net1": "shared"}'})
+    needs = env.binder.find(pod)
+    assert env.binder.assume(needs, pod, "node-a") == Refusal("no-free", "net1")
+    await env.binder.revert(needs, pod, "node-a")
+    assert env.allocations("shared") == {}
+    assert env.binder.ledger.available(env.cache.pools()["shared"]) == 4
+
+
+def test_filter_refuses_a_node_whose_only_pool_for_net1_is_the_first_interfaces() -> None:
+    env = Env([pool("shared", "node-a", addresses=["10.0.0.1-10.0.0.4"])])
+    pod = multi(first={"ipscheduler.io/pools": "shared"}, **{IF_LIST: '{"net1": "shared"}'})
+    needs = env.binder.find(pod)
+    assert env.binder.fit(needs, pod, "node-a") is not Fit.FITS
+    assert needs.short == {"node-a": "net1"}
+
+
+async def test_the_first_interface_leaves_a_further_interface_its_only_pool() -> None:
+    env = Env(
+        [
+            pool("gen", "node-a", addresses=["10.0.0.1-10.0.0.2"]),
+            pool("rdma", "node-a", addresses=["10.1.0.1-10.1.0.3"]),  # most available
+        ]
+    )
+    pod = multi(first={}, **{IF_LIST: '{"net1": "rdma"}'})
+    needs = env.binder.find(pod)
+    assert env.binder.fit(needs, pod, "node-a") is Fit.FITS
+    done = await env.place(needs, pod)
+    assert address(done) == ("gen", "10.0.0.1")
+    assert further(done) == [("net1", "rdma", ("10.1.0.1",))]
+
+
+async def test_a_further_interfaces_pool_found_full_at_commit_moves_on_to_its_next() -> None:
+    env = Env(
+        [
+            pool("gen-a", "node-a", addresses=["10.0.0.1-10.0.0.4"]),
+            pool("rdma-1", "node-a", addresses=["10.1.0.1-10.1.0.2"]),
+            pool("rdma-2", "node-a", addresses=["10.1.1.1-10.1.1.2"]),
+        ]
+    )
+    pod = multi(first={"ipscheduler.io/pools": "gen-a"}, **{IF_LIST: '{"net1": "rdma-1,rdma-2"}'})
+    needs = env.binder.find(pod)
+    env.api.racing_write("rdma-1", {"o1": alloc("10.1.0.1"), "o2": alloc("10.1.0.2")})  # another replica
+    done = await env.place(needs, pod)
+    assert address(done) == ("gen-a", "10.0.0.1")
+    assert further(done) == [("net1", "rdma-2", ("10.1.1.1",))]
+    assert "uid-me" not in env.allocations("rdma-1")
+    assert env.writer.conflicts == 1
+    assert {p.name for p in env.cache.pools_holding(pod.uid)} == {"gen-a", "rdma-2"}
+
+
+async def test_no_pool_left_for_net1_at_commit_refuses_naming_it() -> None:
+    env = Env(
+        [
+            pool("gen-a", "node-a", addresses=["10.0.0.1-10.0.0.4"]),
+            pool("rdma-1", "node-a", addresses=["10.1.0.1"]),
+        ]
+    )
+    pod = multi(first={"ipscheduler.io/pools": "gen-a"}, **{IF_LIST: '{"net1": "rdma-1"}'})
+    needs = env.binder.find(pod)
+    env.api.racing_write("rdma-1", {"o1": alloc("10.1.0.1")})
+    assert await env.place(needs, pod) == Refusal("no-free", "net1")
+    await env.binder.revert(needs, pod, "node-a")
+    assert env.allocations("gen-a") == {}
+    assert env.allocations("rdma-1") == {"o1": ("10.1.0.1", "Bound")}
+
+
+def bound_pod_body(annotations: dict[str, str]) -> dict[str, Any]:
+    """Pod ns/me (uid-me) as the API server returns it once bound to node-a."""
+    return {
+        "metadata": {"uid": "uid-me", "namespace": "ns", "name": "me", "annotations": annotations},
+        "spec": {"nodeName": "node-a", "schedulerName": "ip-scheduler"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("live", "left"),
+    [
+        pytest.param(None, set(), id="not-bound-every-pool-released"),
+        pytest.param(
+            {
+                "ipscheduler.io/pool": "gen-a",
+                "ipscheduler.io/interfaces": '{"net1":{"pool":"rdma-a","ips":["10.1.0.1"]},'
+                '"stor0":{"pool":"stor-a","ips":["fd00:2::1"]}}',
+            },
+            {"gen-a", "rdma-a", "stor-a"},
+            id="bound-with-every-pool-keeps-them",
+        ),
+        pytest.param(
+            {"ipscheduler.io/pool": "gen-a", "ipscheduler.io/interfaces": '{"net1":{"pool":"rdma-a"}}'},
+            {"gen-a", "rdma-a"},
+            id="bound-with-two-keeps-those",
+        ),
+        pytest.param({"ipscheduler.io/pool": "gen-a"}, {"gen-a"}, id="bound-with-the-first-only"),
+    ],
+)
+async def test_revert_releases_every_pool_written_but_those_the_pod_is_bound_with(
+    live: dict[str, str] | None, left: set[str]
+) -> None:
+    env = Env(if_pools(), live_reads=True)
+    pod = multi(**{IF_NETWORKS: ELEMENTS})
+    needs = env.binder.find(pod)
+    assert isinstance(await env.place(needs, pod), Committed)
+    assert {p.name for p in env.cache.pools_holding(pod.uid)} == {"gen-a", "rdma-a", "stor-a"}
+    if live is not None:
+        env.api.pods[("ns", "me")] = bound_pod_body(live)  # our Binding landed although it said it failed
+    await env.binder.revert(needs, pod, "node-a")
+    assert {p.name for p in env.cache.pools_holding(pod.uid)} == left
+    assert all(env.phases(pod.uid)[p] == "Reserved" for p in left)
+
+
+async def test_mark_bound_is_deferred_in_every_pool_of_the_pod() -> None:
+    env = Env(if_pools())
+    pod = multi(**NET1)
+    needs = env.binder.find(pod)
+    assert further(await env.place(needs, pod)) == [("net1", "rdma-a", ("10.1.0.1",))]
+    puts = len(env.api.puts)
+    env.binder.mark_bound(needs, pod.uid)
+    assert env.writer.deferred_pools() == {"gen-a", "rdma-a"}
+    assert len(env.api.puts) == puts, "no write of its own"
+    await env.writer.flush()
+    assert env.phases(pod.uid) == {"gen-a": "Bound", "rdma-a": "Bound"}
+
+
+def sticky_if_pools(rb: list[str] | None = None) -> list[dict[str, Any]]:
+    """node-a: pa, ra; node-b: pb, rb (``rb``: its addresses; default nine)."""
+    return [
+        pool("pa", "node-a", addresses=["10.0.1.1-10.0.1.9"]),
+        pool("ra", "node-a", addresses=["10.1.1.1-10.1.1.9"]),
+        pool("pb", "node-b", addresses=["10.0.2.1-10.0.2.9"]),
+        pool("rb", "node-b", addresses=rb or ["10.1.2.1-10.1.2.9"]),
+    ]
+
+
+def web0_net1(uid: str) -> PodInfo:
+    """web-0 of StatefulSet web (policy StatefulSet), first interface in pa or pb, net1 in ra or rb."""
+    return web0(uid, **{"ipscheduler.io/pools": "pa,pb", IF_LIST: '{"net1": "ra,rb"}'})
+
+
+async def retained_web0(env: Env) -> None:
+    """web-0's first pod (uid-1) placed on node-b, then ended: both its addresses Retained."""
+    first = web0_net1("uid-1")
+    done = await env.place(env.binder.find(first), first, "node-b")
+    assert address(done) == ("pb", "10.0.2.1") and further(done) == [("net1", "rb", ("10.1.2.1",))]
+    for name in ("pb", "rb"):
+        await env.writer.submit(name, functools.partial(allocator.retain, uid="uid-1"))
+    assert env.phases("uid-1") == {"pb": "Retained", "rb": "Retained"}
+
+
+async def test_a_sticky_pods_further_interface_takes_back_its_address_where_the_first_pins_it() -> None:
+    env = Env(sticky_if_pools())
+    await retained_web0(env)
+    pod = web0_net1("uid-2")
+    needs = env.binder.find(pod)
+    assert needs.pinned is not None and needs.pinned.name == "pb", "pinned by its first interface's address"
+    assert {n: env.binder.fit(needs, pod, n) for n in NODES} == PINNED_ELSEWHERE
+    done = await env.place(needs, pod, "node-b")
+    assert isinstance(done, Committed) and (done.pool, done.ip, done.taken_back) == ("pb", "10.0.2.1", True)
+    assert further(done) == [("net1", "rb", ("10.1.2.1",))]
+    assert env.allocations("rb") == {"uid-2": ("10.1.2.1", "Reserved")}
+    assert interface_of(env, "rb", "uid-2") == "net1"
+    assert env.phases("uid-1") == {}
+
+
+async def test_a_sticky_pods_further_interface_takes_back_its_address_in_a_full_pool() -> None:
+    env = Env(sticky_if_pools(rb=["10.1.2.1"]))
+    await retained_web0(env)
+    pod = web0_net1("uid-2")
+    needs = env.binder.find(pod)
+    assert env.binder.fit(needs, pod, "node-b") is Fit.FITS
+    assert further(await env.place(needs, pod, "node-b")) == [("net1", "rb", ("10.1.2.1",))]
+
+
+async def test_revert_retains_again_what_a_further_interface_took_back() -> None:
+    env = Env(sticky_if_pools())
+    await retained_web0(env)
+    pod = web0_net1("uid-2")
+    needs = env.binder.find(pod)
+    assert further(await env.place(needs, pod, "node-b")) == [("net1", "rb", ("10.1.2.1",))]
+    await env.binder.revert(needs, pod, "node-b")  # the binding failed
+    assert env.allocations("pb") == {"uid-2": ("10.0.2.1", "Retained")}
+    assert env.allocations("rb") == {"uid-2": ("10.1.2.1", "Retained")}, "kept for the identity"

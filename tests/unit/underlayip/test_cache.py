@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework.types import NodeInfo
-from ipscheduler.underlayip.allocator import available, pick_families
+from ipscheduler.underlayip.allocator import available, pick, pick_families
 from ipscheduler.underlayip.cache import PoolCache
+from ipscheduler.underlayip.ledger import AddressLedger
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.selection import NamespaceDefaults
 from tests.builders import alloc, pool_body
@@ -253,3 +254,87 @@ def test_a_namespaces_defaults(namespace: str, pools: str | None, families: dict
         }
     )
     assert (cache.default_pools(namespace), cache.default_families(namespace)) == (pools, families)
+
+
+# --------------------------------------------------------------------------- further interfaces
+
+
+def two_pools(rdma: list[str] | None = None) -> PoolCache:
+    """Pool ``p`` (the first interface's: 10.0.0.1-4) and pool ``q`` (a further interface's:
+    ``rdma``, default 10.1.0.1-2) on node-0, no allocation."""
+    p = PoolView.from_obj(pool_body("p", "node-0", addresses=["10.0.0.1-10.0.0.4"]))
+    q = PoolView.from_obj(pool_body("q", "node-0", addresses=rdma or ["10.1.0.1-10.1.0.2"]))
+    return pool_cache({n: [NodeInfo(name=n)] for n in NODES}, {"p": [p], "q": [q]})
+
+
+def held_in(cache: PoolCache, name: str) -> dict[str, set[str]]:
+    pool = cache.pools()[name]
+    return {ip: set(uids) for ip, uids in cache.context(pool).pod_held.items() if uids}
+
+
+@pytest.mark.parametrize(
+    ("carries", "held", "picked"),
+    [
+        pytest.param(
+            [("10.0.0.1", (), ("10.1.0.1",))],
+            {"10.0.0.1": {"u1"}, "10.1.0.1": {"u1"}},
+            "10.1.0.2",
+            id="a-further-interfaces-address",
+        ),
+        pytest.param(
+            [("10.0.0.1", ("fd00::1",), ("10.1.0.1", "10.1.0.2"))],
+            {"10.0.0.1": {"u1"}, "fd00::1": {"u1"}, "10.1.0.1": {"u1"}, "10.1.0.2": {"u1"}},
+            None,
+            id="with-the-first-interfaces-other-address",
+        ),
+        pytest.param(
+            [(None, (), ("10.1.0.2",))], {"10.1.0.2": {"u1"}}, "10.1.0.1", id="a-count-only-first-interface"
+        ),
+        pytest.param(
+            [("10.0.0.1", (), ("10.1.0.1",)), ("10.0.0.1", (), ("10.1.0.2",))],
+            {"10.0.0.1": {"u1"}, "10.1.0.2": {"u1"}},
+            "10.1.0.1",
+            id="carried-again-another-address",
+        ),
+        pytest.param(
+            [("10.0.0.1", (), ("10.1.0.1",)), ("10.0.0.1", (), ())],
+            {"10.0.0.1": {"u1"}},
+            "10.1.0.1",
+            id="carried-again-without",
+        ),
+    ],
+)
+def test_the_addresses_of_a_running_pods_further_interfaces_are_held(
+    carries: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]],
+    held: dict[str, set[str]],
+    picked: str | None,
+) -> None:
+    cache = two_pools()
+    for ip, more, elsewhere in carries:
+        cache.carry("u1", "p", ip, "node-0", more, elsewhere=elsewhere)
+    assert held_in(cache, "q") == held
+    q = cache.pools()["q"]
+    assert pick(q, cache.context(q), "other")[1] == picked, "never handed out"
+    cache.uncarry("u1")
+    assert held_in(cache, "q") == {}
+    assert pick(q, cache.context(q), "other")[1] == "10.1.0.1"
+
+
+def test_a_further_interfaces_address_takes_no_place_in_the_first_interfaces_pool() -> None:
+    """The pod's first pool records no allocation of it: its own address takes a place there
+    (unrecorded), its further interface's (of another pool) does not."""
+    cache = two_pools()
+    cache.carry("u1", "p", "10.0.0.1", "node-0", elsewhere=("10.1.0.1",))
+    p = cache.pools()["p"]
+    assert available(p, cache.context(p)) == 3
+    assert cache.carriers_of("p") == {"u1"} and cache.carriers_of("q") == frozenset()
+
+
+def test_the_ledger_recounts_the_pool_of_a_further_interfaces_carried_address() -> None:
+    cache = two_pools(rdma=["10.1.0.1"])
+    ledger = AddressLedger(cache)
+    assert ledger.available(cache.pools()["q"]) == 1
+    cache.carry("u1", "p", "10.0.0.1", "node-0", elsewhere=("10.1.0.1",))
+    q = cache.pools()["q"]
+    assert available(q, cache.context(q)) == 0, "its only address is the running pod's"
+    assert ledger.available(q) == 0

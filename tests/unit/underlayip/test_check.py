@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 import pytest
@@ -506,3 +507,123 @@ def test_a_releasing_address_is_the_gone_pods_until_its_node_lets_it_go(
     releasing = {**alloc("10.0.0.1", "ns/a", phase="Releasing"), "releasingSince": builders.SINCE}
     pools = [pool(addresses=V4, allocations={"u1": releasing}, status={"capacity": 14, "allocated": 1})]
     assert find_violations(pools, pods) == want
+
+
+# --------------------------------------------------------------------------- further interfaces
+
+RDMA = ["10.1.0.0/28"]
+NET1_ENTRY = {"pool": "rdma", "ips": ["10.1.0.1"], "network": {"ips": [{"address": "10.1.0.1/32"}]}}
+
+
+def net1(ip: str = "10.1.0.1", **fields: Any) -> dict[str, Any]:
+    """Pod ns/a's allocation for its interface net1."""
+    return {**alloc(ip, "ns/a"), "interface": "net1", **fields}
+
+
+def multi_homed(entries: dict[str, Any] | None, phase: str = "Running", **more: str) -> dict[str, Any]:
+    """Pod ns/a (u1) bound with 10.0.0.1 of pool-a, its ``ipscheduler.io/interfaces`` these
+    ``entries`` (None: absent), and the annotations ``more``."""
+    body = pod("u1", "a", pool_name="pool-a", ip="10.0.0.1", phase=phase)
+    if entries is not None:
+        body["metadata"]["annotations"]["ipscheduler.io/interfaces"] = json.dumps(entries)
+    body["metadata"]["annotations"].update(more)
+    return body
+
+
+def multi_pools(rdma_allocations: dict[str, Any], **rdma: Any) -> list[dict[str, Any]]:
+    """pool-a holding ns/a's 10.0.0.1, and pool rdma (node-a) holding ``rdma_allocations``."""
+    return [
+        pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")}),
+        pool("rdma", addresses=RDMA, allocations=rdma_allocations, **rdma),
+    ]
+
+
+WHERE = "pool rdma: ns/a (u1): interface net1"
+
+
+@pytest.mark.parametrize(
+    ("pools", "pods", "expected"),
+    [
+        pytest.param(multi_pools({"u1": net1()}), [multi_homed({"net1": NET1_ENTRY})], [], id="as-written"),
+        pytest.param(
+            multi_pools({"u1": net1()}),
+            [multi_homed({"net1": NET1_ENTRY}, **{"ipscheduler.io/pools": "pool-a"})],
+            [],
+            id="its-pool-need-not-be-in-the-pods-pools",
+        ),
+        pytest.param(
+            multi_pools({"u1": net1()}),
+            [multi_homed({"net1": {**NET1_ENTRY, "pool": "rdma-b"}})],
+            [
+                f"{WHERE}: annotation ipscheduler.io/interfaces says "
+                f"{ {**NET1_ENTRY, 'pool': 'rdma-b'} }, the allocation 10.1.0.1"
+            ],
+            id="entry-names-another-pool",
+        ),
+        pytest.param(
+            multi_pools({"u1": net1()}),
+            [multi_homed({"net1": {**NET1_ENTRY, "ips": ["10.1.0.9"]}})],
+            [
+                f"{WHERE}: annotation ipscheduler.io/interfaces says "
+                f"{ {**NET1_ENTRY, 'ips': ['10.1.0.9']} }, the allocation 10.1.0.1"
+            ],
+            id="entry-names-other-addresses",
+        ),
+        pytest.param(
+            multi_pools({"u1": net1()}),
+            [multi_homed({"net2": NET1_ENTRY})],
+            [f"{WHERE}: annotation ipscheduler.io/interfaces says None, the allocation 10.1.0.1"],
+            id="no-entry-for-the-interface",
+        ),
+        pytest.param(
+            multi_pools({"u1": net1()}),
+            [multi_homed(None)],
+            [f"{WHERE}: annotation ipscheduler.io/interfaces says None, the allocation 10.1.0.1"],
+            id="no-annotation",
+        ),
+        pytest.param(
+            multi_pools({"u1": net1(phase="Reserved")}),
+            [pod("u1", "a", node=None, phase="Pending")],
+            [],
+            id="pending-nothing-to-compare",
+        ),
+        pytest.param(
+            multi_pools({"u1": net1()}, namespaces=["team"]),
+            [multi_homed({"net1": NET1_ENTRY})],
+            [f"{WHERE}: pool reserved for other namespaces"],
+            id="pool-reserved-for-other-namespaces",
+        ),
+    ],
+)
+def test_a_further_interfaces_allocation_is_checked_against_its_entry(
+    pools: list[dict[str, Any]], pods: list[dict[str, Any]], expected: list[str]
+) -> None:
+    assert find_violations(pools, pods) == expected
+
+
+@pytest.mark.parametrize(
+    ("first", "further", "expected"),
+    [
+        pytest.param(None, "net2", 0, id="one-allocation-per-interface"),
+        pytest.param("net2", "net2", 1, id="two-for-one-interface"),
+        pytest.param(None, None, 1, id="two-for-the-first-interface"),
+    ],
+)
+def test_an_identity_holds_one_allocation_per_interface(
+    first: str | None, further: str | None, expected: int
+) -> None:
+    """The identity ns/db-0's Retained allocations in two pools: one per interface is what it
+    keeps, two for one interface leak one."""
+    a = {**kept("10.0.0.1", "ns/db-0", "Retained"), **({"interface": first} if first else {})}
+    b = {**kept("10.1.0.1", "ns/db-0", "Retained"), **({"interface": further} if further else {})}
+    pools = [pool(addresses=V4, allocations={"old": a}), pool("rdma", addresses=RDMA, allocations={"old": b})]
+    assert (
+        len([v for v in find_violations(pools, []) if v.startswith("identity ns/db-0 holds 2")]) == expected
+    )
+
+
+def test_a_pod_holding_only_its_further_interfaces_allocation_is_a_violation() -> None:
+    pools = [pool(addresses=V4), pool("rdma", addresses=RDMA, allocations={"u1": net1()})]
+    assert find_violations(pools, [multi_homed({"net1": NET1_ENTRY})]) == [
+        "pod ns/a (u1) is bound to node-a but holds no allocation"
+    ]

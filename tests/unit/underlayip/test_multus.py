@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.underlayip.multus import MultusError, parse_network_name, parse_selection, with_ips
+from ipscheduler.underlayip.multus import (
+    MultusError,
+    parse_network_name,
+    parse_selection,
+    with_element_ips,
+    with_ips,
+)
 
 ADDR = ["10.0.1.12/24"]
 
@@ -130,3 +136,44 @@ def test_parse_network_name(network: str, expected: tuple[str | None, str]) -> N
 def test_parse_network_name_refuses(network: str) -> None:
     with pytest.raises(MultusError):
         parse_network_name(network)
+
+
+# --------------------------------------------------------------------------- a further interface's element
+
+RDMA = ["10.1.0.1/24", "fd00:1::1/64"]
+
+
+@pytest.mark.parametrize(
+    ("value", "position", "expected"),
+    [
+        pytest.param(
+            '[{"name": "rdma", "ipscheduler.io/pools": "rdma-a"}]',
+            0,
+            '[{"name":"rdma","ipscheduler.io/pools":"rdma-a","ips":["10.1.0.1/24","fd00:1::1/64"]}]',
+            id="json-element-fields-kept-compact",
+        ),
+        pytest.param(
+            "underlay@net1, infra/rdma",
+            1,
+            '[{"name":"underlay","interface":"net1"},{"name":"rdma","namespace":"infra",'
+            '"ips":["10.1.0.1/24","fd00:1::1/64"]}]',
+            id="short-form-converted-by-position",
+        ),
+        pytest.param(
+            '[{"name": "a", "ips": ["192.0.2.9/24"]}, {"name": "a", "ips": ["192.0.2.8/24"]}]',
+            1,
+            '[{"name":"a","ips":["192.0.2.9/24"]},{"name":"a","ips":["10.1.0.1/24","fd00:1::1/64"]}]',
+            id="the-element-at-the-position-not-the-first-of-its-name",
+        ),
+        pytest.param('[{"name": "a"}]', 1, None, id="no-such-position"),
+        pytest.param('[{"name": "a"}]', -1, None, id="no-element"),
+        pytest.param(None, 0, None, id="no-annotation"),
+    ],
+)
+def test_with_element_ips(value: str | None, position: int, expected: str | None) -> None:
+    assert with_element_ips(value, position, RDMA) == expected
+
+
+def test_with_element_ips_refuses_what_multus_cannot_parse() -> None:
+    with pytest.raises(MultusError, match="expected"):
+        with_element_ips("a/b/c", 0, RDMA)

@@ -22,7 +22,15 @@ from ipscheduler.framework.interface import (
 )
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.underlayip.args import UnderlayIPArgs
-from ipscheduler.underlayip.binder import Committed, Fit, PodAddresses, PoolBinder, Problem, Refusal
+from ipscheduler.underlayip.binder import (
+    Committed,
+    Fit,
+    InterfaceAddresses,
+    PodAddresses,
+    PoolBinder,
+    Problem,
+    Refusal,
+)
 from ipscheduler.underlayip.families import (
     ANY_FAMILY,
     IPV4,
@@ -31,7 +39,14 @@ from ipscheduler.underlayip.families import (
     REQUIRE_DUAL_STACK,
     FamilyNeed,
 )
-from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_IPS, ANNOTATION_NETWORK, ANNOTATION_POOL
+from ipscheduler.underlayip.interfaces import InterfaceNeed
+from ipscheduler.underlayip.models import (
+    ANNOTATION_INTERFACES,
+    ANNOTATION_IP,
+    ANNOTATION_IPS,
+    ANNOTATION_NETWORK,
+    ANNOTATION_POOL,
+)
 from ipscheduler.underlayip.plugin import (
     ERR_NO_FREE,
     ERR_NO_POOL,
@@ -550,3 +565,210 @@ def test_the_factory_builds_the_binder_and_the_sticky_acts_from_deps_and_handle(
     assert (binder.cache, binder.writer, binder.api) == (cache, writer, "the-client")
     assert (binder.identity, binder.reserved_ttl) == ("replica-a", 7.0)
     assert (got.sticky.writer, got.sticky.recorder, got.sticky.activate) == (writer, events, handle.activate)
+
+
+# --------------------------------------------------------------------------- several interfaces
+
+MULTUS = "k8s.v1.cni.cncf.io/networks"
+
+
+@pytest.mark.parametrize(
+    ("fit", "interface", "status"),
+    [
+        pytest.param(
+            Fit.INTERFACE_NO_FREE,
+            "net1",
+            Status(Code.UNSCHEDULABLE, ("node(s) had no free underlay IP for interface net1",), NAME),
+            id="no-free-address-for-net1",
+        ),
+        pytest.param(
+            Fit.INTERFACE_NO_POOL,
+            "rdma0",
+            Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                ("node(s) had no NodeIPPool interface rdma0 may use",),
+                NAME,
+            ),
+            id="no-pool-net1-may-use",
+        ),
+    ],
+)
+def test_filter_names_the_further_interface_a_node_cannot_serve(
+    fit: Fit, interface: str, status: Status
+) -> None:
+    """A further interface without a free address may change by evicting a pod (Unschedulable);
+    one without a pool it may use cannot (UnschedulableAndUnresolvable)."""
+    binder = FakeBinder(fits={"node-a": fit}, short={"node-a": interface})
+    p = plugin(binder)
+    assert p.filter(cycle(p), POD, NODE) == status
+
+
+@pytest.mark.parametrize(
+    ("problem", "message"),
+    [
+        pytest.param(
+            Problem("unknown-pools", "annotation ipscheduler.io/interface-pools (net1)", ("nope",)),
+            "NodeIPPool(s) nope named by annotation ipscheduler.io/interface-pools (net1) do not exist",
+            id="unknown-pools-of-a-further-interface",
+        ),
+        pytest.param(
+            Problem("interfaces", "interface net1 is asked for twice"),
+            "interface net1 is asked for twice",
+            id="unreadable-interfaces",
+        ),
+    ],
+)
+def test_pre_filter_words_a_further_interfaces_problem(problem: Problem, message: str) -> None:
+    p = plugin(FakeBinder(needs=needs(problem=problem)))
+    assert p.pre_filter(CycleState(), POD, NODES) == Status.unschedulable(message, plugin=NAME)
+
+
+async def test_reserve_and_pre_bind_name_the_further_interface_left_without_an_address() -> None:
+    refusal = Refusal("no-free", "net1")
+    p = plugin(FakeBinder(assumed=refusal, committed=refusal))
+    state = cycle(p)
+    status = Status(Code.UNSCHEDULABLE, ("node(s) had no free underlay IP for interface net1",), NAME)
+    assert await p.reserve(state, POD, NODE) == status
+    assert await p.pre_bind(state, POD, NODE) == status
+    assert BIND_ANNOTATIONS not in state
+
+
+RDMA_NETWORK = {
+    "ips": [{"address": "10.1.0.1/24", "gateway": "10.1.0.254"}],
+    "routes": [{"dst": "10.9.0.0/16", "gw": "10.1.0.253"}],
+}
+STOR_NETWORK = {"ips": [{"address": "fd00:2::1/64"}, {"address": "10.2.0.1/24"}]}
+
+
+def given_interfaces(*elements: int) -> Committed:
+    """GIVEN with net1 (rdma-a) and stor0 (stor-a, dual-stack), from the Multus elements at
+    positions ``elements`` (-1: the ``ipscheduler.io/interface-pools`` annotation)."""
+    net1 = InterfaceNeed("net1", PoolChoice(("rdma-a",)), network="ns/rdma", element=elements[0])
+    stor0 = InterfaceNeed("stor0", PoolChoice(("stor-a",)), network="ns/stor", element=elements[1])
+    return dataclasses.replace(
+        GIVEN,
+        interfaces=(
+            InterfaceAddresses("net1", "rdma-a", ("10.1.0.1",), RDMA_NETWORK, net1),
+            InterfaceAddresses("stor0", "stor-a", ("fd00:2::1", "10.2.0.1"), STOR_NETWORK, stor0),
+        ),
+    )
+
+
+INTERFACES = (
+    '{"net1":{"pool":"rdma-a","ips":["10.1.0.1"],"network":{"ips":[{"address":"10.1.0.1/24",'
+    '"gateway":"10.1.0.254"}],"routes":[{"dst":"10.9.0.0/16","gw":"10.1.0.253"}]}},'
+    '"stor0":{"pool":"stor-a","ips":["fd00:2::1","10.2.0.1"],"network":{"ips":[{"address":"fd00:2::1/64"},'
+    '{"address":"10.2.0.1/24"}]}}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("networks", "positions", "multus", "written"),
+    [
+        pytest.param(None, (-1, -1), None, None, id="listed-interfaces-no-multus"),
+        pytest.param(
+            '[{"name": "rdma", "ipscheduler.io/pools": "rdma-a"}, {"name": "plain"},'
+            ' {"name": "stor", "interface": "stor0", "ipscheduler.io/pools": "stor-a"}]',
+            (0, 2),
+            None,
+            [
+                {"name": "rdma", "ipscheduler.io/pools": "rdma-a", "ips": ["10.1.0.1/24"]},
+                {"name": "plain"},
+                {
+                    "name": "stor",
+                    "interface": "stor0",
+                    "ipscheduler.io/pools": "stor-a",
+                    "ips": ["fd00:2::1/64", "10.2.0.1/24"],
+                },
+            ],
+            id="each-element-gets-its-interfaces-addresses",
+        ),
+        pytest.param(
+            '[{"name": "underlay"}, {"name": "rdma", "ipscheduler.io/pools": "rdma-a"}]',
+            (1, -1),
+            "underlay",
+            [
+                {"name": "underlay", "ips": ["10.0.1.2/24"]},
+                {"name": "rdma", "ipscheduler.io/pools": "rdma-a", "ips": ["10.1.0.1/24"]},
+            ],
+            id="with-the-first-interfaces-multus-network",
+        ),
+    ],
+)
+async def test_pre_bind_writes_each_further_interfaces_pool_addresses_and_network(
+    networks: str | None, positions: tuple[int, int], multus: str | None, written: list[Any] | None
+) -> None:
+    pod = dataclasses.replace(POD, annotations={} if networks is None else {MULTUS: networks})
+    p = plugin(FakeBinder(committed=given_interfaces(*positions)), multus=multus)
+    state = cycle(p, pod)
+    assert (await p.pre_bind(state, pod, NODE)).is_success()
+    annotations = state.read(BIND_ANNOTATIONS)
+    assert annotations[ANNOTATION_INTERFACES] == INTERFACES, "compact JSON, interface → pool, ips, network"
+    assert (annotations[ANNOTATION_POOL], annotations[ANNOTATION_IP]) == ("p", "10.0.1.2"), (
+        "the first's as before"
+    )
+    assert annotations[ANNOTATION_NETWORK] == NETWORK
+    got = annotations.get(MULTUS)
+    assert (json.loads(got) if got is not None else None) == written
+    if got is not None:
+        assert got == json.dumps(written, separators=(",", ":"))
+
+
+async def test_pre_bind_leaves_a_multus_annotation_it_cannot_parse_alone() -> None:
+    pod = dataclasses.replace(POD, annotations={MULTUS: "a/b/c"})
+    p = plugin(FakeBinder(committed=given_interfaces(0, 1)))
+    state = cycle(p, pod)
+    assert (await p.pre_bind(state, pod, NODE)).is_success()
+    annotations = state.read(BIND_ANNOTATIONS)
+    assert annotations[ANNOTATION_INTERFACES] == INTERFACES
+    assert MULTUS not in annotations
+
+
+@pytest.mark.parametrize(
+    ("pod_annotations", "written"),
+    [
+        pytest.param(
+            {ANNOTATION_INTERFACES: '{"net1":{"pool":"forged"}}'},
+            {ANNOTATION_INTERFACES: ""},
+            id="stale-blanked",
+        ),
+        pytest.param({}, {}, id="absent-stays-absent"),
+    ],
+)
+async def test_pre_bind_of_a_pod_without_further_interfaces_blanks_a_stale_interfaces_annotation(
+    pod_annotations: dict[str, str], written: dict[str, str]
+) -> None:
+    pod = dataclasses.replace(POD, annotations=pod_annotations)
+    p = plugin(FakeBinder(committed=GIVEN))
+    state = cycle(p, pod)
+    assert (await p.pre_bind(state, pod, NODE)).is_success()
+    annotations = state.read(BIND_ANNOTATIONS)
+    assert {k: v for k, v in annotations.items() if k == ANNOTATION_INTERFACES} == written
+    assert annotations[ANNOTATION_IP] == "10.0.1.2"
+
+
+@pytest.mark.parametrize(
+    ("pod_annotations", "committed", "written"),
+    [
+        pytest.param(
+            {ANNOTATION_IP: "10.9.9.9", ANNOTATION_POOL: "forged"},
+            GIVEN,
+            {ANNOTATION_POOL: "p", ANNOTATION_IP: "10.0.1.2", ANNOTATION_NETWORK: NETWORK},
+            id="an-address-given-overwrites-a-stale-one",
+        ),
+        pytest.param(
+            {ANNOTATION_IP: "10.9.9.9", ANNOTATION_POOL: "forged"},
+            dataclasses.replace(given_interfaces(-1, -1), pool="slots", ip=None, network="", ips=()),
+            {ANNOTATION_POOL: "", ANNOTATION_IP: "", ANNOTATION_INTERFACES: INTERFACES},
+            id="a-count-only-slot-with-further-interfaces-blanks-a-stale-one",
+        ),
+    ],
+)
+async def test_pre_bind_overwrites_the_first_interfaces_stale_annotations_with_what_it_got(
+    pod_annotations: dict[str, str], committed: Committed, written: dict[str, str]
+) -> None:
+    pod = dataclasses.replace(POD, annotations=pod_annotations)
+    p = plugin(FakeBinder(committed=committed))
+    state = cycle(p, pod)
+    assert (await p.pre_bind(state, pod, NODE)).is_success()
+    assert state.read(BIND_ANNOTATIONS) == written

@@ -27,6 +27,7 @@ from ipscheduler.underlayip.pool import (
     parse_status,
     ready_condition,
     refresh,
+    without_default_route,
 )
 from tests.builders import ALONE, NOW, SINCE, SINCE_TIME, address_set, ago, alloc, bound_allocs, with_status
 from tests.builders import pool as view
@@ -1109,3 +1110,56 @@ def test_network_of_all_refuses_what_is_not_an_address() -> None:
     p = view(addresses=["10.0.1.2-10.0.1.9"], subnets=DUAL_SUBNETS)
     with pytest.raises(AddressError):
         network_of_all(p, ("10.0.1.2", "junk"))
+
+
+# --------------------------------------------------------------------------- a further interface's network
+
+OTHER_V4 = {"dst": "10.9.0.0/16", "gw": "10.0.1.254"}
+OTHER_V6 = {"dst": "fd00:9::/48", "gw": "fd00:1::1"}
+
+
+@pytest.mark.parametrize(
+    ("routes", "kept"),
+    [
+        pytest.param([{"dst": "0.0.0.0/0", "gw": "10.0.1.1"}, OTHER_V4], [OTHER_V4], id="ipv4-default-goes"),
+        pytest.param([{"dst": "::/0", "gw": "fd00:1::1"}, OTHER_V6], [OTHER_V6], id="ipv6-default-goes"),
+        pytest.param(
+            [{"dst": "0.0.0.0/0", "gw": "10.0.1.1"}, OTHER_V4, {"dst": "::/0", "gw": "fd00:1::1"}, OTHER_V6],
+            [OTHER_V4, OTHER_V6],
+            id="both-families-others-kept-in-order",
+        ),
+        pytest.param(
+            [{"dst": "0.0.0.0/0", "gw": "10.0.1.1"}, {"dst": "::/0"}], None, id="none-left-no-routes-key"
+        ),
+        pytest.param([OTHER_V4], [OTHER_V4], id="no-default-unchanged"),
+        pytest.param(None, None, id="no-routes"),
+    ],
+)
+def test_without_default_route(
+    routes: list[dict[str, str]] | None, kept: list[dict[str, str]] | None
+) -> None:
+    ips = [{"address": "10.0.1.2/24", "gateway": "10.0.1.1"}]
+    network: dict[str, Any] = {"ips": ips, **({"routes": routes} if routes is not None else {})}
+    got = without_default_route(network)
+    assert got == {"ips": ips, **({"routes": kept} if kept is not None else {})}
+    assert network == {"ips": ips, **({"routes": routes} if routes is not None else {})}, (
+        "not changed in place"
+    )
+
+
+def test_a_pools_default_route_in_any_spelling_is_left_out_of_a_further_interfaces_network() -> None:
+    """``spec.subnets`` routes are read as CIDRs: ``10.0.0.0/0`` is the default route too."""
+    subnets = [
+        {
+            "cidr": "10.0.1.0/24",
+            "gateway": "10.0.1.1",
+            "routes": [{"dst": "10.0.0.0/0"}, {"dst": "10.9.0.0/16"}],
+        },
+        {"cidr": "fd00:1::/64", "routes": [{"dst": "0::0/0", "gw": "fd00:1::1"}]},
+    ]
+    p = view(addresses=["10.0.1.2-10.0.1.9", "fd00:1::10/126"], subnets=subnets)
+    assert p.spec_error is None
+    assert without_default_route(network_of_all(p, ("10.0.1.2", "fd00:1::10"))) == {
+        "ips": [{"address": "10.0.1.2/24", "gateway": "10.0.1.1"}, {"address": "fd00:1::10/64"}],
+        "routes": [{"dst": "10.9.0.0/16", "gw": "10.0.1.1"}],
+    }

@@ -343,3 +343,47 @@ async def test_a_failed_release_keeps_the_address_and_says_nothing() -> None:
     await env.rehome(env.claim())
     assert env.allocations() == {"uid-old", "uid-other"}
     assert (env.events.events, env.rehomed) == ([], [])
+
+
+# --------------------------------------------------------------------------- further interfaces
+
+
+@pytest.mark.parametrize(
+    ("allocations", "want"),
+    [
+        pytest.param(
+            {"uid-old": kept(interface="net1")}, None, id="a-further-interfaces-retained-address-pins-not"
+        ),
+        pytest.param({"uid-old": kept("Bound", interface="net1")}, None, id="nor-makes-it-wait"),
+        pytest.param(
+            {"uid-new": kept("Reserved", interface="net1")}, None, id="nor-its-own-of-another-cycle"
+        ),
+        pytest.param(
+            {"uid-old": kept(), "uid-x": kept(ip="10.0.2.6", interface="net1")},
+            (PINNED, "uid-old", 200.0),
+            id="the-first-interfaces-pins-it",
+        ),
+    ],
+)
+def test_only_the_first_interfaces_kept_address_pins_or_holds_the_pod(
+    allocations: dict[str, Any], want: tuple[str, str, float | None] | None
+) -> None:
+    assert found(allocations, at(100)) == want
+
+
+def test_the_first_interfaces_address_pins_the_pod_whichever_pool_keeps_net1s() -> None:
+    """The identity's first interface's address is Retained in pb (node-b), its net1 address
+    in ra (node-a): node-b it is."""
+    ra = pool_body(
+        "ra",
+        "node-a",
+        addresses=["10.1.1.1-10.1.1.9"],
+        allocations={"uid-old": kept(ip="10.1.1.5", interface="net1")},
+    )
+    cache = pool_cache(pools={"ra": [PoolView.from_obj(ra)], "pb": [view({"uid-old": kept()})]})
+    got = kept_address(cache, web0(), STS, at(10))
+    assert got is not None and (got.kind, got.claim.pool.name, got.claim.allocation.ip) == (
+        PINNED,
+        "pb",
+        "10.0.2.5",
+    )
