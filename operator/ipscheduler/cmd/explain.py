@@ -51,6 +51,7 @@ from ipscheduler.underlayip.args import Strategy
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.families import annotated_ips
 from ipscheduler.underlayip.informers import namespace_informer
+from ipscheduler.underlayip.interfaces import further_interfaces, interface_entries
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, POOLS
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
@@ -135,6 +136,32 @@ def address_line(pod: PodInfo, cache: PoolCache) -> str:
     if problem is not None:
         return f"{what} (not recorded: the pod may not use the pool: {problem})"
     return f"{what} (not recorded)"
+
+
+def interfaces_line(pod: PodInfo, cache: PoolCache) -> str:
+    """The pod's further interfaces (:mod:`ipscheduler.underlayip.interfaces`): for a bound
+    pod, each one's addresses and pool from its ``ipscheduler.io/interfaces`` and whether the
+    pool records them; else the pools each may use. ``""`` for a pod with none."""
+    asked = further_interfaces(pod)
+    if asked.problem:
+        return f"Interfaces: {asked.problem}"
+    parts = []
+    entries = interface_entries(pod.annotations) if pod.node_name else {}
+    for need in asked.interfaces:
+        entry = entries.get(need.interface)
+        if entry is None:
+            parts.append(f"{need.interface} from {', '.join(need.choice.names)}")
+            continue
+        pool = cache.pool(str(entry.get("pool")))
+        held = (
+            pool is not None
+            and (a := pool.allocations.get(pod.uid)) is not None
+            and a.interface == need.interface
+        )
+        ips = ", ".join(str(ip) for ip in entry.get("ips") or ())
+        state = "recorded" if held else "not recorded"
+        parts.append(f"{need.interface} {ips} of NodeIPPool {entry.get('pool')} ({state})")
+    return f"Interfaces: {'; '.join(parts)}" if parts else ""
 
 
 def retention_line(pod: PodInfo, cache: PoolCache) -> str:
@@ -375,6 +402,8 @@ async def explain(
         lines = f"{pools_line(pod, cache)}\n{retention_line(pod, cache)}"
         if address := address_line(pod, cache):
             lines += f"\n{address}"
+        if further := interfaces_line(pod, cache):
+            lines += f"\n{further}"
         group = group_line(pod, groups)
         if group:
             lines += f"\n{group}"

@@ -481,7 +481,7 @@ class PoolController:
         phases = Counter(a.phase for a in pool.allocations.values())
         cond = pool.condition(EXHAUSTED)
         exhausted = 1 if cond is not None and cond.status == "True" else 0
-        counts = (pool.capacity(blocked), len(pool.allocations), pool.free(blocked), phases[RETAINED])
+        counts = (pool.capacity(blocked), pool.allocated, pool.free(blocked), phases[RETAINED])
         return (*counts, exhausted, phases[RELEASING])
 
     # -- pool status -----------------------------------------------------------

@@ -151,11 +151,11 @@ def bound_pools(annotations: Mapping[str, str]) -> frozenset[str]:
     pool of each entry of its ``ipscheduler.io/interfaces`` (entries that cannot be read are
     left out: the CNI plugin refuses such a pod)."""
     pools = {annotations.get(ANNOTATION_POOL) or ""}
-    pools.update(e["pool"] for e in _entries(annotations).values() if isinstance(e.get("pool"), str))
+    pools.update(e["pool"] for e in interface_entries(annotations).values() if isinstance(e.get("pool"), str))
     return frozenset(pools)
 
 
-def _entries(annotations: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+def interface_entries(annotations: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """The readable entries of a bound pod's ``ipscheduler.io/interfaces`` (interface →
     entry; none when absent or not a JSON object)."""
     raw = annotations.get(ANNOTATION_INTERFACES)
@@ -174,7 +174,7 @@ def interface_ips(annotations: Mapping[str, str]) -> tuple[str, ...]:
     """The canonical addresses a bound pod's further interfaces carry
     (``ipscheduler.io/interfaces``; entries that cannot be read are left out)."""
     out: list[str] = []
-    for entry in _entries(annotations).values():
+    for entry in interface_entries(annotations).values():
         ips = entry.get("ips")
         for text in ips if isinstance(ips, list) else ():
             try:

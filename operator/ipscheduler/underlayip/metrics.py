@@ -32,7 +32,7 @@ or 0."""
 
 POOL_GAUGES = (
     ("capacity", "Usable addresses (or slots) of a NodeIPPool."),
-    ("allocated", "Allocations held in a NodeIPPool."),
+    ("allocated", "Places taken in a NodeIPPool: one per address (two for a dual-stack pod) or slot."),
     ("free", "Free addresses (or slots) of a NodeIPPool."),
     ("retained", "Allocations of a NodeIPPool kept for a pod identity whose pod ended."),
     ("exhausted", "1 while the NodeIPPool's Exhausted condition is True (no address free; with hysteresis)."),

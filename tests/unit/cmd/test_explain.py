@@ -17,6 +17,7 @@ from ipscheduler.cmd.explain import (
     evaluate,
     explain_profile,
     group_line,
+    interfaces_line,
     pools_line,
     render,
     retention_line,
@@ -339,3 +340,58 @@ async def test_explain_says_what_preemption_would_do(preemptor: PodInfo, line: s
     assert render(preemptor, verdicts, summary, {}, preemption=got).endswith(
         f"Unschedulable: {summary}\n{line}\n"
     )
+
+
+NET1 = '{"net1":{"pool":"rdma-a","ips":["10.1.0.5"],"network":{"ips":[{"address":"10.1.0.5/24"}]}}}'
+
+
+@pytest.mark.parametrize(
+    ("annotations", "node", "recorded", "line"),
+    [
+        pytest.param({}, "", False, "", id="none"),
+        pytest.param(
+            {"ipscheduler.io/interface-pools": '{"net1": "rdma-a,rdma-b"}'},
+            "",
+            False,
+            "Interfaces: net1 from rdma-a, rdma-b",
+            id="pending",
+        ),
+        pytest.param(
+            {"ipscheduler.io/interface-pools": '{"net1": "rdma-a"}', "ipscheduler.io/interfaces": NET1},
+            "node-a",
+            True,
+            "Interfaces: net1 10.1.0.5 of NodeIPPool rdma-a (recorded)",
+            id="bound",
+        ),
+        pytest.param(
+            {"ipscheduler.io/interface-pools": '{"net1": "rdma-a"}', "ipscheduler.io/interfaces": NET1},
+            "node-a",
+            False,
+            "Interfaces: net1 10.1.0.5 of NodeIPPool rdma-a (not recorded)",
+            id="bound-not-recorded",
+        ),
+        pytest.param(
+            {"ipscheduler.io/interface-pools": '{"eth0": "rdma-a"}'},
+            "",
+            False,
+            "Interfaces: interface eth0 is the pod's first interface (its ipscheduler.io/pools), "
+            "not a further one",
+            id="malformed",
+        ),
+    ],
+)
+def test_explain_says_which_further_interfaces_the_pod_has(
+    annotations: dict[str, str], node: str, recorded: bool, line: str
+) -> None:
+    held = {
+        "uid-p": {
+            "ip": "10.1.0.5",
+            "pod": "ns/p",
+            "phase": "Bound",
+            "since": "2026-01-01T00:00:00Z",
+            "interface": "net1",
+        }
+    }
+    rdma = pool("rdma-a", addresses=["10.1.0.0/28"], allocations=held if recorded else {})
+    cache = pool_cache({}, {"rdma-a": [rdma]})
+    assert interfaces_line(pod_info("p", annotations=annotations, node_name=node), cache) == line
