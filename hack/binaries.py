@@ -20,15 +20,16 @@ The dev cluster (``hack/devcluster.py``) runs what this module provides:
   ``ctr``, runc, crictl, and ``pause`` from Kubernetes' ``pause.c``) into
   ``~/.cache/ipscheduler/node-<k8s>-containerd-<v>-runc-<v>``: :func:`ensure_node_binaries`;
   and the two images a real node runs, as OCI archives (no registry is reachable), into
-  ``images-<k8s>``: :func:`ensure_node_images`.
+  ``images-<k8s>``: :func:`ensure_node_images`; Multus' thin plugin ``multus`` (a Multus
+  real node's CNI) into ``tools-multus-<version>``: :func:`ensure_multus`.
 
 A cached binary is checked once (``--version``) and remembered by size and
 mtime; one that does not run is deleted and rebuilt. Concurrent builds
 serialize on a file lock. ``python hack/devcluster.py binaries`` runs the first
 two and prints the two folders; ``python hack/binaries.py tools`` runs the last
 four and prints the four executables (``helm``, ``helm-docs``, ``promtool`` or ``prometheus``
-instead of ``tools``: that one only), ``python hack/binaries.py node`` the real node's; ``make
-binaries`` runs them all (``node`` as root only).
+instead of ``tools``: that one only), ``python hack/binaries.py node`` the real node's (and
+``multus``; ``multus`` alone: that one); ``make binaries`` runs them all (``node`` as root only).
 
 It also holds what both halves share: :class:`DevclusterError` and :func:`log`.
 Standard library only (plus ``go`` on PATH to build); it never imports the
@@ -76,6 +77,11 @@ HELM_DOCS_VERSION = "v1.14.2"
 HELM_DOCS_PACKAGE = "github.com/norwoodj/helm-docs/cmd/helm-docs"
 PROMETHEUS_PACKAGE = "github.com/prometheus/prometheus/cmd/prometheus"
 """Prometheus itself, at PROMTOOL_VERSION (the NetworkTraffic e2e test's metrics source)."""
+MULTUS_VERSION = "v4.2.3"
+"""Multus CNI's thin plugin (``multus``: a real node's meta-plugin in the Multus e2e test)."""
+MULTUS_MODULE = "gopkg.in/k8snetworkplumbingwg/multus-cni.v4"
+"""Multus' Go module as the module proxy serves it (its ``github.com/.../multus-cni/v4`` path is not)."""
+MULTUS_PACKAGE = f"{MULTUS_MODULE}/cmd/multus"
 
 K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ALL_BINARIES = (*K8S_BINARIES, "etcd", "kwok")
@@ -463,6 +469,50 @@ def ensure_prometheus() -> Path:
     return _ensure_go_tool("prometheus", PROMETHEUS_PACKAGE, PROMTOOL_VERSION)
 
 
+def ensure_multus() -> Path:
+    """Return the path of Multus' thin plugin ``multus`` ``MULTUS_VERSION`` (``cmd/multus`` of
+    :data:`MULTUS_MODULE`), building it if missing into ``tools-multus-<version>``: static, its
+    version stamped as Multus' ``hack/build-go.sh`` does (``multus -version``), about a minute
+    the first time. ``go build`` in a wrapper module that requires Multus' module at the pinned
+    version, as etcd is built: ``go install module@version`` asks the proxy for the module's
+    version list (its deprecation notice), which the proxy does not serve for this module.
+
+    Raises DevclusterError with a one-line reason (no Go toolchain) or the failed build's tail."""
+    folder = tool_dir("multus", MULTUS_VERSION)
+    exe = folder / "multus"
+    if os.access(exe, os.X_OK):
+        return exe
+    go = shutil.which("go")
+    if go is None:
+        raise DevclusterError(
+            f"missing multus {MULTUS_VERSION} in {folder} and no Go toolchain on PATH to build it"
+        )
+    with file_lock(folder.with_name(f".{folder.name}.lock")):
+        if os.access(exe, os.X_OK):
+            return exe
+        staging = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        wrapper = staging / "module"
+        _write_wrapper(wrapper, "ipscheduler.local/multus-build", {MULTUS_MODULE: MULTUS_VERSION}, {})
+        pkg = f"{MULTUS_MODULE}/pkg/multus"
+        stamps = " ".join(
+            f"-X {pkg}.{var}={value}"
+            for var, value in (
+                ("version", MULTUS_VERSION),
+                ("gitTreeState", "clean"),
+                ("releaseStatus", ",released"),
+            )
+        )
+        stamps = f"-s -w {stamps}"
+        out = staging / "bin"
+        cmd = [go, "build", "-trimpath", "-ldflags", stamps, "-o", str(out / "multus"), MULTUS_PACKAGE]
+        _run_logged(cmd, wrapper, staging / "build.log", f"building multus {MULTUS_VERSION}")
+        shutil.rmtree(folder, ignore_errors=True)
+        out.rename(folder)
+        shutil.rmtree(staging, ignore_errors=True)
+    return exe
+
+
 # --------------------------------------------------------------------------
 # real nodes: kubelet, containerd, runc, crictl, and the images they run
 # --------------------------------------------------------------------------
@@ -832,9 +882,9 @@ def ensure_node() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python hack/binaries.py tools|helm|helm-docs|promtool|prometheus|node``: ensure the tools, or one,
-    or the real-node binaries and images (``node``), and print the path of each
-    (``$(python hack/binaries.py helm) lint ...``)."""
+    """``python hack/binaries.py tools|helm|helm-docs|promtool|prometheus|node|multus``: ensure the
+    tools, or one, or the real-node binaries and images and Multus (``node``), or Multus alone,
+    and print the path of each (``$(python hack/binaries.py helm) lint ...``)."""
     args = sys.argv[1:] if argv is None else argv
     wanted = {
         "tools": (ensure_helm, ensure_helm_docs, ensure_promtool, ensure_prometheus),
@@ -842,10 +892,11 @@ def main(argv: list[str] | None = None) -> int:
         "helm-docs": (ensure_helm_docs,),
         "promtool": (ensure_promtool,),
         "prometheus": (ensure_prometheus,),
-        "node": (ensure_node,),
+        "node": (ensure_node, ensure_multus),
+        "multus": (ensure_multus,),
     }
     if len(args) != 1 or args[0] not in wanted:
-        print("usage: python hack/binaries.py tools|helm|helm-docs|promtool|prometheus|node", file=sys.stderr)
+        print(f"usage: python hack/binaries.py {'|'.join(wanted)}", file=sys.stderr)
         return 2
     try:
         for ensure in wanted[args[0]]:

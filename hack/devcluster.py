@@ -69,6 +69,7 @@ from binaries import (
     ensure_binaries,
     ensure_cni_tools,
     ensure_kube_proxy,
+    ensure_multus,
     ensure_node_binaries,
     ensure_node_images,
     file_lock,
@@ -84,6 +85,10 @@ SERVICE_CIDR = "10.96.0.0/16"
 REPO = Path(__file__).resolve().parents[1]
 IPAM_USER = "ipscheduler-ipam"
 """The real nodes' CNI plugin's identity (a client certificate): ``get`` on pods, namespaces, NodeIPPools."""
+MULTUS_USER = "ipscheduler-multus"
+"""A Multus real node's thin plugin's identity (a client certificate): what Multus' own ClusterRole
+grants the thin plugin, narrowed: ``get`` on pods and NetworkAttachmentDefinitions, ``update`` on
+``pods/status`` (its ``k8s.v1.cni.cncf.io/network-status``), events."""
 
 
 # --------------------------------------------------------------------------
@@ -602,40 +607,77 @@ class Cluster:
             ports=dict(info["ports"]),
         )
 
-    def _ipam_kubeconfig(self) -> Path:
-        """The CNI plugin's kubeconfig (a client certificate for ``ipscheduler-ipam``), and its RBAC."""
-        path = self.root / "pki" / "ipam.kubeconfig"
+    def _client_kubeconfig(self, name: str, user: str, rules: list[dict[str, Any]]) -> Path:
+        """``pki/<name>.kubeconfig``: a client certificate for ``user`` (made once), and the
+        ClusterRole ``user`` with ``rules`` bound to it."""
+        path = self.root / "pki" / f"{name}.kubeconfig"
         if not path.exists():
-            crt, key = realnode.client_cert(self.root / "pki", "ipam", IPAM_USER)
+            crt, key = realnode.client_cert(self.root / "pki", name, user)
             server = f"https://127.0.0.1:{self.state['ports']['apiserver']}"
-            realnode.cert_kubeconfig(path, server, crt, key, IPAM_USER)
+            realnode.cert_kubeconfig(path, server, crt, key, user)
         role = {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": {"name": IPAM_USER},
-            "rules": [
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
-                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
-                {"apiGroups": ["ipscheduler.io"], "resources": ["nodeippools"], "verbs": ["get"]},
-            ],
+            "metadata": {"name": user},
+            "rules": rules,
         }
         binding = {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
-            "metadata": {"name": IPAM_USER},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": IPAM_USER},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": IPAM_USER}],
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
         }
         for kind, body in (("clusterroles", role), ("clusterrolebindings", binding)):
             with contextlib.suppress(urllib.error.HTTPError):
                 self.api.request("POST", f"/apis/rbac.authorization.k8s.io/v1/{kind}", body)
         return path
 
-    def start_real_node(self, name: str, timeout: float = 180) -> realnode.Layout:
+    def _ipam_kubeconfig(self) -> Path:
+        """The CNI plugin's kubeconfig (a client certificate for ``ipscheduler-ipam``), and its RBAC."""
+        return self._client_kubeconfig(
+            "ipam",
+            IPAM_USER,
+            [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+                {"apiGroups": ["ipscheduler.io"], "resources": ["nodeippools"], "verbs": ["get"]},
+            ],
+        )
+
+    def _multus_kubeconfig(self) -> Path:
+        """Multus' kubeconfig on a Multus node (a client certificate for :data:`MULTUS_USER`),
+        and its RBAC."""
+        return self._client_kubeconfig(
+            "multus",
+            MULTUS_USER,
+            [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get", "update"]},
+                {
+                    "apiGroups": ["k8s.cni.cncf.io"],
+                    "resources": ["network-attachment-definitions"],
+                    "verbs": ["get", "list", "watch"],
+                },
+                {
+                    "apiGroups": ["", "events.k8s.io"],
+                    "resources": ["events"],
+                    "verbs": ["create", "patch", "update"],
+                },
+            ],
+        )
+
+    def start_real_node(self, name: str, timeout: float = 180, multus: bool = False) -> realnode.Layout:
         """Start (or repair) real node ``name``: its bridge and cgroup root, containerd with the
         pause and busybox images imported, and a kubelet registered as ``name`` with a client
         certificate of ``system:node:<name>``; returns once the Node is Ready (in-cluster: once
         it is registered; it turns Ready when the chart's node installer has run).
+
+        ``multus`` (a new node; a node being repaired keeps what it was started with): the
+        node's CNI is Multus' thin plugin (:func:`binaries.ensure_multus`, on the node's CNI
+        path) with the node's own conflist as its cluster network (:func:`realnode.multus_conflist`)
+        and a kubeconfig of :data:`MULTUS_USER`; the NetworkAttachmentDefinition CRD is the
+        caller's to install. Not on an in-cluster cluster (its node CNI is the chart's).
 
         Builds the node binaries and images the first time (:func:`binaries.ensure_node_binaries`,
         :func:`binaries.ensure_node_images`) and ``bin/ipscheduler-ipam`` if absent (``make cni``).
@@ -646,10 +688,14 @@ class Cluster:
         nodes = self.state.setdefault("real_nodes", {})
         in_cluster = "api_index" in self.state
         if name not in nodes:
+            if multus and in_cluster:
+                raise DevclusterError("a Multus real node on an in-cluster cluster is not supported")
             node_bin = ensure_node_binaries()
             cni_bin = [str(ensure_cni_tools()), str(REPO / "bin")]
             if in_cluster:  # the chart's installer puts ipscheduler-ipam there, not the harness
                 cni_bin = [str(incluster.node_cni(self.root)[0]), str(ensure_cni_tools())]
+            if multus:
+                cni_bin.append(str(ensure_multus().parent))
             with realnode.host_lock():  # the index, the bridge and bin/ are shared by the host
                 ensure_cni_plugin()
                 index = realnode.free_index(skip={int(n["index"]) for n in nodes.values()})
@@ -658,9 +704,11 @@ class Cluster:
                     "bindir": str(node_bin),
                     "cni_bin": cni_bin,
                     "ports": {"kubelet": free_port(), "kubelet_healthz": free_port()},
+                    "multus": multus,
                 }
                 self.save()
                 realnode.setup_bridge(self.real_layout(name))  # claims the index on the host
+        multus = bool(nodes[name].get("multus"))
         layout = self.real_layout(name)
         images = ensure_node_images(layout.bindir)
         realnode.setup_bridge(layout)
@@ -670,7 +718,8 @@ class Cluster:
             kubeconfig = incluster.node_cni(self.root)[1] / "ipscheduler-ipam.kubeconfig"
             realnode.write_files(layout, kubeconfig, incluster.delegate(layout))
         else:
-            realnode.write_files(layout, self._ipam_kubeconfig())
+            multus_kubeconfig = self._multus_kubeconfig() if multus else None
+            realnode.write_files(layout, self._ipam_kubeconfig(), multus_kubeconfig=multus_kubeconfig)
         if not (layout.root / "kubeconfig").exists():
             crt, key = realnode.client_cert(
                 self.root / "pki", f"node-{name}", f"system:node:{name}", ("system:nodes",)

@@ -13,7 +13,8 @@ node's InternalIP (the kubelet refuses a loopback node IP, and the API server re
 kubelet there); pods attach to it through the reference ``bridge`` plugin with
 ``ipscheduler-ipam`` as IPAM, so a pool for the node uses ``10.88.<index>.0/24`` with that
 gateway. ``<index>`` is unique on the host (the lowest with no such bridge), so a demo's
-cluster and a test's cluster can each have real nodes.
+cluster and a test's cluster can each have real nodes. A Multus node runs Multus' thin
+plugin as its CNI, with that network as its cluster network (:func:`multus_conflist`).
 
 Standard library only; Linux and root only (:func:`prerequisites` says what is missing).
 """
@@ -45,6 +46,10 @@ examples' nginx or postgres, which no registry here could pull."""
 NETWORK_NAME = "underlay"
 CONFLIST = "10-underlay.conflist"
 """The node's CNI configuration file in ``netd`` (:func:`write_files`; the bench swaps it)."""
+MULTUS_CONFLIST = "00-multus.conflist"
+"""A Multus node's CNI configuration in ``netd`` (:func:`multus_conflist`): it sorts before
+:data:`CONFLIST`, so containerd (``max_conf_num = 1``) runs Multus, as Multus' own installer
+lays a node out; :data:`CONFLIST`'s network is Multus' cluster network."""
 CGROUP_FS = Path("/sys/fs/cgroup")
 NODES_DIR = Path("/var/lib/ipscheduler")
 """Real nodes' roots: ``/var/lib/ipscheduler/ipsbr<index>`` (unix sockets live there: the kubelet's
@@ -99,6 +104,12 @@ class Layout:
     @property
     def pod_logs(self) -> Path:
         return self.root / "pod-logs"
+
+    @property
+    def multus_dir(self) -> Path:
+        """Multus' ``cniDir`` on a Multus node (its delegates' configurations and results, for
+        DEL) and its log file, ``multus.log``."""
+        return self.root / "multus"
 
     @property
     def ledger(self) -> Path:
@@ -255,6 +266,40 @@ def conflist(layout: Layout, ipam_kubeconfig: Path, delegate: dict[str, Any] | N
     }
 
 
+def multus_conflist(layout: Layout, kubeconfig: Path, cluster_network: dict[str, Any]) -> dict[str, Any]:
+    """A Multus node's CNI network: Multus' thin plugin (``multus``, on one of ``cni_bin``)
+    with ``kubeconfig`` (``get`` on pods and NetworkAttachmentDefinitions, ``update`` on
+    ``pods/status`` for its network-status annotation) and ``cluster_network`` (the node's own
+    :func:`conflist`: the bridge with ``ipscheduler-ipam``, eth0) as its one delegate, and
+    everything it keeps under the node's root: its ``cniDir`` and log
+    (:attr:`Layout.multus_dir`); its ``binDir`` is the node's first CNI folder (the reference
+    plugins), not ``/opt/cni/bin``. The networks a pod selects (``k8s.v1.cni.cncf.io/networks``)
+    are NetworkAttachmentDefinitions.
+
+    ``delegates``, not ``clusterNetwork`` naming :data:`CONFLIST`'s path: Multus v4.2.3 loads a
+    ``.conflist`` file through libcni's typed plugin configuration and re-marshals it
+    (``LoadDelegateNetConfFromConfList``), which keeps only the standard keys (``type``,
+    ``ipam.type``...), and STATUS, CHECK and DEL run on those bytes: the bridge plugin without
+    its bridge, ``ipscheduler-ipam`` without its kubeconfig (STATUS fails, the node stays
+    NotReady). A delegate object is passed on as it is."""
+    return {
+        "cniVersion": "1.1.0",
+        "name": "multus-cni-network",
+        "plugins": [
+            {
+                "type": "multus",
+                "kubeconfig": str(kubeconfig),
+                "delegates": [cluster_network],
+                "confDir": str(layout.netd),
+                "cniDir": str(layout.multus_dir),
+                "binDir": str(layout.cni_bin[0]),
+                "logFile": str(layout.multus_dir / "multus.log"),
+                "logLevel": "verbose",
+            }
+        ],
+    }
+
+
 def kubelet_config(layout: Layout) -> dict[str, Any]:
     """The KubeletConfiguration: listens on the node IP (``port``) and 127.0.0.1 (healthz),
     x509 (the dev CA) and webhook authentication, webhook authorization, cgroupfs under the
@@ -325,17 +370,27 @@ def process_env(layout: Layout) -> dict[str, str]:
     }
 
 
-def write_files(layout: Layout, ipam_kubeconfig: Path, delegate: dict[str, Any] | None = None) -> None:
+def write_files(
+    layout: Layout,
+    ipam_kubeconfig: Path,
+    delegate: dict[str, Any] | None = None,
+    multus_kubeconfig: Path | None = None,
+) -> None:
     """Write the node's containerd, kubelet and CNI configuration under its root (``delegate``:
-    see :func:`conflist`)."""
+    see :func:`conflist`; ``multus_kubeconfig``: a Multus node, :func:`multus_conflist` beside
+    the node's own conflist)."""
     for sub in ("containerd", "kubelet", "kubelet-pki", "net.d", "pod-logs"):
         (layout.root / sub).mkdir(parents=True, exist_ok=True)
     layout.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     (layout.root / "containerd.toml").write_text(containerd_config(layout))
     (layout.root / "kubelet.yaml").write_text(json.dumps(kubelet_config(layout), indent=2) + "\n")
-    (layout.netd / CONFLIST).write_text(
-        json.dumps(conflist(layout, ipam_kubeconfig, delegate), indent=2) + "\n"
-    )
+    network = conflist(layout, ipam_kubeconfig, delegate)
+    (layout.netd / CONFLIST).write_text(json.dumps(network, indent=2) + "\n")
+    if multus_kubeconfig is not None:
+        layout.multus_dir.mkdir(parents=True, exist_ok=True)
+        (layout.netd / MULTUS_CONFLIST).write_text(
+            json.dumps(multus_conflist(layout, multus_kubeconfig, network), indent=2) + "\n"
+        )
 
 
 # -- host setup -------------------------------------------------------------------

@@ -66,6 +66,7 @@ def test_a_binary_that_does_not_run_counts_as_missing(tmp_path: Path) -> None:
     [
         (binaries.ensure_helm, "helm", binaries.HELM_VERSION),
         (binaries.ensure_promtool, "promtool", binaries.PROMTOOL_VERSION),
+        (binaries.ensure_multus, "multus", binaries.MULTUS_VERSION),
     ],
 )
 def test_a_cached_go_tool_is_returned_without_a_build(
@@ -83,7 +84,12 @@ def test_a_cached_go_tool_is_returned_without_a_build(
 
 
 @pytest.mark.parametrize(
-    ("ensure", "name"), [(binaries.ensure_helm, "helm"), (binaries.ensure_promtool, "promtool")]
+    ("ensure", "name"),
+    [
+        (binaries.ensure_helm, "helm"),
+        (binaries.ensure_promtool, "promtool"),
+        (binaries.ensure_multus, "multus"),
+    ],
 )
 def test_a_missing_go_tool_without_go_is_one_clear_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ensure: Callable[[], Path], name: str
@@ -152,6 +158,67 @@ def test_a_failed_go_tool_install_leaves_no_cache(monkeypatch: pytest.MonkeyPatc
     assert not binaries.tool_dir("promtool", binaries.PROMTOOL_VERSION).exists()
 
 
+class _FakeBuild:
+    """``go build`` as :func:`binaries._run_logged` runs it: done at once with ``returncode``,
+    having written ``output`` to its log and, if it succeeded, the ``-o`` file. Each call is
+    recorded with the ``go.mod`` of its folder, as it was then."""
+
+    def __init__(self, returncode: int, output: str = "") -> None:
+        self.returncode, self.output = returncode, output
+        self.calls: list[tuple[list[str], str, dict[str, str]]] = []
+
+    def __call__(self, cmd: list[str], **kw: Any) -> _FakeBuild:
+        self.calls.append((cmd, (Path(kw["cwd"]) / "go.mod").read_text(), kw["env"]))
+        kw["stdout"].write(self.output)
+        kw["stdout"].flush()
+        if self.returncode == 0:
+            out = Path(cmd[cmd.index("-o") + 1])
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text("#!/bin/sh\n")
+            out.chmod(0o755)
+        return self
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.returncode
+
+
+def test_multus_is_built_static_in_a_wrapper_module_requiring_the_pinned_version(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``go build`` of cmd/multus in a module requiring Multus' module at MULTUS_VERSION (the
+    module proxy answers no ``go install module@version`` for it), static, the version stamped
+    as Multus' hack/build-go.sh does; cached afterwards."""
+    build = _FakeBuild(0)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(binaries.shutil, "which", lambda _: "/usr/bin/go")
+    monkeypatch.setattr(binaries.subprocess, "Popen", build)
+    multus = binaries.ensure_multus()
+    assert multus == tmp_path / "ipscheduler" / f"tools-multus-{binaries.MULTUS_VERSION}" / "multus"
+    assert os.access(multus, os.X_OK)
+    assert not multus.parent.with_name(multus.parent.name + ".partial").exists()
+    ((cmd, gomod, env),) = build.calls
+    assert cmd[:2] == ["/usr/bin/go", "build"]
+    assert cmd[-1] == "gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus" == binaries.MULTUS_PACKAGE
+    ldflags = cmd[cmd.index("-ldflags") + 1]
+    pkg = "gopkg.in/k8snetworkplumbingwg/multus-cni.v4/pkg/multus"
+    assert f"-X {pkg}.version={binaries.MULTUS_VERSION}" in ldflags
+    assert f"-X {pkg}.releaseStatus=,released" in ldflags
+    assert f"\tgopkg.in/k8snetworkplumbingwg/multus-cni.v4 {binaries.MULTUS_VERSION}\n" in gomod
+    assert env["CGO_ENABLED"] == "0" and env["GOTOOLCHAIN"] == "local"
+    assert binaries.ensure_multus() == multus and len(build.calls) == 1  # cached: no second build
+
+
+def test_a_failed_multus_build_leaves_no_cache_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(binaries.shutil, "which", lambda _: "/usr/bin/go")
+    monkeypatch.setattr(binaries.subprocess, "Popen", _FakeBuild(1, "go: module lookup disabled\n"))
+    with pytest.raises(binaries.DevclusterError, match="module lookup disabled"):
+        binaries.ensure_multus()
+    assert not binaries.tool_dir("multus", binaries.MULTUS_VERSION).exists()
+
+
 def test_the_command_prints_the_tools_paths(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -159,6 +226,8 @@ def test_the_command_prints_the_tools_paths(
     monkeypatch.setattr(binaries, "ensure_helm_docs", lambda: tmp_path / "helm-docs")
     monkeypatch.setattr(binaries, "ensure_promtool", lambda: tmp_path / "promtool")
     monkeypatch.setattr(binaries, "ensure_prometheus", lambda: tmp_path / "prometheus")
+    monkeypatch.setattr(binaries, "ensure_multus", lambda: tmp_path / "multus")
+    monkeypatch.setattr(binaries, "ensure_node", lambda: tmp_path / "node")
     assert binaries.main(["tools"]) == 0
     tools = [str(tmp_path / t) for t in ("helm", "helm-docs", "promtool", "prometheus")]
     assert capsys.readouterr().out.split() == tools
@@ -170,6 +239,10 @@ def test_the_command_prints_the_tools_paths(
     assert capsys.readouterr().out.split() == [str(tmp_path / "promtool")]
     assert binaries.main(["prometheus"]) == 0
     assert capsys.readouterr().out.split() == [str(tmp_path / "prometheus")]
+    assert binaries.main(["multus"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "multus")]
+    assert binaries.main(["node"]) == 0  # a real node's binaries and images, and Multus
+    assert capsys.readouterr().out.split() == [str(tmp_path / "node"), str(tmp_path / "multus")]
     assert binaries.main([]) == 2
     assert binaries.main(["kwok"]) == 2
 

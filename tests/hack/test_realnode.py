@@ -5,6 +5,7 @@ read them, and the OCI archive is read back as ``ctr images import`` reads it.""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import tarfile
@@ -76,6 +77,36 @@ def test_conflist_is_the_bridge_with_our_ipam_and_the_annotations_capability(lay
         "nodeName": "real-node-1",
         "dataDir": str(layout.root / "ipam-ledger"),
     }
+
+
+def test_a_multus_node_runs_multus_with_the_node_network_as_its_one_delegate(
+    layout: realnode.Layout, tmp_path: Path
+) -> None:
+    """containerd (``max_conf_num = 1``) loads the first file of ``net.d``: Multus' conflist,
+    whose delegate is the node's own network as written beside it (inline: Multus v4.2.3
+    re-marshals a ``clusterNetwork`` conflist file without the plugins' own keys)."""
+    layout = dataclasses.replace(layout, root=tmp_path / "node")
+    realnode.write_files(
+        layout, Path("/pki/ipam.kubeconfig"), multus_kubeconfig=Path("/pki/multus.kubeconfig")
+    )
+    assert sorted(p.name for p in layout.netd.iterdir()) == [realnode.MULTUS_CONFLIST, realnode.CONFLIST]
+    node_network = json.loads((layout.netd / realnode.CONFLIST).read_text())
+    assert node_network == realnode.conflist(layout, Path("/pki/ipam.kubeconfig"))
+    multus = json.loads((layout.netd / realnode.MULTUS_CONFLIST).read_text())
+    (plugin,) = multus["plugins"]
+    assert plugin["type"] == "multus" and plugin["kubeconfig"] == "/pki/multus.kubeconfig"
+    assert plugin["delegates"] == [node_network] and "clusterNetwork" not in plugin
+    assert plugin["cniDir"] == str(layout.multus_dir) and layout.multus_dir.is_dir()
+    assert plugin["logFile"].startswith(str(layout.root) + "/")
+    assert plugin["confDir"] == str(layout.netd)
+    assert plugin["binDir"] == "/cache/cni"  # the reference plugins, not the host's /opt/cni/bin
+
+
+def test_a_node_without_multus_has_its_own_network_only(layout: realnode.Layout, tmp_path: Path) -> None:
+    layout = dataclasses.replace(layout, root=tmp_path / "node")
+    realnode.write_files(layout, Path("/pki/ipam.kubeconfig"))
+    assert [p.name for p in layout.netd.iterdir()] == [realnode.CONFLIST]
+    assert not layout.multus_dir.exists()
 
 
 def test_kubelet_config_and_command_name_the_node_and_its_own_places(layout: realnode.Layout) -> None:
