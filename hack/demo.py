@@ -25,6 +25,12 @@ import devcluster  # noqa: E402
 import realnode  # noqa: E402
 
 REAL_NODE = f"{realnode.PREFIX}1"
+POOL = "ipscheduler.io/pool"
+IPS = "ipscheduler.io/ips"
+INTERFACES = "ipscheduler.io/interfaces"
+IPV6_FORWARDING = Path("/proc/sys/net/ipv6/conf/all/forwarding")
+"""The reference bridge plugin turns it on for the first IPv6 pod of the real node (isGateway):
+the demo notes it before (D/ipv6-forwarding) and `make down` puts it back."""
 
 
 def kubectl(kubeconfig: Path, *args: str, check: bool = True) -> str:
@@ -89,11 +95,19 @@ def stop_scheduler(root: Path) -> None:
 
 
 NETNS_PREFIX = "ipsched-demo-"
-"""Network namespaces NETNS_PREFIX1, 2; the bridge is NETNS_PREFIX + "br" (at most 15 chars)."""
+"""Network namespaces NETNS_PREFIX1, 2, 3; the bridges are NETNS_PREFIX + "br" (eth0) and
+NETNS_PREFIX + "rd" (net1 of examples/multihomed.yaml's pod), at most 15 characters."""
+
+MULTIHOMED = ("rdma", "multi")
+"""examples/multihomed.yaml's pod (namespace, name): eth0 and net1, each from its own pool."""
 
 
-def bridge_name(prefix: str) -> str:
-    return (prefix + "br")[-15:]
+def bridge_name(prefix: str, suffix: str = "br") -> str:
+    return (prefix + suffix)[-15:]
+
+
+BRIDGE_SUFFIXES = ("br", "rd")
+"""The demo's bridges: bridge_name(prefix, suffix) for eth0's network and net1's."""
 
 
 def _run(
@@ -124,40 +138,67 @@ def build_plugin() -> Path:
         raise SystemExit(f"demo: building the CNI plugin failed: {e}") from None
 
 
-def wire_pods(root: Path, kc: Path, pods: list[dict[str, Any]], prefix: str = NETNS_PREFIX) -> None:
+def wire_pods(
+    root: Path,
+    kc: Path,
+    pods: list[dict[str, Any]],
+    prefix: str = NETNS_PREFIX,
+    multihomed: dict[str, Any] | None = None,
+) -> None:
     """Give each pod a network namespace whose eth0 the reference bridge plugin creates and
     ipscheduler-ipam addresses (examples/cni/10-underlay-bridge.conflist, driven by cnitool
-    the way a container runtime drives it)."""
+    the way a container runtime drives it); then ``multihomed`` (examples/multihomed.yaml's
+    pod) one with eth0 and net1, a second network on a second bridge whose ipscheduler-ipam
+    serves the pod's ipscheduler.io/interfaces entry for net1, as Multus calls it."""
     plugin = build_plugin()
     tools = binaries.ensure_cni_tools()
     realnode.ensure_netns_dir()  # before `ip netns add` would make it, racing another process
     conf_dir = root / "cni-net.d"
     conf_dir.mkdir(exist_ok=True)
-    for i, pod in enumerate(pods):
-        meta, spec = pod["metadata"], pod["spec"]
+
+    def network(name: str, bridge: str, node: str) -> dict[str, Any]:
         conf = json.loads((ROOT / "examples" / "cni" / "10-underlay-bridge.conflist").read_text())
-        conf["plugins"][0]["bridge"] = bridge_name(prefix)
+        conf["name"] = name
+        conf["plugins"][0]["bridge"] = bridge
         # The plugin's node ledger in the demo's folder (a node keeps it in /var/lib/cni).
-        ipam = {"kubeconfig": str(kc), "nodeName": spec["nodeName"], "dataDir": str(root / "cni-ledger")}
+        ipam = {"kubeconfig": str(kc), "nodeName": node, "dataDir": str(root / "cni-ledger")}
         conf["plugins"][0]["ipam"].update(ipam)
-        # cnitool reads NETCONFPATH/<file> and picks the network by name; one file per node.
+        return conf
+
+    def add(i: int, pod: dict[str, Any], networks: list[tuple[dict[str, Any], str]]) -> tuple[str, Any]:
+        """CNI ADD of each (network, interface) into netns ``prefix<i>``; the netns and a CHECK."""
+        meta = pod["metadata"]
+        # cnitool reads NETCONFPATH/<file> and picks the network by name; this pod's only.
         for old in conf_dir.glob("*.conflist"):
             old.unlink()
-        (conf_dir / "10-underlay.conflist").write_text(json.dumps(conf, indent=2))
-        netns = f"{prefix}{i + 1}"
+        for n, (conf, _) in enumerate(networks):
+            (conf_dir / f"{10 * (n + 1)}-{conf['name']}.conflist").write_text(json.dumps(conf, indent=2))
+        netns = f"{prefix}{i}"
         _run("ip", "netns", "add", netns, check=False)
-        env = {
-            **os.environ,
-            "NETCONFPATH": str(conf_dir),
-            "CNI_PATH": f"{plugin.parent}:{tools}",
-            "CNI_IFNAME": "eth0",
-            "CNI_ARGS": (
-                f"IgnoreUnknown=1;K8S_POD_NAMESPACE={meta['namespace']};K8S_POD_NAME={meta['name']};"
-                f"K8S_POD_INFRA_CONTAINER_ID=demo{i + 1};K8S_POD_UID={meta['uid']}"
-            ),
-            "CAP_ARGS": json.dumps({"io.kubernetes.cri.pod-annotations": meta.get("annotations") or {}}),
-        }
-        _run(str(tools / "cnitool"), "add", conf["name"], f"/var/run/netns/{netns}", env=env)
+
+        def cni(verb: str, conf: dict[str, Any], ifname: str) -> None:
+            env = {
+                **os.environ,
+                "NETCONFPATH": str(conf_dir),
+                "CNI_PATH": f"{plugin.parent}:{tools}",
+                "CNI_IFNAME": ifname,
+                "CNI_ARGS": (
+                    f"IgnoreUnknown=1;K8S_POD_NAMESPACE={meta['namespace']};K8S_POD_NAME={meta['name']};"
+                    f"K8S_POD_INFRA_CONTAINER_ID=demo{i};K8S_POD_UID={meta['uid']}"
+                ),
+                "CAP_ARGS": json.dumps({"io.kubernetes.cri.pod-annotations": meta.get("annotations") or {}}),
+            }
+            _run(str(tools / "cnitool"), verb, conf["name"], f"/var/run/netns/{netns}", env=env)
+
+        for conf, ifname in networks:
+            cni("add", conf, ifname)
+        return netns, cni
+
+    node_network = bridge_name(prefix, BRIDGE_SUFFIXES[0])
+    for i, pod in enumerate(pods, start=1):
+        meta, spec = pod["metadata"], pod["spec"]
+        conf = network("underlay", node_network, spec["nodeName"])
+        netns, cni = add(i, pod, [(conf, "eth0")])
         print(f"\n$ ip -n {netns} -br addr show eth0    # pod {meta['name']} on {spec['nodeName']}")
         print(_run("ip", "-n", netns, "-br", "addr", "show", "eth0").stdout, end="")
         print(f"$ ip -n {netns} route")
@@ -165,8 +206,28 @@ def wire_pods(root: Path, kc: Path, pods: list[dict[str, Any]], prefix: str = NE
         print(routes or "(none: a /32 host route, the pool has no subnets)\n", end="")
         if routes:
             # The bridge plugin's CHECK looks for the address's subnet route, which a /32 lacks.
-            _run(str(tools / "cnitool"), "check", conf["name"], f"/var/run/netns/{netns}", env=env)
+            cni("check", conf, "eth0")
             print(f"$ cnitool check {conf['name']} /var/run/netns/{netns}   # the UID still holds it: ok")
+    if multihomed is None:
+        return
+    meta, spec = multihomed["metadata"], multihomed["spec"]
+    node = spec["nodeName"]
+    first = network("underlay", node_network, node)
+    second = network("rdma", bridge_name(prefix, BRIDGE_SUFFIXES[1]), node)
+    netns, cni = add(len(pods) + 1, multihomed, [(first, "eth0"), (second, "net1")])
+    pools = {name: entry["pool"] for name, entry in json.loads(meta["annotations"][INTERFACES]).items()}
+    print(
+        f"\n$ ip -n {netns} -br addr show type veth    # pod {meta['namespace']}/{meta['name']} on {node}: "
+        f"eth0 from {meta['annotations'][POOL]}, net1 from {pools['net1']}"
+    )
+    print(_run("ip", "-n", netns, "-br", "addr", "show", "type", "veth").stdout, end="")
+    print(f"$ ip -n {netns} route    # one default route: eth0's")
+    print(_run("ip", "-n", netns, "route").stdout, end="")
+    cni("check", first, "eth0")
+    cni("check", second, "net1")
+    print(
+        f"$ cnitool check {second['name']} /var/run/netns/{netns}   # CNI_IFNAME=net1: its entry holds it: ok"
+    )
 
 
 def pick_two(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -188,14 +249,17 @@ def pick_two(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def unwire_pods(prefix: str = NETNS_PREFIX) -> None:
-    """Remove the demo's network namespaces (their veths go with them) and its bridge."""
+    """Remove the demo's network namespaces (their veths go with them) and its bridges."""
     for line in _run("ip", "netns", "list", check=False).stdout.splitlines():
         name = line.split()[0] if line.split() else ""
         if name.startswith(prefix):
             _run("ip", "netns", "del", name, check=False)
             print(f"demo: network namespace {name} removed")
-    if _run("ip", "link", "show", bridge_name(prefix), check=False).returncode == 0:
-        _run("ip", "link", "del", bridge_name(prefix), check=False)
+    for suffix in BRIDGE_SUFFIXES:
+        bridge = bridge_name(prefix, suffix)
+        if _run("ip", "link", "show", bridge, check=False).returncode == 0:
+            _run("ip", "link", "del", bridge, check=False)
+            print(f"demo: bridge {bridge} removed")
 
 
 STICKY_COLUMNS = (
@@ -237,18 +301,32 @@ def show_sticky(kc: Path) -> None:
     print(kubectl(kc, *shown), end="")
 
 
-def show_real_node(cluster: devcluster.Cluster, kc: Path) -> None:
-    """examples/realnode.yaml on the real node (its subnet if not 10.88.1.0/24): the pods run
-    in containerd, and ``kubectl get pods -o wide`` shows the reserved address as pod IP."""
+def show_real_node(root: Path, cluster: devcluster.Cluster, kc: Path) -> None:
+    """examples/realnode.yaml on the real node (its subnets if not 10.88.1.0/24 and
+    fd00:88:1::/64): the pods run in containerd, ``kubectl get pods -o wide`` shows the
+    reserved address as pod IP, and the dual-stack pod has both of its addresses on eth0."""
     layout = cluster.real_layout(REAL_NODE)
-    manifest = (ROOT / "examples" / "realnode.yaml").read_text().replace("10.88.1.", f"10.88.{layout.index}.")
+    manifest = (
+        (ROOT / "examples" / "realnode.yaml")
+        .read_text()
+        .replace("10.88.1.", f"10.88.{layout.index}.")
+        .replace("fd00:88:1:", f"fd00:88:{layout.index}:")
+    )
+    noted = root / "ipv6-forwarding"
+    if not noted.exists():
+        noted.write_text(IPV6_FORWARDING.read_text())
     subprocess.run(
         ["kubectl", "--kubeconfig", str(kc), "apply", "-f", "-"], input=manifest, text=True, check=True
     )
+
+    def running(p: dict[str, Any]) -> bool:
+        return bool(p["status"].get("podIP")) and p["status"].get("phase") == "Running"
+
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         pods = json.loads(kubectl(kc, "get", "pods", "-l", "app=real", "-o", "json"))["items"]
-        if pods and all(p["status"].get("podIP") and p["status"].get("phase") == "Running" for p in pods):
+        dual = json.loads(kubectl(kc, "get", "pod", "real-dual", "-o", "json", check=False) or "{}")
+        if pods and all(map(running, pods)) and dual and running(dual):
             break
         time.sleep(1)
     print(f"\n$ kubectl --kubeconfig {kc} get pods -l app=real -o wide")
@@ -256,6 +334,41 @@ def show_real_node(cluster: devcluster.Cluster, kc: Path) -> None:
     cols = r"NAME:.metadata.name,RESERVED:.metadata.annotations.ipscheduler\.io/ip,POD-IP:.status.podIP"
     print(f"$ kubectl --kubeconfig {kc} get pods -l app=real -o custom-columns={cols}")
     print(kubectl(kc, "get", "pods", "-l", "app=real", "-o", f"custom-columns={cols}"), end="")
+    cols = (
+        r"NAME:.metadata.name,RESERVED:.metadata.annotations.ipscheduler\.io/ips,POD-IPS:.status.podIPs[*].ip"
+    )
+    print(f"$ kubectl --kubeconfig {kc} get pod real-dual -o custom-columns={cols}    # RequireDualStack")
+    print(kubectl(kc, "get", "pod", "real-dual", "-o", f"custom-columns={cols}"), end="")
+    shown = ("ip", "-o", "addr", "show", "eth0", "scope", "global")  # busybox's ip: no -br
+    print(f"$ kubectl --kubeconfig {kc} exec real-dual -- {' '.join(shown)}")
+    print(kubectl(kc, "exec", "real-dual", "--", *shown, check=False), end="")
+
+
+def restore_ipv6_forwarding(root: Path) -> None:
+    """Put the host's IPv6 forwarding back as it was before the demo's dual-stack pod."""
+    noted = root / "ipv6-forwarding"
+    try:
+        before = noted.read_text()
+    except FileNotFoundError:
+        return
+    if IPV6_FORWARDING.read_text() != before:
+        IPV6_FORWARDING.write_text(before)
+        print(f"demo: IPv6 forwarding put back to {before.strip()}")
+    noted.unlink()
+
+
+def apply_multihomed(kc: Path) -> dict[str, Any] | None:
+    """examples/multihomed.yaml: its pod, once bound with an address for eth0 and net1."""
+    kubectl(kc, "apply", "-f", str(ROOT / "examples" / "multihomed.yaml"))
+    namespace, name = MULTIHOMED
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pod = json.loads(kubectl(kc, "get", "pod", "-n", namespace, name, "-o", "json", check=False) or "{}")
+        if pod and pod["spec"].get("nodeName") and INTERFACES in (pod["metadata"].get("annotations") or {}):
+            return pod
+        time.sleep(0.5)
+    print(f"\ndemo: pod {namespace}/{name} was not bound with its interfaces; not wiring it")
+    return None
 
 
 def main() -> int:
@@ -275,6 +388,7 @@ def main() -> int:
         stop_scheduler(root)
         if can_wire() is None:
             unwire_pods(args.netns_prefix)
+            restore_ipv6_forwarding(root)
         return 0
     cluster = devcluster.Cluster(root)
     missing = ["--no-real-node"] if args.no_real_node else realnode.prerequisites()
@@ -315,16 +429,17 @@ def main() -> int:
     )
     show_sticky(kc)
     if not missing:
-        show_real_node(cluster, kc)
+        show_real_node(root, cluster, kc)
+    multihomed = apply_multihomed(kc)
     why_not = can_wire()
     if why_not is None:
         running = json.loads(kubectl(kc, "get", "pods", "-l", "app=demo", "-o", "json"))["items"]
-        wire_pods(root, kc, pick_two(running), args.netns_prefix)
+        wire_pods(root, kc, pick_two(running), args.netns_prefix, multihomed)
     else:
         print(f"\ndemo: not wiring pods into network namespaces: {why_not}")
     print(
         f"\nThe scheduler (pid {pid}) keeps running; its log is {root / 'scheduler.log'}.\n"
-        f"Try: kubectl --kubeconfig {kc} scale deployment demo --replicas=40   (13 stay Pending)\n"
+        f"Try: kubectl --kubeconfig {kc} scale deployment demo --replicas=40   (14 stay Pending)\n"
         f"     kubectl --kubeconfig {kc} describe pod <a Pending pod>          (FailedScheduling)\n"
         f"     {args.python} -m ipscheduler explain default/<a Pending pod> --kubeconfig {kc}\n"
         "Stop everything with: make down"

@@ -1,9 +1,12 @@
 """`make demo` as a newcomer runs it: its own control plane, the examples, the scheduler,
 and (as root) two of its pods wired into network namespaces by the reference bridge plugin
-with ipscheduler-ipam as IPAM, driven by cnitool as a container runtime would."""
+with ipscheduler-ipam as IPAM, driven by cnitool as a container runtime would, then a pod
+with two underlay interfaces (eth0 and net1, each from its own pool, on two bridges); and
+on the real node a Deployment and a dual-stack pod."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -24,6 +27,25 @@ def _netns(prefix: str) -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     return [
         line.split()[0] for line in out.splitlines() if line.split() and line.split()[0].startswith(prefix)
+    ]
+
+
+def _links(names: list[str]) -> list[str]:
+    """Which of ``names`` are network interfaces of the host."""
+    return [
+        n
+        for n in names
+        if subprocess.run(["ip", "link", "show", n], capture_output=True, check=False).returncode == 0
+    ]
+
+
+def _addresses(netns: str, ifname: str) -> list[str]:
+    """The global addresses of ``ifname`` in ``netns``, ``address/prefix``."""
+    out = subprocess.run(
+        ["ip", "-n", netns, "-j", "addr", "show", ifname], capture_output=True, text=True, check=True
+    ).stdout
+    return [
+        f"{a['local']}/{a['prefixlen']}" for a in json.loads(out)[0]["addr_info"] if a["scope"] == "global"
     ]
 
 
@@ -67,6 +89,7 @@ def test_make_demo_schedules_the_examples_and_wires_two_pods(tmp_path: Path) -> 
         ).stdout
         assert "default via 10.0.2.1 dev eth0" in routes  # the pool's subnet gateway and route
         assert run.stdout.count("the UID still holds it: ok") == 1  # CHECK of the subnet pod
+        _multihomed_pod_has_both_interfaces(kc, run.stdout, prefix)
         _real_node_runs_the_example(kc, run.stdout)
         _gang_example_runs(kc)
     finally:
@@ -78,6 +101,40 @@ def test_make_demo_schedules_the_examples_and_wires_two_pods(tmp_path: Path) -> 
             check=False,
         )
     assert _netns(prefix) == []  # `make down` removes what the demo made
+    assert _links([f"{prefix}br", f"{prefix}rd"]) == []  # both bridges
+
+
+def _multihomed_pod_has_both_interfaces(kc: Path, output: str, prefix: str) -> None:
+    """examples/multihomed.yaml's pod rdma/multi, bound on node-2 with eth0 from pool-node-2 and
+    net1 from rdma-node-2 (ipscheduler.io/interfaces), wired in the third netns: eth0 holds the
+    first interface's address, net1 exactly net1's (its pool's /24), one default route (eth0's)
+    and net1's pool's other route; CHECK passes for net1."""
+    pod = json.loads(
+        subprocess.run(
+            ["kubectl", "--kubeconfig", str(kc), "get", "pod", "-n", "rdma", "multi", "-o", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    annotations = pod["metadata"]["annotations"]
+    net1 = json.loads(annotations["ipscheduler.io/interfaces"])["net1"]
+    assert pod["spec"]["nodeName"] == "node-2" and annotations["ipscheduler.io/pool"] == "pool-node-2"
+    assert net1["pool"] == "rdma-node-2" and len(net1["ips"]) == 1, net1
+    netns = f"{prefix}3"
+    header = re.search(
+        rf"^\$ ip -n {netns} -br addr show type veth +# pod rdma/multi on node-2: (.*)\n", output, re.M
+    )
+    assert header and header.group(1) == "eth0 from pool-node-2, net1 from rdma-node-2", output
+    assert _addresses(netns, "eth0") == [annotations["ipscheduler.io/ip"] + "/28"]
+    assert _addresses(netns, "net1") == [net1["ips"][0] + "/24"]
+    assert re.search(rf"^net1@\S+ +UP +{re.escape(net1['ips'][0])}/24 ", output, re.M), output
+    routes = subprocess.run(["ip", "-n", netns, "route"], capture_output=True, text=True, check=True).stdout
+    assert [line for line in routes.splitlines() if line.startswith("default")] == [
+        "default via 10.0.2.1 dev eth0 "
+    ], routes
+    assert "10.10.0.0/16 via 10.10.2.1 dev net1" in routes, routes
+    assert output.count("CNI_IFNAME=net1: its entry holds it: ok") == 1, output
 
 
 def _pods(kc: Path, app: str) -> list[dict[str, Any]]:
@@ -94,7 +151,9 @@ def _pods(kc: Path, app: str) -> list[dict[str, Any]]:
 def _real_node_runs_the_example(kc: Path, output: str) -> None:
     """As root the demo adds real node ``real-node-1`` (containerd + kubelet) and runs
     examples/realnode.yaml there: each pod Running, its pod IP the reserved address, as the
-    demo's ``kubectl get pods -o wide`` shows."""
+    demo's ``kubectl get pods -o wide`` shows; the RequireDualStack pod ``real-dual`` with an
+    IPv4 and an IPv6 address (ipscheduler.io/ips, the same in status.podIPs), both on its
+    eth0 as the demo's ``kubectl exec real-dual -- ip -o addr`` shows."""
     pods = _pods(kc, "real")
     assert len(pods) == 3, output
     for pod in pods:
@@ -107,6 +166,22 @@ def _real_node_runs_the_example(kc: Path, output: str) -> None:
             output,
             re.M,
         ), output
+    dual = json.loads(
+        subprocess.run(
+            ["kubectl", "--kubeconfig", str(kc), "get", "pod", "real-dual", "-o", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert dual["spec"]["nodeName"] == "real-node-1" and dual["status"]["phase"] == "Running", dual["status"]
+    ips = dual["metadata"]["annotations"]["ipscheduler.io/ips"].split(",")
+    assert [ipaddress.ip_address(ip).version for ip in ips] == [4, 6], ips
+    assert [p["ip"] for p in dual["status"]["podIPs"]] == ips, dual["status"]
+    listed = re.escape(",".join(ips))
+    assert re.search(rf"^real-dual +{listed} +{listed}\s*$", output, re.M), output
+    assert re.search(rf"^\d+: eth0 +inet {re.escape(ips[0])}/24 .*scope global", output, re.M), output
+    assert re.search(rf"^\d+: eth0 +inet6 {re.escape(ips[1])}/64 scope global", output, re.M), output
 
 
 def _gang_example_runs(kc: Path) -> None:
