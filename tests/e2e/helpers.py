@@ -286,22 +286,21 @@ def pod_template(name: str, annotations: dict[str, str] | None = None, **pod_spe
     }
 
 
-def _workload(kind: str, name: str, replicas: int, template: dict[str, Any], **spec: Any) -> dict[str, Any]:
+def workload(kind: str, name: str, replicas: int, template: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """A ``kind`` (Deployment, StatefulSet) named ``name`` of ``replicas`` pods of ``template``."""
     selector = {"matchLabels": {"app": name}}
     body_spec = {"replicas": replicas, "selector": selector, "template": template, **spec}
     return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": body_spec}
 
 
 def deployment(name: str, replicas: int, **pod_spec: Any) -> dict[str, Any]:
-    return _workload("Deployment", name, replicas, pod_template(name, **pod_spec))
+    return workload("Deployment", name, replicas, pod_template(name, **pod_spec))
 
 
 def statefulset(name: str, replicas: int, **annotations: str) -> dict[str, Any]:
     """A StatefulSet (parallel pod management) whose pod template carries ``annotations``."""
     template = pod_template(name, annotations)
-    return _workload(
-        "StatefulSet", name, replicas, template, serviceName=name, podManagementPolicy="Parallel"
-    )
+    return workload("StatefulSet", name, replicas, template, serviceName=name, podManagementPolicy="Parallel")
 
 
 def nodeippools_table(kubectl: Kubectl) -> dict[str, dict[str, str]]:

@@ -19,7 +19,9 @@ from tests.e2e.helpers import (
     events_for,
     ipscheduler_check,
     leader_and_standby,
+    pod_template,
     pods_of,
+    workload,
 )
 from tests.kube import Kubectl, pod_manifest, wait_for
 
@@ -164,6 +166,38 @@ def test_two_schedulers_without_leader_election_never_double_allocate(
     bound = bound_pods(pods_of(kubectl, ns))
     ips = [p["metadata"]["annotations"]["ipscheduler.io/ip"] for p in bound]
     assert len(bound) == 15 and len(set(ips)) == 15
+    assert_check_clean(kubectl)
+
+
+def test_two_schedulers_never_share_an_address_of_any_family_or_interface(
+    scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """Two active replicas place RequireDualStack pods with a further interface: every node's
+    first pool has 5 IPv4 and 3 IPv6 addresses (IPv6 the limit: 9 pods), its net1 pool 4; no
+    IPv4, IPv6 or net1 address is ever given to two pods, and the rest wait."""
+    for i in (1, 2, 3):
+        pools.create(f"dual-{i}", f"node-{i}", [f"10.9.{i}.1-10.9.{i}.5", f"fd00:9:{i}::1-fd00:9:{i}::3"])
+        pools.create(f"net1-{i}", f"node-{i}", [f"10.19.{i}.1-10.19.{i}.4"])
+    scheduler_factory("--no-leader-elect")
+    scheduler_factory("--no-leader-elect")
+    annotations = {
+        "ipscheduler.io/pools": "dual-1,dual-2,dual-3",
+        "ipscheduler.io/ip-family-policy": "RequireDualStack",
+        "ipscheduler.io/interface-pools": json.dumps({"net1": "net1-1,net1-2,net1-3"}),
+    }
+    kubectl.apply(workload("Deployment", "race2", 12, pod_template("race2", annotations)), ns)
+    wait_for("9 bound", lambda: len(bound_pods(pods_of(kubectl, ns))) == 9, timeout=90)
+    time.sleep(3)  # let both schedulers retry the 3 pending pods a few times
+    bound = bound_pods(pods_of(kubectl, ns))
+    addresses = []
+    for p in bound:
+        ann = p["metadata"]["annotations"]
+        ips = ann["ipscheduler.io/ips"].split(",")
+        net1 = json.loads(ann["ipscheduler.io/interfaces"])["net1"]
+        assert len(ips) == 2 and len(net1["ips"]) == 1
+        assert net1["pool"] == f"net1-{p['spec']['nodeName'][-1]}"
+        addresses += [*ips, *net1["ips"]]
+    assert len(bound) == 9 and len(addresses) == 27 and len(set(addresses)) == 27
     assert_check_clean(kubectl)
 
 
