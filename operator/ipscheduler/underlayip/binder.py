@@ -429,8 +429,11 @@ class PoolBinder:
     def pods_like(self, needs: PodAddresses, pool: PoolView, versions: tuple[int, ...], uid: str = "") -> int:
         """Pods like the pod of ``needs`` that ``pool`` can take, each one address of every
         version of ``versions`` (:func:`~ipscheduler.underlayip.allocator.pods_like`, assumed
-        reservations deducted); pod ``uid``'s own allocation there counts as one more."""
-        n = allocator.pods_like(self.ledger.available(pool), self.ledger.family_free(pool), versions)
+        reservations deducted); pod ``uid``'s own allocation there counts as one more. Without
+        ``versions`` (any one address) the pool's places alone: the per-family counts (a pass
+        over every address held) are asked only for pods that name families."""
+        avail = self.ledger.available(pool)
+        n = allocator.pods_like(avail, self.ledger.family_free(pool), versions) if versions else avail
         return n + 1 if uid and uid in pool.allocations else n
 
     def _count_interfaces(self, needs: PodAddresses, pod: PodInfo) -> bool:
