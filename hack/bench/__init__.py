@@ -13,7 +13,8 @@ until all its pods are bound, each scheduler on its own process:
   ``deploy/extender/``); pods request the extended resource as for kube-scheduler, and get
   an address from the node's pool as with ip-scheduler (RSS and CPU: the extender's).
 
-Phases (``--phases``, all but ``running`` by default, in this order):
+Phases (``--phases``, all but ``running`` and the several-address phases by default, in
+this order):
 
 - ``ours``, ``kube50``, ``kube1000``, ``extender`` (arrival): the scheduler runs, then P pods
   are created (all at once, or at a steady R pods/s);
@@ -32,6 +33,18 @@ Phases (``--phases``, all but ``running`` by default, in this order):
 - ``failover``: two ip-scheduler replicas with leader election over a backlog of
   B pods, the leader SIGKILLed when half are bound: the standby's lease
   takeover, first bind after the kill, and drain rate;
+- ``dualstack-single``, ``dualstack-dual``, ``interfaces-1``, ``interfaces-16`` (not in the
+  default list: asked for by name; :mod:`.multi`): pods with several addresses, arriving as in
+  ``ours``, over pools of their own that hold exactly the pods (the bench's own pools withheld
+  from them meanwhile): single-stack IPv4 pods, then ``RequireDualStack`` pods (one IPv4 and one
+  IPv6 address from one pool that declares both; Spiderpool's IPAM benchmark), then pods with 1
+  and 16 further interfaces, each from that interface's pool of the node
+  (``ipscheduler.io/interface-pools``; whereabouts#313's pods). Each row also checks every pod's
+  addresses (both families; one entry per interface in ``ipscheduler.io/interfaces``, each from
+  its pool) and that none is given twice; its own table too (:func:`report.multi_table`: pool
+  status writes per bound pod). ``interfaces-16`` at the small preset (1700 pools) did not
+  finish within its time-out on our machine: run these phases with ``--nodes``/``--pods``
+  (docs/performance.md, "Dual-stack pods and further interfaces");
 - ``running`` (not in the default list: it needs root, and builds or fetches the node
   binaries the first time): pods that really run, on one real node (containerd, runc and
   a kubelet on this machine, ``devcluster.Cluster.start_real_node``) started for the phase
@@ -62,11 +75,14 @@ file and, when matplotlib is installed, a PNG of bound pods over time.
     .venv/bin/python -m hack.bench --preset xlarge           # 5000 nodes x 20, 20000 pods, backlog 20000
                                                              # (kwok leases 240 s: NODE_LEASE_SECONDS)
     sudo .venv/bin/python -m hack.bench --preset tiny --phases running   # one real node, 50 pods
+    .venv/bin/python -m hack.bench --nodes 10 --pods 1000 --phases dualstack-single,dualstack-dual
+    .venv/bin/python -m hack.bench --nodes 2 --pods 128 --phases interfaces-1,interfaces-16
 
 Run from the repository's root (``-m hack.bench``: this folder is a package). The modules, by
 job: :mod:`.cluster` (what the bench does to the API server and reads from /proc: namespaces,
 pools, watches, request counts, CPU), :mod:`.drivers` (starting and stopping each scheduler
 under test, and py-spy), :mod:`.phases` (the phases on kwok nodes, each measured to its row),
+:mod:`.multi` (the pools, pods and checks of the dual-stack and interface phases),
 :mod:`.running` (the ``running`` phase on a real node), :mod:`.report` (tables, summary
 lines, the JSON document and the PNG) and :mod:`.__main__` (the command line).
 """

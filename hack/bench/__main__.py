@@ -17,7 +17,7 @@ from ipscheduler.coscheduling import models as podgroups
 from ipscheduler.underlayip.models import POOLS
 
 from . import __doc__ as OVERVIEW
-from . import report
+from . import multi, report
 from .phases import DEFAULT_PHASES, PHASES, run_all
 from .running import FORCED_EVERY, MAX_RUNNING_PODS, RUNNING_PODS
 
@@ -54,7 +54,8 @@ def parser() -> argparse.ArgumentParser:
         "--phases",
         type=lambda v: set(v.split(",")),
         default=set(DEFAULT_PHASES),
-        help=f"comma-separated subset of {','.join(PHASES)} (default: all but running, which needs root)",
+        help=f"comma-separated subset of {','.join(PHASES)} (default: all but running, which needs "
+        f"root, and {','.join(multi.MULTI_PHASES)}, asked for by name)",
     )
     p.add_argument(
         "--running-pods",
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--profile needs py-spy beside {sys.executable}: pip install -e '.[profile]'")
     n, c, pods = PRESETS[args.preset]
     shape = (args.nodes or n, args.capacity or c, args.pods or pods)
+    if why := multi.problem(args.phases, shape[0], shape[2]):
+        p.error(why)
     backlog = args.backlog_pods or BACKLOG_PODS[args.preset]
     arrival = f"steady {args.rate}/s" if args.rate else "all at once"
     print(

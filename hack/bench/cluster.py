@@ -137,9 +137,14 @@ async def create_pool(api: client.ApiClient, body: dict[str, Any], exist_ok: boo
             raise
 
 
+def bench_pool(node: str) -> str:
+    """The name of the bench's own NodeIPPool of ``node`` (:func:`prepare`)."""
+    return f"bench-{node}"
+
+
 async def prepare(api: client.ApiClient, nodes: list[str], capacity: int) -> None:
     """The capacity as extended resource (:data:`RESOURCE`) on every node, and one NodeIPPool
-    ``bench-<node>`` per node with its :func:`node_range`."""
+    :func:`bench_pool` per node with its :func:`node_range`."""
     core = client.CoreV1Api(api)
     sem = asyncio.Semaphore(50)
 
@@ -147,7 +152,7 @@ async def prepare(api: client.ApiClient, nodes: list[str], capacity: int) -> Non
         async with sem:
             res = {RESOURCE: str(capacity)}
             await core.patch_node_status(node, {"status": {"capacity": res, "allocatable": res}})
-            await create_pool(api, pool_body(f"bench-{node}", node, *node_range(i, capacity)), exist_ok=True)
+            await create_pool(api, pool_body(bench_pool(node), node, *node_range(i, capacity)), exist_ok=True)
 
     await asyncio.gather(*(one(i, n) for i, n in enumerate(nodes)))
 

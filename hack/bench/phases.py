@@ -1,13 +1,15 @@
 """The phases on kwok nodes, each measured to one result row: arrival (``ours``, ``kube50``,
 ``kube1000``, ``extender``, ``gang``), ``restart``, ``backlog-*``, ``contended-*`` and
-``failover``; :func:`run_all` runs those asked for in order, with the ``running`` phase
-(:mod:`.running`) last.
+``failover``, then the dual-stack and interface phases (:mod:`.multi`, :func:`multi_phase`);
+:func:`run_all` runs those asked for in order, with the ``running`` phase (:mod:`.running`)
+last.
 
 A phase's pods are pause pods for ip-scheduler (:data:`.drivers.OURS`) or for kube-scheduler,
 requesting one address as the extended resource
 (:data:`ipscheduler.underlayip.publisher.RESOURCE`); the gang phase's are in PodGroups
 (:mod:`ipscheduler.coscheduling.models`); the address a pod got is read from its
-:data:`ipscheduler.underlayip.models.ANNOTATION_IP`.
+:data:`ipscheduler.underlayip.models.ANNOTATION_IP` (and, for :mod:`.multi`'s phases, its other
+address annotations, :func:`.multi.kept`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from ipscheduler.coscheduling import models as podgroups
 from ipscheduler.underlayip.models import ANNOTATION_IP
 from ipscheduler.underlayip.publisher import RESOURCE
 
+from . import multi
 from .cluster import (
     apiserver_requests,
+    bench_pool,
     control_plane_cpu,
     delete_namespace,
     new_namespace,
@@ -69,11 +73,13 @@ PHASES = (
     "contended-kube50",
     "contended-kube1000",
     "failover",
+    *multi.MULTI_PHASES,
     "running",
 )
 """Every phase, in the order they run."""
-DEFAULT_PHASES = tuple(p for p in PHASES if p != "running")
-"""The phases run without ``--phases``: all but ``running`` (root, a real node)."""
+DEFAULT_PHASES = tuple(p for p in PHASES if p != "running" and p not in multi.MULTI_PHASES)
+"""The phases run without ``--phases``: all but ``running`` (root, a real node) and those of
+:mod:`.multi` (asked for by name: see :data:`.multi.MULTI_PHASES`)."""
 CONTEND_INTERVAL = 0.5
 """Seconds between the contending client's LISTs of every pod (the contended phases)."""
 GANG_SIZE = 10
@@ -95,16 +101,34 @@ class Phase:
     placement: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     group_size: int = 0
     """Pods per PodGroup (``minMember``); 0: no groups. Pod ``p<i>`` is in group ``g<i // size>``."""
+    pod_annotations: dict[str, str] = field(default_factory=dict)
+    """Annotations every pod of the phase carries (:func:`.multi.pod_annotations`)."""
+    keep_annotations: bool = False
+    """Keep the address annotations each pod was bound with in :attr:`annotations`."""
+    annotations: dict[str, dict[str, str]] = field(default_factory=dict)
+    """By pod, the address annotations it was bound with (:func:`.multi.kept`), for the checks
+    of :mod:`.multi` (with :attr:`keep_annotations`)."""
 
 
-def pod_body(name: str, scheduler_name: str, extended: bool, group: str = "") -> dict[str, Any]:
+def pod_body(
+    name: str,
+    scheduler_name: str,
+    extended: bool,
+    group: str = "",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A pause pod ``name`` for ``scheduler_name``; ``extended``: requesting one address as the
-    extended resource (kube-scheduler's way); ``group``: in that PodGroup."""
+    extended resource (kube-scheduler's way); ``group``: in that PodGroup; ``annotations``:
+    carrying those."""
     container: dict[str, Any] = {"name": "c", "image": binaries.PAUSE_IMAGE}
     if extended:
         container["resources"] = {"requests": {RESOURCE: "1"}, "limits": {RESOURCE: "1"}}
     return {
-        "metadata": {"name": name, **({"labels": {podgroups.POD_GROUP_LABEL: group}} if group else {})},
+        "metadata": {
+            "name": name,
+            **({"labels": {podgroups.POD_GROUP_LABEL: group}} if group else {}),
+            **({"annotations": dict(annotations)} if annotations else {}),
+        },
         "spec": {
             "schedulerName": scheduler_name,
             "containers": [container],
@@ -140,6 +164,8 @@ def _seen_bound(obj: dict[str, Any], phase: Phase) -> bool:
     phase.bound[pname] = time.monotonic()
     annotations = obj["metadata"].get("annotations") or {}
     phase.placement[pname] = (node, annotations.get(ANNOTATION_IP))
+    if phase.keep_annotations:
+        phase.annotations[pname] = multi.kept(annotations)
     return True
 
 
@@ -154,9 +180,8 @@ async def create_pods(
         group = f"g{i // phase.group_size}" if phase.group_size else ""
         async with sem:
             phase.created[f"p{i}"] = time.monotonic()
-            await core.create_namespaced_pod(
-                ns, pod_body(f"p{i}", phase.scheduler_name, phase.extended, group), _preload_content=False
-            )
+            body = pod_body(f"p{i}", phase.scheduler_name, phase.extended, group, phase.pod_annotations)
+            await core.create_namespaced_pod(ns, body, _preload_content=False)
 
     if rate:
         tasks = []
@@ -419,6 +444,47 @@ async def failover(
     return result
 
 
+async def multi_phase(
+    key: str,
+    api: client.ApiClient,
+    nodes: list[str],
+    pods: int,
+    rate: float | None,
+    sched: Ours,
+    index: int,
+    cluster: devcluster.Cluster,
+) -> dict[str, Any]:
+    """The phase ``key`` of :mod:`.multi`: its pools created, ``sched`` started and the pools
+    settled, then :func:`run_phase` (``pods`` created at once, or at ``rate``), the row checked
+    by :func:`.multi.check`; its pools deleted before ``sched`` stops."""
+    plan = multi.plan(key, nodes, pods)
+    count = await multi.create_pools(api, plan)
+    try:
+        await sched.start()
+        settled = await multi.wait_settled(api, plan, count)
+        phase = Phase(
+            f"{key}: ip-scheduler",
+            OURS,
+            extended=False,
+            capacity=max(plan.rooms),
+            pod_annotations=multi.pod_annotations(plan),
+            keep_annotations=True,
+        )
+        row = await run_phase(phase, api, pods, rate, sched, index, cluster)
+        placed = {pod: (node, phase.annotations.get(pod, {})) for pod, (node, _) in phase.placement.items()}
+        row.update(multi.check(plan, placed))
+        by_kind = row["api_requests_per_bound_pod_by_kind"]
+        row.update(
+            pools=count,
+            pools_settled=settled,
+            pool_status_writes_per_bound_pod=by_kind.get("PUT nodeippools/status", 0.0),
+        )
+        await multi.delete_pools(api, plan)
+    finally:
+        await sched.stop()
+    return row
+
+
 async def run_all(
     args: argparse.Namespace, cluster: devcluster.Cluster, shape: tuple[int, int, int], backlog: int
 ) -> Any:
@@ -510,6 +576,12 @@ async def run_all(
             lease += ["--leader-elect-resource-name", "bench-failover"]
             pair = (ours("ip-scheduler-a", *lease), ours("ip-scheduler-b", *lease))
             results.append(await failover(api, backlog, len(results), cluster, pair, capacity))
+        if asked := [k for k in multi.MULTI_PHASES if k in args.phases]:
+            async with multi.withhold_bench_pools(api, [bench_pool(n) for n in nodes]):
+                for key in asked:
+                    results.append(
+                        await multi_phase(key, api, nodes, pods, args.rate, ours(), len(results), cluster)
+                    )
         if "running" in args.phases:
             try:
                 rows, skipped = await running_phases(

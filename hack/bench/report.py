@@ -121,6 +121,35 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def multi_table(results: list[dict[str, Any]]) -> str:
+    """The Markdown table of the rows of pods with several addresses (:mod:`.multi`: those with
+    ``addresses_per_pod``), "" when there are none: addresses per pod, pods/s, p50 and p99
+    create → bound, the scheduler's CPU per pod, NodeIPPool status writes and API requests per
+    bound pod, the addresses checked and whether the row is correct; then any problem seen."""
+    rows = [r for r in results if "addresses_per_pod" in r]
+    if not rows:
+        return ""
+    head = (
+        "| phase | bound | pools | addresses/pod | pods/s | p50 ms | p99 ms | CPU ms/pod "
+        "| pool status writes/pod | API req/pod | addresses checked | correct |"
+    )
+    lines = [head, "|" + "---|" * 12]
+    for r in rows:
+        lines.append(
+            f"| {r['phase']} | {r['bound']}/{r['pods']} | {r.get('pools', '')} | {r['addresses_per_pod']} "
+            f"| {r['throughput_pods_per_s']} | {r['latency_ms']['p50']} | {r['latency_ms']['p99']} "
+            f"| {round(1000 * r['scheduler_cpu_s'] / max(r['bound'], 1), 2)} "
+            f"| {r.get('pool_status_writes_per_bound_pod', '')} | {r['api_requests_per_bound_pod']} "
+            f"| {r['address_total']} ({'distinct' if r['addresses_unique'] else 'NOT distinct'}) "
+            f"| {'yes' if correct(r) else 'NO'} |"
+        )
+    for r in rows:
+        lines.extend(f"- {r['phase']}: {problem}" for problem in r.get("address_problems", []))
+        if not r.get("pools_settled", True):
+            lines.append(f"- {r['phase']}: its pools had not settled when its pods were created")
+    return "\n".join(lines)
+
+
 def plot(results: list[dict[str, Any]], path: Path) -> bool:
     """PNG of bound pods over time per scheduler; False when matplotlib is missing."""
     try:
@@ -147,6 +176,8 @@ def summary(results: list[dict[str, Any]], extra: dict[str, Any], nodes: int, ru
     """What a run prints on stdout: the table of ``results``, the running phase's (``extra``),
     why it was skipped, the restart figure with ``nodes`` pools and the contention lines."""
     parts = [table(results)] if results else []
+    if several := multi_table(results):
+        parts.append(f"\nPods with several addresses (dual-stack, further interfaces):\n\n{several}")
     if extra.get("running"):
         parts.append(
             f"\nPods that run, on one real node ({running_pods} pods created, then deleted, at once):\n"

@@ -20,8 +20,12 @@ class _NoCluster:
         (["--running-pods", "0"], "--running-pods must be within 1..110 (the kubelet's maxPods)"),
         (["--running-pods", "111"], "--running-pods must be within 1..110"),
         (["--preset", "huge"], "invalid choice: 'huge'"),
+        (
+            ["--phases", "dualstack-dual", "--nodes", "2", "--pods", "1000"],
+            "dualstack-dual: at most 224 pods per node, not 500",
+        ),
     ],
-    ids=["unknown-phase", "no-running-pods", "more-than-max-pods", "unknown-preset"],
+    ids=["unknown-phase", "no-running-pods", "more-than-max-pods", "unknown-preset", "pools-too-big"],
 )
 def test_a_bad_option_is_a_usage_error_before_any_cluster_starts(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], message: str

@@ -83,3 +83,48 @@ def test_the_running_table_has_a_row_per_scheduler_and_says_what_went_wrong() ->
 )
 def test_contention_summary(rows: list[dict[str, Any]], want: list[str]) -> None:
     assert report.contention_summary(rows) == want
+
+
+def _multi_row(**change: Any) -> dict[str, Any]:
+    row = {
+        "phase": "interfaces-16: ip-scheduler",
+        "pods": 2,
+        "bound": 2,
+        "pools": 34,
+        "addresses_per_pod": 17,
+        "throughput_pods_per_s": 10.0,
+        "latency_ms": {"p50": 100.0, "p90": 150.0, "p99": 200.0},
+        "scheduler_cpu_s": 0.05,
+        "pool_status_writes_per_bound_pod": 9.5,
+        "api_requests_per_bound_pod": 14.0,
+        "address_total": 34,
+        "addresses": 2,
+        "addresses_unique": True,
+        "addresses_in_node_pool": True,
+        "over_capacity_nodes": 0,
+        "address_problems": [],
+        "pools_settled": True,
+    }
+    return {**row, **change}
+
+
+def test_the_several_addresses_table_has_a_row_per_such_phase_and_says_what_went_wrong() -> None:
+    assert report.multi_table([{"phase": "ip-scheduler", "latency_ms": {}}]) == ""
+    bad = _multi_row(
+        phase="dualstack-dual: ip-scheduler",
+        addresses=1,
+        addresses_unique=False,
+        address_problems=["p1: 10.132.0.1 given twice"],
+        pools_settled=False,
+    )
+    lines = report.multi_table([_multi_row(), bad]).splitlines()
+    assert lines[2] == (
+        "| interfaces-16: ip-scheduler | 2/2 | 34 | 17 | 10.0 | 100.0 | 200.0 | 25.0 | 9.5 | 14.0 "
+        "| 34 (distinct) | yes |"
+    )
+    assert lines[3].endswith("| 34 (NOT distinct) | NO |")
+    assert lines[0].count("|") == lines[2].count("|") == lines[3].count("|")
+    assert lines[4:] == [
+        "- dualstack-dual: ip-scheduler: p1: 10.132.0.1 given twice",
+        "- dualstack-dual: ip-scheduler: its pools had not settled when its pods were created",
+    ]
