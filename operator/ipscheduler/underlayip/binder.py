@@ -229,6 +229,13 @@ class PodAddresses:
     ranks: dict[str, int] = field(default_factory=dict)
     interface_free: dict[str, dict[str, int]] = field(default_factory=dict)
     short: dict[str, str] = field(default_factory=dict)
+    reserved: frozenset[str] = frozenset()
+    """Pools the pod's further interfaces name and its first interface does not: never the
+    first interface's (:meth:`PoolBinder.candidates`)."""
+    disjoint: bool = False
+    """Whether the pools of the pod's interfaces can never be the same one (each further
+    interface's list apart from the others' and from the first interface's pools): Filter
+    then needs no :meth:`PoolBinder.assignment`."""
     owner: str = ""
     written: set[str] = field(default_factory=set)
     pending: _Write | None = None
@@ -381,6 +388,8 @@ class PoolBinder:
             return PodAddresses(choice, retention, problem=Problem("interfaces", further.problem))
         kept = kept_address(self.cache, pod, retention, datetime.datetime.now(datetime.UTC))  # to the µs
         needs = PodAddresses(choice, retention, kept, family=family, interfaces=further.interfaces)
+        if further.interfaces:
+            _mark_reserved(needs)
         if kept is not None and kept.kind == WAITING:
             needs.problem = Problem("retaining")
             return needs
@@ -412,8 +421,20 @@ class PoolBinder:
             for pool in self.cache.namespaced_pools().values():
                 if not pool.serves(pod.namespace) and pool.node_name in needs.free:
                     needs.free[pool.node_name] -= self.ledger.available(pool)
+            for name in needs.reserved:  # a further interface's pools are not the first one's
+                reserved = pools.get(name)
+                if (
+                    reserved is not None
+                    and reserved.serves(pod.namespace)
+                    and reserved.node_name in needs.free
+                ):
+                    needs.free[reserved.node_name] -= self.ledger.available(reserved)
         for pool in self.cache.pools_holding(pod.uid):  # its own allocation counts as free for it
-            if may_use(pod, choice, pool) and pool.allocations[pod.uid].interface is None:
+            if (
+                may_use(pod, choice, pool)
+                and pool.allocations[pod.uid].interface is None
+                and pool.name not in needs.reserved
+            ):
                 own = self.ledger.available_to(pool, pod.uid) - self.ledger.available(pool)
                 needs.free[pool.node_name] = needs.free.get(pool.node_name, 0) + own
         return needs
@@ -424,7 +445,7 @@ class PoolBinder:
         if needs.choice.names:
             named = [(rank, pools[n]) for rank, n in enumerate(needs.choice.names) if n in pools]
             return [(rank, p) for rank, p in named if p.serves(pod.namespace)]
-        return [(0, p) for p in pools.values() if p.serves(pod.namespace)]
+        return [(0, p) for p in pools.values() if p.serves(pod.namespace) and p.name not in needs.reserved]
 
     def pods_like(self, needs: PodAddresses, pool: PoolView, versions: tuple[int, ...], uid: str = "") -> int:
         """Pods like the pod of ``needs`` that ``pool`` can take, each one address of every
@@ -554,11 +575,11 @@ class PoolBinder:
             if needs.interface_free.get(need.interface, {}).get(node, 0) > 0:
                 continue
             needs.short[node] = need.interface
-            usable = any(
-                p.name in need.choice.names and p.serves(pod.namespace)
-                for p in self.cache.pools_for_node(node)
-            )
+            names = need.choice.name_set
+            usable = any(p.name in names and p.serves(pod.namespace) for p in self.cache.pools_for_node(node))
             return Fit.INTERFACE_NO_FREE if usable else Fit.INTERFACE_NO_POOL
+        if needs.disjoint:
+            return Fit.FITS  # no pool two interfaces could both want: the counts decide
         plan = self.assignment(needs, pod, node)
         if isinstance(plan, str):
             if not plan:
@@ -579,7 +600,7 @@ class PoolBinder:
         pools = self.cache.pools_for_node(node)
         if not pools:
             return Fit.NO_POOL
-        usable = [p for p in pools if may_use(pod, needs.choice, p)]
+        usable = [p for p in pools if may_use(pod, needs.choice, p) and p.name not in needs.reserved]
         if not usable:
             return Fit.NO_USABLE_POOL
         if needs.family.families:
@@ -728,6 +749,7 @@ class PoolBinder:
             for p in self.cache.pools_for_node(node)
             if p.node_name == node
             and p.name != skip
+            and p.name not in needs.reserved
             and may_use(pod, needs.choice, p)
             and ((a := p.allocations.get(pod.uid)) is None or a.interface is None)
         ]
@@ -801,12 +823,13 @@ class PoolBinder:
         pools this cycle gave the pod's other interfaces) nor one holding the pod's allocation
         of another interface (a pod holds one allocation per pool)."""
         pools = []
+        names = need.choice.name_set
         for p in self.cache.pools_for_node(node):
             a = p.allocations.get(pod.uid)
             if (
                 p.node_name == node
                 and p.name not in taken
-                and p.name in need.choice.names
+                and p.name in names
                 and p.serves(pod.namespace)
                 and (a is None or a.interface == need.interface)
             ):
@@ -1112,6 +1135,22 @@ class PoolBinder:
                 self.writer.defer(
                     pool, functools.partial(allocator.mark_bound, uid=uid), key=allocator.mark_bound_key(uid)
                 )
+
+
+def _mark_reserved(needs: PodAddresses) -> None:
+    """Set ``needs.reserved`` (the pools the pod's further interfaces name and its first
+    interface does not) and ``needs.disjoint`` (no pool two of its interfaces may both use:
+    each further interface's list apart from the others'; the first interface's pools, its
+    list or any pool but those reserved, then never one of theirs)."""
+    first = needs.choice.name_set
+    seen: set[str] = set()
+    disjoint = True
+    for need in needs.interfaces:
+        names = need.choice.name_set
+        disjoint = disjoint and not (names & seen) and not (names & first)
+        seen |= names
+    needs.reserved = frozenset(seen - first)
+    needs.disjoint = disjoint
 
 
 def _required(needs: PodAddresses) -> tuple[int, ...]:

@@ -16,6 +16,7 @@ refusals the same way.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +46,11 @@ class PoolChoice:
     problem: str = ""
     source: str = ANNOTATION_POOLS
     """Where the names come from, for messages: the pod's annotation, or its namespace's."""
+
+    @functools.cached_property
+    def name_set(self) -> frozenset[str]:
+        """:attr:`names` as a set (membership in a long list, once per pool asked)."""
+        return frozenset(self.names)
 
     def rank(self, pool: str) -> int:
         """``pool``'s place in the pod's preference (0 first; 0 for every pool when the pod

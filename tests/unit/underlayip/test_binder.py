@@ -1929,3 +1929,45 @@ async def test_revert_retains_again_what_a_further_interface_took_back() -> None
     await env.binder.revert(needs, pod, "node-b")  # the binding failed
     assert env.allocations("pb") == {"uid-2": ("10.0.2.1", "Retained")}
     assert env.allocations("rb") == {"uid-2": ("10.1.2.1", "Retained")}, "kept for the identity"
+
+
+@pytest.mark.parametrize(
+    ("first", "fits", "free"),
+    [
+        pytest.param({}, Fit.NO_USABLE_POOL, 0, id="names-no-pool"),
+        pytest.param({"ipscheduler.io/pools": "rdma"}, Fit.INTERFACE_NO_FREE, 3, id="names-it-too"),
+    ],
+)
+def test_a_pool_a_further_interface_names_is_the_first_interfaces_only_if_it_names_it_too(
+    first: dict[str, str], fits: Fit, free: int
+) -> None:
+    """The node's only pool is the one net1 names (3 free): the first interface, naming no
+    pool, does not count or take it (no pool it may use); naming it too, it may, but then net1
+    has nothing left (one allocation per pool)."""
+    env = Env([pool("rdma", "node-a", addresses=["10.1.0.1-10.1.0.3"])])
+    pod = multi(first=first, **{IF_LIST: '{"net1": "rdma"}'})
+    needs = env.binder.find(pod)
+    assert needs.reserved == (frozenset() if first else frozenset({"rdma"}))
+    assert needs.free.get("node-a", 0) == free
+    assert env.binder.fit(needs, pod, "node-a") is fits
+    assert env.binder.candidates(pod, "node-a", needs) == ([] if not first else [env.cache.pool("rdma")])
+
+
+@pytest.mark.parametrize(
+    ("first", "listed", "disjoint"),
+    [
+        pytest.param({}, '{"net1": "a", "net2": "b"}', True, id="apart"),
+        pytest.param({}, '{"net1": "a", "net2": "a,b"}', False, id="two-interfaces-share-a"),
+        pytest.param({"ipscheduler.io/pools": "a"}, '{"net1": "a"}', False, id="first-names-it-too"),
+        pytest.param(
+            {"ipscheduler.io/pools": "c"}, '{"net1": "a", "net2": "b"}', True, id="first-names-another"
+        ),
+    ],
+)
+def test_filter_skips_the_assignment_only_when_no_pool_can_be_wanted_twice(
+    first: dict[str, str], listed: str, disjoint: bool
+) -> None:
+    env = Env([pool(n, "node-a", addresses=[f"10.{i}.0.1-10.{i}.0.3"]) for i, n in enumerate("abc")])
+    pod = multi(first=first, **{IF_LIST: listed})
+    needs = env.binder.find(pod)
+    assert needs.disjoint is disjoint
