@@ -253,7 +253,7 @@ class PodAddresses:
     @property
     def versions(self) -> tuple[int, ...]:
         """The IP versions of the pod's families, primary first (empty: any one address)."""
-        return tuple(VERSION[f] for f in self.family.families)
+        return self.family.versions
 
     @property
     def pinned(self) -> PoolView | None:
@@ -468,7 +468,7 @@ class PoolBinder:
             if unknown:
                 needs.problem = Problem("unknown-pools", need.choice.source, tuple(unknown))
                 return True
-            versions = tuple(VERSION[f] for f in need.family.families)
+            versions = need.family.versions
             free = needs.interface_free.setdefault(need.interface, {})
             for name in need.choice.names:
                 pool = pools[name]
@@ -496,7 +496,7 @@ class PoolBinder:
         if need is None:
             a = pool.allocations.get(pod.uid)
             return needs.pinned is not None or a is not None or self._gives(needs, pool) is not None
-        versions = tuple(VERSION[f] for f in need.family.families)
+        versions = need.family.versions
         return self._kept_for(needs, pod, need, pool) or self.pods_like(needs, pool, versions) > 0
 
     def assignment(self, needs: PodAddresses, pod: PodInfo, node: str) -> dict[str | None, PoolView] | str:
@@ -716,7 +716,7 @@ class PoolBinder:
             return here
         choice = self._choice(pod)
         family = family_need(pod.annotations, self.cache.default_families(pod.namespace))
-        required = tuple(VERSION[f] for f in family.required)
+        required = family.required_versions
         for uid in sorted(victims):
             if (freeing := self._freeing_pool(choice, pod, uid, node, required)) is not None:
                 nominate = functools.partial(allocator.nominate, uid=pod.uid, pod_key=pod.key)
@@ -851,7 +851,7 @@ class PoolBinder:
         gave it and queue their writes (Unreserve gives back what this cycle queued)."""
         for need in needs.interfaces:
             pool = plan[need.interface]
-            versions = tuple(VERSION[f] for f in need.family.families)
+            versions = need.family.versions
             needs.pending_more.append((need, self._submit(needs, pod, node, pool.name, need)))
             self.ledger.assume(pool.name, pod.uid, versions)
         return None
@@ -1030,7 +1030,7 @@ class PoolBinder:
         needs.written.add(pool)
         ttl, before, owner, retention = self.reserved_ttl, self.takeover_before, needs.owner, needs.retention
         family = needs.family if need is None else need.family
-        versions = tuple(VERSION[f] for f in family.families)
+        versions = family.versions
         fallback = family.policy == PREFER_DUAL_STACK
         interface = None if need is None else need.interface
         write = _Write(pool)
@@ -1156,7 +1156,7 @@ def _mark_reserved(needs: PodAddresses) -> None:
 def _required(needs: PodAddresses) -> tuple[int, ...]:
     """The IP versions a pod must get (:attr:`FamilyNeed.required
     <ipscheduler.underlayip.families.FamilyNeed.required>`; empty: any one address)."""
-    return tuple(VERSION[f] for f in needs.family.required)
+    return needs.family.required_versions
 
 
 def _log_failure(what: str, future: asyncio.Future[PoolView | None]) -> None:

@@ -24,7 +24,7 @@ A malformed value leaves the pod unschedulable with the reason, never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,21 +51,27 @@ REQUIRE_DUAL_STACK: FamilyPolicy = "RequireDualStack"
 POLICIES: tuple[FamilyPolicy, ...] = (PREFER_DUAL_STACK, REQUIRE_DUAL_STACK, SINGLE_STACK)
 
 
+def canonical_each(texts: Iterable[object]) -> tuple[str, ...]:
+    """The canonical text of each entry of ``texts`` that is one address, in order, each once
+    (entries that are not, strings or not, are left out)."""
+    out: list[str] = []
+    for text in texts:
+        try:
+            ip = canonical(str(text).strip())
+        except AddressError:
+            continue
+        if ip not in out:
+            out.append(ip)
+    return tuple(out)
+
+
 def annotated_ips(annotations: Mapping[str, str]) -> tuple[str, ...]:
     """The canonical addresses a bound pod's annotations give it: ``ipscheduler.io/ips``
     (primary first), else ``ipscheduler.io/ip`` alone; entries that are not addresses are
     left out (the CNI plugin refuses such a pod), and so is an empty value (a count-only
     slot)."""
     raw = annotations.get(ANNOTATION_IPS) or annotations.get(ANNOTATION_IP) or ""
-    out: list[str] = []
-    for entry in raw.split(","):
-        try:
-            ip = canonical(entry.strip())
-        except AddressError:
-            continue
-        if ip not in out:
-            out.append(ip)
-    return tuple(out)
+    return canonical_each(raw.split(","))
 
 
 def family_of(ip: str) -> IPFamily:
@@ -88,6 +94,16 @@ class FamilyNeed:
         """Whether the pod asked for dual-stack (``PreferDualStack`` or ``RequireDualStack``):
         it then carries ``ipscheduler.io/ips``."""
         return self.policy != SINGLE_STACK
+
+    @property
+    def versions(self) -> tuple[int, ...]:
+        """The IP versions (4, 6) of :attr:`families`, in order (empty: any one address)."""
+        return tuple(VERSION[f] for f in self.families)
+
+    @property
+    def required_versions(self) -> tuple[int, ...]:
+        """The IP versions of :attr:`required`."""
+        return tuple(VERSION[f] for f in self.required)
 
     @property
     def required(self) -> tuple[IPFamily, ...]:

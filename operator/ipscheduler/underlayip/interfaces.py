@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.underlayip.addresses import AddressError, canonical
-from ipscheduler.underlayip.families import ANY_FAMILY, FamilyNeed, family_need
+from ipscheduler.underlayip.families import ANY_FAMILY, FamilyNeed, canonical_each, family_need
 from ipscheduler.underlayip.models import (
     ANNOTATION_INTERFACE_POOLS,
     ANNOTATION_INTERFACES,
@@ -173,17 +172,8 @@ def interface_entries(annotations: Mapping[str, str]) -> dict[str, dict[str, Any
 def interface_ips(annotations: Mapping[str, str]) -> tuple[str, ...]:
     """The canonical addresses a bound pod's further interfaces carry
     (``ipscheduler.io/interfaces``; entries that cannot be read are left out)."""
-    out: list[str] = []
-    for entry in interface_entries(annotations).values():
-        ips = entry.get("ips")
-        for text in ips if isinstance(ips, list) else ():
-            try:
-                ip = canonical(str(text))
-            except AddressError:
-                continue
-            if ip not in out:
-                out.append(ip)
-    return tuple(out)
+    entries = interface_entries(annotations).values()
+    return canonical_each(ip for e in entries if isinstance(ips := e.get("ips"), list) for ip in ips)
 
 
 def further_interfaces(pod: PodInfo) -> InterfaceList:
