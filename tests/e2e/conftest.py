@@ -43,6 +43,24 @@ def _failed(request: pytest.FixtureRequest) -> bool:
     return report is not None and report.failed
 
 
+@pytest.fixture(autouse=True)
+def _module_scheduler_log_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A failed test that used the module's ``scheduler`` prints what that scheduler logged
+    during the test (its last 80 lines), which CI's report shows as captured output."""
+    if "scheduler" not in request.fixturenames:
+        yield
+        return
+    proc: SchedulerProcess = request.getfixturevalue("scheduler")
+    start = proc.log_path.stat().st_size if proc.log_path.exists() else 0
+    yield
+    if _failed(request):
+        with open(proc.log_path, "rb") as f:
+            f.seek(start)
+            lines = f.read().decode(errors="replace").splitlines(True)
+        print(f"--- module scheduler log during the test (last 80 of {len(lines)} lines) ---")
+        print("".join(lines[-80:]))
+
+
 @pytest.fixture
 def scheduler_factory(
     kubectl: Kubectl, crd: None, tmp_path: Path, request: pytest.FixtureRequest

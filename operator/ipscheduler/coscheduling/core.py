@@ -38,10 +38,8 @@ Clock = Callable[[], float]
 
 
 def loop_clock() -> float:
-    """The running event loop's clock, the one Permit's wait timers are set on (uvloop's is
-    libuv's, read once per loop iteration), else ``time.monotonic()``. A group's wait measured
-    on another clock could look shorter than its timeout when that timer fires: uvloop sets
-    a timer from the iteration's start, up to one iteration before ``time.monotonic()``."""
+    """The running event loop's clock, the one Permit's wait timers are set on, else
+    ``time.monotonic()``."""
     try:
         return asyncio.get_running_loop().time()
     except RuntimeError:
@@ -78,7 +76,7 @@ class PodGroupManager:
         self.wall_offset = time.time() - time.monotonic() if wall_offset is None else wall_offset
         self._permitted: TTLSet[str] = TTLSet(clock)  # passed the minResources check (upstream permittedPG)
         self._backed_off: TTLSet[str] = TTLSet(clock)  # failed recently (upstream backedOffPG)
-        self._waiting_since: dict[str, float] = {}  # group key → when its first pod waited at Permit
+        self._waiting: set[str] = set()  # group keys with a pod waiting at Permit
 
     def get_pod_group(self, pod: PodInfo) -> GroupLookup:
         """The pod's PodGroup, or why it cannot be used (upstream ``GetPodGroup``)."""
@@ -132,9 +130,9 @@ class PodGroupManager:
         bind; False: the pod waits, and the group's wait starts now unless it has (upstream
         ``PodGroupManager.Permit``: ``Success`` or ``Wait``)."""
         if assigned + 1 >= group.min_member:
-            self._waiting_since.pop(group.key, None)
+            self._waiting.discard(group.key)
             return True
-        self._waiting_since.setdefault(group.key, self.clock())
+        self._waiting.add(group.key)
         return False
 
     def siblings_to_activate(self, pod: PodInfo, key: str) -> set[str]:
@@ -156,18 +154,22 @@ class PodGroupManager:
             self._backed_off.add(group.key, self.backoff)
         return True
 
-    def unreserve(self, group: PodGroupView, pod: PodInfo, rejected: int) -> tuple[str, str] | None:
+    def unreserve(
+        self, group: PodGroupView, pod: PodInfo, rejected: int, timed_out: bool = False
+    ) -> tuple[str, str] | None:
         """The Warning a PodGroup gets when ``pod`` of ``group`` is given back and ``rejected``
         of its pods held at Permit were rejected with it: (reason, message), ``Timeout`` when
-        the group's wait outlasted :meth:`timeout`, else ``Unschedulable``; None when the
-        group was not waiting and nothing was rejected (a sibling's own Unreserve). Ends the
-        group's wait."""
-        since = self._waiting_since.pop(group.key, None)
-        if since is None and not rejected:
+        ``pod``'s own wait at Permit ran out (``timed_out``: the framework's
+        :data:`~ipscheduler.framework.interface.PERMIT_TIMED_OUT`), else ``Unschedulable``;
+        None when the group was not waiting and nothing was rejected (a sibling's own
+        Unreserve). Ends the group's wait. Decided by what ended the wait, never by comparing
+        clocks: a group's wait and Permit's timer start a few instructions apart."""
+        waited = group.key in self._waiting
+        self._waiting.discard(group.key)
+        if not waited and not rejected:
             return None
-        timeout = self.timeout(group)
-        if since is not None and self.clock() - since >= timeout:
-            why = f"timed out after {timeout:g}s waiting for minMember {group.min_member}"
+        if timed_out:
+            why = f"timed out after {self.timeout(group):g}s waiting for minMember {group.min_member}"
             return "Timeout", f"{rejected + 1} reserved pod(s) released: {why}"
         why = f"pod {pod.name} was given back before the group reached minMember {group.min_member}"
         return "Unschedulable", f"{rejected + 1} reserved pod(s) released: {why}"

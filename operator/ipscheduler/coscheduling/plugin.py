@@ -47,6 +47,7 @@ from ipscheduler.coscheduling.groups import GroupIndex
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView, group_key
 from ipscheduler.framework.events import ASSIGNED_POD_DELETE, NODE_ADD_OR_ALLOCATABLE_CHANGE
 from ipscheduler.framework.interface import (
+    PERMIT_TIMED_OUT,
     PODS_TO_ACTIVATE,
     ClusterEventWithHint,
     CycleState,
@@ -194,12 +195,14 @@ class Coscheduling:
 
     async def unreserve(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> None:
         """A pod of the group was given back: reject every sibling still waiting at Permit
-        (upstream ``Coscheduling.Unreserve``), with a Warning on the PodGroup."""
+        (upstream ``Coscheduling.Unreserve``), with a Warning on the PodGroup: ``Timeout``
+        when this plugin's Permit timeout ended the pod's wait."""
         group = self.manager.get_pod_group(pod).group
         if group is None:
             return
         rejected = self._reject_waiting(group.key, "rejection in Unreserve")
-        warning = self.manager.unreserve(group, pod, rejected)
+        timed_out = NAME in (state.get(PERMIT_TIMED_OUT) or ())
+        warning = self.manager.unreserve(group, pod, rejected, timed_out)
         if warning is not None:
             self._group_event(group, *warning)
 

@@ -53,6 +53,11 @@ PODS_TO_ACTIVATE = "framework/pods-to-activate"
 end of the cycle, out of backoff or the unschedulable pods (upstream ``PodsToActivateKey``;
 Coscheduling wakes a waiting pod's siblings)."""
 
+PERMIT_TIMED_OUT = "framework/permit-timed-out"
+"""CycleState key: the plugins (``frozenset[str]``) whose Permit timeout ended the pod's wait,
+written before Unreserve runs (Coscheduling tells a group that timed out from one given back;
+upstream's plugins see only the rejection's message)."""
+
 
 T = TypeVar("T")
 

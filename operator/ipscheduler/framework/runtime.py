@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from ipscheduler.framework.diagnosis import Diagnosis as Diagnosis  # noqa: PLC0414 (re-exported)
 from ipscheduler.framework.interface import (
     MAX_NODE_SCORE,
+    PERMIT_TIMED_OUT,
     WILDCARD_EVENT,
     BindPlugin,
     CapacityAware,
@@ -698,17 +699,21 @@ class Framework:
         self._point("Permit", started)
         return Status.success()
 
-    async def wait_on_permit(self, pod: PodInfo) -> Status:
+    async def wait_on_permit(self, pod: PodInfo, state: CycleState | None = None) -> Status:
         """Until the Permit plugins that held ``pod`` allow it (success) or one rejects it or
-        times out (Unschedulable naming that plugin); success at once for a pod not held
-        (upstream ``WaitOnPermit``)."""
+        times out (Unschedulable naming that plugin; a timeout is also written in ``state``
+        under :data:`~ipscheduler.framework.interface.PERMIT_TIMED_OUT` for Unreserve);
+        success at once for a pod not held (upstream ``WaitOnPermit``)."""
         waiting = self.waiting_pods.get(pod.uid)
         if waiting is None:
             return Status.success()
         try:
-            return await waiting.wait()
+            st = await waiting.wait()
         finally:
             self.waiting_pods.remove(pod.uid)
+        if waiting.timed_out and state is not None:
+            state.write(PERMIT_TIMED_OUT, waiting.timed_out)
+        return st
 
     def room_for(self, pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Room | None:
         """The least room among the :class:`~ipscheduler.framework.interface.CapacityAware`

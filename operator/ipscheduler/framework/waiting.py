@@ -36,9 +36,11 @@ class WaitingPod:
         self.node = node
         self._outcome: asyncio.Future[Status] = asyncio.get_running_loop().create_future()
         self._pending: KeyedTimers[str] = KeyedTimers()
+        self.timed_out: frozenset[str] = frozenset()
+        """The plugins whose timeout rejected the pod (at most one; empty otherwise)."""
         for plugin, seconds in timeouts.items():
             message = f"rejected due to timeout after waiting {format_duration(seconds)} at plugin {plugin}"
-            self._pending.call_later(plugin, seconds, functools.partial(self.reject, message=message))
+            self._pending.call_later(plugin, seconds, functools.partial(self._time_out, message=message))
 
     @property
     def pending_plugins(self) -> list[str]:
@@ -58,6 +60,11 @@ class WaitingPod:
         self._pending.cancel_all()
         if not self._outcome.done():
             self._outcome.set_result(Status.unschedulable(message, plugin=plugin))
+
+    def _time_out(self, plugin: str, message: str) -> None:
+        if not self._outcome.done():
+            self.timed_out = frozenset({plugin})
+        self.reject(plugin, message)
 
     async def wait(self) -> Status:
         """Until allowed (success) or rejected (Unschedulable, naming the plugin)."""

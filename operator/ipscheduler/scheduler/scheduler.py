@@ -233,7 +233,7 @@ class Scheduler:
         pod = qp.pod
         if waiting:
             began = time.monotonic()
-            st = await self.profile.wait_on_permit(pod)
+            st = await self.profile.wait_on_permit(pod, state)
             # Labelled by the outcome's code as upstream (Success, Unschedulable).
             self.metrics.permit_wait_duration.labels(st.code.value).observe(time.monotonic() - began)
             if not st.is_success():

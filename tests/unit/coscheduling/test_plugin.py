@@ -15,11 +15,20 @@ from ipscheduler.coscheduling.core import format_gap, resource_gap
 from ipscheduler.coscheduling.groups import GroupIndex, Member
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView
 from ipscheduler.coscheduling.plugin import Coscheduling, CoschedulingArgs
-from ipscheduler.framework.interface import PODS_TO_ACTIVATE, Code, CycleState, QueuedPodInfo, Room, Status
+from ipscheduler.framework.interface import (
+    PERMIT_TIMED_OUT,
+    PODS_TO_ACTIVATE,
+    Code,
+    CycleState,
+    QueuedPodInfo,
+    Room,
+    Status,
+)
 from ipscheduler.framework.quantity import parse_quantity
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.framework.waiting import WaitingPods
 from tests.builders import pod_info
+from tests.unit.fakes import EventLog
 
 NS = "ns"
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -190,6 +199,39 @@ def test_unreserve_rejects_every_waiting_sibling_and_tells_the_podgroup() -> Non
             "Coscheduling",
             "rejection in Unreserve",
         )
+
+
+@pytest.mark.parametrize(
+    ("timed_out", "reason"),
+    [
+        (frozenset({"Coscheduling"}), "Timeout"),
+        (None, "Unschedulable"),
+        (frozenset({"Other"}), "Unschedulable"),
+    ],
+    ids=["its-own-timeout", "given-back", "another-plugins-timeout"],
+)
+def test_unreserve_tells_the_podgroup_a_timeout_by_what_ended_the_wait(
+    timed_out: frozenset[str] | None, reason: str
+) -> None:
+    async def go() -> list[tuple[str, str, str, str]]:
+        idx = index(min_member=3)
+        p = plugin(idx)
+        log = EventLog()
+        p.recorder = log
+        pod = member_pod("g-0")
+        state = CycleState()
+        assert p.pre_filter(state, pod, nodes_with()).is_success()
+        st, _ = p.permit(state, pod, NodeInfo(name="node-1"))
+        assert st.code is Code.WAIT
+        p.handle.waiting_pods.add(member_pod("g-1"), "node-1", {"Coscheduling": 30})
+        if timed_out is not None:
+            state.write(PERMIT_TIMED_OUT, timed_out)
+        await p.unreserve(state, pod, NodeInfo(name="node-1"))
+        return log.events
+
+    events = asyncio.run(go())
+    assert [(name, kind, why) for name, kind, why, _ in events] == [("g", "Warning", reason)]
+    assert events[0][3].startswith("2 reserved pod(s) released: ")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ipscheduler.framework.interface import Code, CycleState, Status
+from ipscheduler.framework.interface import PERMIT_TIMED_OUT, Code, CycleState, Status
 from ipscheduler.framework.runtime import Framework
 from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.framework.waiting import WaitingPods
@@ -96,3 +96,32 @@ def test_run_permit(answers: list[Status], code: Code, held: bool) -> None:
 def test_wait_on_permit_of_a_pod_not_held_succeeds_at_once() -> None:
     fw = Framework(scheduler_name="s", queue_sort=PrioritySort())
     assert asyncio.run(fw.wait_on_permit(pod_info("a", uid="a"))).is_success()
+
+
+@pytest.mark.parametrize(
+    ("ending", "timed_out"),
+    [("timeout", frozenset({"P0"})), ("reject", None), ("allow", None)],
+    ids=["a-timeout-is-written-for-unreserve", "a-rejection-is-not", "an-allow-is-not"],
+)
+def test_wait_on_permit_tells_unreserve_a_timeout_ended_the_wait(
+    ending: str, timed_out: frozenset[str] | None
+) -> None:
+    async def go() -> CycleState:
+        fw = Framework(
+            scheduler_name="s",
+            queue_sort=PrioritySort(),
+            permit=[Permit("P0", Status.wait(), 0.05 if ending == "timeout" else 5.0)],
+        )
+        pod = pod_info("a", uid="a")
+        state = CycleState()
+        fw.run_permit(state, pod, NodeInfo(name="node-1"))
+        waiting = fw.waiting_pods.get("a")
+        assert waiting is not None
+        if ending == "reject":
+            waiting.reject("P0", "no")
+        elif ending == "allow":
+            waiting.allow("P0")
+        await fw.wait_on_permit(pod, state)
+        return state
+
+    assert asyncio.run(go()).get(PERMIT_TIMED_OUT) == timed_out
