@@ -3,6 +3,7 @@ address is held by pods of low priority, and a Deployment of high priority arriv
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -155,4 +156,47 @@ def test_the_address_a_victim_frees_is_held_for_the_preemptor(
     assert not kubectl.json("get", "pod", "late", "-n", ns)["spec"].get("nodeName")
     allocs = (pools.get(pool).get("status") or {}).get("allocations") or {}
     assert [a["pod"] for a in allocs.values()] == [f"{ns}/preemptor"], allocs
+    assert_check_clean(kubectl)
+
+
+def test_a_pod_short_of_an_address_for_net1_preempts_the_holder_of_that_pools_address(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str, priorities: tuple[str, str]
+) -> None:
+    """Preemption counts a further interface: node-1's RDMA pool (net1's) has one address,
+    held by a pod of low priority; its general pool has room. The high-priority pod evicts
+    that holder, its net1 place is held for it (Nominated, recording net1), and it binds with
+    that address on net1."""
+    low, high = priorities
+    general, rdma = f"gen-{ns}", f"rdma-{ns}"
+    pools.create(general, "node-1", ["10.97.0.1-10.97.0.3"])
+    pools.create(rdma, "node-1", ["10.97.1.1"])
+    annotations = {"ipscheduler.io/pools": general, "ipscheduler.io/interface-pools": f'{{"net1": "{rdma}"}}'}
+
+    def multihomed(name: str, priority: str) -> dict[str, Any]:
+        body = pod_manifest(name, scheduler=SCHEDULER, priorityClassName=priority)
+        body["metadata"]["annotations"] = annotations
+        return body
+
+    kubectl.create(multihomed("victim", low), ns)
+    wait_for(
+        "the victim bound", lambda: kubectl.json("get", "pod", "victim", "-n", ns)["spec"].get("nodeName")
+    )
+    kubectl.create(multihomed("preemptor", high), ns)
+    failed = wait_for(
+        "the preemptor's FailedScheduling", lambda: events_for(kubectl, ns, "preemptor", "FailedScheduling")
+    )
+    assert "1 node(s) had no free underlay IP for interface net1" in failed[0]["message"], failed[0][
+        "message"
+    ]
+    bound = wait_for(
+        "the preemptor bound",
+        lambda: (p := kubectl.json("get", "pod", "preemptor", "-n", ns))["spec"].get("nodeName") and p,
+        timeout=60,
+    )
+    interfaces = json.loads(bound["metadata"]["annotations"]["ipscheduler.io/interfaces"])
+    assert (interfaces["net1"]["pool"], interfaces["net1"]["ips"]) == (rdma, ["10.97.1.1"])
+    preempted = events_for(kubectl, ns, "victim", "Preempted")
+    assert preempted and preempted[0]["message"].startswith(f"Preempted by pod {bound['metadata']['uid']}")
+    allocs = (pools.get(rdma).get("status") or {}).get("allocations") or {}
+    assert [(a["pod"], a.get("interface")) for a in allocs.values()] == [(f"{ns}/preemptor", "net1")], allocs
     assert_check_clean(kubectl)

@@ -498,18 +498,26 @@ def _let_go(
 
 
 def nominate(
-    pool: PoolView, ctx: PoolContext, uid: str, pod_key: str, now: datetime.datetime | None = None
+    pool: PoolView,
+    ctx: PoolContext,
+    uid: str,
+    pod_key: str,
+    now: datetime.datetime | None = None,
+    interface: str | None = None,
 ) -> NodeIPPoolStatus | None:
     """Keep the nominated place in ``pool`` for pod ``uid`` (``namespace/name``), which preemption
     nominated to the pool's node: a Nominated allocation without an address, counted as
     taken by every other pod while the victims terminate (it may take the pool one over
     its capacity until a victim's allocation is released: that is not an over-commit). The
-    pod's :func:`reserve` here turns it into its reservation. None when the pod holds an
+    pod's :func:`reserve` here turns it into its reservation. ``interface``: the pod's
+    further interface the place is for (None: its first). None when the pod holds an
     allocation here already, or the pool hands out nothing (invalid, being deleted)."""
     if uid in pool.allocations or pool.spec_error or pool.deleting:
         return None
     allocs = dict(pool.allocations)
-    allocs[uid] = Allocation(ip=None, pod=pod_key, phase=NOMINATED, since=now or utc_now())
+    allocs[uid] = Allocation(
+        ip=None, pod=pod_key, phase=NOMINATED, since=now or utc_now(), interface=interface
+    )
     return desired_status(pool, ctx, allocs, now)
 
 

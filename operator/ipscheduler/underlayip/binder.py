@@ -112,9 +112,8 @@ ASSIGNMENT_STEPS = 10_000
 """The most pools :meth:`PoolBinder.assignment` tries for one pod on one node (a bound on a
 backtracking search that real pods, a few interfaces of a few pools each, never reach)."""
 
-_EVICTION_MAY_HELP = frozenset({Fit.NO_FREE, Fit.NO_FREE_IPV4, Fit.NO_FREE_IPV6})
-"""What evicting a pod may change; a further interface's lack is left to its pools (the
-eviction predicate counts the pod's first interface)."""
+_EVICTION_MAY_HELP = frozenset({Fit.NO_FREE, Fit.NO_FREE_IPV4, Fit.NO_FREE_IPV6, Fit.INTERFACE_NO_FREE})
+"""What evicting a pod may change: a free place of the first interface or of a further one."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +228,9 @@ class PodAddresses:
     ranks: dict[str, int] = field(default_factory=dict)
     interface_free: dict[str, dict[str, int]] = field(default_factory=dict)
     short: dict[str, str] = field(default_factory=dict)
+    evicted: dict[str, set[str]] = field(default_factory=dict)
+    """By node, the pods a what-if run of preemption evicted there (:meth:`PoolBinder.count_eviction`):
+    the places they free count as room for the pod's interfaces."""
     reserved: frozenset[str] = frozenset()
     """Pools the pod's further interfaces name and its first interface does not: never the
     first interface's (:meth:`PoolBinder.candidates`)."""
@@ -248,7 +250,14 @@ class PodAddresses:
     def clone(self) -> PodAddresses:
         """A copy for a what-if run (:meth:`CycleState.clone
         <ipscheduler.framework.interface.CycleState.clone>`): its own free counts."""
-        return dataclasses.replace(self, free=dict(self.free), fallback=dict(self.fallback), short={})
+        return dataclasses.replace(
+            self,
+            free=dict(self.free),
+            fallback=dict(self.fallback),
+            interface_free={k: dict(v) for k, v in self.interface_free.items()},
+            evicted={k: set(v) for k, v in self.evicted.items()},
+            short={},
+        )
 
     @property
     def versions(self) -> tuple[int, ...]:
@@ -482,10 +491,13 @@ class PoolBinder:
     def _kept_for(self, needs: PodAddresses, pod: PodInfo, need: InterfaceNeed, pool: PoolView) -> bool:
         """Whether ``pool`` holds an allocation further interface ``need`` of the pod takes
         whatever the pool's room: the pod's own for that interface, or its identity's Retained
-        one for it (taken back)."""
+        one for it (taken back); a place preemption holds for it (Nominated) once the pool is
+        no longer over its capacity."""
         a = pool.allocations.get(pod.uid)
         if a is not None:
-            return a.interface == need.interface
+            if a.interface != need.interface:
+                return False
+            return a.phase != NOMINATED or self.ledger.available_to(pool, pod.uid) > 0
         return allocator.to_take_back(pool, pod.uid, pod.key, needs.retention, need.interface) is not None
 
     def _room_for(
@@ -495,9 +507,26 @@ class PoolBinder:
         interface ``need`` can be had in ``pool`` now."""
         if need is None:
             a = pool.allocations.get(pod.uid)
-            return needs.pinned is not None or a is not None or self._gives(needs, pool) is not None
+            return (
+                needs.pinned is not None
+                or a is not None
+                or self._gives(needs, pool) is not None
+                or self._freed_by_evicted(needs, pool)
+            )
         versions = need.family.versions
-        return self._kept_for(needs, pod, need, pool) or self.pods_like(needs, pool, versions) > 0
+        return (
+            self._kept_for(needs, pod, need, pool)
+            or self.pods_like(needs, pool, versions) > 0
+            or self._freed_by_evicted(needs, pool)
+        )
+
+    def _freed_by_evicted(self, needs: PodAddresses, pool: PoolView) -> bool:
+        """Whether a pod a what-if run evicted from ``pool``'s node gives a place of ``pool``
+        back (:func:`~ipscheduler.underlayip.pool.freed_by_eviction`)."""
+        evicted = needs.evicted.get(pool.node_name)
+        return bool(evicted) and any(
+            uid in pool.allocations and freed_by_eviction(pool, uid) for uid in evicted or ()
+        )
 
     def assignment(self, needs: PodAddresses, pod: PodInfo, node: str) -> dict[str | None, PoolView] | str:
         """One pool of ``node`` for each of the pod's interfaces (None: its first; else the
@@ -646,13 +675,27 @@ class PoolBinder:
         return self._freeing_pool(choice, pod, victim, node, versions) is not None
 
     def _freeing_pool(
-        self, choice: PoolChoice, pod: PodInfo, victim: str, node: str, versions: tuple[int, ...]
+        self,
+        choice: PoolChoice,
+        pod: PodInfo,
+        victim: str,
+        node: str,
+        versions: tuple[int, ...],
+        need: InterfaceNeed | None = None,
+        skip: AbstractSet[str] = frozenset(),
     ) -> PoolView | None:
-        """The pool where evicting pod ``victim`` frees a place for ``pod`` (:meth:`frees`)."""
+        """The pool where evicting pod ``victim`` frees a place for ``pod``'s first interface
+        (:meth:`frees`), or for its further interface ``need`` (a pool that interface may
+        use), other than the pools of ``skip``."""
         for pool in self.cache.pools_holding(victim):
             if (
                 pool.node_name == node
-                and may_use(pod, choice, pool)
+                and pool.name not in skip
+                and (
+                    may_use(pod, choice, pool)
+                    if need is None
+                    else pool.name in need.choice.name_set and pool.serves(pod.namespace)
+                )
                 and freed_by_eviction(pool, victim)
                 and (not versions or self._frees_families(pool, victim, versions))
             ):
@@ -673,38 +716,63 @@ class PoolBinder:
         self, needs: PodAddresses, pod: PodInfo, node: str, victims: frozenset[str]
     ) -> bool:
         """Whether the pod fits on ``node`` once the pods of UIDs ``victims`` are gone (the
-        extender's ``preempt``): it fits already, or a victim :meth:`frees` a place there. A
-        pod pinned to its retained address's node fits only there, whatever the victims."""
+        extender's ``preempt``): it fits already, or it fits once :meth:`count_eviction` has
+        counted every victim (a place for its first interface, and for each further interface
+        short there). A pod pinned to its retained address's node fits only there, whatever
+        the victims."""
         fit = self.fit(needs, pod, node)
         if fit is Fit.FITS:
             return True
         if fit not in _EVICTION_MAY_HELP:
             return False
-        required = _required(needs)
-        return any(self.frees(needs.choice, pod, uid, node, required) for uid in victims)
+        what_if = needs.clone()
+        for uid in sorted(victims):
+            self.count_eviction(what_if, pod, uid, node)
+        return self.fit(what_if, pod, node) is Fit.FITS
 
     def count_eviction(self, needs: PodAddresses, pod: PodInfo, victim: str, node: str) -> None:
         """A what-if run evicts pod ``victim`` from ``node``: the place it :meth:`frees` there
-        counts as free for the pod."""
+        counts as free for the pod's first interface, and a place it frees in a pool one of
+        the pod's further interfaces may use counts as free for that interface."""
         if self.frees(needs.choice, pod, victim, node, _required(needs)):
             needs.free[node] = needs.free.get(node, 0) + 1
+        if needs.interfaces:
+            needs.evicted.setdefault(node, set()).add(victim)
+            self._count_interface_places(needs, pod, victim, node, 1)
 
     def count_addition(self, needs: PodAddresses, pod: PodInfo, other: PodInfo, node: str) -> None:
-        """A what-if run adds pod ``other`` on ``node``: a victim given back retakes the place
+        """A what-if run adds pod ``other`` on ``node``: a victim given back retakes the places
         :meth:`count_eviction` counted; a pod nominated there (pending, no address yet)
-        takes one place."""
+        takes one place of the first interface."""
         if self.frees(needs.choice, pod, other.uid, node, _required(needs)) or not self.cache.pools_holding(
             other.uid
         ):
             needs.free[node] = needs.free.get(node, 0) - 1
+        evicted = needs.evicted.get(node)
+        if evicted and other.uid in evicted:
+            evicted.discard(other.uid)
+            self._count_interface_places(needs, pod, other.uid, node, -1)
+
+    def _count_interface_places(
+        self, needs: PodAddresses, pod: PodInfo, victim: str, node: str, delta: int
+    ) -> None:
+        """Add ``delta`` to the free count on ``node`` of each further interface of the pod for
+        which evicting pod ``victim`` frees a place."""
+        for need in needs.interfaces:
+            versions = need.family.required_versions
+            if self._freeing_pool(needs.choice, pod, victim, node, versions, need) is not None:
+                free = needs.interface_free.setdefault(need.interface, {})
+                free[node] = free.get(node, 0) + delta
 
     async def nominate(self, pod: PodInfo, node: str, victims: frozenset[str]) -> str | None:
         """Preemption nominated ``pod`` to ``node`` ("": to none) after evicting the pods of
-        UIDs ``victims``: keep its nominated place, a Nominated allocation in a pool of the
-        node where a victim :meth:`frees` a place, unless the pod holds an allocation on the
-        node already; its nominated places on other nodes are dropped. Returns the pool
-        holding the place (None: none). Logs instead of raising: the GC sweep settles what a
-        failed write leaves."""
+        UIDs ``victims``: keep its nominated places, a Nominated allocation in a pool of the
+        node where a victim :meth:`frees` a place (for its first interface, then one for each
+        further interface, recording the interface, each in a pool of its own), unless the
+        pod holds an allocation on the node already; its nominated places on other nodes are
+        dropped. Returns the pool holding the first interface's place, else the first
+        further interface's (None: none). Logs instead of raising: the GC sweep settles what
+        a failed write leaves."""
         here: str | None = None
         for pool in self.cache.pools_holding(pod.uid):
             a = pool.allocations.get(pod.uid)
@@ -714,14 +782,25 @@ class PoolBinder:
                 await self._write(pool.name, functools.partial(allocator.drop_nomination, uid=pod.uid), pod)
         if here is not None or not node:
             return here
-        choice = self._choice(pod)
-        family = family_need(pod.annotations, self.cache.default_families(pod.namespace))
-        required = family.required_versions
-        for uid in sorted(victims):
-            if (freeing := self._freeing_pool(choice, pod, uid, node, required)) is not None:
-                nominate = functools.partial(allocator.nominate, uid=pod.uid, pod_key=pod.key)
-                return freeing.name if await self._write(freeing.name, nominate, pod) else None
-        return None
+        needs = self.needs_of(pod)
+        held: list[str] = []
+        for need in (None, *needs.interfaces):
+            versions = needs.family.required_versions if need is None else need.family.required_versions
+            skip = {*held, *needs.reserved} if need is None else set(held)
+            for uid in sorted(victims):
+                freeing = self._freeing_pool(needs.choice, pod, uid, node, versions, need, skip)
+                if freeing is None:
+                    continue
+                nominate = functools.partial(
+                    allocator.nominate,
+                    uid=pod.uid,
+                    pod_key=pod.key,
+                    interface=None if need is None else need.interface,
+                )
+                if await self._write(freeing.name, nominate, pod):
+                    held.append(freeing.name)
+                break
+        return held[0] if held else None
 
     async def _write(self, pool: str, mutate: MutateFn, pod: PodInfo) -> bool:
         try:

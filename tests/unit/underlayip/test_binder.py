@@ -1971,3 +1971,66 @@ def test_filter_skips_the_assignment_only_when_no_pool_can_be_wanted_twice(
     pod = multi(first=first, **{IF_LIST: listed})
     needs = env.binder.find(pod)
     assert needs.disjoint is disjoint
+
+
+def rdma_victims() -> list[dict[str, Any]]:
+    """if_pools() with rdma-c (node-c, net1's only pool there) full by pod ``x`` (Bound,
+    policy Pod: evicting it frees its place) and gen-c (the first interface's) holding pod
+    ``s`` (evicting it frees a place there, none for net1)."""
+    bodies = if_pools()
+    bodies[5]["status"]["allocations"] = {"s": victim("10.0.2.4")}
+    return bodies
+
+
+@pytest.mark.parametrize(
+    ("pod", "node", "victims", "fits"),
+    [
+        pytest.param(multi(**NET1), "node-c", {"x"}, True, id="the-victim-frees-net1s-place"),
+        pytest.param(multi(**NET1), "node-c", set(), False, id="no-victims"),
+        pytest.param(multi(**NET1), "node-c", {"s"}, False, id="a-victim-of-another-pool-frees-none-for-net1"),
+        pytest.param(multi(**NET1), "node-b", {"x"}, False, id="no-pool-for-net1-on-the-node"),
+        pytest.param(
+            multi(first={"ipscheduler.io/pools": "gen-c,rdma-c"}, **NET1),
+            "node-c",
+            {"x"},
+            True,
+            id="pools-two-interfaces-may-share-the-assignment-counts-the-freed-place",
+        ),
+    ],
+)
+def test_fits_after_evicting_counts_a_further_interfaces_freed_place(
+    pod: PodInfo, node: str, victims: set[str], fits: bool
+) -> None:
+    env = Env(rdma_victims())
+    needs = env.binder.find(pod)
+    assert env.binder.fit(needs, pod, "node-c") is Fit.INTERFACE_NO_FREE
+    assert env.binder.fits_after_evicting(needs, pod, node, frozenset(victims)) is fits
+    assert needs.interface_free["net1"].get("node-c") == 0, "the what-if ran on a copy"
+
+
+def test_the_what_if_counts_of_a_further_interface() -> None:
+    """Preemption's dry run: evicting ``x`` frees net1's place on node-c (Filter passes), and
+    ``x`` given back retakes it."""
+    env = Env(rdma_victims())
+    pod = multi(**NET1)
+    needs = env.binder.find(pod)
+    env.binder.count_eviction(needs, pod, "x", "node-c")
+    assert (needs.interface_free["net1"]["node-c"], needs.free["node-c"]) == (1, 3)
+    assert env.binder.fit(needs, pod, "node-c") is Fit.FITS
+    env.binder.count_addition(needs, pod, chooser(uid="x"), "node-c")
+    assert needs.interface_free["net1"]["node-c"] == 0
+    assert env.binder.fit(needs, pod, "node-c") is Fit.INTERFACE_NO_FREE
+
+
+async def test_the_nominated_place_of_a_further_interface_records_it_and_becomes_its_reservation() -> None:
+    env = Env(rdma_victims())
+    pod = multi(**NET1)
+    assert await env.binder.nominate(pod, "node-c", frozenset({"x"})) == "rdma-c"
+    assert env.phases(pod.uid) == {"rdma-c": "Nominated"}
+    assert interface_of(env, "rdma-c") == "net1"
+    needs = env.binder.find(pod)
+    assert needs.interface_free["net1"]["node-c"] == 0, "x still holds the only address"
+    await env.writer.submit("rdma-c", functools.partial(allocator.release, uid="x"))
+    done = await env.place(env.binder.find(pod), pod, "node-c")
+    assert further(done) == [("net1", "rdma-c", ("10.1.2.1",))]
+    assert address(done)[0] == "gen-c", "the first interface never took net1's place"
