@@ -1987,7 +1987,7 @@ def rdma_victims() -> list[dict[str, Any]]:
     [
         pytest.param(multi(**NET1), "node-c", {"x"}, True, id="the-victim-frees-net1s-place"),
         pytest.param(multi(**NET1), "node-c", set(), False, id="no-victims"),
-        pytest.param(multi(**NET1), "node-c", {"s"}, False, id="a-victim-of-another-pool-frees-none-for-net1"),
+        pytest.param(multi(**NET1), "node-c", {"s"}, False, id="another-pools-victim-frees-none-for-net1"),
         pytest.param(multi(**NET1), "node-b", {"x"}, False, id="no-pool-for-net1-on-the-node"),
         pytest.param(
             multi(first={"ipscheduler.io/pools": "gen-c,rdma-c"}, **NET1),
