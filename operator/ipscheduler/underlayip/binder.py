@@ -64,18 +64,25 @@ from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.families import (
     ANY_FAMILY,
     PREFER_DUAL_STACK,
+    SINGLE_STACK,
     VERSION,
     FamilyNeed,
     family_need,
     family_of,
 )
-from ipscheduler.underlayip.interfaces import InterfaceNeed, bound_pools, further_interfaces
+from ipscheduler.underlayip.interfaces import (
+    DEFAULT_INTERFACE,
+    InterfaceNeed,
+    bound_pools,
+    further_interfaces,
+)
 from ipscheduler.underlayip.ledger import AddressLedger
 from ipscheduler.underlayip.models import NOMINATED, RESERVED, RETAINED, NodeIPPoolStatus
 from ipscheduler.underlayip.pool import (
     PoolContext,
     PoolView,
     freed_by_eviction,
+    merge_networks,
     network_of_all,
     utc_now,
     without_default_route,
@@ -161,6 +168,9 @@ class InterfaceAddresses:
     ips: tuple[str, ...]
     network: dict[str, Any]
     need: InterfaceNeed
+    routed: dict[str, Any] | None = None
+    """The first interface's second family from a second pool (``interface`` is ``eth0``):
+    its network with the pool's default route, which the first interface carries."""
 
 
 @dataclass(frozen=True)
@@ -579,13 +589,21 @@ class PoolBinder:
         PreferDualStack pod (``fallback``) those that could get one of its families there."""
         versions = needs.versions
         prefer = needs.family.policy == PREFER_DUAL_STACK
+        split = len(versions) == 2 and not needs.interfaces
+        each: dict[str, list[tuple[int, int]]] = {}  # node → per pool, its pods like it per family
         for rank, pool in self._usable(needs, pod):
             node = pool.node_name
             needs.ranks[node] = min(rank, needs.ranks.get(node, rank))
             needs.free[node] = needs.free.get(node, 0) + self.pods_like(needs, pool, versions, pod.uid)
-            if prefer:
-                one = max(self.pods_like(needs, pool, (v,), pod.uid) for v in versions)
-                needs.fallback[node] = needs.fallback.get(node, 0) + one
+            if prefer or split:
+                one = tuple(self.pods_like(needs, pool, (v,), pod.uid) for v in versions)
+                each.setdefault(node, []).append((one[0], one[-1]))
+                if prefer:
+                    needs.fallback[node] = needs.fallback.get(node, 0) + max(one)
+        if split:
+            for node, per_pool in each.items():
+                if needs.free.get(node, 0) <= 0:
+                    needs.free[node] = _split_count(per_pool)
 
     def fit(self, needs: PodAddresses, pod: PodInfo, node: str) -> Fit:
         """Whether ``node`` can give the pod an address now, by :meth:`find`'s counts: a pod
@@ -874,7 +892,12 @@ class PoolBinder:
             if isinstance(found, str):
                 return Refusal("no-free", found)
             plan = found
-        for pool in self.candidates(pod, node, needs) if plan is None else [plan[None]]:
+        candidates = self.candidates(pod, node, needs) if plan is None else [plan[None]]
+        if plan is None and len(needs.versions) == 2:
+            split = self._split(needs, pod, node, candidates)
+            if split is not None:
+                return self._assume_split(needs, pod, node, *split)
+        for pool in candidates:
             existing = pool.allocations.get(pod.uid)
             taking: tuple[int, ...] | None = needs.versions
             if existing is not None and existing.phase not in (RETAINED, NOMINATED):
@@ -892,6 +915,88 @@ class PoolBinder:
             self._release_abandoned(pod, needs.owner, {pool.name, *(w.pool for _, w in needs.pending_more)})
             return refusal
         return Refusal("no-free")
+
+    def _split(
+        self, needs: PodAddresses, pod: PodInfo, node: str, candidates: list[PoolView]
+    ) -> tuple[PoolView, PoolView, InterfaceNeed] | None:
+        """For a pod that needs two families where no candidate pool of ``node`` gives both:
+        the pool for its primary family (one holding its allocation of that family alone
+        first, then in :meth:`candidates` order), the other pool for its second family (one
+        holding its ``eth0`` allocation first, then the pod's order of preference, then by
+        most available) and the need of that second address; None when one pool gives both,
+        or no two pools give one each."""
+        v0, v1 = needs.versions
+        first: PoolView | None = None
+        pinned = needs.kept.claim if needs.kept is not None and needs.kept.kind == PINNED else None
+        if pinned is not None:  # a sticky pod: its retained primary address alone pins it
+            if not candidates or {VERSION[family_of(ip)] for ip in pinned.allocation.addresses} != {v0}:
+                return None
+            first = candidates[0]
+        for pool in candidates if first is None else ():
+            a = pool.allocations.get(pod.uid)
+            if a is not None:
+                if a.phase == NOMINATED or {VERSION[family_of(ip)] for ip in a.addresses} != {v0}:
+                    return None  # its allocation here is the one it keeps (both, or a place)
+                first = pool
+                break
+        if first is None:
+            if any(self.pods_like(needs, p, needs.versions) > 0 for p in candidates):
+                return None
+            first = next((p for p in candidates if self.pods_like(needs, p, (v0,)) > 0), None)
+            if first is None:
+                return None
+        second_family = needs.family.families[1]
+        need = InterfaceNeed(DEFAULT_INTERFACE, needs.choice, FamilyNeed(SINGLE_STACK, (second_family,)))
+        others = [
+            p
+            for p in self.cache.pools_for_node(node)
+            if p.node_name == node
+            and p.name != first.name
+            and p.name not in needs.reserved
+            and may_use(pod, needs.choice, p)
+            and ((a := p.allocations.get(pod.uid)) is None or a.interface == DEFAULT_INTERFACE)
+            and (self._kept_for(needs, pod, need, p) or self.pods_like(needs, p, (v1,)) > 0)
+        ]
+        if not others:
+            return None
+        others.sort(
+            key=lambda p: (
+                not self._kept_for(needs, pod, need, p),  # its own, or its identity's retained one
+                needs.choice.rank(p.name),
+                -self.ledger.available(p),
+                p.name,
+            )
+        )
+        return first, others[0], need
+
+    def _assume_split(
+        self,
+        needs: PodAddresses,
+        pod: PodInfo,
+        node: str,
+        first: PoolView,
+        second: PoolView,
+        need: InterfaceNeed,
+    ) -> Refusal | None:
+        """Assume the pod's primary family in ``first`` and its second family in ``second``
+        (an allocation recording interface ``eth0``), and queue both writes: the first
+        interface's two addresses from two pools, all or nothing (:meth:`commit`)."""
+        existing = first.allocations.get(pod.uid)
+        if (
+            existing is not None
+            and existing.phase not in (RETAINED, NOMINATED)
+            and not allocator.abandoned(
+                existing, needs.owner, utc_now(), self.reserved_ttl, self.takeover_before
+            )
+        ):
+            return Refusal("reserved-elsewhere", str(allocator.ReservedElsewhere(first.name, existing)))
+        primary = FamilyNeed(SINGLE_STACK, needs.family.families[:1])
+        needs.pending = self._submit(needs, pod, node, first.name, family=primary)
+        self.ledger.assume(first.name, pod.uid, primary.versions)
+        needs.pending_more.append((need, self._submit(needs, pod, node, second.name, need)))
+        self.ledger.assume(second.name, pod.uid, need.family.versions)
+        self._release_abandoned(pod, needs.owner, {first.name, second.name})
+        return None
 
     def interface_candidates(
         self, need: InterfaceNeed, pod: PodInfo, node: str, taken: AbstractSet[str]
@@ -988,6 +1093,7 @@ class PoolBinder:
         if more:
             outcome = await self._commit_interfaces(needs, pod, node, outcome, more)
         if isinstance(outcome, Committed):
+            outcome = _with_second_family(outcome)
             self._drop_other_nominations(pod, {outcome.pool, *(i.pool for i in outcome.interfaces)})
         needs.committed = outcome
         return outcome
@@ -1048,8 +1154,10 @@ class PoolBinder:
         if write.decided.taken_back:
             needs.taken_back.add(written.name)
         ips = write.decided.ips
+        network = network_of_all(written, ips)
+        routed = network if need.interface == DEFAULT_INTERFACE else None
         return InterfaceAddresses(
-            need.interface, written.name, ips, without_default_route(network_of_all(written, ips)), need
+            need.interface, written.name, ips, without_default_route(network), need, routed
         )
 
     def _drop_other_nominations(self, pod: PodInfo, kept: AbstractSet[str]) -> None:
@@ -1100,15 +1208,22 @@ class PoolBinder:
         )
 
     def _submit(
-        self, needs: PodAddresses, pod: PodInfo, node: str, pool: str, need: InterfaceNeed | None = None
+        self,
+        needs: PodAddresses,
+        pod: PodInfo,
+        node: str,
+        pool: str,
+        need: InterfaceNeed | None = None,
+        family: FamilyNeed | None = None,
     ) -> _Write:
         """Queue :func:`~ipscheduler.underlayip.allocator.reserve` for ``pod`` in ``pool`` on
-        behalf of the cycle of ``needs``, for its first interface or further interface
-        ``need``, refusing a pool that no longer serves ``node``; remember the pool for
-        :meth:`revert`."""
+        behalf of the cycle of ``needs``, for its first interface (its families, or
+        ``family``: the primary one of two pools) or further interface ``need``, refusing a
+        pool that no longer serves ``node``; remember the pool for :meth:`revert`."""
         needs.written.add(pool)
         ttl, before, owner, retention = self.reserved_ttl, self.takeover_before, needs.owner, needs.retention
-        family = needs.family if need is None else need.family
+        if family is None:
+            family = needs.family if need is None else need.family
         versions = family.versions
         fallback = family.policy == PREFER_DUAL_STACK
         interface = None if need is None else need.interface
@@ -1214,6 +1329,30 @@ class PoolBinder:
                 self.writer.defer(
                     pool, functools.partial(allocator.mark_bound, uid=uid), key=allocator.mark_bound_key(uid)
                 )
+
+
+def _split_count(per_pool: list[tuple[int, int]]) -> int:
+    """Pods like it a node's pools can take with their primary family from one pool and their
+    second from another (``per_pool``: each pool's pods like it of each family): the lesser
+    family total, once two different pools give one each (0 otherwise)."""
+    firsts = [i for i, (a, _) in enumerate(per_pool) if a > 0]
+    seconds = [i for i, (_, b) in enumerate(per_pool) if b > 0]
+    if not firsts or not seconds or (len(firsts) == 1 and firsts == seconds):
+        return 0
+    return min(sum(a for a, _ in per_pool), sum(b for _, b in per_pool))
+
+
+def _with_second_family(done: Committed) -> Committed:
+    """``done`` with the first interface's second family from a second pool (its ``eth0``
+    entry) among its addresses and in its network (with that pool's routes, the default one
+    included); unchanged without one."""
+    second = next((i for i in done.interfaces if i.interface == DEFAULT_INTERFACE), None)
+    if second is None or second.routed is None or not done.network:
+        return done
+    network = merge_networks(json.loads(done.network), second.routed)
+    return dataclasses.replace(
+        done, ips=(*done.ips, *second.ips), network=json.dumps(network, separators=(",", ":"))
+    )
 
 
 def _mark_reserved(needs: PodAddresses) -> None:

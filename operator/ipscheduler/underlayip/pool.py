@@ -516,6 +516,20 @@ def network_of_all(pool: PoolView, ips: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+def merge_networks(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """One CNI IPAM result for one interface whose addresses come from two pools (a dual-stack
+    pod's primary family from one, its second from another): ``first``'s ``ips`` then
+    ``second``'s, and the routes of both, IPv4 ones first, each once (as
+    :func:`network_of_all` orders them for one pool)."""
+    out: dict[str, Any] = {**first, "ips": [*first.get("ips", ()), *second.get("ips", ())]}
+    routes: list[dict[str, str]] = []
+    for part in sorted((first, second), key=lambda p: ":" in p["ips"][0]["address"]):
+        routes.extend(r for r in part.get("routes", ()) if r not in routes)
+    if routes:
+        out["routes"] = routes
+    return out
+
+
 DEFAULT_ROUTES = ("0.0.0.0/0", "::/0")
 
 

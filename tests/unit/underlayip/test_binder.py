@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -2034,3 +2035,117 @@ async def test_the_nominated_place_of_a_further_interface_records_it_and_becomes
     done = await env.place(env.binder.find(pod), pod, "node-c")
     assert further(done) == [("net1", "rdma-c", ("10.1.2.1",))]
     assert address(done)[0] == "gen-c", "the first interface never took net1's place"
+
+
+# ===========================================================================================
+# Dual-stack from two pools: the first interface's primary family from one NodeIPPool, its
+# second from another of the same node (an allocation recording interface eth0), when no
+# one pool gives both (docs/pools.md "Dual-stack pods").
+# ===========================================================================================
+
+
+def split_pools() -> list[dict[str, Any]]:
+    """node-a: v4a (IPv4, 2) and v6a (IPv6, 3), each routing its default; node-b: mixed (one
+    of each family) and v6b (IPv6, 2); node-c: v4c (IPv4 only)."""
+    return [
+        pool(
+            "v4a",
+            "node-a",
+            addresses=["10.0.0.1-10.0.0.2"],
+            subnets=[{"cidr": "10.0.0.0/24", "gateway": "10.0.0.254", "routes": [{"dst": "0.0.0.0/0"}]}],
+        ),
+        pool(
+            "v6a",
+            "node-a",
+            addresses=["fd00::1-fd00::3"],
+            subnets=[{"cidr": "fd00::/64", "gateway": "fd00::ff", "routes": [{"dst": "::/0"}]}],
+        ),
+        pool("mixed", "node-b", addresses=["10.0.1.1", "fd00:1::1"]),
+        pool("v6b", "node-b", addresses=["fd00:2::1-fd00:2::2"]),
+        pool("v4c", "node-c", addresses=["10.0.3.1-10.0.3.4"]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "fits", "free"),
+    [
+        pytest.param(
+            REQUIRE,
+            {"node-a": Fit.FITS, "node-b": Fit.FITS, "node-c": Fit.NO_FREE_IPV6},
+            {"node-a": 2, "node-b": 1, "node-c": 0},
+            id="require-two-pools-where-no-one-gives-both",
+        ),
+        pytest.param(
+            PREFER,
+            {"node-a": Fit.FITS, "node-b": Fit.FITS, "node-c": Fit.FITS},
+            {"node-a": 2, "node-b": 1, "node-c": 0},
+            id="prefer-two-pools-before-one-family",
+        ),
+    ],
+)
+def test_a_dual_stack_pod_fits_where_two_pools_give_one_family_each(
+    annotations: dict[str, str], fits: dict[str, Fit], free: dict[str, int]
+) -> None:
+    env = Env(split_pools())
+    pod = asking(annotations)
+    needs = env.binder.find(pod)
+    assert {n: env.binder.fit(needs, pod, n) for n in NODES} == fits
+    assert by_node(needs.free) == free
+
+
+@pytest.mark.parametrize(
+    ("families", "ips", "first", "second"),
+    [
+        pytest.param("IPv4,IPv6", ("10.0.0.1", "fd00::1"), "v4a", "v6a", id="ipv4-primary"),
+        pytest.param("IPv6,IPv4", ("fd00::1", "10.0.0.1"), "v6a", "v4a", id="ipv6-primary"),
+    ],
+)
+async def test_a_dual_stack_pod_gets_one_family_from_each_pool_in_one_cycle(
+    families: str, ips: tuple[str, str], first: str, second: str
+) -> None:
+    env = Env(split_pools())
+    pod = asking({**REQUIRE, "ipscheduler.io/ip-families": families})
+    done = await env.place(env.binder.find(pod), pod, "node-a")
+    assert isinstance(done, Committed)
+    assert (done.pool, done.ip, done.ips) == (first, ips[0], ips)
+    assert further(done) == [("eth0", second, (ips[1],))]
+    network = json.loads(done.network)
+    assert [e["address"].split("/")[0] for e in network["ips"]] == list(ips)
+    assert [r["dst"] for r in network["routes"]] == ["0.0.0.0/0", "::/0"], "the first interface routes both"
+    assert "routes" not in done.interfaces[0].network, "the eth0 entry, like a further interface's, has none"
+    assert (interface_of(env, first), interface_of(env, second)) == (None, "eth0")
+    assert sorted(env.api.puts) == ["v4a", "v6a"]
+
+
+async def test_two_pool_dual_stack_is_all_or_nothing_and_unreserve_gives_both_back() -> None:
+    env = Env(split_pools(), live_reads=True)
+    got = []
+    for i in range(3):
+        pod = asking(REQUIRE, uid=f"u{i}", name=f"p{i}")
+        needs = env.binder.find(pod)
+        fit = env.binder.fit(needs, pod, "node-a")
+        got.append(fit if fit is not Fit.FITS else getattr(await env.place(needs, pod), "ips", None))
+    assert got == [("10.0.0.1", "fd00::1"), ("10.0.0.2", "fd00::2"), Fit.NO_FREE_IPV4]
+    pod = asking(REQUIRE, uid="u1", name="p1")
+    needs = env.binder.find(pod)
+    needs.written = {"v4a", "v6a"}
+    needs.owner = env.cache.pool("v4a").allocations["u1"].reserved_by  # type: ignore[union-attr]
+    await env.binder.revert(needs, pod, "node-a")
+    assert set(env.allocations("v4a")) == {"u0"} and set(env.allocations("v6a")) == {"u0"}
+
+
+async def test_a_sticky_pod_keeps_both_families_of_two_pools_through_its_next_pod() -> None:
+    env = Env(split_pools())
+    sticky = {"ipscheduler.io/release-policy": "StatefulSet", **REQUIRE}
+    first = web0("uid-1", **sticky)
+    done = await env.place(env.binder.find(first), first, "node-a")
+    assert isinstance(done, Committed) and done.ips == ("10.0.0.1", "fd00::1")
+    for name in ("v4a", "v6a"):
+        await env.writer.submit(name, functools.partial(allocator.retain, uid="uid-1"))
+    second = web0("uid-2", **sticky)
+    needs = env.binder.find(second)
+    assert env.binder.fit(needs, second, "node-b") is Fit.RETAINED_ELSEWHERE
+    again = await env.place(needs, second, "node-a")
+    assert isinstance(again, Committed)
+    assert (again.ips, further(again)) == (("10.0.0.1", "fd00::1"), [("eth0", "v6a", ("fd00::1",))])
+    assert set(env.allocations("v4a")) == {"uid-2"} and set(env.allocations("v6a")) == {"uid-2"}
