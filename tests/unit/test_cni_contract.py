@@ -52,7 +52,8 @@ def _ids(cases: list[dict[str, Any]]) -> list[str]:
 async def _schedule(case: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
     """Reserve + PreBind of the contract's pod on its node with the case's pool: the
     Binding's annotations and the pod's allocation as written to the pool's status."""
-    bodies = [copy.deepcopy(b) for b in (case["pool"], case.get("firstPool")) if b is not None]
+    given = (case["pool"], case.get("firstPool"), case.get("secondPool"))
+    bodies = [copy.deepcopy(b) for b in given if b is not None]
     for b in bodies:
         b["metadata"].setdefault("resourceVersion", "1")
     name = bodies[0]["metadata"]["name"]
@@ -77,6 +78,9 @@ async def _schedule(case: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any
     assert (await plugin.pre_bind(state, pod, bound_node)).is_success()
     await writer.flush()
     written = api.bodies[name]["status"]["allocations"][POD["uid"]]
+    if "secondPool" in case:  # dual-stack from two pools: the second family's allocation
+        second = api.bodies[case["secondPool"]["metadata"]["name"]]["status"]["allocations"][POD["uid"]]
+        assert second == {**second, **case["secondAllocation"]}
     return dict(state.get(BIND_ANNOTATIONS) or {}), written
 
 

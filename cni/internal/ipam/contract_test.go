@@ -199,6 +199,12 @@ type contractPod struct {
 	SchedulerName string `json:"schedulerName"`
 }
 
+type contractAlloc struct {
+	IP        string   `json:"ip"`
+	IPs       []string `json:"ips"`
+	Interface string   `json:"interface"`
+}
+
 type contractCase struct {
 	Name string `json:"name"`
 	// IfName is CNI_IFNAME (default eth0): a further interface's name picks
@@ -207,19 +213,19 @@ type contractCase struct {
 	Pool   json.RawMessage `json:"pool"`
 	// FirstPool is the first interface's pool of a case about a further
 	// interface: the scheduler's side builds it too; ADD reads Pool alone.
-	FirstPool          json.RawMessage   `json:"firstPool"`
+	FirstPool json.RawMessage `json:"firstPool"`
+	// SecondPool and SecondAllocation: a dual-stack pod's second family from
+	// a second pool, and its allocation there (interface eth0).
+	SecondPool         json.RawMessage   `json:"secondPool"`
+	SecondAllocation   *contractAlloc    `json:"secondAllocation"`
 	MultusNetwork      string            `json:"multusNetwork"`
 	SchedulerName      string            `json:"schedulerName"`
 	PodAnnotations     map[string]string `json:"podAnnotations"`
 	Annotations        map[string]string `json:"annotations"`
 	RuntimeAnnotations map[string]string `json:"runtimeAnnotations"`
-	Allocation         *struct {
-		IP        string   `json:"ip"`
-		IPs       []string `json:"ips"`
-		Interface string   `json:"interface"`
-	} `json:"allocation"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
+	Allocation         *contractAlloc    `json:"allocation"`
+	Result             json.RawMessage   `json:"result"`
+	Error              *struct {
 		Code uint   `json:"code"`
 		Msg  string `json:"msg"`
 	} `json:"error"`
@@ -305,6 +311,18 @@ func runContractCase(t *testing.T, c *networkContract, tc contractCase, runtime 
 	api := &fakeAPI{
 		pods:  map[string]*kube.Pod{c.Pod.Namespace + "/" + c.Pod.Name: pod},
 		pools: map[string]*kube.NodeIPPool{pool.Metadata.Name: pool},
+	}
+	if tc.SecondPool != nil {
+		second := &kube.NodeIPPool{}
+		if err := json.Unmarshal(tc.SecondPool, second); err != nil {
+			t.Fatalf("secondPool: %v", err)
+		}
+		if a := tc.SecondAllocation; a != nil {
+			second.Status.Allocations = map[string]kube.Allocation{c.Pod.UID: {
+				IP: a.IP, IPs: a.IPs, Interface: a.Interface, Pod: c.Pod.Namespace + "/" + c.Pod.Name, Phase: "Bound", Since: "2024-01-01T00:00:00Z",
+			}}
+		}
+		api.pools[second.Metadata.Name] = second
 	}
 	var out bytes.Buffer
 	p := &Plugin{

@@ -539,3 +539,68 @@ func TestAFurtherInterfaceIsRefusedWhileOneAddressIsHeld(t *testing.T) {
 		out.Reset()
 	}
 }
+
+// TestVerifySecondFamilyFromASecondPool: a dual-stack pod whose families come
+// from two pools has, for eth0, an ipscheduler.io/interfaces entry holding
+// its second family: both pools are checked, and the result carries both
+// addresses with ipscheduler.io/network.
+func TestVerifySecondFamilyFromASecondPool(t *testing.T) {
+	ref := PodRef{Namespace: "default", Name: "web-0", UID: "u-1"}
+	const entry = `{"eth0":{"pool":"v6-a","ips":["fd00::c"],"network":{"ips":[{"address":"fd00::c/64","gateway":"fd00::1"}]}}}`
+	podAnn := func(ips, interfaces string) map[string]string {
+		return ann("pool-a", "10.0.1.12", AnnotationIPs, ips, AnnotationNetwork, networkDual, AnnotationInterfaces, interfaces)
+	}
+	first := func(a kube.Allocation) *kube.NodeIPPool {
+		return mkPool("node-a", []string{"10.0.1.0/24"}, map[string]kube.Allocation{"u-1": a})
+	}
+	second := func(allocs map[string]kube.Allocation) *kube.NodeIPPool {
+		return mkNamedPool("v6-a", "node-a", []string{"fd00::/120"}, allocs)
+	}
+	ok4 := first(alloc("10.0.1.12", "Bound"))
+	ok6 := second(map[string]kube.Allocation{"u-1": allocIface("eth0", "fd00::c")})
+	tests := []struct {
+		name     string
+		ann      map[string]string
+		pools    []*kube.NodeIPPool
+		wantCode uint
+		wantMsg  string
+	}{
+		{name: "both families, each from its pool", ann: podAnn("10.0.1.12,fd00::c", entry), pools: []*kube.NodeIPPool{ok4, ok6}},
+		{name: "the first pool's allocation holds both", ann: podAnn("10.0.1.12,fd00::c", entry),
+			pools:    []*kube.NodeIPPool{first(allocDual("Bound", "10.0.1.12", "fd00::c")), ok6},
+			wantCode: ErrAllocationMismatch, wantMsg: "allocates"},
+		{name: "the second pool's allocation is not eth0's", ann: podAnn("10.0.1.12,fd00::c", entry),
+			pools:    []*kube.NodeIPPool{ok4, second(map[string]kube.Allocation{"u-1": allocDual("Bound", "fd00::c")})},
+			wantCode: ErrAllocationMismatch, wantMsg: "is for the pod's first interface (no interface), not eth0"},
+		{name: "the second pool holds nothing for the pod", ann: podAnn("10.0.1.12,fd00::c", entry),
+			pools:    []*kube.NodeIPPool{ok4, second(nil)},
+			wantCode: ErrNoAllocation, wantMsg: "interface eth0"},
+		{name: "the entry holds the primary address", ann: podAnn("10.0.1.12,fd00::c",
+			`{"eth0":{"pool":"v6-a","ips":["10.0.1.12"],"network":{"ips":[{"address":"10.0.1.12/24"}]}}}`),
+			pools:    []*kube.NodeIPPool{ok4, ok6},
+			wantCode: ErrMalformedAnnotation, wantMsg: "the pod's primary address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pools := map[string]*kube.NodeIPPool{}
+			for _, p := range tt.pools {
+				name := p.Metadata.Name
+				if name == "" {
+					name = "pool-a"
+				}
+				pools[name] = p
+			}
+			api := &fakeAPI{pods: map[string]*kube.Pod{"default/web-0": mkPod("u-1", "ip-scheduler", tt.ann)}, pools: pools}
+			v, err := Verify(context.Background(), api, Request{Pod: ref, NodeName: "node-a", SchedulerName: "ip-scheduler", IfName: "eth0"})
+			if tt.wantCode != 0 && err == nil {
+				t.Fatalf("want code %d, got %+v", tt.wantCode, v)
+			}
+			if failedAsWanted(t, err, tt.wantCode, tt.wantMsg) {
+				return
+			}
+			if v.Interface != "" || v.Pool != "pool-a" || joinAddrs(v.Addresses()) != "10.0.1.12,fd00::c" || len(v.Network.IPs) != 2 {
+				t.Fatalf("got %+v", v)
+			}
+		})
+	}
+}

@@ -469,6 +469,14 @@ func ipNet(p netip.Prefix) net.IPNet {
 // req.IfName), and when it has an entry for req.IfName that entry is
 // verified instead (verifyInterface); any other interface name is the first
 // interface's, as above.
+//
+// A dual-stack pod whose two families come from two pools (no pool of the
+// node gives both) has, for its first interface, an entry whose addresses
+// are among ipscheduler.io/ips (a further interface's never are): its second
+// family (secondFamily). The pool of ipscheduler.io/pool then holds the
+// other addresses of ipscheduler.io/ips, the entry's pool holds the entry's
+// (an allocation for that interface), and the result is
+// ipscheduler.io/network, which carries them all.
 // Errors are *types.Error (11, or the plugin's codes >= 100).
 func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 	ref := req.Pod
@@ -492,13 +500,17 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 	if err != nil {
 		return nil, err
 	}
+	var second *InterfaceEntry // the first interface's second family, from a second pool
 	if ann.Interfaces != "" {
 		ifaces, err := ParseInterfaces(ann.Interfaces)
 		if err != nil {
 			return nil, newErr(ErrMalformedAnnotation, MsgMalformedInterfaces, "pod %s: %v", ref, err)
 		}
 		if entry, ok := ifaces[req.IfName]; ok {
-			return verifyInterface(ctx, api, req, uid, req.IfName, entry, source)
+			if !secondFamily(ann, entry) {
+				return verifyInterface(ctx, api, req, uid, req.IfName, entry, source)
+			}
+			second = &entry
 		}
 	}
 	if ann.Pool == "" {
@@ -573,6 +585,18 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 			"NodeIPPool %s allocates %s to UID %s for its interface %s, not for the pod's first interface (%s is %s)",
 			ann.Pool, describeAllocation(alloc), uid, alloc.Interface, AnnotationPool, ann.Pool)
 	}
+	all := addrs // every address of the interface, primary first
+	if second != nil {
+		// The first pool holds the addresses the second pool's entry does not.
+		addrs = slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return slices.Contains(second.IPs, a) })
+		if len(addrs) == 0 || addrs[0] != ip {
+			return nil, newErr(ErrMalformedAnnotation, MsgMalformedIPs,
+				"pod %s: %s entry %s holds %s %q, the pod's primary address", ref, AnnotationInterfaces, req.IfName, AnnotationIP, ann.IP)
+		}
+		if _, err := verifyInterface(ctx, api, req, uid, req.IfName, *second, source); err != nil {
+			return nil, err
+		}
+	}
 	if ann.IPs == "" {
 		allocIP, err := ParseIP(alloc.IP)
 		if err != nil || allocIP != ip {
@@ -585,6 +609,7 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 			ref, AnnotationIPs, joinAddrs(addrs), ann.Pool, describeAllocation(alloc), uid)
 	}
 
+	addrs = all
 	v := &Verified{Pod: ref, PodUID: uid, Pool: ann.Pool, IP: ip, IPs: addrs, Source: source}
 	if ann.Network != "" {
 		if v.Network, err = ParseNetwork(ann.Network, addrs[0], addrs[1:]...); err != nil {
@@ -592,6 +617,28 @@ func Verify(ctx context.Context, api API, req Request) (*Verified, error) {
 		}
 	}
 	return v, nil
+}
+
+// secondFamily reports whether entry (the pod's ipscheduler.io/interfaces
+// entry for CNI_IFNAME) is its first interface's second family from a second
+// pool: the pod has ipscheduler.io/pool and ipscheduler.io/ips, and every
+// address of the entry is among ipscheduler.io/ips (a further interface's
+// addresses never are). An unparsable ipscheduler.io/ips is the first
+// interface's check to report.
+func secondFamily(ann Annotations, entry InterfaceEntry) bool {
+	if ann.Pool == "" || ann.IPs == "" {
+		return false
+	}
+	addrs, err := ParseIPs(ann.IPs)
+	if err != nil {
+		return false
+	}
+	for _, a := range entry.IPs {
+		if !slices.Contains(addrs, a) {
+			return false
+		}
+	}
+	return true
 }
 
 // allocationAddrs is every address an allocation holds, in order: its ips,

@@ -37,6 +37,7 @@ from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.addresstool import read_default_pools
 from ipscheduler.underlayip.families import annotated_ips
+from ipscheduler.underlayip.interfaces import second_family
 from ipscheduler.underlayip.models import (
     ANNOTATION_INTERFACES,
     ANNOTATION_IP,
@@ -142,18 +143,20 @@ def find_violations(
                         f"{where}: annotations ip={ann_ip} pool={ann_pool} differ from allocation ip={a.ip}"
                     )
                 ann_ips = pod.annotations.get(ANNOTATION_IPS)
-                held_ips = tuple(_canon(ip) for ip in a.addresses)
+                second = second_family(pod.annotations)  # its second family from a second pool
+                held_ips = tuple(_canon(ip) for ip in a.addresses) + (second[1] if second else ())
                 if ann_ips and annotated_ips(pod.annotations) != held_ips:
                     problems.append(
                         f"{where}: annotation {ANNOTATION_IPS}={ann_ips} differs from allocation "
                         f"ips={','.join(held_ips)}"
                     )
                 ann_net = pod.annotations.get(ANNOTATION_NETWORK)
-                if (
-                    a.ip
-                    and ann_net is not None
-                    and _json(ann_net) != (want := network_of_all(pool, a.addresses if ann_ips else (a.ip,)))
-                ):
+                want = network_of_all(pool, a.addresses if ann_ips else (a.ip,)) if a.ip else {}
+                have = _json(ann_net) if ann_net is not None else None
+                if second and isinstance(have, dict) and isinstance(have.get("ips"), list):
+                    have = {"ips": have["ips"][: len(a.addresses)]}  # this pool's part
+                    want = {"ips": want.get("ips")}
+                if a.ip and ann_net is not None and have != want:
                     problems.append(
                         f"{where}: annotation {ANNOTATION_NETWORK}={ann_net} differs from the pool's "
                         f"network for {a.ip}: {json.dumps(want, separators=(',', ':'))}"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.underlayip.families import ANY_FAMILY, FamilyNeed, canonical_each, family_need
+from ipscheduler.underlayip.families import ANY_FAMILY, FamilyNeed, annotated_ips, canonical_each, family_need
 from ipscheduler.underlayip.models import (
     ANNOTATION_INTERFACE_POOLS,
     ANNOTATION_INTERFACES,
@@ -167,6 +167,26 @@ def interface_entries(annotations: Mapping[str, str]) -> dict[str, dict[str, Any
     if not isinstance(value, dict):
         return {}
     return {k: v for k, v in value.items() if isinstance(v, dict)}
+
+
+def second_family(annotations: Mapping[str, str]) -> tuple[str, tuple[str, ...]] | None:
+    """The first interface's second family from a second pool (a dual-stack pod where no pool
+    of its node gave both families): the pool and canonical addresses of the pod's
+    ``ipscheduler.io/interfaces`` entry for ``eth0``, whose addresses are among its
+    ``ipscheduler.io/ips`` (a further interface's never are; the CNI plugin's rule too).
+    None when the pod has no such entry."""
+    entry = interface_entries(annotations).get(DEFAULT_INTERFACE)
+    if (
+        entry is None
+        or not isinstance(pool := entry.get("pool"), str)
+        or not isinstance(ips := entry.get("ips"), list)
+    ):
+        return None
+    mine = canonical_each(ip for ip in ips)
+    listed = annotated_ips(annotations)
+    if not mine or len(listed) < 2 or any(ip not in listed for ip in mine):
+        return None
+    return pool, mine
 
 
 def interface_ips(annotations: Mapping[str, str]) -> tuple[str, ...]:

@@ -627,3 +627,51 @@ def test_a_pod_holding_only_its_further_interfaces_allocation_is_a_violation() -
     assert find_violations(pools, [multi_homed({"net1": NET1_ENTRY})]) == [
         "pod ns/a (u1) is bound to node-a but holds no allocation"
     ]
+
+
+# --------------------------------------------------------------------------- two-pool dual-stack
+
+V6 = ["fd00::/124"]
+ETH0_ENTRY = {"pool": "v6", "ips": ["fd00::1"], "network": {"ips": [{"address": "fd00::1/128"}]}}
+BOTH = '{"ips":[{"address":"10.0.0.1/32"},{"address":"fd00::1/128"}]}'
+
+
+@pytest.mark.parametrize(
+    ("ips", "network", "second", "expected"),
+    [
+        pytest.param("10.0.0.1,fd00::1", BOTH, "fd00::1", [], id="as-written"),
+        pytest.param(
+            "10.0.0.1,fd00::1",
+            BOTH,
+            "fd00::2",
+            [
+                "pool v6: ns/a (u1): interface eth0: annotation ipscheduler.io/interfaces says "
+                f"{ETH0_ENTRY}, the allocation fd00::2"
+            ],
+            id="the-second-pool-holds-another-address",
+        ),
+        pytest.param(
+            "10.0.0.1,fd00::9",
+            BOTH,
+            "fd00::1",
+            [
+                "pool pool-a: ns/a (u1): annotation ipscheduler.io/ips=10.0.0.1,fd00::9 differs from "
+                "allocation ips=10.0.0.1",
+                f"pool pool-a: ns/a (u1): annotation ipscheduler.io/network={BOTH} differs from the pool's "
+                'network for 10.0.0.1: {"ips":[{"address":"10.0.0.1/32"}]}',
+            ],
+            id="ips-not-naming-the-entrys-address-leaves-it-a-further-interface",
+        ),
+    ],
+)
+def test_a_dual_stack_pods_second_family_from_a_second_pool_is_its_first_interfaces(
+    ips: str, network: str, second: str, expected: list[str]
+) -> None:
+    """Pod ns/a holds 10.0.0.1 in pool-a and its second family in pool v6 (interface eth0):
+    ``ipscheduler.io/ips`` lists both, the network carries both."""
+    pools = [
+        pool(addresses=V4, allocations={"u1": alloc("10.0.0.1", "ns/a")}),
+        pool("v6", addresses=V6, allocations={"u1": {**alloc(second, "ns/a"), "interface": "eth0"}}),
+    ]
+    body = multi_homed({"eth0": ETH0_ENTRY}, **{"ipscheduler.io/ips": ips, "ipscheduler.io/network": network})
+    assert find_violations(pools, [body]) == expected
