@@ -20,6 +20,7 @@ ride on the sweep's LISTs; what is pure (the plan itself) lives in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import functools
 import json
@@ -608,6 +609,13 @@ def adoption(pod: PodInfo, pool_name: str, reason: str) -> repair.Repair:
         network=pod.annotations.get(ANNOTATION_NETWORK),
         subject=pod,
     )
+
+
+def interface_adoptions(pod: PodInfo, reason: str) -> list[repair.Repair]:
+    """The repairs that record running pod ``pod``'s further interfaces' allocations (one per
+    entry of its ``ipscheduler.io/interfaces``, as :func:`repair.plan` makes them for a pod
+    that no pool records at all), ``reason`` theirs."""
+    return [dataclasses.replace(r, reason=reason) for r in repair.interface_adoptions(pod, set(), False)]
 
 
 def statefulset_facts(body: Mapping[str, Any]) -> StatefulSetFacts:

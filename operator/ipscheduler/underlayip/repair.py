@@ -109,7 +109,7 @@ def plan(
     - adopt: a bound, live pod carries our annotations but no pool has an
       allocation for it (its allocation was lost); and for each entry of its
       ``ipscheduler.io/interfaces`` whose interface no pool records for it (one adopt per
-      entry, in the entry's pool: :func:`_interface_adoptions`);
+      entry, in the entry's pool: :func:`interface_adoptions`);
     - retain, instead of release: the pod of an allocation kept for its identity (release
       policy StatefulSet or Never) is gone or ended: the allocation becomes Retained;
     - release of a Retained allocation only by the rules of its policy
@@ -214,11 +214,11 @@ def plan(
                 )
             )
         if ANNOTATION_INTERFACES in pod.annotations:
-            out.extend(_interface_adoptions(pod, held_on, uid in further))
+            out.extend(interface_adoptions(pod, held_on, uid in further))
     return out
 
 
-def _interface_adoptions(pod: PodInfo, held_on: set[tuple[str, str]], holds_any: bool) -> list[Repair]:
+def interface_adoptions(pod: PodInfo, held_on: set[tuple[str, str]], holds_any: bool) -> list[Repair]:
     """The adopts of bound pod ``pod``'s further interfaces (:func:`plan`): one per entry of
     its ``ipscheduler.io/interfaces`` whose interface no allocation records for it
     (``held_on``: ``(uid, interface)`` of every further interface's allocation), in the

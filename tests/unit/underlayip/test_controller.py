@@ -920,10 +920,21 @@ async def test_a_further_interface_that_cannot_be_adopted_says_why(
     assert not api.puts
 
 
+def recorded(api: Api) -> tuple[tuple[str, str | None] | None, ...]:
+    """``(ip, interface)`` of u9's allocation in pools p and rdma (None: none)."""
+    out = []
+    for name in ("p", "rdma"):
+        got = (api.bodies[name].get("status") or {}).get("allocations", {}).get("u9")
+        out.append(None if got is None else (got["ip"], got.get("interface")))
+    return tuple(out)
+
+
+BOTH = (("10.0.0.2", None), ("10.1.0.2", "net1"))
+
+
 async def test_a_pod_created_bound_with_further_interfaces_gets_them_all_and_frees_them_at_its_end() -> None:
-    """Restored bound with net1 of pool rdma: the bound-pods watch adopts its first
-    interface, the next sweep its net1 (carried meanwhile: never handed out); its end
-    releases both."""
+    """Restored bound with net1 of pool rdma: the bound-pods watch adopts both interfaces at
+    once (their addresses carried before: never handed out); its end releases both."""
     sched, ctrl, api = setup(None, (rdma_body(),))
     ctrl.started.set()
     pod = multi_homed()
@@ -931,18 +942,23 @@ async def test_a_pod_created_bound_with_further_interfaces_gets_them_all_and_fre
     rdma = ctrl.cache.pool("rdma")
     assert rdma is not None and ctrl.cache.context(rdma).pod_held["10.1.0.2"] == {"u9"}
     await settle(ctrl)
+    assert recorded(api) == BOTH and ctrl.claims == {}
     api.pods = [pod_body("u1"), multi_homed_body()]
-    counts = await ctrl.repairs.gc_sweep()
-    assert counts["adopted"] == 1
-    p, rdma_got = (api.bodies[n]["status"]["allocations"]["u9"] for n in ("p", "rdma"))
-    assert (p["ip"], p.get("interface"), rdma_got["ip"], rdma_got["interface"]) == (
-        "10.0.0.2",
-        None,
-        "10.1.0.2",
-        "net1",
-    )
     assert (await ctrl.repairs.gc_sweep())["adopted"] == 0
     bound_event(sched, ctrl, "DELETED", pod, None)
     await settle(ctrl)
-    assert "u9" not in api.bodies["p"]["status"]["allocations"]
-    assert "u9" not in api.bodies["rdma"]["status"]["allocations"]
+    assert recorded(api) == (None, None)
+
+
+async def test_a_sweep_adopts_a_further_interface_whose_allocation_was_lost() -> None:
+    """net1's allocation is gone from pool rdma (a status lost or edited): the next sweep
+    records it again, with its interface."""
+    sched, ctrl, api = setup(None, (rdma_body(),))
+    ctrl.started.set()
+    bound(sched, ctrl, multi_homed())
+    await settle(ctrl)
+    del api.bodies["rdma"]["status"]["allocations"]["u9"]
+    api.pods = [pod_body("u1"), multi_homed_body()]
+    assert recorded(api) == (BOTH[0], None)
+    assert (await ctrl.repairs.gc_sweep())["adopted"] == 1
+    assert recorded(api) == BOTH
