@@ -306,6 +306,63 @@ def test_a_pod_created_bound_is_adopted_at_once_and_its_address_is_never_handed_
     assert_check_clean(kubectl)
 
 
+def test_a_pod_created_bound_with_a_further_interface_gets_both_allocations_and_frees_them(
+    scheduler_factory: Factory, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """Restored bound with net1 in a second pool (``ipscheduler.io/interfaces``): the
+    bound-pods watch adopts both interfaces at once (net1's recorded with the interface);
+    net1's address is never handed out; deleting the pod releases both."""
+    subnet = {"cidr": "10.83.3.0/24", "gateway": "10.83.3.254", "routes": [{"dst": "0.0.0.0/0"}]}
+    pools.create("mh-first", "node-1", ["10.83.2.1-10.83.2.4"])
+    pools.create("mh-net1", "node-1", ["10.83.3.1-10.83.3.4"], subnets=[subnet])
+    scheduler_factory("--gc-interval", "600")  # the GC does not do it
+    restored = pod_manifest(
+        "restored-mh", scheduler=SCHEDULER, nodeName="node-1", terminationGracePeriodSeconds=0
+    )
+    net1 = {
+        "pool": "mh-net1",
+        "ips": ["10.83.3.1"],
+        "network": {"ips": [{"address": "10.83.3.1/24", "gateway": "10.83.3.254"}]},
+    }
+    restored["metadata"]["annotations"] = {
+        "ipscheduler.io/pool": "mh-first",
+        "ipscheduler.io/ip": "10.83.2.1",
+        "ipscheduler.io/interfaces": json.dumps({"net1": net1}),
+    }
+    kubectl.create(restored, ns)
+    uid = _pod(kubectl, ns, "restored-mh")["metadata"]["uid"]
+    _timed(
+        "both interfaces adopted",
+        lambda: uid in _allocations(pools, "mh-first") and uid in _allocations(pools, "mh-net1"),
+        timeout=15,
+    )
+    first, further = _allocations(pools, "mh-first")[uid], _allocations(pools, "mh-net1")[uid]
+    assert (first["ip"], first.get("interface")) == ("10.83.2.1", None)
+    assert (further["ip"], further["interface"], further["phase"]) == ("10.83.3.1", "net1", "Bound")
+    assert not events_for(kubectl, ns, "restored-mh", "NetworkMismatch")
+    assert_check_clean(kubectl)
+
+    nxt = _pinned("next-mh", "node-1")
+    nxt["metadata"]["annotations"] = {
+        "ipscheduler.io/pools": "mh-first",
+        "ipscheduler.io/interface-pools": json.dumps({"net1": "mh-net1"}),
+    }
+    kubectl.create(nxt, ns)
+    got = json.loads(
+        _wait_bound(kubectl, ns, "next-mh")["metadata"]["annotations"]["ipscheduler.io/interfaces"]
+    )
+    assert got["net1"]["ips"] != ["10.83.3.1"]
+
+    kubectl("delete", "pod", "restored-mh", "-n", ns, "--wait=true")
+    _timed(
+        "both interfaces released",
+        lambda: uid not in _allocations(pools, "mh-first") and uid not in _allocations(pools, "mh-net1"),
+        timeout=30,
+    )
+    kubectl("delete", "pod", "next-mh", "-n", ns, "--wait=true")
+    assert_check_clean(kubectl)
+
+
 @pytest.fixture
 def proxy(cluster: Any, tmp_path: Path) -> Iterator[tuple[FaultProxy, Path]]:
     """A fault-injecting TCP proxy in front of the API server and a kubeconfig through it."""

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from ipscheduler.underlayip.addresses import AddressError, AddressSet, canonical
 from ipscheduler.underlayip.models import (
     BOUND,
+    MAX_ALLOCATION_IPS,
     NEVER,
     NOMINATED,
     RELEASING,
@@ -576,26 +577,50 @@ def adopt(
     now: datetime.datetime | None = None,
     retention: Retention | None = None,
     more: tuple[str, ...] = (),
+    interface: str | None = None,
 ) -> NodeIPPoolStatus | None:
     """Record a Bound allocation for a pod bound earlier with ``ip`` and ``more`` (a dual-stack
-    pod's other addresses, from its ``ipscheduler.io/ips``) (start-up adoption), with
-    the pod's release policy and identity (``retention``, from its own annotations and
-    owner: :func:`~ipscheduler.underlayip.retention.retention_of`), so a sticky pod whose
+    pod's other addresses, from its ``ipscheduler.io/ips``, or those of a further interface's
+    entry) (start-up adoption), for its ``interface`` (None: its first; else a further one,
+    from its ``ipscheduler.io/interfaces``), with the pod's release policy and identity
+    (``retention``, from its own annotations and owner:
+    :func:`~ipscheduler.underlayip.retention.retention_of`), so a sticky pod whose
     allocation was lost keeps its address through its next re-creation.
 
-    Returns None when already recorded. Raises :class:`AdoptConflict` when an address is
-    held by another pod or is not in the pool (nothing is recorded: all or none).
+    Returns None when already recorded (for the same interface). Raises
+    :class:`AdoptConflict` when an address is held by another pod or is not in the pool, or
+    when the pool records the pod's allocation of another interface (a pod holds one
+    allocation per pool); nothing is recorded then: all or none.
     """
-    if uid in pool.allocations:
-        return None
+    existing = pool.allocations.get(uid)
+    if existing is not None:
+        if existing.interface == interface:
+            return None
+        raise AdoptConflict(
+            f"pool {pool.name} already records the pod's allocation of "
+            f"{_interface_name(existing.interface)}, not of {_interface_name(interface)} "
+            "(a pod holds one allocation per pool)"
+        )
     ips: tuple[str, ...] = ()
     if ip is not None:
         ips = tuple(dict.fromkeys(_adoptable(pool, text) for text in (ip, *more)))  # each once
+    if len(ips) > MAX_ALLOCATION_IPS:
+        raise AdoptConflict(f"{len(ips)} addresses: an allocation holds at most {MAX_ALLOCATION_IPS}")
     allocs = dict(pool.allocations)
     allocs[uid] = Allocation(
-        pod=pod_key, phase=BOUND, since=now or utc_now(), **_addressed(ips), **_kept(retention)
+        pod=pod_key,
+        phase=BOUND,
+        since=now or utc_now(),
+        interface=interface,
+        **_addressed(ips),
+        **_kept(retention),
     )
     return desired_status(pool, ctx, allocs, now)
+
+
+def _interface_name(interface: str | None) -> str:
+    """How a message names ``interface`` (None: the pod's first)."""
+    return "its first interface" if interface is None else f"interface {interface}"
 
 
 def _adoptable(pool: PoolView, text: str) -> str:

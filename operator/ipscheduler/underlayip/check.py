@@ -37,7 +37,7 @@ from ipscheduler.kube.client import KubeApi, load_client_config
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.addresstool import read_default_pools
 from ipscheduler.underlayip.families import annotated_ips
-from ipscheduler.underlayip.interfaces import second_family
+from ipscheduler.underlayip.interfaces import bound_interfaces, second_family
 from ipscheduler.underlayip.models import (
     ANNOTATION_INTERFACES,
     ANNOTATION_IP,
@@ -91,6 +91,7 @@ def find_violations(
     problems: list[str] = []
     holders: dict[str, str] = {}
     allocated: set[str] = set()
+    allocated_on: set[tuple[str, str]] = set()  # (uid, interface) of the further interfaces'
     by_name: dict[str, PoolView] = {}
     for body in pools:
         try:
@@ -106,6 +107,8 @@ def find_violations(
         for uid, a in pool.allocations.items():
             if a.interface is None:  # the first interface's: "holds no allocation" below
                 allocated.add(uid)
+            else:
+                allocated_on.add((uid, a.interface))
             where = f"pool {pool.name}: {a.pod} ({uid})"
             for text in a.addresses:
                 ip = _canon(text)
@@ -177,7 +180,21 @@ def find_violations(
             if named is not None and (why := tenancy_problem(pod, named, defaults.get(pod.namespace))):
                 line += f": it may not use NodeIPPool {named.name}: {why}"
             problems.append(line)
+        if pod.bound and not pod.terminal and not pod.deleting:
+            problems.extend(_unrecorded_interfaces(pod, allocated_on))
     return problems
+
+
+def _unrecorded_interfaces(pod: PodInfo, allocated_on: set[tuple[str, str]]) -> list[str]:
+    """One line per entry of bound ``pod``'s ``ipscheduler.io/interfaces`` whose interface no
+    pool records for it (``allocated_on``: ``(uid, interface)`` of the further interfaces'
+    allocations): its addresses look free and may be handed out again."""
+    return [
+        f"pod {pod.key} ({pod.uid}) is bound to {pod.node_name} but holds no allocation for "
+        f"interface {e.interface} ({','.join(e.ips)} of pool {e.pool})"
+        for e in bound_interfaces(pod.annotations)
+        if e.interface and not e.problem and (pod.uid, e.interface) not in allocated_on
+    ]
 
 
 def _interface_problems(where: str, pod: PodInfo, pool: PoolView, a: Allocation) -> list[str]:

@@ -55,8 +55,7 @@ from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.families import annotated_ips
-from ipscheduler.underlayip.interfaces import interface_ips
+from ipscheduler.underlayip.interfaces import first_pool_ips, interface_ips
 from ipscheduler.underlayip.metrics import PoolCounts, UnderlayIPMetrics
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
@@ -67,7 +66,7 @@ from ipscheduler.underlayip.models import (
     RETAINED,
 )
 from ipscheduler.underlayip.pool import EXHAUSTED, READY, PoolView, pool_ref, refresh, utc_now
-from ipscheduler.underlayip.reconciler import Reconciler, adoption
+from ipscheduler.underlayip.reconciler import Reconciler, adoption, interface_adoptions
 from ipscheduler.underlayip.releasing import ReleaseClock
 from ipscheduler.underlayip.selection import NamespaceDefaults, is_ours
 from ipscheduler.underlayip.teardown import kubelet_let_go
@@ -323,7 +322,8 @@ class PoolController:
         (:meth:`PoolCache.carry`), from this moment until it is gone.
 
         One that no pool records (created already bound: a restore from backup, a
-        migration tool) is adopted at once, if it may use the pool (the tenancy rules,
+        migration tool) is adopted at once, its further interfaces (its
+        ``ipscheduler.io/interfaces``) after its first, if it may use the pool (the tenancy rules,
         :meth:`tenancy`; else it holds nothing and a Warning ``AdoptionRefused`` says
         why). A pod we bound ourselves already has its allocation recorded, so nothing
         more happens. Before the start-up reconcile is
@@ -352,7 +352,7 @@ class PoolController:
             if pod.uid not in self.repairs.refused and (self.started.is_set() or self._early is not None):
                 self._tasks.spawn(self.repairs.refuse_adoption(pod, pool, problem), f"refuse {pod.key}")
             return
-        more = tuple(other for other in annotated_ips(pod.annotations) if other != ip)
+        more = tuple(other for other in first_pool_ips(pod.annotations) if other != ip)
         self.cache.carry(pod.uid, pool_name, ip, pod.node_name, more, interface_ips(pod.annotations))
         if (
             (self._early is None and not self.started.is_set())  # pool cache not attached yet
@@ -365,9 +365,11 @@ class PoolController:
         if self._early is not None:
             self._early.add(pod.uid)
             return
-        self._tasks.spawn(
-            self._adopt_claimed(adoption(pod, pool_name, "pod arrived bound")), f"adopt {pod.key}"
+        adopts = (
+            adoption(pod, pool_name, "pod arrived bound"),
+            *interface_adoptions(pod, "pod arrived bound"),
         )
+        self._tasks.spawn(self._adopt_claimed(*adopts), f"adopt {pod.key}")
 
     def on_pool_status(self, old: PoolView, new: PoolView) -> None:
         """A pool changed from ``old`` to ``new`` by someone else's write (not the echo of
@@ -422,15 +424,25 @@ class PoolController:
         await self.recorder.record(pod_key_ref(r.pod, r.uid), "Warning", "AllocationRestored", message)
         await self.recorder.record(pool_ref(pool), "Warning", "AllocationRestored", message)
 
-    async def _adopt_claimed(self, r: repair.Repair) -> None:
+    async def _adopt_claimed(self, *repairs: repair.Repair) -> None:
+        """Carry out the adoptions ``repairs`` of one pod created bound (its first
+        interface's, then its further ones'), in order; then its claim ends."""
         try:
-            counts = await self.repairs.adopt(r, {"adopted": 0, "adopt_conflicts": 0})
-            if counts["adopted"]:
-                log.info("adopted %s, created bound with %s of pool %s", r.pod, r.ip or "a slot", r.pool)
+            for r in repairs:
+                counts = await self.repairs.adopt(r, {"adopted": 0, "adopt_conflicts": 0})
+                if counts["adopted"]:
+                    what = f"interface {r.interface}: " if r.interface is not None else ""
+                    log.info(
+                        "adopted %s, created bound with %s%s of pool %s",
+                        r.pod,
+                        what,
+                        r.ip or "a slot",
+                        r.pool,
+                    )
         except Exception as e:
-            log.warning("adopting %s failed (%s); the GC sweep retries", r.pod, e)
+            log.warning("adopting %s failed (%s); the GC sweep retries", repairs[0].pod, e)
         finally:
-            self.claims.pop(r.uid, None)
+            self.claims.pop(repairs[0].uid, None)
 
     def on_pool_event(self, name: str) -> None:
         """Pool ``name`` changed (added, edited, deleted, or its status by someone else).

@@ -154,6 +154,62 @@ def bound_pools(annotations: Mapping[str, str]) -> frozenset[str]:
     return frozenset(pools)
 
 
+@dataclass(frozen=True)
+class BoundInterface:
+    """One entry of a bound pod's ``ipscheduler.io/interfaces``, as adoption reads it: its
+    ``interface``, ``pool`` and addresses (``ips``, as written: never empty), its ``network``
+    (the entry's CNI IPAM result, None when absent); or why it cannot be read (``problem``,
+    with whatever could be: ``interface`` "" when the annotation itself cannot be read)."""
+
+    interface: str
+    pool: str = ""
+    ips: tuple[str, ...] = ()
+    network: Any = None
+    problem: str = ""
+
+
+def bound_interfaces(annotations: Mapping[str, str]) -> tuple[BoundInterface, ...]:
+    """Every entry of a bound pod's ``ipscheduler.io/interfaces`` (none when absent), each
+    read or with its problem (:class:`BoundInterface`): the annotation is not a JSON object;
+    an entry's name is not an interface name (or is ``eth0``, the first, unless it is the
+    first interface's :func:`second_family`); an entry is not an
+    object, names no pool (a non-empty string), or its ``ips`` are not a non-empty list of
+    strings. Whether each address is one is left to who records it."""
+    raw = annotations.get(ANNOTATION_INTERFACES)
+    if raw is None:
+        return ()
+    where = f"annotation {ANNOTATION_INTERFACES}"
+    try:
+        value: Any = json.loads(raw)
+    except ValueError as e:
+        return (BoundInterface("", problem=f"{where} is not JSON: {e}"),)
+    if not isinstance(value, dict):
+        return (BoundInterface("", problem=f"{where} is not a JSON object (interface → entry)"),)
+    out: list[BoundInterface] = []
+    for name, entry in value.items():
+        what = f"{where} entry {name!r}"
+        if _interface_name(name) is None or (
+            name == DEFAULT_INTERFACE and second_family(annotations) is None
+        ):
+            out.append(BoundInterface("", problem=f"{what}: not a further interface's name"))
+            continue
+        if not isinstance(entry, dict):
+            out.append(BoundInterface(name, problem=f"{what} is not an object"))
+            continue
+        pool = entry.get("pool")
+        if not isinstance(pool, str) or not pool:
+            out.append(BoundInterface(name, problem=f"{what} names no pool"))
+            continue
+        ips = entry.get("ips")
+        if not isinstance(ips, list) or not ips or not all(isinstance(ip, str) for ip in ips):
+            out.append(
+                BoundInterface(name, pool, problem=f"{what}: ips must be a non-empty list of addresses")
+            )
+            continue
+        out.append(BoundInterface(name, pool, tuple(ips), entry.get("network")))
+    return tuple(out)
+
+
 def interface_entries(annotations: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """The readable entries of a bound pod's ``ipscheduler.io/interfaces`` (interface →
     entry; none when absent or not a JSON object)."""
@@ -187,6 +243,15 @@ def second_family(annotations: Mapping[str, str]) -> tuple[str, tuple[str, ...]]
     if not mine or len(listed) < 2 or any(ip not in listed for ip in mine):
         return None
     return pool, mine
+
+
+def first_pool_ips(annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """The canonical addresses a bound pod's first interface holds in its
+    ``ipscheduler.io/pool``: its ``ipscheduler.io/ips`` (else ``ipscheduler.io/ip``) but
+    those of its :func:`second_family`."""
+    second = second_family(annotations)
+    listed = annotated_ips(annotations)
+    return listed if second is None else tuple(ip for ip in listed if ip not in second[1])
 
 
 def interface_ips(annotations: Mapping[str, str]) -> tuple[str, ...]:

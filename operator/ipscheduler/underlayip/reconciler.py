@@ -20,6 +20,7 @@ ride on the sweep's LISTs; what is pure (the plan itself) lives in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import functools
 import json
@@ -40,9 +41,10 @@ from ipscheduler.kube.events import EventRecorder, pod_key_ref
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError
 from ipscheduler.underlayip.cache import PoolCache, rv_number
-from ipscheduler.underlayip.families import annotated_ips
+from ipscheduler.underlayip.interfaces import first_pool_ips, second_family
 from ipscheduler.underlayip.metrics import UnderlayIPMetrics
 from ipscheduler.underlayip.models import (
+    ANNOTATION_INTERFACES,
     ANNOTATION_IP,
     ANNOTATION_NETWORK,
     ANNOTATION_PREFIX,
@@ -50,7 +52,7 @@ from ipscheduler.underlayip.models import (
     POOLS,
     RESERVED,
 )
-from ipscheduler.underlayip.pool import PoolView, age, network_of_all, utc_now
+from ipscheduler.underlayip.pool import PoolView, age, network_of_all, utc_now, without_default_route
 from ipscheduler.underlayip.releasing import MOVES, ReleaseClock
 from ipscheduler.underlayip.retention import StatefulSetFacts, retention_of
 from ipscheduler.underlayip.selection import is_ours, tenancy_problem
@@ -165,28 +167,32 @@ class Reconciler:
         """UIDs of the pods whose adoption the tenancy rules refused, told once
         (:meth:`refuse_adoption`); the controller forgets one when its pod is gone."""
 
-    def tenancy(self, pod: PodInfo, pool: PoolView) -> str | None:
+    def tenancy(self, pod: PodInfo, pool: PoolView, further: bool = False) -> str | None:
         """Why ``pod`` may not hold an address of ``pool`` without a scheduling cycle
         (:func:`~ipscheduler.underlayip.selection.tenancy_problem` with the namespace's default
-        pools as the cache has them; the ``schedulerName`` rule only in scheduler mode), or
-        None."""
+        pools as the cache has them; the ``schedulerName`` rule only in scheduler mode;
+        ``further``: the pool is for one of its further interfaces), or None."""
         return tenancy_problem(
             pod,
             pool,
             self.cache.default_pools(pod.namespace),
             None if self.list_all_pods else self.scheduler_name,
+            further,
         )
 
-    async def refuse_adoption(self, pod: PodInfo, pool: PoolView, problem: str) -> None:
+    async def refuse_adoption(
+        self, pod: PodInfo, pool: PoolView, problem: str, address: str | None = None
+    ) -> None:
         """Say once per pod (log, Warning ``AdoptionRefused`` event on the pod) that its
-        annotated address of ``pool`` is not recorded: the pod may not use the pool
-        (``problem``, the rule). The address stays free, or with its holder."""
+        annotated address of ``pool`` (``address``; None: its ``ipscheduler.io/ip``) is not
+        recorded: the pod may not use the pool (``problem``, the rule). The address stays
+        free, or with its holder."""
         if pod.uid in self.refused:
             return
         if len(self.refused) > 10_000:
             self.refused.clear()  # a bound on memory; at worst an event is said twice
         self.refused.add(pod.uid)
-        ip = pod.annotations.get(ANNOTATION_IP) or "a slot"
+        ip = address or pod.annotations.get(ANNOTATION_IP) or "a slot"
         message = (
             f"NodeIPPool {pool.name} does not record the pod's address {ip}: the pod may not use "
             f"the pool: {problem}; the CNI plugin refuses the pod"
@@ -481,29 +487,52 @@ class Reconciler:
         return marked
 
     async def adopt(self, r: repair.Repair, counts: dict[str, int]) -> dict[str, int]:
+        """Carry out adopt repair ``r`` (the pod's first interface, or the further one
+        ``r.interface``): record its allocation in ``r.pool`` by CAS
+        (:func:`~ipscheduler.underlayip.allocator.adopt`) when the pool serves the pod's node
+        and the tenancy rules let the pod use it (else Warning ``AdoptionRefused``, once per
+        pod). An entry that cannot be read (``r.problem``), a pool that is missing or
+        serves another node, or an address held or not in the pool records nothing: logged,
+        Warning ``AddressConflict`` on the pod (and on the holder). Returns ``counts`` with
+        ``adopted``, ``adopt_conflicts`` or ``adopt_refused`` counted up; raises what the
+        pool write raises otherwise."""
         ref = pod_key_ref(r.pod, r.uid)
         pool = self.cache.pool(r.pool)
+        further = r.interface is not None
         try:
+            if r.problem:
+                raise allocator.AdoptConflict(r.problem)
             if pool is None:
                 raise allocator.AdoptConflict(f"pool {r.pool} named in the pod's annotation does not exist")
             if r.node and pool.node_name != r.node:
                 raise allocator.AdoptConflict(
                     f"pool {r.pool} named in the pod's annotation serves {pool.node_name}, not {r.node}"
                 )
-            if r.uid in pool.allocations:
+            existing = pool.allocations.get(r.uid)
+            if existing is not None and existing.interface == r.interface:
                 # Recorded since the pool LIST this plan read: the pod was reserved and
-                # bound between that LIST and the pod LIST. Nothing to adopt.
+                # bound between that LIST and the pod LIST. Nothing to adopt. (One of
+                # another interface is allocator.adopt's AdoptConflict.)
                 return counts
-            if r.subject is not None and (problem := self.tenancy(r.subject, pool)) is not None:
+            if r.subject is not None and (problem := self.tenancy(r.subject, pool, further)) is not None:
                 counts["adopt_refused"] = counts.get("adopt_refused", 0) + 1
-                await self.refuse_adoption(r.subject, pool, problem)
+                await self.refuse_adoption(r.subject, pool, problem, r.ip if further else None)
                 return counts
             retention = retention_of(r.subject) if r.subject is not None else None
-            more = annotated_ips(r.subject.annotations) if r.subject is not None and r.ip else ()
+            if further:
+                more = r.more
+            else:
+                more = first_pool_ips(r.subject.annotations) if r.subject is not None and r.ip else ()
             await self.writer.submit(
                 r.pool,
                 functools.partial(
-                    allocator.adopt, uid=r.uid, pod_key=r.pod, ip=r.ip, retention=retention, more=more
+                    allocator.adopt,
+                    uid=r.uid,
+                    pod_key=r.pod,
+                    ip=r.ip,
+                    retention=retention,
+                    more=more,
+                    interface=r.interface,
                 ),
             )
             counts["adopted"] += 1
@@ -512,10 +541,15 @@ class Reconciler:
                 await self.recorder.record(ref, "Warning", "NetworkMismatch", mismatch)
         except allocator.AdoptConflict as e:
             counts["adopt_conflicts"] += 1
-            log.warning("cannot adopt %s: %s", r.pod, e)
-            await self.recorder.record(
-                ref, "Warning", "AddressConflict", f"cannot record the pod's address: {e}"
+            what = (
+                "the pod's address"
+                if not further
+                else f"the address of its interface {r.interface}"
+                if r.interface
+                else "the addresses of its further interfaces"
             )
+            log.warning("cannot adopt %s: %s", r.pod, e)
+            await self.recorder.record(ref, "Warning", "AddressConflict", f"cannot record {what}: {e}")
             holder_ns, _, holder_name = e.holder_pod.partition("/")
             if holder_ns and holder_name:
                 await self.recorder.record(
@@ -530,22 +564,41 @@ class Reconciler:
 
 def _network_mismatch(pool: PoolView, r: repair.Repair) -> str | None:
     """Why the adopted pod's ``ipscheduler.io/network`` differs from what ``pool`` gives its
-    address (None when absent, or equal as JSON): the CNI plugin refuses such a pod."""
+    address (None when absent, or equal as JSON): the CNI plugin refuses such a pod. For a
+    further interface (``r.interface``), its entry's ``network`` against the pool's network
+    for its addresses without the default route, as the Binding writes it
+    (:func:`~ipscheduler.underlayip.pool.without_default_route`)."""
     if r.network is None or not r.ip:
         return None
-    ips = annotated_ips(r.subject.annotations) if r.subject is not None else ()
     try:
-        want = network_of_all(pool, ips if len(ips) > 1 else (r.ip,))
+        if r.interface is not None:
+            want = without_default_route(network_of_all(pool, (r.ip, *r.more)))
+        else:
+            ips = first_pool_ips(r.subject.annotations) if r.subject is not None else ()
+            want = network_of_all(pool, ips if len(ips) > 1 else (r.ip,))
     except AddressError:
         return None  # adopt() refused it already
     try:
         have = json.loads(r.network)
     except ValueError:
         have = None
+    if r.interface is None and r.subject is not None and second_family(r.subject.annotations) is not None:
+        # Dual-stack from two pools: the network carries the second pool's address too.
+        have = (
+            {"ips": have["ips"][: len(want["ips"])]}
+            if isinstance(have, dict) and isinstance(have.get("ips"), list)
+            else have
+        )
+        want = {"ips": want["ips"]}
     if have == want:
         return None
+    where = (
+        f"annotation {ANNOTATION_NETWORK}"
+        if r.interface is None
+        else f"the network of interface {r.interface} in annotation {ANNOTATION_INTERFACES}"
+    )
     return (
-        f"annotation {ANNOTATION_NETWORK}={r.network} differs from pool {pool.name}'s network for "
+        f"{where}={r.network} differs from pool {pool.name}'s network for "
         f"{r.ip}: {json.dumps(want, separators=(',', ':'))}; the CNI plugin will refuse the pod"
     )
 
@@ -564,6 +617,13 @@ def adoption(pod: PodInfo, pool_name: str, reason: str) -> repair.Repair:
         network=pod.annotations.get(ANNOTATION_NETWORK),
         subject=pod,
     )
+
+
+def interface_adoptions(pod: PodInfo, reason: str) -> list[repair.Repair]:
+    """The repairs that record running pod ``pod``'s further interfaces' allocations (one per
+    entry of its ``ipscheduler.io/interfaces``, as :func:`repair.plan` makes them for a pod
+    that no pool records at all), ``reason`` theirs."""
+    return [dataclasses.replace(r, reason=reason) for r in repair.interface_adoptions(pod, set(), False)]
 
 
 def statefulset_facts(body: Mapping[str, Any]) -> StatefulSetFacts:

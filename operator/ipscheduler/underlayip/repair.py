@@ -9,13 +9,15 @@ live read of the pod). Everything is keyed by pod UID, never by name
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.underlayip.interfaces import bound_pools
+from ipscheduler.underlayip.interfaces import bound_interfaces, bound_pools
 from ipscheduler.underlayip.models import (
+    ANNOTATION_INTERFACES,
     ANNOTATION_IP,
     ANNOTATION_NETWORK,
     ANNOTATION_POOL,
@@ -48,7 +50,12 @@ class Repair:
     """One repair: ``action`` on pod ``uid`` (``pod`` = namespace/name) in ``pool``.
 
     ``allocation``: the allocation planned on (releases apply only while it is
-    still exactly that one)."""
+    still exactly that one).
+
+    An adopt of a further interface names it (``interface``; None: the pod's first) and
+    carries its addresses (``ip`` the first, ``more`` the others) and ``network`` (its
+    entry's, as JSON); ``problem``: why its ``ipscheduler.io/interfaces`` entry cannot be
+    read (the adopt then records nothing and says why)."""
 
     action: Action
     pool: str
@@ -62,6 +69,9 @@ class Repair:
     subject: PodInfo | None = None
     """adopt: the pod itself, for the tenancy rules
     (:func:`~ipscheduler.underlayip.selection.tenancy_problem`)."""
+    interface: str | None = None
+    more: tuple[str, ...] = ()
+    problem: str = ""
 
 
 def plan(
@@ -97,7 +107,9 @@ def plan(
       is not bound (pods are never unbound, so the record is bogus; it would
       keep the pod from ever being scheduled);
     - adopt: a bound, live pod carries our annotations but no pool has an
-      allocation for it (its allocation was lost);
+      allocation for it (its allocation was lost); and for each entry of its
+      ``ipscheduler.io/interfaces`` whose interface no pool records for it (one adopt per
+      entry, in the entry's pool: :func:`interface_adoptions`);
     - retain, instead of release: the pod of an allocation kept for its identity (release
       policy StatefulSet or Never) is gone or ended: the allocation becomes Retained;
     - release of a Retained allocation only by the rules of its policy
@@ -135,10 +147,13 @@ def plan(
 
     out: list[Repair] = []
     held: set[str] = set()
+    held_on: set[tuple[str, str]] = set()  # (uid, interface): the further interfaces' allocations
     for pool in pools:
         for uid, a in pool.allocations.items():
             if a.interface is None:  # a further interface's allocation is not the first one's
                 held.add(uid)
+            else:
+                held_on.add((uid, a.interface))
             if a.phase == RELEASING:
                 when = release_at(a.releasing_since or a.since, node_of(pool), release_delay)
                 if when is not None and when <= now:
@@ -179,21 +194,56 @@ def plan(
                         allocation=a,
                     )
                 )
+    further = {uid for uid, _ in held_on}
     for uid, pod in pods.items():
+        if not pod.bound or pod.terminal or pod.deleting:
+            continue
         pool_name = pod.annotations.get(ANNOTATION_POOL)
-        if uid in held or not pool_name or not pod.bound or pod.terminal or pod.deleting:
+        if uid not in held and pool_name:
+            out.append(
+                Repair(
+                    "adopt",
+                    pool_name,
+                    uid,
+                    pod.key,
+                    "bound pod has no allocation",
+                    pod.annotations.get(ANNOTATION_IP),
+                    node=pod.node_name,
+                    network=pod.annotations.get(ANNOTATION_NETWORK),
+                    subject=pod,
+                )
+            )
+        if ANNOTATION_INTERFACES in pod.annotations:
+            out.extend(interface_adoptions(pod, held_on, uid in further))
+    return out
+
+
+def interface_adoptions(pod: PodInfo, held_on: set[tuple[str, str]], holds_any: bool) -> list[Repair]:
+    """The adopts of bound pod ``pod``'s further interfaces (:func:`plan`): one per entry of
+    its ``ipscheduler.io/interfaces`` whose interface no allocation records for it
+    (``held_on``: ``(uid, interface)`` of every further interface's allocation), in the
+    entry's pool, with its addresses and network. An entry that cannot be read is an adopt
+    with its ``problem`` (none for an interface that is recorded); an annotation that cannot
+    be read at all, one only when the pod holds no further interface's allocation
+    (``holds_any``)."""
+    out: list[Repair] = []
+    for entry in bound_interfaces(pod.annotations):
+        if (pod.uid, entry.interface) in held_on or (not entry.interface and holds_any):
             continue
         out.append(
             Repair(
                 "adopt",
-                pool_name,
-                uid,
+                entry.pool,
+                pod.uid,
                 pod.key,
-                "bound pod has no allocation",
-                pod.annotations.get(ANNOTATION_IP),
+                f"bound pod has no allocation for interface {entry.interface or '(unreadable)'}",
+                entry.ips[0] if entry.ips else None,
                 node=pod.node_name,
-                network=pod.annotations.get(ANNOTATION_NETWORK),
+                network=None if entry.network is None else json.dumps(entry.network, separators=(",", ":")),
                 subject=pod,
+                interface=entry.interface,
+                more=entry.ips[1:],
+                problem=entry.problem,
             )
         )
     return out

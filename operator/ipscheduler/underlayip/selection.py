@@ -134,7 +134,11 @@ def namespace_defaults(body: Mapping[str, Any]) -> NamespaceDefaults | None:
 
 
 def tenancy_problem(
-    pod: PodInfo, pool: PoolView, namespace_default: str | None, scheduler_name: str | None = None
+    pod: PodInfo,
+    pool: PoolView,
+    namespace_default: str | None,
+    scheduler_name: str | None = None,
+    further: bool = False,
 ) -> str | None:
     """Why ``pod`` may not use ``pool``, or None when it may: the rules Filter applies
     (UnderlayIP's PreFilter and Filter), checked in this order, the first that refuses
@@ -146,11 +150,16 @@ def tenancy_problem(
     - the pool's ``spec.namespaces``;
     - the pools the pod's annotation, else its namespace's ``ipscheduler.io/default-pools``,
       names.
+
+    ``further``: ``pool`` is for one of the pod's further interfaces, whose pool list is the
+    pod's own choice (:mod:`~ipscheduler.underlayip.interfaces`; its Multus element is not
+    among the annotations adoption reads): only the ``schedulerName`` and ``spec.namespaces``
+    rules apply.
     """
     if scheduler_name is not None and pod.scheduler_name != scheduler_name:
         return f"spec.schedulerName is {pod.scheduler_name!r}, not {scheduler_name!r}"
     choice = pool_choice(pod, namespace_default)
-    if choice.problem:
+    if choice.problem and not further:
         return choice.problem
     if not pool.serves(pod.namespace):
         reserved = ", ".join(sorted(pool.namespaces or ()))
@@ -158,7 +167,7 @@ def tenancy_problem(
             f"NodeIPPool {pool.name} is reserved for namespaces {reserved} (spec.namespaces), "
             f"not {pod.namespace}"
         )
-    if choice.names and pool.name not in choice.names:
+    if choice.names and pool.name not in choice.names and not further:
         own = choice.source == ANNOTATION_POOLS
         raw = pod.annotations.get(ANNOTATION_POOLS) if own else namespace_default
         return f"{'annotation ' if own else ''}{choice.source}={raw} does not name NodeIPPool {pool.name}"

@@ -1725,3 +1725,117 @@ def test_an_identity_waits_only_for_its_address_of_the_same_interface(
         p, ALONE, "u2", "ns/web-0", now=NOW, owner="r/2", retention=STS_KEEP, interface=interface
     )
     assert new is not None and ip == "10.0.0.2"
+
+
+# --------------------------------------------------------------------------- adopting further interfaces
+
+NET1 = {**alloc("10.0.0.3", pod="ns/p", phase="Bound"), "interface": "net1"}
+"""Pod u1's allocation of its interface net1."""
+
+
+@pytest.mark.parametrize(
+    ("allocations", "ip", "more", "interface", "expected"),
+    [
+        pytest.param({}, "10.0.0.2", (), "net1", ("10.0.0.2",), id="further-interface"),
+        pytest.param({}, "10.0.0.2", ("fd00::2",), "net1", ("10.0.0.2", "fd00::2"), id="dual-stack"),
+        pytest.param({}, "10.0.0.2", (), None, ("10.0.0.2",), id="first-interface"),
+        pytest.param({"a": alloc("10.0.0.1")}, "10.0.0.2", (), "net1", ("10.0.0.2",), id="beside-another"),
+        pytest.param(
+            {"a": alloc("10.0.0.2")},
+            "10.0.0.2",
+            (),
+            "net1",
+            r"address 10\.0\.0\.2 of pool pool-a is already held by pod ns/p \(UID a\)",
+            id="held-by-another-pod",
+        ),
+        pytest.param(
+            {"a": alloc("fd00::2")},
+            "10.0.0.2",
+            ("fd00::2",),
+            "net1",
+            "address fd00::2 of pool pool-a is already held",
+            id="second-held-none-recorded",
+        ),
+        pytest.param({}, "10.0.9.9", (), "net1", "address 10.0.9.9 is not in pool pool-a", id="outside"),
+        pytest.param({}, "junk", (), "net1", "annotation address 'junk' is not an IP", id="garbage"),
+        pytest.param(
+            {"u1": alloc("10.0.0.3", pod="ns/p", phase="Bound")},
+            "10.0.0.2",
+            (),
+            "net1",
+            "pool pool-a already records the pod's allocation of its first interface, not of interface "
+            r"net1 \(a pod holds one allocation per pool\)",
+            id="pool-holds-its-first-interface",
+        ),
+        pytest.param(
+            {"u1": NET1},
+            "10.0.0.2",
+            (),
+            "net2",
+            "pool pool-a already records the pod's allocation of interface net1, not of interface net2",
+            id="pool-holds-another-further-interface",
+        ),
+        pytest.param(
+            {"u1": NET1},
+            "10.0.0.2",
+            (),
+            None,
+            "pool pool-a already records the pod's allocation of interface net1, not of its first interface",
+            id="first-interface-into-a-pool-holding-a-further-one",
+        ),
+        pytest.param(
+            {},
+            "10.0.0.1",
+            ("10.0.0.2", "fd00::1"),
+            "net1",
+            "3 addresses: an allocation holds at most 2",
+            id="too-many-addresses",
+        ),
+    ],
+)
+def test_adopt_records_the_interface_with_every_address_or_none(
+    allocations: dict[str, Any],
+    ip: str,
+    more: tuple[str, ...],
+    interface: str | None,
+    expected: tuple[str, ...] | str,
+) -> None:
+    p = view(addresses=MIXED, allocations=allocations)
+    before = dict(p.allocations)
+    if isinstance(expected, str):
+        with pytest.raises(AdoptConflict, match=expected):
+            adopt(p, ALONE, "u1", "ns/p", ip, now=NOW, more=more, interface=interface)
+        assert p.allocations == before, "nothing recorded"
+        return
+    new = adopt(p, ALONE, "u1", "ns/p", ip, now=NOW, more=more, interface=interface)
+    assert new is not None
+    got = new.allocations["u1"]
+    assert (got.addresses, got.phase, got.interface) == (expected, "Bound", interface)
+    assert new.to_wire()["allocations"]["u1"].get("interface") == interface
+    assert new.allocated == p.allocated + len(expected)
+
+
+@pytest.mark.parametrize(
+    ("interface", "ip"),
+    [
+        pytest.param("net1", "10.0.0.3", id="same-addresses"),
+        pytest.param("net1", "10.0.0.2", id="other-addresses"),
+    ],
+)
+def test_adopting_an_interface_already_recorded_does_nothing(interface: str, ip: str) -> None:
+    p = view(addresses=MIXED, allocations={"u1": NET1})
+    assert adopt(p, ALONE, "u1", "ns/p", ip, interface=interface) is None
+
+
+def test_adopt_keeps_a_further_interfaces_retention() -> None:
+    p = view(addresses=MIXED, allocations={})
+    keep = Retention("StatefulSet", "ns/web-0", "uid-sts")
+    new = adopt(p, ALONE, "u1", "ns/web-0", "10.0.0.2", now=NOW, retention=keep, interface="net1")
+    assert new is not None
+    got = new.allocations["u1"]
+    assert (got.interface, got.release_policy, got.identity, got.owner_uid) == (
+        "net1",
+        "StatefulSet",
+        "ns/web-0",
+        "uid-sts",
+    )

@@ -572,7 +572,11 @@ WHERE = "pool rdma: ns/a (u1): interface net1"
         pytest.param(
             multi_pools({"u1": net1()}),
             [multi_homed({"net2": NET1_ENTRY})],
-            [f"{WHERE}: annotation ipscheduler.io/interfaces says None, the allocation 10.1.0.1"],
+            [
+                f"{WHERE}: annotation ipscheduler.io/interfaces says None, the allocation 10.1.0.1",
+                "pod ns/a (u1) is bound to node-a but holds no allocation for interface net2 "
+                "(10.1.0.1 of pool rdma)",
+            ],
             id="no-entry-for-the-interface",
         ),
         pytest.param(
@@ -675,3 +679,41 @@ def test_a_dual_stack_pods_second_family_from_a_second_pool_is_its_first_interfa
     ]
     body = multi_homed({"eth0": ETH0_ENTRY}, **{"ipscheduler.io/ips": ips, "ipscheduler.io/network": network})
     assert find_violations(pools, [body]) == expected
+
+
+UNRECORDED = (
+    "pod ns/a (u1) is bound to node-a but holds no allocation for interface net1 (10.1.0.1 of pool rdma)"
+)
+
+
+@pytest.mark.parametrize(
+    ("rdma_allocations", "pods", "expected"),
+    [
+        pytest.param({"u1": net1()}, [multi_homed({"net1": NET1_ENTRY})], [], id="recorded"),
+        pytest.param(
+            {},
+            [multi_homed({"net1": NET1_ENTRY})],
+            [UNRECORDED],
+            id="not-recorded",
+        ),
+        pytest.param(
+            {"u1": {**alloc("10.1.0.1", "ns/a")}},
+            [multi_homed({"net1": NET1_ENTRY})],
+            [
+                "pool rdma: ns/a (u1): annotations ip=10.0.0.1 pool=pool-a differ from allocation "
+                "ip=10.1.0.1",
+                UNRECORDED,
+            ],
+            id="recorded-as-the-first-interfaces",
+        ),
+        pytest.param({}, [multi_homed({"net1": NET1_ENTRY}, phase="Succeeded")], [], id="pod-ended"),
+        pytest.param({}, [multi_homed({"net1": "rdma"})], [], id="entry-that-cannot-be-read"),
+    ],
+)
+def test_a_bound_pods_further_interface_that_no_pool_records_is_a_violation(
+    rdma_allocations: dict[str, Any], pods: list[dict[str, Any]], expected: list[str]
+) -> None:
+    """Its addresses look free: another pod may be given them (adoption records it). (An ended
+    pod's first interface's allocation is a violation of its own, left out here.)"""
+    pools = multi_pools(rdma_allocations)
+    assert [v for v in find_violations(pools, pods) if "of a Succeeded pod" not in v] == expected

@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import datetime
 import functools
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -87,7 +88,11 @@ def controller(api: Api, cache: PoolCache) -> PoolController:
     return pool_controller(cache, api, PoolWriter(api, cache), Events())  # type: ignore[arg-type]
 
 
-def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
+def setup(
+    live: dict[str, Any] | None, more: tuple[dict[str, Any], ...] = ()
+) -> tuple[Scheduler, PoolController, Api]:
+    """Pool p (node-1) holding u1's 10.0.0.1, and the pools ``more`` (bodies), in the cache
+    and the API server; ``live``: what a read of the pod returns."""
     pool = pool_body(
         "p",
         "node-1",
@@ -95,8 +100,9 @@ def setup(live: dict[str, Any] | None) -> tuple[Scheduler, PoolController, Api]:
         rv="10",
         allocations={"u1": alloc("10.0.0.1", pod="ns/pod-u1")},
     )
-    cache = pool_cache({"node-1": [NodeInfo(name="node-1", ready=True)]}, {"p": [PoolView.from_obj(pool)]})
-    api = Api([pool], live)
+    index = {b["metadata"]["name"]: [PoolView.from_obj(b)] for b in (pool, *more)}
+    cache = pool_cache({"node-1": [NodeInfo(name="node-1", ready=True)]}, index)
+    api = Api([pool, *more], live)
     sched = Scheduler(
         name="ip-scheduler",
         api=api,  # type: ignore[arg-type]
@@ -758,3 +764,201 @@ async def test_the_controller_runs_the_reconciler_it_is_handed_and_feeds_its_clo
     assert "node-1" in repairs.clock.nodes, "the sweep plans with the node the controller heard of"
     await asyncio.wait_for(ctrl._start(), 5)
     assert reconciles == ["reconcile"] and repairs.started.is_set()
+
+
+# --------------------------------------------------------------------------- adopting further interfaces
+
+RDMA_SUBNET = {"cidr": "10.1.0.0/24", "gateway": "10.1.0.254"}
+RDMA_NET = {"ips": [{"address": "10.1.0.2/24", "gateway": "10.1.0.254"}]}
+"""What the Binding writes for net1 with 10.1.0.2 of pool rdma: no default route."""
+
+
+def rdma_body(**spec: Any) -> dict[str, Any]:
+    """Pool rdma (node-1, 10.1.0.1-10.1.0.4 in ``RDMA_SUBNET``); ``spec``: :func:`pool_body`'s
+    keywords (``node`` too) over those."""
+    node = spec.pop("node", "node-1")
+    return pool_body(
+        "rdma", node, **{"addresses": ["10.1.0.1-10.1.0.4"], "rv": "30", "subnets": [RDMA_SUBNET], **spec}
+    )
+
+
+def multi_homed_body(uid: str = "u9") -> dict[str, Any]:
+    """Pod ``uid`` created bound to node-1 with 10.0.0.2 of pool p and net1 with 10.1.0.2 of
+    pool rdma."""
+    body = prebound_body(uid, "10.0.0.2")
+    net1 = {"net1": {"pool": "rdma", "ips": ["10.1.0.2"], "network": RDMA_NET}}
+    body["metadata"]["annotations"]["ipscheduler.io/interfaces"] = json.dumps(net1)
+    return body
+
+
+def multi_homed(uid: str = "u9") -> PodInfo:
+    return PodInfo.from_obj(multi_homed_body(uid))
+
+
+def net1_repair(pod: PodInfo, pool: str = "rdma", interface: str = "net1", **fields: Any) -> Repair:
+    network = json.dumps(fields.pop("network", RDMA_NET))
+    return Repair(
+        "adopt",
+        pool,
+        pod.uid,
+        pod.key,
+        "bound pod has no allocation for interface net1",
+        fields.pop("ip", "10.1.0.2"),
+        node="node-1",
+        network=network,
+        subject=pod,
+        interface=interface,
+        **fields,
+    )
+
+
+@pytest.mark.parametrize(
+    ("rdma", "repair", "allocation", "seen"),
+    [
+        pytest.param({}, {}, ("10.1.0.2", "net1"), [], id="adopted"),
+        pytest.param({}, {"more": ("10.1.0.3", "10.1.0.4")}, None, ["AddressConflict"], id="three-addresses"),
+        pytest.param(
+            {"subnets": [{**RDMA_SUBNET, "routes": [{"dst": "10.9.0.0/16", "gw": "10.1.0.254"}]}]},
+            {},
+            ("10.1.0.2", "net1"),
+            ["NetworkMismatch"],
+            id="network-without-the-pools-route",
+        ),
+        pytest.param(
+            {},
+            {"network": {**RDMA_NET, "routes": [{"dst": "0.0.0.0/0", "gw": "10.1.0.254"}]}},
+            ("10.1.0.2", "net1"),
+            ["NetworkMismatch"],
+            id="network-with-a-default-route",
+        ),
+        pytest.param({"node": "node-2"}, {}, None, ["AddressConflict"], id="pool-of-another-node"),
+        pytest.param({}, {"pool": "gone"}, None, ["AddressConflict"], id="pool-missing"),
+        pytest.param(
+            {"allocations": {"u8": alloc("10.1.0.2", pod="ns/pod-u8")}},
+            {},
+            None,
+            ["AddressConflict", "AddressConflict"],
+            id="address-held-by-another-pod",
+        ),
+        pytest.param(
+            {"allocations": {"u9": {**alloc("10.1.0.3", pod="ns/pod-u9"), "interface": "net2"}}},
+            {},
+            ("10.1.0.3", "net2"),
+            ["AddressConflict"],
+            id="pool-holds-another-interface",
+        ),
+        pytest.param(
+            {"allocations": {"u9": {**alloc("10.1.0.2", pod="ns/pod-u9"), "interface": "net1"}}},
+            {},
+            ("10.1.0.2", "net1"),
+            [],
+            id="recorded-since-the-list",
+        ),
+        pytest.param(
+            {},
+            {"problem": "annotation ipscheduler.io/interfaces entry 'net1' names no pool", "pool": ""},
+            None,
+            ["AddressConflict"],
+            id="entry-that-cannot-be-read",
+        ),
+        pytest.param({"namespaces": ["team"]}, {}, None, ["AdoptionRefused"], id="pool-of-other-namespaces"),
+    ],
+)
+async def test_a_further_interfaces_adoption(
+    rdma: dict[str, Any],
+    repair: dict[str, Any],
+    allocation: tuple[str, str] | None,
+    seen: list[str],
+) -> None:
+    """Pod u9's net1 (10.1.0.2 of rdma) adopted by a sweep's repair: recorded with its
+    interface when the pool serves the pod's node and namespace and the address is free;
+    its entry's network compared with the pool's without the default route."""
+    _, ctrl, api = setup(None, (rdma_body(**rdma),))
+    events: Events = ctrl.recorder  # type: ignore[assignment]
+    pod = multi_homed()
+    counts = await ctrl.repairs.apply_repairs([net1_repair(pod, **repair)], confirm=True)
+    got = api.bodies["rdma"].get("status", {}).get("allocations", {}).get("u9")
+    assert (None if got is None else (got["ip"], got.get("interface"))) == allocation
+    assert [reason for _, reason, _ in events.seen] == seen
+    assert counts["adopted"] == (1 if allocation is not None and not rdma.get("allocations") else 0)
+
+
+@pytest.mark.parametrize(
+    ("repair", "message"),
+    [
+        pytest.param(
+            {"pool": "gone"},
+            "cannot record the address of its interface net1: pool gone named in the pod's annotation "
+            "does not exist",
+            id="pool-missing",
+        ),
+        pytest.param(
+            {"problem": "annotation ipscheduler.io/interfaces entry 'net1' names no pool", "pool": ""},
+            "cannot record the address of its interface net1: annotation ipscheduler.io/interfaces entry "
+            "'net1' names no pool",
+            id="entry-that-cannot-be-read",
+        ),
+        pytest.param(
+            {
+                "interface": "",
+                "problem": "annotation ipscheduler.io/interfaces is not a JSON object",
+                "pool": "",
+            },
+            "cannot record the addresses of its further interfaces: annotation ipscheduler.io/interfaces is "
+            "not a JSON object",
+            id="annotation-that-cannot-be-read",
+        ),
+    ],
+)
+async def test_a_further_interface_that_cannot_be_adopted_says_why(
+    repair: dict[str, Any], message: str
+) -> None:
+    _, ctrl, api = setup(None, (rdma_body(),))
+    events: Events = ctrl.recorder  # type: ignore[assignment]
+    await ctrl.repairs.apply_repairs([net1_repair(multi_homed(), **repair)], confirm=True)
+    assert events.seen == [("pod-u9", "AddressConflict", message)]
+    assert not api.puts
+
+
+def recorded(api: Api) -> tuple[tuple[str, str | None] | None, ...]:
+    """``(ip, interface)`` of u9's allocation in pools p and rdma (None: none)."""
+    out = []
+    for name in ("p", "rdma"):
+        got = (api.bodies[name].get("status") or {}).get("allocations", {}).get("u9")
+        out.append(None if got is None else (got["ip"], got.get("interface")))
+    return tuple(out)
+
+
+BOTH = (("10.0.0.2", None), ("10.1.0.2", "net1"))
+
+
+async def test_a_pod_created_bound_with_further_interfaces_gets_them_all_and_frees_them_at_its_end() -> None:
+    """Restored bound with net1 of pool rdma: the bound-pods watch adopts both interfaces at
+    once (their addresses carried before: never handed out); its end releases both."""
+    sched, ctrl, api = setup(None, (rdma_body(),))
+    ctrl.started.set()
+    pod = multi_homed()
+    bound(sched, ctrl, pod)
+    rdma = ctrl.cache.pool("rdma")
+    assert rdma is not None and ctrl.cache.context(rdma).pod_held["10.1.0.2"] == {"u9"}
+    await settle(ctrl)
+    assert recorded(api) == BOTH and ctrl.claims == {}
+    api.pods = [pod_body("u1"), multi_homed_body()]
+    assert (await ctrl.repairs.gc_sweep())["adopted"] == 0
+    bound_event(sched, ctrl, "DELETED", pod, None)
+    await settle(ctrl)
+    assert recorded(api) == (None, None)
+
+
+async def test_a_sweep_adopts_a_further_interface_whose_allocation_was_lost() -> None:
+    """net1's allocation is gone from pool rdma (a status lost or edited): the next sweep
+    records it again, with its interface."""
+    sched, ctrl, api = setup(None, (rdma_body(),))
+    ctrl.started.set()
+    bound(sched, ctrl, multi_homed())
+    await settle(ctrl)
+    del api.bodies["rdma"]["status"]["allocations"]["u9"]
+    api.pods = [pod_body("u1"), multi_homed_body()]
+    assert recorded(api) == (BOTH[0], None)
+    assert (await ctrl.repairs.gc_sweep())["adopted"] == 1
+    assert recorded(api) == BOTH

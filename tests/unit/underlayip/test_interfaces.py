@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ipscheduler.framework.types import PodInfo
+from ipscheduler.underlayip import interfaces
 from ipscheduler.underlayip.interfaces import NONE, bound_pools, further_interfaces, interface_ips
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
@@ -325,3 +326,70 @@ def test_what_a_bound_pods_interfaces_annotation_says(
 ) -> None:
     assert bound_pools(annotations) == frozenset(pools)
     assert interface_ips(annotations) == ips
+
+
+SECOND = '{"eth0": {"pool": "v6-a", "ips": ["fd00::c"], "network": {"ips": [{"address": "fd00::c/64"}]}}}'
+
+
+@pytest.mark.parametrize(
+    ("annotations", "second", "first", "adopted"),
+    [
+        pytest.param(
+            {
+                "ipscheduler.io/ip": "10.0.1.12",
+                "ipscheduler.io/ips": "10.0.1.12,fd00::c",
+                "ipscheduler.io/interfaces": SECOND,
+            },
+            ("v6-a", ("fd00::c",)),
+            ("10.0.1.12",),
+            [("eth0", "v6-a", ("fd00::c",), "")],
+            id="the-second-family-of-two-pools",
+        ),
+        pytest.param(
+            {
+                "ipscheduler.io/ip": "10.0.1.12",
+                "ipscheduler.io/ips": "10.0.1.12,fd00::d",
+                "ipscheduler.io/interfaces": SECOND,
+            },
+            None,
+            ("10.0.1.12", "fd00::d"),
+            [
+                (
+                    "",
+                    "",
+                    (),
+                    "annotation ipscheduler.io/interfaces entry 'eth0': not a further interface's name",
+                )
+            ],
+            id="an-eth0-entry-whose-addresses-ips-does-not-list",
+        ),
+        pytest.param(
+            {"ipscheduler.io/ip": "10.0.1.12", "ipscheduler.io/interfaces": SECOND},
+            None,
+            ("10.0.1.12",),
+            [
+                (
+                    "",
+                    "",
+                    (),
+                    "annotation ipscheduler.io/interfaces entry 'eth0': not a further interface's name",
+                )
+            ],
+            id="single-stack-with-an-eth0-entry",
+        ),
+    ],
+)
+def test_the_first_interfaces_second_family_from_a_second_pool(
+    annotations: dict[str, str],
+    second: tuple[str, tuple[str, ...]] | None,
+    first: tuple[str, ...],
+    adopted: list[tuple[str, str, tuple[str, ...], str]],
+) -> None:
+    """An ``eth0`` entry of ``ipscheduler.io/interfaces`` whose addresses ``ipscheduler.io/ips``
+    lists is the first interface's second family (the CNI plugin's rule): the first pool holds
+    the rest, and adoption records the entry in its pool; any other ``eth0`` entry is refused."""
+    assert interfaces.second_family(annotations) == second
+    assert interfaces.first_pool_ips(annotations) == first
+    assert [
+        (b.interface, b.pool, b.ips, b.problem) for b in interfaces.bound_interfaces(annotations)
+    ] == adopted

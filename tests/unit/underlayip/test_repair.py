@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import json
 from typing import Any
 
 import pytest
@@ -716,3 +717,240 @@ def test_plan_adopts_the_first_interfaces_address_of_a_pod_holding_only_a_furthe
     )
     got = plan([pool(addresses=ADDRS, allocations={}), rdma], {"u1": multi_homed(RDMA_ENTRY)}, NOW, TTL)
     assert [(r.action, r.pool, r.uid, r.ip) for r in got] == [("adopt", "pool-a", "u1", "10.0.0.1")]
+
+
+BAD_IPS = "annotation ipscheduler.io/interfaces entry 'net1': ips must be a non-empty list of addresses"
+
+NET = {"ips": [{"address": "10.1.0.1/28"}]}
+"""net1's network, as its entry carries it."""
+
+FIRST_HELD = {"u1": alloc("10.0.0.1", phase="Bound")}
+"""pool-a records u1's first interface: only its further ones may be adopted."""
+
+
+Adopt = tuple[str, str | None, str | None, tuple[str, ...], str]
+
+
+def adopts(repairs: list[Repair]) -> list[Adopt]:
+    """``(pool, interface, ip, more, problem)`` of each adopt."""
+    return [(r.pool, r.interface, r.ip, r.more, r.problem) for r in repairs if r.action == "adopt"]
+
+
+@pytest.mark.parametrize(
+    ("entries", "rdma_allocations", "expected"),
+    [
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":["10.1.0.1"]}}',
+            {},
+            [("rdma", "net1", "10.1.0.1", (), "")],
+            id="one",
+        ),
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":["10.1.0.1","fd00::1"]}}',
+            {},
+            [("rdma", "net1", "10.1.0.1", ("fd00::1",), "")],
+            id="dual-stack",
+        ),
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":["10.1.0.1"]},"net2":{"pool":"storage","ips":["10.2.0.1"]}}',
+            {},
+            [("rdma", "net1", "10.1.0.1", (), ""), ("storage", "net2", "10.2.0.1", (), "")],
+            id="two-interfaces",
+        ),
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":["10.1.0.1"]},"net2":{"pool":"storage","ips":["10.2.0.1"]}}',
+            {"u1": {**alloc("10.1.0.1", phase="Bound"), "interface": "net1"}},
+            [("storage", "net2", "10.2.0.1", (), "")],
+            id="one-of-two-recorded",
+        ),
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":["10.1.0.1"]}}',
+            {"u1": {**alloc("10.1.0.5", phase="Bound"), "interface": "net1"}},
+            [],
+            id="recorded-with-other-addresses",  # ipscheduler check says so; not adopted twice
+        ),
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":["10.1.0.1"]}}',
+            {"u1": {**alloc("10.1.0.1", phase="Bound"), "interface": "net2"}},
+            [("rdma", "net1", "10.1.0.1", (), "")],
+            id="pool-holds-another-interface",  # allocator.adopt's AdoptConflict
+        ),
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":["10.1.0.1"]}}',
+            {"u1": alloc("10.1.0.1", phase="Bound")},
+            [("rdma", "net1", "10.1.0.1", (), "")],
+            id="pool-holds-the-first-interface",
+        ),
+        pytest.param(
+            '{"net1":{"pool":"gone","ips":["10.9.0.1"]}}',
+            {},
+            [("gone", "net1", "10.9.0.1", (), "")],
+            id="pool-missing",  # reported as the first interface's is: the adopt says so
+        ),
+        pytest.param(
+            '{"net1":"rdma"}',
+            {},
+            [("", "net1", None, (), "annotation ipscheduler.io/interfaces entry 'net1' is not an object")],
+            id="entry-not-an-object",
+        ),
+        pytest.param(
+            '{"net1":{"ips":["10.1.0.1"]}}',
+            {},
+            [("", "net1", None, (), "annotation ipscheduler.io/interfaces entry 'net1' names no pool")],
+            id="entry-without-pool",
+        ),
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":"10.1.0.1"}}',
+            {},
+            [
+                (
+                    "rdma",
+                    "net1",
+                    None,
+                    (),
+                    BAD_IPS,
+                )
+            ],
+            id="ips-not-a-list",
+        ),
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":[]}}',
+            {},
+            [
+                (
+                    "rdma",
+                    "net1",
+                    None,
+                    (),
+                    BAD_IPS,
+                )
+            ],
+            id="no-ips",
+        ),
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":["not-an-ip"]}}',
+            {},
+            [("rdma", "net1", "not-an-ip", (), "")],
+            id="ip-not-an-address",  # allocator.adopt's AdoptConflict, as for the first interface
+        ),
+        pytest.param(
+            '{"net1":{"pool":"rdma","ips":["10.1.0.1"]},"net2":"x"}',
+            {"u1": {**alloc("10.1.0.1", phase="Bound"), "interface": "net1"}},
+            [("", "net2", None, (), "annotation ipscheduler.io/interfaces entry 'net2' is not an object")],
+            id="a-bad-entry-beside-a-recorded-one",
+        ),
+        pytest.param(
+            '{"a b":{"pool":"rdma","ips":["10.1.0.1"]}}',
+            {},
+            [
+                (
+                    "",
+                    "",
+                    None,
+                    (),
+                    "annotation ipscheduler.io/interfaces entry 'a b': not a further interface's name",
+                )
+            ],
+            id="not-an-interface-name",
+        ),
+        pytest.param(
+            '{"eth0":{"pool":"rdma","ips":["10.1.0.1"]}}',
+            {},
+            [
+                (
+                    "",
+                    "",
+                    None,
+                    (),
+                    "annotation ipscheduler.io/interfaces entry 'eth0': not a further interface's name",
+                )
+            ],
+            id="the-first-interfaces-name",
+        ),
+        pytest.param(
+            "net1",
+            {},
+            [
+                (
+                    "",
+                    "",
+                    None,
+                    (),
+                    "annotation ipscheduler.io/interfaces is not JSON: "
+                    "Expecting value: line 1 column 1 (char 0)",
+                )
+            ],
+            id="not-json",
+        ),
+        pytest.param(
+            "[]",
+            {},
+            [
+                (
+                    "",
+                    "",
+                    None,
+                    (),
+                    "annotation ipscheduler.io/interfaces is not a JSON object (interface → entry)",
+                )
+            ],
+            id="not-an-object",
+        ),
+        pytest.param(
+            "[]",
+            {"u1": {**alloc("10.1.0.1", phase="Bound"), "interface": "net1"}},
+            [],
+            id="not-an-object-but-an-interface-recorded",
+        ),
+        pytest.param("{}", {}, [], id="no-entries"),
+    ],
+)
+def test_plan_adopts_each_further_interface_no_pool_records(
+    entries: str,
+    rdma_allocations: dict[str, Any],
+    expected: list[tuple[str, str | None, str | None, tuple[str, ...], str]],
+) -> None:
+    """Pod u1, bound to node-a, its first interface recorded in pool-a; the further
+    interfaces of its ``ipscheduler.io/interfaces`` ``entries`` are adopted where no pool
+    records them, each in its entry's pool with its addresses; an entry that cannot be read
+    is an adopt with its problem (the reconciler records nothing and says why)."""
+    pools = [
+        pool(addresses=ADDRS, allocations=FIRST_HELD),
+        pool("rdma", addresses=["10.1.0.0/28"], allocations=rdma_allocations),
+        pool("storage", addresses=["10.2.0.0/28"]),
+    ]
+    got = plan(pools, {"u1": multi_homed(entries)}, NOW, TTL)
+    assert adopts(got) == expected
+    for r in got:
+        assert (r.uid, r.pod, r.node, r.subject) == ("u1", "ns/p", "node-a", multi_homed(entries))
+        assert "no allocation for interface" in r.reason
+
+
+@pytest.mark.parametrize(
+    ("subject", "adopted"),
+    [
+        pytest.param(pod("u1", node="node-a", phase="Succeeded"), False, id="ended"),
+        pytest.param(pod("u1", node="node-a", deleting=True), False, id="deleting"),
+        pytest.param(pod("u1"), False, id="not-bound"),
+        pytest.param(pod("u1", node="node-a"), True, id="bound"),
+    ],
+)
+def test_plan_adopts_further_interfaces_of_bound_live_pods_only(subject: PodInfo, adopted: bool) -> None:
+    entries = json_entries({"net1": {"pool": "rdma", "ips": ["10.1.0.1"], "network": NET}})
+    subject = dataclasses.replace(subject, annotations={**ours(), "ipscheduler.io/interfaces": entries})
+    pools = [pool(addresses=ADDRS, allocations=FIRST_HELD), pool("rdma", addresses=["10.1.0.0/28"])]
+    got = [r for r in plan(pools, {"u1": subject}, NOW, TTL) if r.action == "adopt"]
+    assert [(r.pool, r.interface) for r in got] == ([("rdma", "net1")] if adopted else [])
+    if adopted:
+        assert got[0].network == '{"ips":[{"address":"10.1.0.1/28"}]}'
+
+
+def test_plan_adopts_the_first_interface_and_the_further_ones_of_a_pod_no_pool_records() -> None:
+    """A pod restored bound: no pool records it at all."""
+    pools = [pool(addresses=ADDRS), pool("rdma", addresses=["10.1.0.0/28"])]
+    got = plan(pools, {"u1": multi_homed(RDMA_ENTRY)}, NOW, TTL)
+    assert adopts(got) == [("pool-a", None, "10.0.0.1", (), ""), ("rdma", "net1", "10.1.0.1", (), "")]
+
+
+def json_entries(entries: dict[str, Any]) -> str:
+    return json.dumps(entries, separators=(",", ":"))
