@@ -172,6 +172,52 @@ def test_dual_stack_pods_run_with_both_addresses_on_eth0_and_reach_each_other_ov
     assert not set(status.get("allocations") or {}) & {p["metadata"]["uid"] for p in pods.values()}
 
 
+def test_a_dual_stack_pod_with_each_family_from_its_own_pool_runs_with_both_on_eth0(
+    kubectl: Kubectl,
+    scheduler: SchedulerProcess,
+    real_node: realnode.Layout,
+    node_pool: Any,
+    ns: str,
+    ipv6_forwarding_restored: None,
+) -> None:
+    """The node's IPv4 and IPv6 addresses are two NodeIPPools (no pool declares both): a
+    RequireDualStack pod gets its IPv4 address from one and its IPv6 address from the other in
+    one cycle; ipscheduler-ipam checks both pools and puts both on eth0 with both default
+    routes; deleting the pod gives both back."""
+    v4, v6 = ipaddress.ip_network(real_node.subnet), ipv6_subnet(real_node)
+    node_pool("real-split-v4", [f"{v4[84]}"])
+    node_pool("real-split-v6", [f"{v6[0x84]}"])
+    template = busybox_template("split", **{"ipscheduler.io/ip-family-policy": "RequireDualStack"})
+    kubectl.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "split", **template["metadata"]},
+            "spec": template["spec"],
+        },
+        ns,
+    )
+    (pod,) = wait_running(kubectl, ns, "split", 1)
+    ann = pod["metadata"]["annotations"]
+    assert (ann["ipscheduler.io/pool"], ann[IPS]) == ("real-split-v4", f"{v4[84]},{v6[0x84]}")
+    assert json.loads(ann["ipscheduler.io/interfaces"])["eth0"]["pool"] == "real-split-v6"
+    assert [p["ip"] for p in pod["status"]["podIPs"]] == [str(v4[84]), str(v6[0x84])]
+    addr = exec_in(kubectl, ns, "split", "ip", "-o", "addr", "show", "dev", "eth0")
+    assert global_addresses(addr) == sorted([f"{v4[84]}/{v4.prefixlen}", f"{v6[0x84]}/{v6.prefixlen}"]), addr
+    assert f"default via {real_node.node_ip} dev eth0" in exec_in(kubectl, ns, "split", "ip", "-4", "route")
+    assert f"default via {v6[1]} dev eth0" in exec_in(kubectl, ns, "split", "ip", "-6", "route")
+    assert_check_clean(kubectl)
+    kubectl("delete", "pod", "-n", ns, "split", "--wait=true", "--timeout=60s")
+
+    def released() -> bool:
+        return not any(
+            (kubectl.json("get", "nodeippool", name).get("status") or {}).get("allocations")
+            for name in ("real-split-v4", "real-split-v6")
+        )
+
+    wait_for("both addresses released", released, timeout=60)
+
+
 def test_a_deleted_pods_address_is_released_after_cni_del_and_given_to_the_next_pod(
     kubectl: Kubectl,
     cluster: devcluster.Cluster,

@@ -396,6 +396,55 @@ def test_dual_stack_pods_get_an_address_of_each_family_where_a_pool_has_both(
     )
 
 
+def test_dual_stack_pods_take_one_family_from_each_of_two_pools_where_no_pool_has_both(
+    scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
+) -> None:
+    """node-1 has an IPv4 pool (2 addresses) and an IPv6 pool (3), node-2 IPv4 only: two
+    RequireDualStack pods get their primary family from one pool and their second from the
+    other (its allocation recording eth0, the pod's ``ipscheduler.io/interfaces`` naming it),
+    both counted by ``kubectl get nip``; the third waits naming IPv4; deleting one gives both
+    addresses back and the third binds; ``ipscheduler check`` stays clean."""
+    pools.create("v4-1", "node-1", ["10.35.1.10-10.35.1.11"])
+    pools.create("v6-1", "node-1", ["fd00:35:1::10-fd00:35:1::12"])
+    pools.create("v4-2", "node-2", ["10.35.2.10-10.35.2.19"])
+    for i, families in enumerate(("IPv4,IPv6", "IPv6,IPv4")):
+        kubectl.create(_dual(f"split-{i}", "RequireDualStack", families), ns)
+        wait_for(f"split-{i} bound", lambda i=i: _pod(kubectl, ns, f"split-{i}")["spec"].get("nodeName"))
+    pods = [_pod(kubectl, ns, f"split-{i}") for i in range(2)]
+    assert [p["spec"]["nodeName"] for p in pods] == ["node-1", "node-1"]
+    got = [
+        (
+            a["ipscheduler.io/pool"],
+            a["ipscheduler.io/ips"],
+            {k: (v["pool"], v["ips"]) for k, v in json.loads(a["ipscheduler.io/interfaces"]).items()},
+        )
+        for a in (p["metadata"]["annotations"] for p in pods)
+    ]
+    assert got == [
+        ("v4-1", "10.35.1.10,fd00:35:1::10", {"eth0": ("v6-1", ["fd00:35:1::10"])}),
+        ("v6-1", "fd00:35:1::11,10.35.1.11", {"eth0": ("v4-1", ["10.35.1.11"])}),
+    ]
+    network = json.loads(pods[0]["metadata"]["annotations"]["ipscheduler.io/network"])
+    assert [e["address"] for e in network["ips"]] == ["10.35.1.10/32", "fd00:35:1::10/128"]
+    v6 = pools.get("v6-1")["status"]
+    assert v6["allocations"][pods[0]["metadata"]["uid"]].get("interface") == "eth0"
+    assert v6["allocations"][pods[1]["metadata"]["uid"]].get("interface") is None
+    table = nodeippools_table(kubectl)
+    assert (table["v4-1"]["ALLOCATED"], table["v6-1"]["ALLOCATED"]) == ("2", "2")
+    assert_check_clean(kubectl)
+
+    kubectl.create(_dual("split-2", "RequireDualStack"), ns)
+    ev = wait_for("FailedScheduling", lambda: events_for(kubectl, ns, "split-2", "FailedScheduling"))
+    assert "1 node(s) had no free IPv4 underlay IP" in ev[0]["message"], ev[0]["message"]  # node-1
+    assert "1 node(s) had no free IPv6 underlay IP" in ev[0]["message"], ev[0]["message"]  # node-2
+    kubectl("delete", "pod", "-n", ns, "split-0", "--wait=true")  # both of its addresses go back
+    wait_for("split-2 bound", lambda: _pod(kubectl, ns, "split-2")["spec"].get("nodeName") == "node-1")
+    assert _pod(kubectl, ns, "split-2")["metadata"]["annotations"]["ipscheduler.io/ips"] == (
+        "10.35.1.10,fd00:35:1::10"
+    )
+    assert_check_clean(kubectl)
+
+
 def test_invalid_pools_are_flagged_and_overlaps_handed_to_nobody(
     scheduler: SchedulerProcess, kubectl: Kubectl, pools: Pools, ns: str
 ) -> None:
