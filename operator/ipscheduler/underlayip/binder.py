@@ -715,20 +715,47 @@ class PoolBinder:
                     else pool.name in need.choice.name_set and pool.serves(pod.namespace)
                 )
                 and freed_by_eviction(pool, victim)
-                and (not versions or self._frees_families(pool, victim, versions))
+                and (not versions or self._frees_families(pool, victim, versions, pod, choice, need))
             ):
                 return pool
         return None
 
-    def _frees_families(self, pool: PoolView, victim: str, versions: tuple[int, ...]) -> bool:
+    def _frees_families(
+        self,
+        pool: PoolView,
+        victim: str,
+        versions: tuple[int, ...],
+        pod: PodInfo,
+        choice: PoolChoice,
+        need: InterfaceNeed | None,
+    ) -> bool:
         """Whether ``pool`` gives one address of each of ``versions`` once pod ``victim``'s
-        allocation there is released."""
+        allocation there is released; for the first interface of a pod that needs two
+        families, also when it then gives one of them and another pool of the node the pod may
+        use gives the other now (dual-stack from two pools)."""
         a = pool.allocations[victim]
         free = dict(self.ledger.family_free(pool))
         for ip in a.addresses:
             version = VERSION[family_of(ip)]
             free[version] = free.get(version, 0) + 1
-        return allocator.pods_like(self.ledger.available(pool) + a.places, free, versions) > 0
+        places = self.ledger.available(pool) + a.places
+        if allocator.pods_like(places, free, versions) > 0:
+            return True
+        if need is not None or len(versions) != 2:
+            return False
+        others = [
+            p
+            for p in self.cache.pools_for_node(pool.node_name)
+            if p.name != pool.name and may_use(pod, choice, p) and pod.uid not in p.allocations
+        ]
+        return any(
+            allocator.pods_like(places, free, (v,)) > 0
+            and any(
+                allocator.pods_like(self.ledger.available(p), self.ledger.family_free(p), (w,)) > 0
+                for p in others
+            )
+            for v, w in (versions, versions[::-1])
+        )
 
     def fits_after_evicting(
         self, needs: PodAddresses, pod: PodInfo, node: str, victims: frozenset[str]
@@ -934,15 +961,15 @@ class PoolBinder:
             first = candidates[0]
         for pool in candidates if first is None else ():
             a = pool.allocations.get(pod.uid)
-            if a is not None:
-                if a.phase == NOMINATED or {VERSION[family_of(ip)] for ip in a.addresses} != {v0}:
-                    return None  # its allocation here is the one it keeps (both, or a place)
+            if a is not None and a.phase != NOMINATED:
+                if {VERSION[family_of(ip)] for ip in a.addresses} != {v0}:
+                    return None  # its allocation here is the one it keeps (both)
                 first = pool
                 break
         if first is None:
             if any(self.pods_like(needs, p, needs.versions) > 0 for p in candidates):
                 return None
-            first = next((p for p in candidates if self.pods_like(needs, p, (v0,)) > 0), None)
+            first = next((p for p in candidates if self.pods_like(needs, p, (v0,), pod.uid) > 0), None)
             if first is None:
                 return None
         second_family = needs.family.families[1]
@@ -954,8 +981,12 @@ class PoolBinder:
             and p.name != first.name
             and p.name not in needs.reserved
             and may_use(pod, needs.choice, p)
-            and ((a := p.allocations.get(pod.uid)) is None or a.interface == DEFAULT_INTERFACE)
-            and (self._kept_for(needs, pod, need, p) or self.pods_like(needs, p, (v1,)) > 0)
+            and (
+                (a := p.allocations.get(pod.uid)) is None
+                or a.interface == DEFAULT_INTERFACE
+                or a.phase == NOMINATED
+            )
+            and (self._kept_for(needs, pod, need, p) or self.pods_like(needs, p, (v1,), pod.uid) > 0)
         ]
         if not others:
             return None

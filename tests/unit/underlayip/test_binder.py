@@ -2149,3 +2149,34 @@ async def test_a_sticky_pod_keeps_both_families_of_two_pools_through_its_next_po
     assert isinstance(again, Committed)
     assert (again.ips, further(again)) == (("10.0.0.1", "fd00::1"), [("eth0", "v6a", ("fd00::1",))])
     assert set(env.allocations("v4a")) == {"uid-2"} and set(env.allocations("v6a")) == {"uid-2"}
+
+
+@pytest.mark.parametrize(
+    ("v6_free", "fits"),
+    [
+        pytest.param(True, True, id="the-other-pool-gives-the-other-family"),
+        pytest.param(False, False, id="it-does-not"),
+    ],
+)
+async def test_preemption_frees_one_family_where_another_pool_gives_the_other(
+    v6_free: bool, fits: bool
+) -> None:
+    """v4a full by a victim of policy Pod; v6a with (or without) a free address: evicting the
+    victim lets a RequireDualStack pod take both, one from each pool; the place held for it is
+    in v4a, and it becomes its reservation once the victim is gone."""
+    bodies = split_pools()[:2]
+    bodies[0]["status"]["allocations"] = {"v": victim("10.0.0.1"), "w": victim("10.0.0.2", **STICKY)}
+    if not v6_free:
+        bodies[1]["status"]["allocations"] = {f"x{i}": alloc(f"fd00::{i}") for i in (1, 2, 3)}
+    env = Env(bodies)
+    pod = asking(REQUIRE)
+    needs = env.binder.find(pod)
+    assert env.binder.fit(needs, pod, "node-a") is not Fit.FITS
+    assert env.binder.fits_after_evicting(needs, pod, "node-a", frozenset({"v"})) is fits
+    if not fits:
+        return
+    assert await env.binder.nominate(pod, "node-a", frozenset({"v"})) == "v4a"
+    await env.writer.submit("v4a", functools.partial(allocator.release, uid="v"))
+    done = await env.place(env.binder.find(pod), pod, "node-a")
+    assert isinstance(done, Committed) and (done.pool, done.ips) == ("v4a", ("10.0.0.1", "fd00::1"))
+    assert further(done) == [("eth0", "v6a", ("fd00::1",))]
