@@ -56,7 +56,7 @@ from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.families import annotated_ips
-from ipscheduler.underlayip.interfaces import interface_ips
+from ipscheduler.underlayip.interfaces import NetworkPools, interface_ips
 from ipscheduler.underlayip.metrics import PoolCounts, UnderlayIPMetrics
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
@@ -206,17 +206,36 @@ class PoolController:
         nodes: ObjectStore[NodeInfo],
         pools: ObjectStore[PoolView],
         namespaces: ObjectStore[NamespaceDefaults] | None = None,
+        networks: ObjectStore[NetworkPools] | None = None,
     ) -> None:
         """Subscribe to the events the controller needs: pending pods of ours that end
         unbound (:meth:`on_pending_pod`), bound pods seen and gone (holds, adoption,
         release), nodes added or deleted (every pool's status), pool changes
-        (:meth:`on_pool_store_event`) and namespaces' default pools (pending pods retried)."""
+        (:meth:`on_pool_store_event`), namespaces' default pools and
+        NetworkAttachmentDefinitions' pools (pending pods retried)."""
         pending_pods.subscribe(self.on_pending_pod)
         bound_pods.subscribe(self.on_bound_pod_event)
         nodes.subscribe(self.on_node_event)
         pools.subscribe(self.on_pool_store_event)
         if namespaces is not None:
             namespaces.subscribe(self.on_namespace_event)
+        if networks is not None:
+            networks.subscribe(self.on_network_event)
+
+    def on_network_event(
+        self,
+        kind: str | None,
+        key: str,
+        body: dict[str, Any],
+        old: NetworkPools | None,
+        new: NetworkPools | None,
+    ) -> None:
+        """A NetworkAttachmentDefinition's pools or families changed (the informer keeps only
+        the NADs that carry one): the pending pods refused for them may fit now. The first
+        LIST counts too: the API may be served only after scheduling started (a CRD installed
+        later)."""
+        if old != new:
+            self.requeue(events.NETWORK_POOLS_CHANGE, None, None)
 
     def on_namespace_event(
         self,
