@@ -25,8 +25,9 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
   (:meth:`PoolController.on_pool_status`).
 
 It subscribes itself to the informers it needs (:meth:`PoolController.subscribe`:
-pending pods, bound pods, nodes, NodeIPPools) and tells the scheduling queue when
-capacity was freed (``requeue``); nothing flows back from the scheduler.
+pending pods, bound pods, nodes, NodeIPPools; namespaces' and NetworkAttachmentDefinitions'
+pools, for retries only) and tells the scheduling queue when capacity was freed, or pools
+named anew (``requeue``); nothing flows back from the scheduler.
 
 Size: the wing's one subscriber to those four informers and the writer of every pool status
 but the reservations', so one module; what has a state of its own is a room it holds (the
@@ -231,11 +232,21 @@ class PoolController:
         new: NetworkPools | None,
     ) -> None:
         """A NetworkAttachmentDefinition's pools or families changed (the informer keeps only
-        the NADs that carry one): the pending pods refused for them may fit now. The first
-        LIST counts too: the API may be served only after scheduling started (a CRD installed
-        later)."""
-        if old != new:
-            self.requeue(events.NETWORK_POOLS_CHANGE, None, None)
+        the NADs that carry one): logged at info (they change rarely; what a pod naming it gets
+        changes), and the pending pods refused for them may fit now. The first LIST counts
+        too: the API may be served only after scheduling started (a CRD installed later)."""
+        if old == new:
+            return
+        if new is None:
+            log.info("NetworkAttachmentDefinition %s names no pools or families now", key)
+        else:
+            log.info(
+                "NetworkAttachmentDefinition %s names pools %r, families %s",
+                key,
+                new.pools,
+                dict(new.families) or "any",
+            )
+        self.requeue(events.NETWORK_POOLS_CHANGE, None, None)
 
     def on_namespace_event(
         self,

@@ -244,9 +244,13 @@ def nad(namespace: str, name: str, annotations: dict[str, str]) -> dict[str, Any
     return {"metadata": {"namespace": namespace, "name": name, "annotations": annotations}}
 
 
-async def test_a_network_attachment_definitions_pools_reach_the_pool_cache_and_retry_pending_pods() -> None:
+async def test_a_network_attachment_definitions_pools_reach_the_pool_cache_and_retry_pending_pods(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Only the NADs naming our annotations are kept; the first LIST moves the queue too (the
-    API may be served only after scheduling started), a change that is not ours does not."""
+    API may be served only after scheduling started), a change that is not ours does not;
+    each change is logged at info."""
+    caplog.set_level("INFO", logger="ipscheduler.underlayip.controller")
     c = wiring.build(RunConfig(), _NO_API, HealthState())
     moved: list[str] = []
     c.controller.requeue = lambda event, old, new: moved.append(event.label)
@@ -259,3 +263,7 @@ async def test_a_network_attachment_definitions_pools_reach_the_pool_cache_and_r
     assert len(moved) == 1
     c.networks.store.apply("DELETED", rdma)
     assert dict(c.pool_cache.networks) == {} and len(moved) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "NetworkAttachmentDefinition team/rdma names pools 'rdma-a', families any",
+        "NetworkAttachmentDefinition team/rdma names no pools or families now",
+    ]
