@@ -339,3 +339,41 @@ def test_an_element_naming_only_a_nad_annotated_with_pools_gets_net1_from_the_na
     assert allocations(kubectl, POOL_B)[uid]["interface"] == "net1"
     kubectl("delete", "pod", "by-nad", "-n", ns, "--wait=false")
     wait_for("net1's allocation released", lambda: uid not in allocations(kubectl, POOL_B), timeout=90)
+
+
+def test_a_nads_malformed_pools_keep_its_pods_pending_until_the_nad_is_fixed(
+    kubectl: Kubectl, scheduler: SchedulerProcess, multus_node: realnode.Layout, pools: Any, ns: str
+) -> None:
+    """``underlay-b`` annotated with a pool list that cannot be read: the pod whose element
+    names it stays Pending, FailedScheduling naming the NAD (no sandbox); the NAD's
+    annotation fixed, the NAD event moves the pod at once (well within the queue's 5 min
+    flush of unschedulable pods) and it runs with net1 from ``pool-b``."""
+    layout = multus_node
+    make_networks(kubectl, pools, layout, ns, net1_addresses=1)
+    kubectl("annotate", "network-attachment-definitions", NAD, "-n", ns, "ipscheduler.io/pools=pool-b,,x")
+    wait_for(
+        "the scheduler seeing the NAD's pools",
+        lambda: scheduler.logged(f"NetworkAttachmentDefinition {ns}/{NAD} names pools 'pool-b,,x'"),
+        timeout=60,
+    )
+    multus_pod(kubectl, ns, "broken", {"name": NAD, "interface": "net1"})
+    want = f"NetworkAttachmentDefinition {ns}/{NAD} annotation ipscheduler.io/pools='pool-b,,x': ''"
+
+    def refused() -> list[str] | None:
+        said = [e["message"] for e in events_for(kubectl, ns, "broken", "FailedScheduling")]
+        return said if any(want in m for m in said) else None
+
+    wait_for(f"FailedScheduling '{want}'", refused, timeout=60)
+    assert not pod(kubectl, ns, "broken")["spec"].get("nodeName")
+    kubectl(
+        "annotate",
+        "--overwrite",
+        "network-attachment-definitions",
+        NAD,
+        "-n",
+        ns,
+        f"ipscheduler.io/pools={POOL_B}",
+    )
+    running = wait_pod_running(kubectl, ns, "broken")
+    entry = json.loads(running["metadata"]["annotations"][INTERFACES])["net1"]
+    assert entry["pool"] == POOL_B and entry["ips"] == [str(net1_subnet(layout)[10])], entry
