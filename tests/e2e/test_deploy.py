@@ -178,6 +178,29 @@ def _can_i(kubectl: Kubectl, verb: str, res: str, *where: str, name: str = "") -
     return kubectl.run(*args, check=False).stdout.strip()
 
 
+NAD_VERBS = ("list", "watch", "get", "create")
+
+
+def _may(kubectl: Kubectl, verb: str, group: str, resource: str) -> bool:
+    """Whether the scheduler's ServiceAccount may ``verb`` ``resource`` of ``group`` in every
+    namespace (a SubjectAccessReview: its answer needs no discovery of the resource)."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": SERVICE_ACCOUNT,
+            "groups": [
+                "system:serviceaccounts",
+                f"system:serviceaccounts:{NAMESPACE}",
+                "system:authenticated",
+            ],
+            "resourceAttributes": {"verb": verb, "group": group, "resource": resource},
+        },
+    }
+    answer = json.loads(kubectl("create", "-o", "json", "-f", "-", stdin=json.dumps(review)))
+    return bool(answer["status"].get("allowed"))
+
+
 def refused(log: str) -> bool:
     """Does a scheduler log show an API request refused (Forbidden, HTTP 403)? ``403`` as a word,
     not the digits inside a replica identity's UUID nor a log timestamp's milliseconds
@@ -364,6 +387,17 @@ def test_scheduler_runs_with_the_deploy_service_account_rbac(
     with _real(kubectl, docs + _admission_policies()):
         assert {(v, r): can_i(v, r) for v, r in must} == {(v, r): "yes" for v, r in must}
         assert {(v, r): can_i(v, r) for v, r in must_not} == {(v, r): "no" for v, r in must_not}
+        # Multus' NADs naming our pools (the NAD informer; its API probed with a LIST of one).
+        # Asked with a SubjectAccessReview: `kubectl auth can-i` cannot name a resource of a
+        # CRD that is not installed.
+        assert {
+            v: _may(kubectl, v, "k8s.cni.cncf.io", "network-attachment-definitions") for v in NAD_VERBS
+        } == {
+            "list": True,
+            "watch": True,
+            "get": False,
+            "create": False,
+        }
         # Its own Lease only (deploy/04-role-leader-election.yaml): any name may be created,
         # only ip-scheduler read, updated and watched.
         for verb in ("get", "update", "list", "watch"):

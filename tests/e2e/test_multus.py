@@ -12,9 +12,10 @@ Each test makes, in its namespace, the NAD ``underlay-b``: a second bridge on th
 ``ipscheduler-ipam`` as IPAM (the node's first network's settings), and two pools for the
 node: one on the node's subnet for eth0, and ``pool-b`` on ``10.89.<i>.0/24`` (gateway
 ``10.89.<i>.1`` on that bridge, a default route and a route to ``10.99.<i>.0/24``) for net1.
-A pod names its first pool in ``ipscheduler.io/pools`` and net1's in its Multus element; the
-scheduler writes ``ipscheduler.io/interfaces`` and the element's ``ips`` at Binding, and
-Multus calls the plugin for net1 with ``CNI_IFNAME=net1``.
+A pod names its first pool in ``ipscheduler.io/pools`` and net1's in its Multus element (or
+the NAD names it, in its ``ipscheduler.io/pools`` annotation); the scheduler writes
+``ipscheduler.io/interfaces`` and the element's ``ips`` at Binding, and Multus calls the
+plugin for net1 with ``CNI_IFNAME=net1``.
 
 Outside CI a node that cannot start (no root, Go, gcc, apt) skips the module; in CI it fails,
 as the ``real_node`` fixture does.
@@ -159,11 +160,13 @@ def make_networks(
     )
 
 
-def multus_pod(kubectl: Kubectl, ns: str, name: str) -> None:
+def multus_pod(kubectl: Kubectl, ns: str, name: str, element: dict[str, Any] | None = None) -> None:
     """A busybox pod on :data:`NODE`: eth0 from the first pool, net1 from ``pool-b`` through
-    its Multus element; a container that ends on SIGTERM, so the kubelet confirms the
-    deletion (CNI DEL first) within its grace period."""
-    element = {"name": NAD, "interface": "net1", "ipscheduler.io/pools": POOL_B}
+    its Multus element (``element``; default: naming ``underlay-b``, net1 and ``pool-b``); a
+    container that ends on SIGTERM, so the kubelet confirms the deletion (CNI DEL first)
+    within its grace period."""
+    if element is None:
+        element = {"name": NAD, "interface": "net1", "ipscheduler.io/pools": POOL_B}
     template = busybox_template(name, **{"ipscheduler.io/pools": FIRST_POOL, NETWORKS: json.dumps([element])})
     spec = template["spec"]
     spec["nodeSelector"]["kubernetes.io/hostname"] = NODE
@@ -297,3 +300,80 @@ def test_a_pod_whose_net1_pool_is_full_stays_pending_until_an_address_is_free(
     assert json.loads(waiter["metadata"]["annotations"][INTERFACES])["net1"]["ips"] == [only]
     net1_addr = exec_in(kubectl, ns, "waiter", "ip", "-o", "addr", "show", "dev", "net1")
     assert global_addresses(net1_addr) == [f"{only}/24"], net1_addr
+
+
+def test_an_element_naming_only_a_nad_annotated_with_pools_gets_net1_from_the_nads_pool(
+    kubectl: Kubectl, scheduler: SchedulerProcess, multus_node: realnode.Layout, pools: Any, ns: str
+) -> None:
+    """``underlay-b`` annotated with ``ipscheduler.io/pools: pool-b``; the pod's element names
+    only the network and the interface. The module's scheduler started before the module
+    installed the NAD CRD, so it found the API not served and picks it up at its next check
+    (every 30 s), then the NAD's annotation. The pod runs with net1's address from ``pool-b``
+    on net1 (Multus gave it the element's ``ips`` the Binding wrote), and its deletion
+    releases it."""
+    layout, b = multus_node, net1_subnet(multus_node)
+    make_networks(kubectl, pools, layout, ns, net1_addresses=2)
+    wait_for(
+        "the scheduler watching NetworkAttachmentDefinitions",
+        lambda: scheduler.logged("NetworkAttachmentDefinition API k8s.cni.cncf.io/v1 is served: watching it"),
+        timeout=60,
+    )
+    kubectl("annotate", "network-attachment-definitions", NAD, "-n", ns, f"ipscheduler.io/pools={POOL_B}")
+    wait_for(
+        "the scheduler seeing the NAD's pools",
+        lambda: scheduler.logged(f"NetworkAttachmentDefinition {ns}/{NAD} names pools '{POOL_B}'"),
+        timeout=30,
+    )
+    multus_pod(kubectl, ns, "by-nad", {"name": NAD, "interface": "net1"})
+    running = wait_pod_running(kubectl, ns, "by-nad")
+    annotations = running["metadata"]["annotations"]
+    entry = json.loads(annotations[INTERFACES])["net1"]
+    assert entry["pool"] == POOL_B and len(entry["ips"]) == 1, entry
+    net1 = entry["ips"][0]
+    assert ipaddress.ip_address(net1) in b
+    (element,) = json.loads(annotations[NETWORKS])
+    assert element == {"name": NAD, "interface": "net1", "ips": [f"{net1}/24"]}, element
+    net1_addr = exec_in(kubectl, ns, "by-nad", "ip", "-o", "addr", "show", "dev", "net1")
+    assert global_addresses(net1_addr) == [f"{net1}/24"], net1_addr
+    uid = running["metadata"]["uid"]
+    assert allocations(kubectl, POOL_B)[uid]["interface"] == "net1"
+    kubectl("delete", "pod", "by-nad", "-n", ns, "--wait=false")
+    wait_for("net1's allocation released", lambda: uid not in allocations(kubectl, POOL_B), timeout=90)
+
+
+def test_a_nads_malformed_pools_keep_its_pods_pending_until_the_nad_is_fixed(
+    kubectl: Kubectl, scheduler: SchedulerProcess, multus_node: realnode.Layout, pools: Any, ns: str
+) -> None:
+    """``underlay-b`` annotated with a pool list that cannot be read: the pod whose element
+    names it stays Pending, FailedScheduling naming the NAD (no sandbox); the NAD's
+    annotation fixed, the NAD event moves the pod at once (well within the queue's 5 min
+    flush of unschedulable pods) and it runs with net1 from ``pool-b``."""
+    layout = multus_node
+    make_networks(kubectl, pools, layout, ns, net1_addresses=1)
+    kubectl("annotate", "network-attachment-definitions", NAD, "-n", ns, "ipscheduler.io/pools=pool-b,,x")
+    wait_for(
+        "the scheduler seeing the NAD's pools",
+        lambda: scheduler.logged(f"NetworkAttachmentDefinition {ns}/{NAD} names pools 'pool-b,,x'"),
+        timeout=60,
+    )
+    multus_pod(kubectl, ns, "broken", {"name": NAD, "interface": "net1"})
+    want = f"NetworkAttachmentDefinition {ns}/{NAD} annotation ipscheduler.io/pools='pool-b,,x': ''"
+
+    def refused() -> list[str] | None:
+        said = [e["message"] for e in events_for(kubectl, ns, "broken", "FailedScheduling")]
+        return said if any(want in m for m in said) else None
+
+    wait_for(f"FailedScheduling '{want}'", refused, timeout=60)
+    assert not pod(kubectl, ns, "broken")["spec"].get("nodeName")
+    kubectl(
+        "annotate",
+        "--overwrite",
+        "network-attachment-definitions",
+        NAD,
+        "-n",
+        ns,
+        f"ipscheduler.io/pools={POOL_B}",
+    )
+    running = wait_pod_running(kubectl, ns, "broken")
+    entry = json.loads(running["metadata"]["annotations"][INTERFACES])["net1"]
+    assert entry["pool"] == POOL_B and entry["ips"] == [str(net1_subnet(layout)[10])], entry

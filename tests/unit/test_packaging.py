@@ -69,6 +69,8 @@ EXPECTED_CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("ipscheduler.io", "nodeippools/status"): {"update"},
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
     ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
+    # Multus' NetworkAttachmentDefinitions naming our pools (underlayip/informers.network_informer).
+    ("k8s.cni.cncf.io", "network-attachment-definitions"): {"list", "watch"},
     # The secure port's delegated authentication and authorization (kube/reviews.py).
     ("authentication.k8s.io", "tokenreviews"): {"create"},
     ("authorization.k8s.io", "subjectaccessreviews"): {"create"},

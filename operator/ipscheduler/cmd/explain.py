@@ -2,7 +2,8 @@
 is (or would be) placed where.
 
 A dry run of one scheduling cycle against live state: it lists nodes,
-NodeIPPools and bound pods, runs PreFilter and Filter on every node and the
+NodeIPPools and bound pods (and, for a pod with a Multus annotation, the
+NetworkAttachmentDefinitions, when their API is served), runs PreFilter and Filter on every node and the
 Score plugins on the feasible ones, and prints per node which filter
 rejected the pod and why, or its scores. Nothing is written. The framework
 is built as ``run`` builds it (:func:`ipscheduler.cmd.profiles.build_profile`),
@@ -46,13 +47,20 @@ from ipscheduler.framework.volumes import (
     VolumeListers,
 )
 from ipscheduler.kube.client import KubeApi, load_client_config
+from ipscheduler.kube.informer import namespaced_key
 from ipscheduler.plugins.defaultpreemption import DefaultPreemption
 from ipscheduler.underlayip.args import Strategy
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.families import annotated_ips
-from ipscheduler.underlayip.informers import namespace_informer
-from ipscheduler.underlayip.interfaces import further_interfaces, interface_entries
+from ipscheduler.underlayip.informers import NETWORK_ATTACHMENT_DEFINITIONS, namespace_informer
+from ipscheduler.underlayip.interfaces import (
+    NetworkPools,
+    further_interfaces,
+    interface_entries,
+    network_pools,
+)
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, POOLS
+from ipscheduler.underlayip.multus import NETWORKS_ANNOTATION
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
 from ipscheduler.underlayip.pool import PoolView
 from ipscheduler.underlayip.retention import retention_of
@@ -142,7 +150,7 @@ def interfaces_line(pod: PodInfo, cache: PoolCache) -> str:
     """The pod's further interfaces (:mod:`ipscheduler.underlayip.interfaces`): for a bound
     pod, each one's addresses and pool from its ``ipscheduler.io/interfaces`` and whether the
     pool records them; else the pools each may use. ``""`` for a pod with none."""
-    asked = further_interfaces(pod)
+    asked = further_interfaces(pod, cache.networks)
     if asked.problem:
         return f"Interfaces: {asked.problem}"
     parts = []
@@ -327,6 +335,21 @@ async def group_index_for(api: KubeApi, pod: PodInfo) -> GroupIndex:
     return index
 
 
+async def networks_for(api: KubeApi, pod: PodInfo) -> dict[str, tuple[NetworkPools]]:
+    """The NetworkAttachmentDefinitions of ours as the scheduler's informer holds them
+    (``namespace/name`` → (their pools,)), LISTed, for a pod with a Multus annotation; none
+    for another pod, or when their API is not served (nothing is read then, so no Multus
+    RBAC is needed). Raises what the reads raise."""
+    if NETWORKS_ANNOTATION not in pod.annotations or not await api.serves(NETWORK_ATTACHMENT_DEFINITIONS):
+        return {}
+    out: dict[str, tuple[NetworkPools]] = {}
+    for body in await api.list_cluster_objects(NETWORK_ATTACHMENT_DEFINITIONS):
+        key, pools = namespaced_key(body), network_pools(body)
+        if key is not None and pools is not None:
+            out[key] = (pools,)
+    return out
+
+
 def caches_from(
     nodes: Iterable[dict[str, Any]],
     bound_pods: Iterable[dict[str, Any]],
@@ -380,6 +403,7 @@ async def explain(
         defaults = namespace_informer().parse(await api.get_namespace(namespace) or {})
         if defaults is not None:
             cache.attach_namespaces({namespace: (defaults,)})
+        cache.attach_networks(await networks_for(api, pod))
         try:
             groups = await group_index_for(api, pod)
             profile = explain_profile(

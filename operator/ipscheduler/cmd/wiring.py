@@ -21,7 +21,10 @@ goes one way, from the informers to their subscribers:
   scheduler (queue);
 - NodeIPPools → the pool controller (pool cache, status, queue);
 - namespaces (only their ``ipscheduler.io/default-pools``) → the pool cache (read by
-  UnderlayIP) and the pool controller (pending pods retried when one changes).
+  UnderlayIP) and the pool controller (pending pods retried when one changes);
+- NetworkAttachmentDefinitions (only those naming our pools or families; once their API is
+  served: :class:`~ipscheduler.kube.informer.OptionalResource`) → the pool cache (read by
+  UnderlayIP and ``explain``) and the pool controller (pending pods retried when one changes).
 
 The pool controller talks to the queue only through what it is given here: the
 queue's move of unschedulable pods (``requeue``) and the scheduler's check
@@ -66,14 +69,22 @@ from ipscheduler.framework.types import NodeInfo, PodInfo
 from ipscheduler.framework.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 from ipscheduler.kube.client import KubeApi, live_pod
 from ipscheduler.kube.events import EventRecorder
-from ipscheduler.kube.informer import Endpoint, ObjectStore, PendingPodEvents, namespaced_key, uid_key
+from ipscheduler.kube.informer import (
+    Endpoint,
+    ObjectStore,
+    OptionalResource,
+    PendingPodEvents,
+    namespaced_key,
+    uid_key,
+)
 from ipscheduler.kube.prometheus import PrometheusReader
 from ipscheduler.scheduler.extender import ExtenderVerbs
 from ipscheduler.scheduler.scheduler import Scheduler
 from ipscheduler.underlayip import plugin as underlay
 from ipscheduler.underlayip.cache import PoolCache
 from ipscheduler.underlayip.controller import PoolController
-from ipscheduler.underlayip.informers import namespace_informer, pool_informer
+from ipscheduler.underlayip.informers import namespace_informer, network_informer, pool_informer
+from ipscheduler.underlayip.interfaces import NetworkPools
 from ipscheduler.underlayip.metrics import UnderlayIPMetrics
 from ipscheduler.underlayip.models import ANNOTATION_PREFIX
 from ipscheduler.underlayip.plugin import UnderlayIPDeps
@@ -109,6 +120,8 @@ class Components:
     nodes: ObjectStore[NodeInfo]
     pools: ObjectStore[PoolView]
     namespaces: ObjectStore[NamespaceDefaults]
+    networks: OptionalResource[NetworkPools]
+    """The NetworkAttachmentDefinition informer, run once its API is served."""
     volumes: StoreVolumeListers
     """The PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode informers."""
     pod_groups: PodGroupController | None = None
@@ -139,6 +152,12 @@ class Components:
         ):
             self.supervisor.start(f"{name}-watch", functools.partial(informer.run, self.api.client))
             self.health.checks[f"{name}-watch"] = functools.partial(informer.health, timeout)
+        self.supervisor.start(
+            "network-attachment-definitions", functools.partial(self.networks.run, self.api)
+        )
+        self.health.checks["network-attachment-definitions-watch"] = functools.partial(
+            self.networks.health, timeout
+        )
         self.tasks.append(
             asyncio.get_running_loop().create_task(_ready_when_synced(self), name="cache-attach")
         )
@@ -307,11 +326,18 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
     pools = pool_informer(pool_cache)
     namespaces = namespace_informer()
     pool_cache.attach_namespaces(namespaces.index)
+    networks = network_informer()
+    pool_cache.attach_networks(networks.store.index)
     scheduler.handlers.subscribe(
         pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes, volumes=volumes.by_resource()
     )
     controller.subscribe(
-        pending_pods=pending_pods, bound_pods=bound_pods, nodes=nodes, pools=pools, namespaces=namespaces
+        pending_pods=pending_pods,
+        bound_pods=bound_pods,
+        nodes=nodes,
+        pools=pools,
+        namespaces=namespaces,
+        networks=networks.store,
     )
     publisher = None
     if cfg.publish_resource:
@@ -351,6 +377,7 @@ def build(cfg: RunConfig, api: KubeApi, health: HealthState) -> Components:
         nodes=nodes,
         pools=pools,
         namespaces=namespaces,
+        networks=networks,
         volumes=volumes,
         extender=extender,
         publisher=publisher,
@@ -479,11 +506,13 @@ class StoreVolumeListers:
 
 async def _ready_when_synced(c: Components) -> None:
     """The cache is ready once the node, bound-pod, namespace and storage informers hold a
-    full LIST; the pool cache (and so the pool controller) once the NodeIPPool informer does
-    too."""
+    full LIST, and the NetworkAttachmentDefinition one too unless its API is not served
+    (``settled``); the pool cache (and so the pool controller) once the NodeIPPool informer
+    does too."""
     await c.nodes.synced.wait()
     await c.bound_pods.synced.wait()
     await c.namespaces.synced.wait()
+    await c.networks.settled.wait()
     for store in c.volumes.by_resource().values():
         await store.synced.wait()
     c.cache.ready.set()

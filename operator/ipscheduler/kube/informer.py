@@ -36,7 +36,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.backoff import Backoff
 from ipscheduler.framework.types import PodInfo
-from ipscheduler.kube.client import LIST_PAGE_SIZE, KubeApi
+from ipscheduler.kube.client import LIST_PAGE_SIZE, TRANSIENT_ERRORS, ClusterResource, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -342,6 +342,91 @@ class ObjectStore(ListWatch, Generic[T]):
         if value is not None:
             self.index[key] = (value,)
         self._notify(kind, key, obj, old[0] if old else None, value)
+
+
+PROBE_INTERVAL = 30.0
+"""Seconds between checks for an :class:`OptionalResource`'s API while it is not served."""
+
+
+class OptionalResource(Generic[T]):
+    """The informer ``store`` over ``resource``, a custom resource of another project whose CRD
+    may not be installed (Multus' NetworkAttachmentDefinitions). :meth:`run` checks whether
+    the API server serves it (:meth:`KubeApi.serves`, a LIST of one) and runs ``store`` once it
+    does; until then it says so once, at info, and checks again every ``interval`` seconds, so
+    a CRD installed later is picked up without a restart. A 403 (no RBAC grant) is taken as
+    not served, with one warning. Other failures of the check (the API server away) are
+    retried with the informers' backoff.
+
+    ``settled`` is set once the first check found the resource not served, or the store's
+    first LIST is applied: what waits for the informers to sync waits for this instead. While
+    not served the store's index stays empty and :meth:`health` is None. A CRD removed while
+    the store runs leaves it failing (and re-listing, with warnings) until the CRD is back or
+    the process restarts."""
+
+    def __init__(
+        self, store: ObjectStore[T], resource: ClusterResource, interval: float = PROBE_INTERVAL
+    ) -> None:
+        self.store = store
+        self.resource = resource
+        self.interval = interval
+        self.settled = asyncio.Event()
+        self.served = False
+
+    def health(self, timeout: float) -> str | None:
+        """The store's :meth:`ListWatch.health` once it runs; None before."""
+        return self.store.health(timeout) if self.served else None
+
+    async def _check(self, api: KubeApi, said: set[str]) -> bool | None:
+        """Whether ``resource`` is served; None when the check failed for another reason than
+        a 403. ``said``: what was logged already (each said once)."""
+        what = f"{self.resource.kind} API {self.resource.api_version}"
+        try:
+            served = await api.serves(self.resource)
+        except ApiException as e:
+            if e.status != 403:
+                log.warning("could not check for the %s: %s", what, e.status)
+                return None
+            if "403" not in said:
+                said.add("403")
+                log.warning(
+                    "may not list %s (%s); checking again every %.0fs",
+                    self.resource.plural,
+                    e.reason,
+                    self.interval,
+                )
+            return False
+        except TRANSIENT_ERRORS as e:
+            log.warning("could not check for the %s: %r", what, e)
+            return None
+        if not served and "absent" not in said:
+            said.add("absent")
+            log.info(
+                "%s is not served (its CRD is not installed); checking again every %.0fs", what, self.interval
+            )
+        return served
+
+    async def run(self, api: KubeApi) -> None:
+        """Wait until ``resource`` is served, then run the store. Never returns; raises only
+        CancelledError."""
+        said: set[str] = set()
+        backoff = Backoff(BACKOFF_INITIAL, BACKOFF_MAX)
+        while True:
+            served = await self._check(api, said)
+            if served:
+                break
+            if served is None:
+                await asyncio.sleep(backoff.next())
+                continue
+            backoff.reset()
+            self.settled.set()
+            await asyncio.sleep(self.interval)
+        log.info("%s API %s is served: watching it", self.resource.kind, self.resource.api_version)
+        self.served = True
+        await asyncio.gather(self.store.run(api.client), self._settle())
+
+    async def _settle(self) -> None:
+        await self.store.synced.wait()
+        self.settled.set()
 
 
 def uid_key(obj: dict[str, Any]) -> str | None:

@@ -402,7 +402,7 @@ class PoolBinder:
         family = family_need(pod.annotations, self.cache.default_families(pod.namespace))
         if family.problem:
             return PodAddresses(choice, retention, problem=Problem("families", family.problem))
-        further = further_interfaces(pod)
+        further = further_interfaces(pod, self.cache.networks)
         if further.problem:
             return PodAddresses(choice, retention, problem=Problem("interfaces", further.problem))
         kept = kept_address(self.cache, pod, retention, datetime.datetime.now(datetime.UTC))  # to the µs

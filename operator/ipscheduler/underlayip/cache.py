@@ -29,15 +29,34 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from ipscheduler.backend.cache import Cache
 from ipscheduler.underlayip.addresses import AddressSet
+from ipscheduler.underlayip.interfaces import NetworkPools
 from ipscheduler.underlayip.models import Allocation
 from ipscheduler.underlayip.pool import PoolContext, PoolView, find_conflicts, foreign_holds
 from ipscheduler.underlayip.selection import NamespaceDefaults
 
 IndexLike = Mapping[str, Iterable[object]]
+
+
+class _Firsts(Mapping[str, NetworkPools]):
+    """An informer's index (key → a one-element tuple) read as key → value, live, no copy."""
+
+    def __init__(self, index: Mapping[str, tuple[NetworkPools]]) -> None:
+        self._index = index
+
+    def __getitem__(self, key: str) -> NetworkPools:
+        return self._index[key][0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
 """pool name → values: the NodeIPPool informer's index (name → one-element tuple) or, in
 tests, a dict of lists."""
 
@@ -98,6 +117,9 @@ class PoolCache:
         self._namespaced: dict[str, PoolView] = {}  # pools with spec.namespaces, by name
         self._identities: dict[str, set[str]] = {}  # pod identity → pools with an allocation for it
         self._namespaces: Mapping[str, tuple[NamespaceDefaults]] = {}
+        self.networks: Mapping[str, NetworkPools] = _Firsts({})
+        """The NetworkAttachmentDefinitions of ours, ``namespace/name`` → their pools
+        (:data:`~ipscheduler.underlayip.interfaces.NetworkView`; :meth:`attach_networks`)."""
         self._holders: dict[str, set[str]] = {}  # pod UID → pool names holding an allocation for it
         self._foreign: dict[str, dict[str, str]] = {}  # pool → its addresses held outside its spec
         self._held_by: dict[str, str] = {}  # merged _foreign: canonical address → pool name
@@ -124,6 +146,12 @@ class PoolCache:
         """Use this index from now on: namespace name → (its defaults for its pods,), for the
         namespaces that carry one (the namespace informer's)."""
         self._namespaces = defaults
+
+    def attach_networks(self, networks: Mapping[str, tuple[NetworkPools]]) -> None:
+        """Use this index from now on: ``namespace/name`` → (its pools,), for the
+        NetworkAttachmentDefinitions that carry our annotations (the NAD informer's; empty
+        while the API is not served), read live through :attr:`networks`."""
+        self.networks = _Firsts(networks)
 
     def default_pools(self, namespace: str) -> str | None:
         """The ``ipscheduler.io/default-pools`` annotation of ``namespace`` (None: it has none,

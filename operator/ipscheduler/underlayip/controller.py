@@ -25,8 +25,9 @@ its own controller (``pkg/controllers/podgroup_controller.go``):
   (:meth:`PoolController.on_pool_status`).
 
 It subscribes itself to the informers it needs (:meth:`PoolController.subscribe`:
-pending pods, bound pods, nodes, NodeIPPools) and tells the scheduling queue when
-capacity was freed (``requeue``); nothing flows back from the scheduler.
+pending pods, bound pods, nodes, NodeIPPools; namespaces' and NetworkAttachmentDefinitions'
+pools, for retries only) and tells the scheduling queue when capacity was freed, or pools
+named anew (``requeue``); nothing flows back from the scheduler.
 
 Size: the wing's one subscriber to those four informers and the writer of every pool status
 but the reservations', so one module; what has a state of its own is a room it holds (the
@@ -55,7 +56,7 @@ from ipscheduler.kube.informer import ObjectStore, PendingPodEvents
 from ipscheduler.underlayip import allocator, events, repair
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.cache import PoolCache
-from ipscheduler.underlayip.interfaces import first_pool_ips, interface_ips
+from ipscheduler.underlayip.interfaces import NetworkPools, first_pool_ips, interface_ips
 from ipscheduler.underlayip.metrics import PoolCounts, UnderlayIPMetrics
 from ipscheduler.underlayip.models import (
     ANNOTATION_IP,
@@ -205,17 +206,46 @@ class PoolController:
         nodes: ObjectStore[NodeInfo],
         pools: ObjectStore[PoolView],
         namespaces: ObjectStore[NamespaceDefaults] | None = None,
+        networks: ObjectStore[NetworkPools] | None = None,
     ) -> None:
         """Subscribe to the events the controller needs: pending pods of ours that end
         unbound (:meth:`on_pending_pod`), bound pods seen and gone (holds, adoption,
         release), nodes added or deleted (every pool's status), pool changes
-        (:meth:`on_pool_store_event`) and namespaces' default pools (pending pods retried)."""
+        (:meth:`on_pool_store_event`), namespaces' default pools and
+        NetworkAttachmentDefinitions' pools (pending pods retried)."""
         pending_pods.subscribe(self.on_pending_pod)
         bound_pods.subscribe(self.on_bound_pod_event)
         nodes.subscribe(self.on_node_event)
         pools.subscribe(self.on_pool_store_event)
         if namespaces is not None:
             namespaces.subscribe(self.on_namespace_event)
+        if networks is not None:
+            networks.subscribe(self.on_network_event)
+
+    def on_network_event(
+        self,
+        kind: str | None,
+        key: str,
+        body: dict[str, Any],
+        old: NetworkPools | None,
+        new: NetworkPools | None,
+    ) -> None:
+        """A NetworkAttachmentDefinition's pools or families changed (the informer keeps only
+        the NADs that carry one): logged at info (they change rarely; what a pod naming it gets
+        changes), and the pending pods refused for them may fit now. The first LIST counts
+        too: the API may be served only after scheduling started (a CRD installed later)."""
+        if old == new:
+            return
+        if new is None:
+            log.info("NetworkAttachmentDefinition %s names no pools or families now", key)
+        else:
+            log.info(
+                "NetworkAttachmentDefinition %s names pools %r, families %s",
+                key,
+                new.pools,
+                dict(new.families) or "any",
+            )
+        self.requeue(events.NETWORK_POOLS_CHANGE, None, None)
 
     def on_namespace_event(
         self,

@@ -13,6 +13,16 @@ own NodeIPPools, decided in the same scheduling cycle, on the same node, before 
   ``NetworkSelectionElement`` ignores them). The element may name
   ``ipscheduler.io/ip-family-policy`` and ``ipscheduler.io/ip-families`` too
   (:mod:`ipscheduler.underlayip.families`).
+- **a NetworkAttachmentDefinition** (``k8s.cni.cncf.io/v1``) carrying ``ipscheduler.io/pools``
+  (and the family annotations) in its ``metadata.annotations``: every Multus element naming
+  it (its ``name``, in its ``namespace``, else the pod's, as Multus looks it up:
+  ``pkg/k8sclient/k8sclient.go``, ``getKubernetesDelegate``) is a further interface with
+  those pools and families, as if the element named them. The element's own keys win: its
+  ``ipscheduler.io/pools`` over the NAD's, and its family keys (either of the two) over the
+  NAD's family keys (both). A NAD without any of the three annotations is not ours. The NADs
+  come to :func:`further_interfaces` as a view, :data:`NetworkView` (namespace/name → the
+  NAD's :class:`NetworkPools`), which the wing's informer keeps
+  (:mod:`ipscheduler.underlayip.informers`).
 - **the pod annotation** ``ipscheduler.io/interface-pools``, JSON, interface → pool list:
   ``{"net1": "rdma-a", "net2": "storage-a,storage-b"}`` (single-stack, any family), for
   runtimes that call the IPAM plugin for several interfaces without Multus.
@@ -30,6 +40,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from ipscheduler.framework.types import PodInfo
@@ -77,6 +88,44 @@ class InterfaceList:
 
 NONE = InterfaceList()
 
+_FAMILY_KEYS = (ANNOTATION_IP_FAMILY_POLICY, ANNOTATION_IP_FAMILIES)
+
+
+@dataclass(frozen=True)
+class NetworkPools:
+    """What a NetworkAttachmentDefinition's annotations give the Multus elements that name it
+    (module doc): ``pools``, its ``ipscheduler.io/pools`` as written (None: none; read, and
+    found wrong, only when an element uses it), and ``families``, the
+    ``ipscheduler.io/ip-family-policy`` and ``ipscheduler.io/ip-families`` it carries, as
+    (key, value) pairs."""
+
+    pools: str | None = None
+    families: tuple[tuple[str, str], ...] = ()
+
+
+NetworkView = Mapping[str, NetworkPools]
+"""The NetworkAttachmentDefinitions that carry our annotations: ``namespace/name`` → their
+:class:`NetworkPools`."""
+
+NO_NETWORKS: NetworkView = MappingProxyType({})
+"""No NetworkAttachmentDefinition of ours (none watched, or the API is not served)."""
+
+
+def network_pools(body: Mapping[str, Any]) -> NetworkPools | None:
+    """A NetworkAttachmentDefinition body's :class:`NetworkPools` (None: it carries none of
+    ``ipscheduler.io/pools``, ``ipscheduler.io/ip-family-policy``,
+    ``ipscheduler.io/ip-families``, so it is not ours; values that are not strings are
+    ignored, as an API server never serves them)."""
+    meta = body.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(annotations, Mapping):
+        return None
+    pools = annotations.get(ANNOTATION_POOLS)
+    families = tuple((k, v) for k in _FAMILY_KEYS if isinstance(v := annotations.get(k), str))
+    if not isinstance(pools, str):
+        pools = None
+    return NetworkPools(pools, families) if pools is not None or families else None
+
 
 def _bad(what: str, why: str) -> InterfaceList:
     return InterfaceList(problem=f"{what}: {why}")
@@ -89,36 +138,42 @@ def _interface_name(name: object) -> str | None:
     return None
 
 
-def _from_multus(pod: PodInfo, raw: str) -> InterfaceList:
+def _from_multus(pod: PodInfo, raw: str, networks: NetworkView) -> InterfaceList:
     where = f"annotation {NETWORKS_ANNOTATION}"
     try:
         elements = parse_selection(raw)
     except MultusError as e:
-        return _bad(where, str(e))
+        # Naming no pool in it, the pod asks for nothing here that we can tell; Multus refuses it.
+        return _bad(where, str(e)) if ANNOTATION_POOLS in raw else NONE
     out: list[InterfaceNeed] = []
     for position, element in enumerate(elements):
+        network = f"{element.get('namespace') or pod.namespace}/{element['name']}"
+        nad = networks.get(network) if networks else None
         pools = element.get(ANNOTATION_POOLS)
-        if pools is None:
+        nad_pools = nad.pools if nad is not None and pools is None else None
+        if pools is None and nad_pools is None:
             continue
         what = f"{where}[{position}] ({element['name']})"
-        if not isinstance(pools, str):
+        if nad_pools is not None:
+            choice = parse_pool_list(
+                nad_pools, f"NetworkAttachmentDefinition {network} annotation {ANNOTATION_POOLS}"
+            )
+        elif not isinstance(pools, str):
             return _bad(what, f"{ANNOTATION_POOLS} must be a string (a comma-separated list of pools)")
+        else:
+            choice = parse_pool_list(pools, f"{what} {ANNOTATION_POOLS}")
         interface = _interface_name(element.get("interface") or f"net{position + 1}")
         if interface is None:
             return _bad(what, f"interface {element.get('interface')!r} is not an interface name")
-        choice = parse_pool_list(pools, f"{what} {ANNOTATION_POOLS}")
         if choice.problem:
             return InterfaceList(problem=choice.problem)
-        keys = {
-            k: v
-            for k in (ANNOTATION_IP_FAMILY_POLICY, ANNOTATION_IP_FAMILIES)
-            if isinstance(v := element.get(k), str)
-        }
+        keys = {k: v for k in _FAMILY_KEYS if isinstance(v := element.get(k), str)}
+        if not keys and nad is not None and nad.families:
+            keys, what = dict(nad.families), f"NetworkAttachmentDefinition {network}"
         family = family_need(keys)
         if family.problem:
             return _bad(what, family.problem)
-        namespace = element.get("namespace") or pod.namespace
-        out.append(InterfaceNeed(interface, choice, family, f"{namespace}/{element['name']}", position))
+        out.append(InterfaceNeed(interface, choice, family, network, position))
     return InterfaceList(tuple(out))
 
 
@@ -261,24 +316,30 @@ def interface_ips(annotations: Mapping[str, str]) -> tuple[str, ...]:
     return canonical_each(ip for e in entries if isinstance(ips := e.get("ips"), list) for ip in ips)
 
 
-def further_interfaces(pod: PodInfo) -> InterfaceList:
+def further_interfaces(pod: PodInfo, networks: NetworkView = NO_NETWORKS) -> InterfaceList:
     """The further underlay interfaces ``pod`` asks for (module doc): its Multus elements
-    naming ``ipscheduler.io/pools``, then its ``ipscheduler.io/interface-pools``. A pod that
-    asks for none (the fast path: neither annotation names a pool) gets :data:`NONE`. An
-    interface named twice, or named as the pod's first interface (``eth0``), is a problem."""
+    naming ``ipscheduler.io/pools``, or naming a NetworkAttachmentDefinition of ``networks``
+    that does, then its ``ipscheduler.io/interface-pools``. A pod that asks for none gets
+    :data:`NONE`; the fast path, no parsing: neither annotation names a pool and ``networks``
+    is empty, or the pod has neither annotation. An interface named twice, or named as the
+    pod's first interface (``eth0``), is a problem; so is a NAD's malformed annotation, for
+    the pods whose elements use it (the problem names the NAD)."""
     annotations: Mapping[str, str] = pod.annotations
     multus = annotations.get(NETWORKS_ANNOTATION)
     listed = annotations.get(ANNOTATION_INTERFACE_POOLS)
-    if listed is None and (multus is None or ANNOTATION_POOLS not in multus):
+    selects = multus is not None and (bool(networks) or ANNOTATION_POOLS in multus)
+    if listed is None and not selects:
         return NONE
     found: list[InterfaceNeed] = []
     for part in (
-        _from_multus(pod, multus) if multus is not None and ANNOTATION_POOLS in multus else NONE,
+        _from_multus(pod, multus, networks) if multus is not None and selects else NONE,
         _from_annotation(listed) if listed is not None else NONE,
     ):
         if part.problem:
             return part
         found.extend(part.interfaces)
+    if not found:
+        return NONE
     seen: set[str] = set()
     for need in found:
         if need.interface == DEFAULT_INTERFACE:

@@ -96,7 +96,8 @@ form as ``ipscheduler.io/pools``)."""
 ANNOTATION_INTERFACE_POOLS = "ipscheduler.io/interface-pools"
 """Set by the user on a pod: its further underlay interfaces and the pools each may use, as
 JSON ``{"net1": "rdma-a,rdma-b", "net2": "storage"}`` (:mod:`ipscheduler.underlayip.interfaces`;
-the other way is a Multus network-selection element naming ``ipscheduler.io/pools``)."""
+the other ways are a Multus network-selection element naming ``ipscheduler.io/pools``, or
+naming a NetworkAttachmentDefinition annotated with it)."""
 ANNOTATION_INTERFACES = "ipscheduler.io/interfaces"
 """Written by the Binding for a pod with further underlay interfaces: JSON, interface →
 ``{"pool", "ips", "network"}`` (``network``: the interface's CNI IPAM result, no default

@@ -25,6 +25,15 @@ from typing import Any
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 
+NAD_GROUP, NAD_VERSION, NAD_PLURAL, NAD_KIND = (
+    "k8s.cni.cncf.io",
+    "v1",
+    "network-attachment-definitions",
+    "NetworkAttachmentDefinition",
+)
+"""The NetworkAttachmentDefinition resource (namespaced; the de-facto standard's §3, the CRD
+Multus ships): the network an element's ``name`` selects."""
+
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 

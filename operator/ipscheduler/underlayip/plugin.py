@@ -224,12 +224,15 @@ class UnderlayIP:
         :data:`~ipscheduler.underlayip.events.ADDRESS_RELEASED`), or a node added or deleted
         (a pool may name a node that did not exist yet; the node set decides which pools'
         addresses conflict), or a namespace's default pools changed
-        (:data:`~ipscheduler.underlayip.events.DEFAULT_POOLS_CHANGE`): retry the pod. A bound
-        pod deleted does not: its address is free only once released."""
+        (:data:`~ipscheduler.underlayip.events.DEFAULT_POOLS_CHANGE`), or a
+        NetworkAttachmentDefinition's pools (:data:`~ipscheduler.underlayip.events.NETWORK_POOLS_CHANGE`:
+        a pod refused for a NAD's malformed annotation, or for its pools):
+        retry the pod. A bound pod deleted does not: its address is free only once released."""
         return [
             ClusterEventWithHint(events.NODE_IP_POOL_CHANGE),
             ClusterEventWithHint(NODE_ADD_OR_DELETE),
             ClusterEventWithHint(events.DEFAULT_POOLS_CHANGE),
+            ClusterEventWithHint(events.NETWORK_POOLS_CHANGE),
         ]
 
     # -- Score ---------------------------------------------------------

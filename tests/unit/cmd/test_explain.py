@@ -18,6 +18,7 @@ from ipscheduler.cmd.explain import (
     explain_profile,
     group_line,
     interfaces_line,
+    networks_for,
     pools_line,
     render,
     retention_line,
@@ -27,6 +28,8 @@ from ipscheduler.coscheduling.groups import GroupIndex, Member
 from ipscheduler.coscheduling.models import POD_GROUP_LABEL, PodGroupView
 from ipscheduler.framework.config import ConfigError, SchedulerConfiguration
 from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
+from ipscheduler.kube.client import ClusterResource
+from ipscheduler.underlayip.informers import NETWORK_ATTACHMENT_DEFINITIONS
 from ipscheduler.underlayip.selection import NamespaceDefaults
 from tests.builders import CUSTOM_PROFILE as CUSTOM
 from tests.builders import config_file, pod_info, pool
@@ -395,3 +398,48 @@ def test_explain_says_which_further_interfaces_the_pod_has(
     rdma = pool("rdma-a", addresses=["10.1.0.0/28"], allocations=held if recorded else {})
     cache = pool_cache({}, {"rdma-a": [rdma]})
     assert interfaces_line(pod_info("p", annotations=annotations, node_name=node), cache) == line
+
+
+class NadApi:
+    """Answers ``serves`` (``served``) and the LIST of NetworkAttachmentDefinitions
+    (``items``); counts the requests."""
+
+    def __init__(self, served: bool, items: list[dict[str, Any]]) -> None:
+        self.served, self.items, self.requests = served, items, 0
+
+    async def serves(self, res: ClusterResource) -> bool:
+        assert res == NETWORK_ATTACHMENT_DEFINITIONS
+        self.requests += 1
+        return self.served
+
+    async def list_cluster_objects(self, res: ClusterResource) -> list[dict[str, Any]]:
+        assert res == NETWORK_ATTACHMENT_DEFINITIONS
+        self.requests += 1
+        return self.items
+
+
+RDMA_NAD = {
+    "metadata": {"namespace": "ns", "name": "rdma", "annotations": {"ipscheduler.io/pools": "rdma-a"}}
+}
+PLAIN_NAD = {"metadata": {"namespace": "ns", "name": "plain"}}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "served", "requests", "line"),
+    [
+        pytest.param(
+            {"k8s.v1.cni.cncf.io/networks": "rdma"}, True, 2, "Interfaces: net1 from rdma-a", id="nad-named"
+        ),
+        pytest.param({"k8s.v1.cni.cncf.io/networks": "rdma"}, False, 1, "", id="nad-api-not-served"),
+        pytest.param({}, True, 0, "", id="no-multus-annotation-nothing-read"),
+    ],
+)
+async def test_explain_reads_the_nads_a_multus_pod_may_name(
+    annotations: dict[str, str], served: bool, requests: int, line: str
+) -> None:
+    api = NadApi(served, [RDMA_NAD, PLAIN_NAD])
+    pending = pod_info("p", annotations=annotations)
+    cache = pool_cache({}, {})
+    cache.attach_networks(await networks_for(api, pending))  # type: ignore[arg-type]
+    assert api.requests == requests
+    assert interfaces_line(pending, cache) == line

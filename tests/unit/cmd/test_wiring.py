@@ -14,6 +14,7 @@ from ipscheduler.cmd.options import RunConfig
 from ipscheduler.cmd.profiles import load_config, scores_with_network_traffic
 from ipscheduler.framework.interface import ClusterEvent
 from ipscheduler.framework.types import PodInfo
+from ipscheduler.underlayip.interfaces import NetworkPools
 from ipscheduler.underlayip.pool import PoolView
 from tests.builders import (
     config_file,
@@ -215,6 +216,7 @@ async def test_the_cache_waits_for_the_storage_informers() -> None:
     c = wiring.build(RunConfig(), _NO_API, HealthState())
     for store in (c.nodes, c.bound_pods, c.namespaces, c.pools):
         store.synced.set()
+    c.networks.settled.set()
     task = asyncio.create_task(wiring._ready_when_synced(c))
     await asyncio.sleep(0)
     assert not c.cache.ready.is_set()
@@ -222,3 +224,46 @@ async def test_the_cache_waits_for_the_storage_informers() -> None:
         store.synced.set()
     await asyncio.wait_for(task, 1)
     assert c.cache.ready.is_set()
+
+
+async def test_the_cache_waits_for_the_network_attachment_definitions_to_settle() -> None:
+    """Listed, or found not served (OptionalResource.settled): a pod naming a NAD is never
+    placed before the NAD's pools are known."""
+    c = wiring.build(RunConfig(), _NO_API, HealthState())
+    for store in (c.nodes, c.bound_pods, c.namespaces, c.pools, *c.volumes.by_resource().values()):
+        store.synced.set()
+    task = asyncio.create_task(wiring._ready_when_synced(c))
+    await asyncio.sleep(0)
+    assert not c.cache.ready.is_set()
+    c.networks.settled.set()
+    await asyncio.wait_for(task, 1)
+    assert c.cache.ready.is_set()
+
+
+def nad(namespace: str, name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name, "annotations": annotations}}
+
+
+async def test_a_network_attachment_definitions_pools_reach_the_pool_cache_and_retry_pending_pods(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Only the NADs naming our annotations are kept; the first LIST moves the queue too (the
+    API may be served only after scheduling started), a change that is not ours does not;
+    each change is logged at info."""
+    caplog.set_level("INFO", logger="ipscheduler.underlayip.controller")
+    c = wiring.build(RunConfig(), _NO_API, HealthState())
+    moved: list[str] = []
+    c.controller.requeue = lambda event, old, new: moved.append(event.label)
+    rdma = nad("team", "rdma", {"ipscheduler.io/pools": "rdma-a"})
+    c.networks.store.replace_all([rdma, nad("team", "plain", {"x": "y"})])
+    assert dict(c.pool_cache.networks) == {"team/rdma": NetworkPools("rdma-a")}
+    assert moved == ["NetworkAttachmentDefinitionPoolsChange"]
+    c.networks.store.apply("MODIFIED", nad("team", "plain", {"x": "z"}))  # not ours
+    c.networks.store.apply("MODIFIED", rdma)  # unchanged
+    assert len(moved) == 1
+    c.networks.store.apply("DELETED", rdma)
+    assert dict(c.pool_cache.networks) == {} and len(moved) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "NetworkAttachmentDefinition team/rdma names pools 'rdma-a', families any",
+        "NetworkAttachmentDefinition team/rdma names no pools or families now",
+    ]

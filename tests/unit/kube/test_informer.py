@@ -14,8 +14,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.kube import informer
-from ipscheduler.kube.client import LIST_PAGE_SIZE
-from ipscheduler.kube.informer import ObjectStore, PendingPodEvents, uid_key
+from ipscheduler.kube.client import LIST_PAGE_SIZE, ClusterResource
+from ipscheduler.kube.informer import ObjectStore, OptionalResource, PendingPodEvents, uid_key
 from tests import builders
 
 
@@ -291,5 +291,112 @@ async def test_an_informer_without_a_working_list_reports_how_long_it_is_down(
     s.down_since = time.monotonic() - 120
     why = s.health(90.0)
     assert why is not None and why.startswith("thing watch down for 120s (last error: ClientOSError")
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+# --------------------------------------------------------------------------- OptionalResource
+
+THINGS = ClusterResource("example.com", "v1", "things", "Thing")
+THING_API = "Thing API example.com/v1"
+
+
+class ScriptedApi:
+    """Answers ``serves`` from ``answers`` in turn (a bool, or an exception to raise); the last
+    one repeats."""
+
+    def __init__(self, *answers: bool | Exception) -> None:
+        self.answers = list(answers)
+        self.client: Any = None
+        self.checks = 0
+
+    async def serves(self, res: ClusterResource) -> bool:
+        assert res == THINGS
+        self.checks += 1
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+@pytest.mark.usefixtures("no_backoff")
+@pytest.mark.parametrize(
+    ("answers", "settled_before_served", "said"),
+    [
+        pytest.param(
+            (True,), False, [("INFO", "Thing API example.com/v1 is served: watching it")], id="served-at-once"
+        ),
+        pytest.param(
+            (False, False, False, True),
+            True,
+            [
+                ("INFO", f"{THING_API} is not served (its CRD is not installed); checking again every 0s"),
+                ("INFO", "Thing API example.com/v1 is served: watching it"),
+            ],
+            id="installed-later-said-once",
+        ),
+        pytest.param(
+            (
+                ApiException(status=403, reason="Forbidden"),
+                ApiException(status=403, reason="Forbidden"),
+                True,
+            ),
+            True,
+            [
+                ("WARNING", "may not list things (Forbidden); checking again every 0s"),
+                ("INFO", "Thing API example.com/v1 is served: watching it"),
+            ],
+            id="forbidden-is-not-served-warned-once",
+        ),
+        pytest.param(
+            (aiohttp.ClientOSError(111, "Connect call failed"), ApiException(status=500, reason="x"), True),
+            False,
+            [
+                (
+                    "WARNING",
+                    f"could not check for the {THING_API}: ClientOSError(111, 'Connect call failed')",
+                ),
+                ("WARNING", f"could not check for the {THING_API}: 500"),
+                ("INFO", "Thing API example.com/v1 is served: watching it"),
+            ],
+            id="api-server-away-retried-not-settled",
+        ),
+    ],
+)
+async def test_an_optional_resource_is_watched_once_served(
+    answers: tuple[bool | Exception, ...],
+    settled_before_served: bool,
+    said: list[tuple[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = thing_store()
+    optional = OptionalResource(store, THINGS, interval=0.0)
+    api = ScriptedApi(*answers)
+    settled_early: list[bool] = []
+    runs: list[int] = []
+    forever = asyncio.Event()
+
+    async def run(api_client: Any) -> None:
+        runs.append(1)
+        settled_early.append(optional.settled.is_set())
+        store.down_since = None
+        await asyncio.sleep(0)
+        store.synced.set()
+        await forever.wait()
+
+    monkeypatch.setattr(store, "run", run)
+    caplog.set_level("INFO", logger="ipscheduler.kube.informer")
+    assert optional.health(0.0) is None, "no health check before the API is served"
+    task = asyncio.get_running_loop().create_task(optional.run(api))  # type: ignore[arg-type]
+    await asyncio.wait_for(optional.settled.wait(), 1)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert runs == [1] and api.checks == len(answers) and not task.done()
+    assert settled_early == [settled_before_served]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == said
+    assert optional.served and optional.health(0.0) is None
+    store.down_since = time.monotonic() - 120
+    assert (optional.health(90.0) or "").startswith("thing watch down for 120s")
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)

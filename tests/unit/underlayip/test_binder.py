@@ -25,6 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ipscheduler.framework.types import NodeInfo, OwnerRef, PodInfo
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.binder import Committed, Fit, PodAddresses, PoolBinder, Problem, Refusal
+from ipscheduler.underlayip.interfaces import NetworkPools
 from ipscheduler.underlayip.models import ANNOTATION_POOL, NodeIPPoolStatus
 from ipscheduler.underlayip.pool import PoolContext, PoolView
 from ipscheduler.underlayip.selection import NamespaceDefaults
@@ -1724,6 +1725,39 @@ async def test_each_further_interface_gets_its_address_in_its_own_pool_in_the_sa
     assert env.api.bodies["rdma-a"]["status"]["allocations"]["uid-me"]["interface"] == "net1"
     assert "interface" not in env.api.bodies["gen-a"]["status"]["allocations"]["uid-me"]
     assert await env.binder.commit(needs, pod, "node-a") == done, "a second call: the same outcome"
+
+
+@pytest.mark.parametrize(
+    ("networks", "want"),
+    [
+        pytest.param(
+            {"ns/rdma": NetworkPools("rdma-a"), "infra/stor": NetworkPools("stor-a")},
+            [("net1", "rdma-a", "ns/rdma"), ("stor0", "stor-a", "infra/stor")],
+            id="both-from-their-nads",
+        ),
+        pytest.param(
+            {"ns/rdma": NetworkPools("rdma-a")},
+            [("net1", "rdma-a", "ns/rdma")],
+            id="an-element-whose-nad-names-no-pools-asks-for-none",
+        ),
+        pytest.param({"ns/stor": NetworkPools("stor-a")}, [], id="the-elements-namespace-names-the-nad"),
+    ],
+)
+async def test_an_element_naming_only_a_nad_with_pools_gets_its_address_from_the_nads_pools(
+    networks: dict[str, NetworkPools], want: list[tuple[str, str, str]]
+) -> None:
+    """The pool cache's NAD index (the informer's) reaches find: the same cycle as for pools
+    named in the elements."""
+    env = Env(if_pools())
+    env.cache.attach_networks({key: (value,) for key, value in networks.items()})
+    pod = multi(
+        **{IF_NETWORKS: '[{"name": "rdma"}, {"name": "stor", "namespace": "infra", "interface": "stor0"}]'}
+    )
+    needs = env.binder.find(pod)
+    assert needs.problem is None
+    done = await env.place(needs, pod)
+    assert isinstance(done, Committed)
+    assert [(i.interface, i.pool, i.need.network) for i in done.interfaces] == want
 
 
 async def test_a_further_interface_asking_for_dual_stack_gets_both_families_from_its_pool() -> None:

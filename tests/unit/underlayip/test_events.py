@@ -10,6 +10,8 @@ from ipscheduler.framework.interface import WILDCARD_EVENT, ActionType, ClusterE
 from ipscheduler.underlayip.events import (
     ADDRESS_RELEASED,
     DEFAULT_POOLS_CHANGE,
+    NETWORK_ATTACHMENT_DEFINITION,
+    NETWORK_POOLS_CHANGE,
     NODE_IP_POOL,
     NODE_IP_POOL_CHANGE,
 )
@@ -20,6 +22,10 @@ POOL_ADDED = ClusterEvent(NODE_IP_POOL, ActionType.ADD)
 
 def test_the_pool_resource_is_named_plural_version_group() -> None:
     assert EventResource("nodeippools.v1alpha1.ipscheduler.io") == NODE_IP_POOL
+
+
+def test_the_nad_resource_is_named_plural_version_group() -> None:
+    assert EventResource("network-attachment-definitions.v1.k8s.cni.cncf.io") == NETWORK_ATTACHMENT_DEFINITION
 
 
 @pytest.mark.parametrize(
@@ -37,6 +43,9 @@ def test_the_pool_resource_is_named_plural_version_group() -> None:
         (DEFAULT_POOLS_CHANGE, ClusterEvent(EventResource.NAMESPACE, ActionType.UPDATE_OTHER), True),
         (DEFAULT_POOLS_CHANGE, NODE_IP_POOL_CHANGE, False),
         (NODE_IP_POOL_CHANGE, DEFAULT_POOLS_CHANGE, False),
+        (NETWORK_POOLS_CHANGE, ClusterEvent(NETWORK_ATTACHMENT_DEFINITION, ActionType.UPDATE), True),
+        (NETWORK_POOLS_CHANGE, NODE_IP_POOL_CHANGE, False),
+        (NETWORK_POOLS_CHANGE, DEFAULT_POOLS_CHANGE, False),
     ],
     ids=[
         "a-release-is-a-pool-change",
@@ -51,6 +60,9 @@ def test_the_pool_resource_is_named_plural_version_group() -> None:
         "a-namespaces-default-pools-changed",
         "default-pools-are-no-pool",
         "a-pool-is-no-namespace",
+        "a-nads-pools-changed",
+        "a-nad-is-no-pool",
+        "a-nad-is-no-namespace",
     ],
 )
 def test_what_each_event_matches(event: ClusterEvent, registered: ClusterEvent, matches: bool) -> None:
@@ -58,5 +70,12 @@ def test_what_each_event_matches(event: ClusterEvent, registered: ClusterEvent, 
 
 
 def test_the_labels_name_the_events_apart() -> None:
-    labels = [e.label for e in (NODE_IP_POOL_CHANGE, ADDRESS_RELEASED, DEFAULT_POOLS_CHANGE)]
-    assert labels == ["NodeIPPoolChange", "AddressReleased", "NamespaceDefaultPoolsChange"]
+    labels = [
+        e.label for e in (NODE_IP_POOL_CHANGE, ADDRESS_RELEASED, DEFAULT_POOLS_CHANGE, NETWORK_POOLS_CHANGE)
+    ]
+    assert labels == [
+        "NodeIPPoolChange",
+        "AddressReleased",
+        "NamespaceDefaultPoolsChange",
+        "NetworkAttachmentDefinitionPoolsChange",
+    ]

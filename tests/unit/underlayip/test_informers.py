@@ -1,5 +1,6 @@
 """underlayip/informers: the NodeIPPools by name (our own write's echo not parsed again) and
-the namespaces that carry default pools."""
+the namespaces that carry default pools and the NetworkAttachmentDefinitions that carry our
+annotations, by namespace/name."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from ipscheduler.underlayip.informers import namespace_informer, pool_informer
+from ipscheduler.underlayip.informers import (
+    NETWORK_ATTACHMENT_DEFINITIONS,
+    namespace_informer,
+    network_informer,
+    pool_informer,
+)
 from ipscheduler.underlayip.models import ANNOTATION_DEFAULT_POOLS
 from ipscheduler.underlayip.pool import PoolView
 from tests.builders import pool_body
@@ -53,3 +59,55 @@ def test_only_the_namespaces_with_default_pools_are_kept() -> None:
     store.apply("ADDED", namespace("team-d", {ANNOTATION_DEFAULT_POOLS: "pd"}))
     store.apply("MODIFIED", namespace("team-d", {}))  # its annotation removed
     assert {key: value.pools for key, (value,) in store.index.items()} == {"team-a": "pa,pb"}
+
+
+def nad(namespace: str, name: str, annotations: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"namespace": namespace, "name": name}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": {"config": "{}"}}
+
+
+@pytest.mark.parametrize(
+    ("events", "kept"),
+    [
+        pytest.param(
+            [("ADDED", nad("a", "rdma", {"ipscheduler.io/pools": "p"}))], {"a/rdma": "p"}, id="pools"
+        ),
+        pytest.param(
+            [("ADDED", nad("a", "v6", {"ipscheduler.io/ip-families": "IPv6"}))],
+            {"a/v6": None},
+            id="families-only",
+        ),
+        pytest.param(
+            [("ADDED", nad("a", "x", {"ipscheduler.io/pools": "p"})), ("ADDED", nad("b", "x"))],
+            {"a/x": "p"},
+            id="by-namespace-and-name-without-annotations-left-out",
+        ),
+        pytest.param(
+            [("ADDED", nad("a", "x", {"k8s.v1.cni.cncf.io/resourceName": "r"}))],
+            {},
+            id="other-annotations-left-out",
+        ),
+        pytest.param(
+            [("ADDED", nad("a", "x", {"ipscheduler.io/pools": "p"})), ("MODIFIED", nad("a", "x", {}))],
+            {},
+            id="annotation-removed-leaves",
+        ),
+        pytest.param(
+            [("ADDED", nad("a", "x", {"ipscheduler.io/pools": "p"})), ("DELETED", nad("a", "x"))],
+            {},
+            id="deleted",
+        ),
+        pytest.param([("ADDED", {"metadata": {"name": "x"}})], {}, id="no-namespace-ignored"),
+    ],
+)
+def test_only_the_network_attachment_definitions_naming_our_annotations_are_kept(
+    events: list[tuple[str, dict[str, Any]]], kept: dict[str, str | None]
+) -> None:
+    optional = network_informer()
+    assert optional.resource == NETWORK_ATTACHMENT_DEFINITIONS
+    assert NETWORK_ATTACHMENT_DEFINITIONS.api_version == "k8s.cni.cncf.io/v1"
+    for kind, body in events:
+        optional.store.apply(kind, body)
+    assert {key: value.pools for key, (value,) in optional.store.index.items()} == kept

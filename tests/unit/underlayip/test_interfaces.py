@@ -1,18 +1,27 @@
 """underlayip/interfaces: a pod's further underlay interfaces as it asks for them (its Multus
-network-selection elements naming ``ipscheduler.io/pools``, its
-``ipscheduler.io/interface-pools``), the problems that leave it unschedulable, and what a
-bound pod's ``ipscheduler.io/interfaces`` says (the pools it names, the addresses it carries)."""
+network-selection elements naming ``ipscheduler.io/pools``, or naming a
+NetworkAttachmentDefinition that does, its ``ipscheduler.io/interface-pools``), the problems
+that leave it unschedulable, and what a bound pod's ``ipscheduler.io/interfaces`` says (the
+pools it names, the addresses it carries)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from ipscheduler.framework.types import PodInfo
 from ipscheduler.underlayip import interfaces
-from ipscheduler.underlayip.interfaces import NONE, bound_pools, further_interfaces, interface_ips
+from ipscheduler.underlayip.interfaces import (
+    NONE,
+    NetworkPools,
+    bound_pools,
+    further_interfaces,
+    interface_ips,
+    network_pools,
+)
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 LISTED = "ipscheduler.io/interface-pools"
@@ -43,8 +52,10 @@ Need = tuple[str, tuple[str, ...], str, tuple[str, ...], str, int]
 """(interface, pools, family policy, families, network, element position)"""
 
 
-def summary(annotations: dict[str, str], namespace: str = "app") -> list[Need]:
-    got = further_interfaces(pod(namespace, **annotations))
+def summary(
+    annotations: dict[str, str], namespace: str = "app", networks: Mapping[str, NetworkPools] | None = None
+) -> list[Need]:
+    got = further_interfaces(pod(namespace, **annotations), *(() if networks is None else (networks,)))
     assert got.problem == "", got.problem
     return [
         (n.interface, n.choice.names, n.family.policy, n.family.families, n.network, n.element)
@@ -393,3 +404,167 @@ def test_the_first_interfaces_second_family_from_a_second_pool(
     assert [
         (b.interface, b.pool, b.ips, b.problem) for b in interfaces.bound_interfaces(annotations)
     ] == adopted
+
+
+# --------------------------------------------------------------------------- NetworkAttachmentDefinitions
+
+POOLS = "ipscheduler.io/pools"
+POLICY = "ipscheduler.io/ip-family-policy"
+FAMILIES = "ipscheduler.io/ip-families"
+
+
+def nad_body(annotations: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": "app", "name": "rdma", "annotations": annotations}}
+
+
+@pytest.mark.parametrize(
+    ("body", "want"),
+    [
+        pytest.param(nad_body({POOLS: "rdma-a"}), NetworkPools("rdma-a"), id="pools"),
+        pytest.param(
+            nad_body({POOLS: "a,b", FAMILIES: "IPv6", POLICY: "SingleStack", "other": "x"}),
+            NetworkPools("a,b", ((POLICY, "SingleStack"), (FAMILIES, "IPv6"))),
+            id="pools-and-families-in-key-order",
+        ),
+        pytest.param(
+            nad_body({FAMILIES: "IPv6"}), NetworkPools(None, ((FAMILIES, "IPv6"),)), id="families-only"
+        ),
+        pytest.param(nad_body({POOLS: "a,,b"}), NetworkPools("a,,b"), id="malformed-kept-as-written"),
+        pytest.param(nad_body({"k8s.v1.cni.cncf.io/resourceName": "x"}), None, id="not-ours"),
+        pytest.param(nad_body({POOLS: 7, FAMILIES: None}), None, id="not-strings-ignored"),
+        pytest.param(nad_body(None), None, id="no-annotations"),
+        pytest.param(nad_body(["x"]), None, id="annotations-not-an-object"),
+        pytest.param({"metadata": "x"}, None, id="metadata-not-an-object"),
+        pytest.param({}, None, id="no-metadata"),
+    ],
+)
+def test_a_network_attachment_definitions_annotations(
+    body: dict[str, Any], want: NetworkPools | None
+) -> None:
+    assert network_pools(body) == want
+
+
+V6 = ((FAMILIES, "IPv6"),)
+NADS = {
+    "app/rdma": NetworkPools("rdma-a, rdma-b"),
+    "infra/stor": NetworkPools("stor-a", V6),
+    "app/v6only": NetworkPools(None, V6),
+    "app/bad-pools": NetworkPools("a,,b"),
+    "app/bad-families": NetworkPools("a", ((FAMILIES, "IPv5"),)),
+}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "namespace", "want"),
+    [
+        pytest.param(
+            elements({"name": "rdma"}),
+            "app",
+            [("net1", ("rdma-a", "rdma-b"), *ANY, "app/rdma", 0)],
+            id="element-naming-only-the-nad",
+        ),
+        pytest.param(
+            {NETWORKS: "plain,rdma@rdma0"},
+            "app",
+            [("rdma0", ("rdma-a", "rdma-b"), *ANY, "app/rdma", 1)],
+            id="short-form-interface-and-position",
+        ),
+        pytest.param(
+            {NETWORKS: "infra/stor"},
+            "app",
+            [("net1", ("stor-a",), "SingleStack", ("IPv6",), "infra/stor", 0)],
+            id="nad-of-another-namespace-with-its-families",
+        ),
+        pytest.param(elements({"name": "rdma"}), "other", [], id="namespace-defaults-to-the-pods"),
+        pytest.param(elements({"name": "stor"}), "app", [], id="same-name-other-namespace"),
+        pytest.param(
+            elements({"name": "rdma", POOLS: "own"}),
+            "app",
+            [("net1", ("own",), *ANY, "app/rdma", 0)],
+            id="the-elements-pools-win",
+        ),
+        pytest.param(
+            elements({"name": "stor", "namespace": "infra", POLICY: "RequireDualStack"}),
+            "app",
+            [("net1", ("stor-a",), "RequireDualStack", ("IPv4", "IPv6"), "infra/stor", 0)],
+            id="the-elements-family-keys-win-both",
+        ),
+        pytest.param(
+            elements({"name": "v6only", POOLS: "own"}),
+            "app",
+            [("net1", ("own",), "SingleStack", ("IPv6",), "app/v6only", 0)],
+            id="families-only-nad-gives-the-elements-pools-its-families",
+        ),
+        pytest.param(elements({"name": "v6only"}), "app", [], id="families-only-nad-makes-no-interface"),
+        pytest.param(
+            elements({"name": "bad-pools", POOLS: "own"}),
+            "app",
+            [("net1", ("own",), *ANY, "app/bad-pools", 0)],
+            id="a-malformed-nad-the-element-overrides-is-not-read",
+        ),
+        pytest.param(
+            {**elements({"name": "rdma"}), **listed({"net2": "x"})},
+            "app",
+            [("net1", ("rdma-a", "rdma-b"), *ANY, "app/rdma", 0), ("net2", ("x",), *ANY, "", -1)],
+            id="with-the-interface-pools-annotation",
+        ),
+        pytest.param(
+            {NETWORKS: "not [json"}, "app", [], id="malformed-multus-naming-no-pools-is-multus-business"
+        ),
+    ],
+)
+def test_an_element_naming_a_nad_with_pools_is_a_further_interface(
+    annotations: dict[str, str], namespace: str, want: list[Need]
+) -> None:
+    assert summary(annotations, namespace, NADS) == want
+
+
+@pytest.mark.parametrize(
+    ("annotations", "problem"),
+    [
+        pytest.param(
+            elements({"name": "bad-pools"}),
+            "NetworkAttachmentDefinition app/bad-pools annotation ipscheduler.io/pools='a,,b': '' is not a "
+            "NodeIPPool name (a comma-separated list of pool names)",
+            id="nad-pool-list-malformed",
+        ),
+        pytest.param(
+            elements({"name": "bad-families"}),
+            "NetworkAttachmentDefinition app/bad-families: annotation ipscheduler.io/ip-families='IPv5': "
+            "'IPv5': supported values: IPv4, IPv6",
+            id="nad-families-malformed",
+        ),
+        pytest.param(
+            elements({"name": "rdma", "interface": "eth0"}),
+            "interface eth0 is the pod's first interface (its ipscheduler.io/pools), not a further one",
+            id="nad-interface-eth0",
+        ),
+        pytest.param(
+            elements({"name": "rdma", "interface": "net 1"}),
+            "annotation k8s.v1.cni.cncf.io/networks[0] (rdma): interface 'net 1' is not an interface name",
+            id="nad-interface-not-a-name",
+        ),
+        pytest.param(
+            elements({"name": "rdma", "interface": "net2"}, {"name": "stor", "namespace": "infra"}),
+            "interface net2 is asked for twice",
+            id="two-nads-one-interface",
+        ),
+    ],
+)
+def test_what_cannot_be_read_of_a_nad_is_a_problem(annotations: dict[str, str], problem: str) -> None:
+    got = further_interfaces(pod(**annotations), NADS)
+    assert (got.problem, got.interfaces) == (problem, ())
+
+
+@pytest.mark.parametrize(
+    ("annotations", "networks"),
+    [
+        pytest.param(elements({"name": "rdma"}), {}, id="no-nads-known"),
+        pytest.param(elements({"name": "plain"}), NADS, id="names-no-nad-of-ours"),
+        pytest.param({"ipscheduler.io/pools": "a"}, NADS, id="no-multus-annotation"),
+    ],
+)
+def test_a_pod_naming_no_nad_of_ours_asks_for_nothing(
+    annotations: dict[str, str], networks: dict[str, NetworkPools]
+) -> None:
+    assert further_interfaces(pod(**annotations), networks) is NONE
