@@ -32,6 +32,7 @@ from ipscheduler.kube.client import Conflict, KubeApi, lean_pods, load_client_co
 from ipscheduler.underlayip import allocator
 from ipscheduler.underlayip.addresses import AddressError, canonical
 from ipscheduler.underlayip.families import annotated_ips
+from ipscheduler.underlayip.interfaces import DEFAULT_INTERFACE
 from ipscheduler.underlayip.models import ANNOTATION_IP, ANNOTATION_POOL, ANNOTATION_PREFIX, POOLS, RELEASING
 from ipscheduler.underlayip.pool import PoolContext, PoolView
 from ipscheduler.underlayip.selection import is_ours, namespace_default_pools, tenancy_problem
@@ -331,10 +332,46 @@ async def ip_release(
                 continue
             what = f"{mine.phase}, pod {mine.pod}, UID {uid}, {mine.holder}"
             released = ", ".join(held.addresses)  # the whole allocation: both of a dual-stack pod's
-            return 0, f"released {released} of pool {pool.name} ({what})\n"
+            text = f"released {released} of pool {pool.name} ({what})\n"
+            for other in other_family_pools(pools, pool.name, uid, held.interface):
+                text += await _release_other_family(api, other, uid)
+            return 0, text
         return 1, f"ip release: pool kept changing; try again ({CAS_ATTEMPTS} conflicting writes)\n"
     finally:
         await api.close()
+
+
+def other_family_pools(pools: list[PoolView], released: str, uid: str, interface: str | None) -> list[str]:
+    """The pools other than ``released`` holding the other half of pod ``uid``'s first
+    interface (a dual-stack pod's families from two pools: the allocation without an
+    interface and the one recording ``eth0``), when the released allocation was one half."""
+    if interface not in (None, DEFAULT_INTERFACE):
+        return []
+    other = DEFAULT_INTERFACE if interface is None else None
+    return [
+        p.name
+        for p in pools
+        if p.name != released and uid in p.allocations and p.allocations[uid].interface == other
+    ]
+
+
+async def _release_other_family(api: KubeApi, name: str, uid: str) -> str:
+    """Release pod ``uid``'s allocation in pool ``name`` (the other half of an allocation
+    :func:`ip_release` released, after the same checks), CAS-retried; the line it prints."""
+    for _ in range(CAS_ATTEMPTS):
+        pool = next((p for p in await _pools(api) if p.name == name), None)
+        held = pool.allocations.get(uid) if pool is not None else None
+        if pool is None or held is None:
+            return ""
+        status = allocator.release(pool, PoolContext(), uid, expect=held)
+        if status is None:
+            continue
+        try:
+            await api.replace_cluster_status(POOLS, pool.name, pool.resource_version, status.to_wire())
+        except Conflict:
+            continue
+        return f"released {', '.join(held.addresses)} of pool {pool.name} (the other family of UID {uid})\n"
+    return f"ip release: pool {name} kept changing; release {uid}'s other family there again\n"
 
 
 @dataclass(frozen=True)

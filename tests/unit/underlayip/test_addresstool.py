@@ -13,6 +13,7 @@ from ipscheduler.underlayip.addresstool import (
     PoolRow,
     address_rows,
     carried_by,
+    other_family_pools,
     pool_rows,
     pool_total,
     render_pools,
@@ -313,3 +314,33 @@ def test_a_releasing_row_says_since_when_it_waits_for_its_node() -> None:
     assert (row.ip, row.holder) == ("10.0.0.5", "gone")
     assert row.note == "pod gone at 2024-01-01T00:05:00Z; waiting for node node-a to let the address go"
     assert why_not_release(row) is None
+
+
+@pytest.mark.parametrize(
+    ("released", "interface", "others"),
+    [
+        pytest.param("v4", None, ["v6"], id="the-first-half-takes-the-eth0-half"),
+        pytest.param("v6", "eth0", ["v4"], id="the-eth0-half-takes-the-first-half"),
+        pytest.param("rdma", "net1", [], id="a-further-interface-alone"),
+    ],
+)
+def test_releasing_one_family_of_a_two_pool_dual_stack_pod_releases_the_other(
+    released: str, interface: str | None, others: list[str]
+) -> None:
+    """Pod u1 holds 10.0.0.1 in v4 (first interface), fd00::1 in v6 (its second family:
+    eth0) and 10.1.0.1 in rdma (net1): ``ip release`` of one half of the first interface
+    releases the other half too, never a further interface's."""
+    pools = [
+        pool("v4", addresses=["10.0.0.0/28"], allocations={"u1": alloc("10.0.0.1", "ns/a")}),
+        pool(
+            "v6",
+            addresses=["fd00::/124"],
+            allocations={"u1": {**alloc("fd00::1", "ns/a"), "interface": "eth0"}},
+        ),
+        pool(
+            "rdma",
+            addresses=["10.1.0.0/28"],
+            allocations={"u1": {**alloc("10.1.0.1", "ns/a"), "interface": "net1"}},
+        ),
+    ]
+    assert other_family_pools(pools, released, "u1", interface) == others
