@@ -2214,3 +2214,74 @@ async def test_preemption_frees_one_family_where_another_pool_gives_the_other(
     done = await env.place(env.binder.find(pod), pod, "node-a")
     assert isinstance(done, Committed) and (done.pool, done.ips) == ("v4a", ("10.0.0.1", "fd00::1"))
     assert further(done) == [("eth0", "v6a", ("fd00::1",))]
+
+
+LAYOUTS: dict[str, list[dict[str, Any]]] = {
+    "one-pool-both": [pool("both", addresses=["10.0.0.1-10.0.0.2", "fd00::1-fd00::2"])],
+    "two-pools": [pool("v4", addresses=["10.0.0.1-10.0.0.2"]), pool("v6", addresses=["fd00::1-fd00::2"])],
+    "ipv4-only": [pool("v4", addresses=["10.0.0.1-10.0.0.2"])],
+    "ipv6-only": [pool("v6", addresses=["fd00::1-fd00::2"])],
+}
+"""node-a's pools in each layout."""
+ASKS: dict[str, dict[str, str]] = {
+    "none": {},
+    "single-ipv4": {"ipscheduler.io/ip-families": "IPv4"},
+    "single-ipv6": {"ipscheduler.io/ip-families": "IPv6"},
+    "prefer": PREFER,
+    "prefer-ipv6-first": {**PREFER, "ipscheduler.io/ip-families": "IPv6,IPv4"},
+    "require": REQUIRE,
+    "require-ipv6-first": {**REQUIRE, "ipscheduler.io/ip-families": "IPv6,IPv4"},
+}
+V4, V6, BOTH_46, BOTH_64 = ("10.0.0.1",), ("fd00::1",), ("10.0.0.1", "fd00::1"), ("fd00::1", "10.0.0.1")
+GOT: dict[tuple[str, str], tuple[str, ...] | Fit] = {
+    ("one-pool-both", "none"): V4,
+    ("one-pool-both", "single-ipv4"): V4,
+    ("one-pool-both", "single-ipv6"): V6,
+    ("one-pool-both", "prefer"): BOTH_46,
+    ("one-pool-both", "prefer-ipv6-first"): BOTH_64,
+    ("one-pool-both", "require"): BOTH_46,
+    ("one-pool-both", "require-ipv6-first"): BOTH_64,
+    ("two-pools", "none"): V4,
+    ("two-pools", "single-ipv4"): V4,
+    ("two-pools", "single-ipv6"): V6,
+    ("two-pools", "prefer"): BOTH_46,
+    ("two-pools", "prefer-ipv6-first"): BOTH_64,
+    ("two-pools", "require"): BOTH_46,
+    ("two-pools", "require-ipv6-first"): BOTH_64,
+    ("ipv4-only", "none"): V4,
+    ("ipv4-only", "single-ipv4"): V4,
+    ("ipv4-only", "single-ipv6"): Fit.NO_FREE_IPV6,
+    ("ipv4-only", "prefer"): V4,
+    ("ipv4-only", "prefer-ipv6-first"): V4,
+    ("ipv4-only", "require"): Fit.NO_FREE_IPV6,
+    ("ipv4-only", "require-ipv6-first"): Fit.NO_FREE_IPV6,
+    ("ipv6-only", "none"): V6,
+    ("ipv6-only", "single-ipv4"): Fit.NO_FREE_IPV4,
+    ("ipv6-only", "single-ipv6"): V6,
+    ("ipv6-only", "prefer"): V6,
+    ("ipv6-only", "prefer-ipv6-first"): V6,
+    ("ipv6-only", "require"): Fit.NO_FREE_IPV4,
+    ("ipv6-only", "require-ipv6-first"): Fit.NO_FREE_IPV4,
+}
+"""What a pod asking ``ASKS[ask]`` gets on node-a in ``LAYOUTS[layout]``: its addresses,
+primary first, or Filter's verdict."""
+
+
+@pytest.mark.parametrize(("layout", "ask"), list(GOT), ids=[f"{layout}-{ask}" for layout, ask in GOT])
+async def test_every_policy_and_families_over_every_pool_layout(layout: str, ask: str) -> None:
+    env = Env(LAYOUTS[layout])
+    pod = asking(ASKS[ask])
+    needs = env.binder.find(pod)
+    fit = env.binder.fit(needs, pod, "node-a")
+    want = GOT[(layout, ask)]
+    if isinstance(want, Fit):
+        assert fit is want
+        return
+    assert fit is Fit.FITS
+    done = await env.place(needs, pod)
+    assert isinstance(done, Committed) and done.ips == want
+    assert json.loads(done.network)["ips"][0]["address"].split("/")[0] == want[0]
+    held = sum(
+        len(p.allocations) for p in (env.cache.pool(b["metadata"]["name"]) for b in LAYOUTS[layout]) if p
+    )
+    assert held == (2 if layout == "two-pools" and len(want) == 2 else 1), "one allocation per pool it took"
