@@ -35,6 +35,12 @@ def contention_summary(results: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def error_line(r: dict[str, Any], columns: int) -> str:
+    """The table row of a phase that failed (``r`` has ``phase`` and ``error``): the error in
+    the first of ``columns`` columns, "NO" in the last."""
+    return f"| {r['phase']}: {r['error']} |" + " |" * (columns - 2) + " NO |"
+
+
 def running_table(rows: list[dict[str, Any]]) -> str:
     """The running phase's Markdown table: seconds, "p50 / p99" per pod; → Running from the
     pod's create, the rest from its deletion request (→ CNI DEL: from the first one)."""
@@ -46,7 +52,7 @@ def running_table(rows: list[dict[str, Any]]) -> str:
     lines = [head, "|" + "---|" * 14]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['phase']}: {r['error']} |" + " |" * 12 + " NO |")
+            lines.append(error_line(r, 14))
             continue
 
         def p(key: str, r: dict[str, Any] = r) -> str:
@@ -91,7 +97,7 @@ def interfaces_table(rows: list[dict[str, Any]]) -> str:
     lines = [head, "|" + "---|" * 12]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['phase']}: {r['error']} |" + " |" * 10 + " NO |")
+            lines.append(error_line(r, 12))
             continue
         up = r["create_to_running_s"]
         lines.append(
