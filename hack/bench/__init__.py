@@ -57,7 +57,16 @@ this order):
   file gone), graceful and forced apart, → pod object gone, → CNI DEL (the pod's veth off
   the bridge), and the pool status writes per deleted pod. Its own table
   (:func:`report.running_table`), ``running`` in the JSON. Without root it is skipped, saying why
-  (:func:`running.running_phases`).
+  (:func:`running.running_phases`);
+- ``running-interfaces-1``, ``running-interfaces-16`` (not in the default list, root, as
+  ``running``; :mod:`.multus`): whereabouts#313's pods on a real node whose CNI is Multus' thin
+  plugin. ``--running-interface-pods`` (default 16) busybox pods with 1, then 16, further
+  interfaces (a NetworkAttachmentDefinition each: a bridge of its own with ``ipscheduler-ipam``;
+  a NodeIPPool each, and one for eth0) created at once with ip-scheduler: create → Running
+  (p50/p99, all Running, pods/s and interfaces/s, the node's CPU per pod, pool status writes
+  and API requests per pod), every Running pod checked (its interfaces' addresses against
+  ``ipscheduler.io/interfaces`` and Multus' ``network-status``), then all deleted, → all gone
+  and released. Its own table (:func:`report.interfaces_table`), ``running_interfaces`` in the JSON.
 
 Reported per phase: throughput (pods/s from the first create, or the
 scheduler's start for a backlog, to the last bind), create→bound latency
@@ -75,6 +84,7 @@ file and, when matplotlib is installed, a PNG of bound pods over time.
     .venv/bin/python -m hack.bench --preset xlarge           # 5000 nodes x 20, 20000 pods, backlog 20000
                                                              # (kwok leases 240 s: NODE_LEASE_SECONDS)
     sudo .venv/bin/python -m hack.bench --preset tiny --phases running   # one real node, 50 pods
+    sudo .venv/bin/python -m hack.bench --nodes 1 --phases running-interfaces-1,running-interfaces-16
     .venv/bin/python -m hack.bench --nodes 10 --pods 1000 --phases dualstack-single,dualstack-dual
     .venv/bin/python -m hack.bench --nodes 2 --pods 128 --phases interfaces-1,interfaces-16
 

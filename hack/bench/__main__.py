@@ -17,7 +17,7 @@ from ipscheduler.coscheduling import models as podgroups
 from ipscheduler.underlayip.models import POOLS
 
 from . import __doc__ as OVERVIEW
-from . import multi, report
+from . import multi, multus, report
 from .phases import DEFAULT_PHASES, PHASES, run_all
 from .running import FORCED_EVERY, MAX_RUNNING_PODS, RUNNING_PODS
 
@@ -54,8 +54,9 @@ def parser() -> argparse.ArgumentParser:
         "--phases",
         type=lambda v: set(v.split(",")),
         default=set(DEFAULT_PHASES),
-        help=f"comma-separated subset of {','.join(PHASES)} (default: all but running, which needs "
-        f"root, and {','.join(multi.MULTI_PHASES)}, asked for by name)",
+        help=f"comma-separated subset of {','.join(PHASES)} (default: all but running and "
+        f"{','.join(multus.MULTUS_PHASES)}, which need root, and {','.join(multi.MULTI_PHASES)}, "
+        "asked for by name)",
     )
     p.add_argument(
         "--running-pods",
@@ -63,6 +64,13 @@ def parser() -> argparse.ArgumentParser:
         default=RUNNING_PODS,
         help=f"pods of the running phase, on one real node (default {RUNNING_PODS}, "
         f"at most {MAX_RUNNING_PODS})",
+    )
+    p.add_argument(
+        "--running-interface-pods",
+        type=int,
+        default=multus.INTERFACE_PODS,
+        help=f"pods of each running-interfaces phase, on one real node with Multus (default "
+        f"{multus.INTERFACE_PODS}, at most {multus.MAX_INTERFACE_PODS})",
     )
     p.add_argument(
         "--running-forced-every",
@@ -99,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown phase(s) {','.join(sorted(unknown))}; phases: {','.join(PHASES)}")
     if not 1 <= args.running_pods <= MAX_RUNNING_PODS:
         p.error(f"--running-pods must be within 1..{MAX_RUNNING_PODS} (the kubelet's maxPods)")
+    if not 1 <= args.running_interface_pods <= multus.MAX_INTERFACE_PODS:
+        p.error(
+            f"--running-interface-pods must be within 1..{multus.MAX_INTERFACE_PODS} (the kubelet's maxPods)"
+        )
     if args.profile and not Path(sys.executable).with_name("py-spy").exists():
         p.error(f"--profile needs py-spy beside {sys.executable}: pip install -e '.[profile]'")
     n, c, pods = PRESETS[args.preset]
@@ -147,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         "rate": args.rate,
         "backlog_pods": backlog,
         "running_pods": args.running_pods if "running" in args.phases else None,
+        "running_interface_pods": (
+            args.running_interface_pods if args.phases & set(multus.MULTUS_PHASES) else None
+        ),
     }
     doc = report.document(run, results, extra)
     report.write(doc, Path(args.output))

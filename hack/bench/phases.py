@@ -2,7 +2,7 @@
 ``kube1000``, ``extender``, ``gang``), ``restart``, ``backlog-*``, ``contended-*`` and
 ``failover``, then the dual-stack and interface phases (:mod:`.multi`, :func:`multi_phase`);
 :func:`run_all` runs those asked for in order, with the ``running`` phase (:mod:`.running`)
-last.
+and the ``running-interfaces-*`` phases (:mod:`.multus`) last.
 
 A phase's pods are pause pods for ip-scheduler (:data:`.drivers.OURS`) or for kube-scheduler,
 requesting one address as the extended resource
@@ -33,7 +33,7 @@ from ipscheduler.coscheduling import models as podgroups
 from ipscheduler.underlayip.models import ANNOTATION_IP
 from ipscheduler.underlayip.publisher import RESOURCE
 
-from . import multi
+from . import multi, multus
 from .cluster import (
     apiserver_requests,
     bench_pool,
@@ -75,11 +75,14 @@ PHASES = (
     "failover",
     *multi.MULTI_PHASES,
     "running",
+    *multus.MULTUS_PHASES,
 )
 """Every phase, in the order they run."""
-DEFAULT_PHASES = tuple(p for p in PHASES if p != "running" and p not in multi.MULTI_PHASES)
-"""The phases run without ``--phases``: all but ``running`` (root, a real node) and those of
-:mod:`.multi` (asked for by name: see :data:`.multi.MULTI_PHASES`)."""
+DEFAULT_PHASES = tuple(
+    p for p in PHASES if p != "running" and p not in multi.MULTI_PHASES and p not in multus.MULTUS_PHASES
+)
+"""The phases run without ``--phases``: all but ``running`` and those of :mod:`.multus` (root, a
+real node) and those of :mod:`.multi` (asked for by name: see :data:`.multi.MULTI_PHASES`)."""
 CONTEND_INTERVAL = 0.5
 """Seconds between the contending client's LISTs of every pod (the contended phases)."""
 GANG_SIZE = 10
@@ -598,4 +601,15 @@ async def run_all(
             extra["running"] = rows
             if skipped:
                 extra["running_skipped"] = skipped
+        if asked := [k for k in multus.MULTUS_PHASES if k in args.phases]:
+            try:
+                rows, skipped = await multus.multus_phases(
+                    api, cluster, asked, args.running_interface_pods, lambda: ours("ip-scheduler-multus")
+                )
+            except Exception as e:
+                traceback.print_exc()
+                rows, skipped = [{"phase": ",".join(asked), "error": repr(e), "correct": False}], ""
+            extra["running_interfaces"] = rows
+            if skipped:
+                extra["running_interfaces_skipped"] = skipped
     return results, extra

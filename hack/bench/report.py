@@ -1,4 +1,5 @@
-"""What a run reports: the Markdown tables (:func:`table`, :func:`running_table`), the summary
+"""What a run reports: the Markdown tables (:func:`table`, :func:`running_table`,
+:func:`interfaces_table`), the summary
 lines (:func:`contention_summary`, :func:`summary`), the JSON document (:func:`document`) and
 the PNG of bound pods over time (:func:`plot`)."""
 
@@ -34,6 +35,12 @@ def contention_summary(results: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def error_line(r: dict[str, Any], columns: int) -> str:
+    """The table row of a phase that failed (``r`` has ``phase`` and ``error``): the error in
+    the first of ``columns`` columns, "NO" in the last."""
+    return f"| {r['phase']}: {r['error']} |" + " |" * (columns - 2) + " NO |"
+
+
 def running_table(rows: list[dict[str, Any]]) -> str:
     """The running phase's Markdown table: seconds, "p50 / p99" per pod; → Running from the
     pod's create, the rest from its deletion request (→ CNI DEL: from the first one)."""
@@ -45,7 +52,7 @@ def running_table(rows: list[dict[str, Any]]) -> str:
     lines = [head, "|" + "---|" * 14]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['phase']}: {r['error']} |" + " |" * 12 + " NO |")
+            lines.append(error_line(r, 14))
             continue
 
         def p(key: str, r: dict[str, Any] = r) -> str:
@@ -74,6 +81,39 @@ def running_table(rows: list[dict[str, Any]]) -> str:
             lines.append(
                 f"- {r['phase']}: {r['veths'] - r['veths_gone']} pod interface(s) never left the bridge"
             )
+    return "\n".join(lines)
+
+
+def interfaces_table(rows: list[dict[str, Any]]) -> str:
+    """The ``running-interfaces-*`` phases' Markdown table (:mod:`.multus`): per phase the
+    interfaces per pod, Running pods, create → Running "p50 / p99" (s), all Running (s),
+    pods/s and interfaces/s to Running, node CPU ms per pod, pool status writes and API
+    requests per pod, deletion → all gone (s), correct; then a line per pod that did not run
+    or failed its check."""
+    head = (
+        "| on a real node, through Multus | interfaces/pod | running | s → Running | all Running s "
+        "| pods/s | interfaces/s | node CPU ms/pod | pool writes/pod | API req/pod | all gone s | correct |"
+    )
+    lines = [head, "|" + "---|" * 12]
+    for r in rows:
+        if "error" in r:
+            lines.append(error_line(r, 12))
+            continue
+        up = r["create_to_running_s"]
+        lines.append(
+            f"| {r['phase']} | {r['interfaces']} | {r['running']}/{r['pods']} | {up['p50']} / {up['p99']} "
+            f"| {r['all_running_s']} | {r['running_pods_per_s']} | {r['running_interfaces_per_s']} "
+            f"| {r['node_cpu_ms_per_pod']} | {r['pool_writes_per_pod']} | {r['api_requests_per_pod']} "
+            f"| {r['all_gone_s']} | {'yes' if r['correct'] else 'NO'} |"
+        )
+    lines.append("")
+    for r in rows:
+        for name, state in (r.get("not_running") or {}).items():
+            lines.append(f"- {r['phase']}: pod {name} never Running (last seen: {state})")
+        for name, problems in (r.get("problems") or {}).items():
+            lines.append(f"- {r['phase']}: pod {name}: {'; '.join(problems)}")
+        if "released" in r and not r["released"]:
+            lines.append(f"- {r['phase']}: allocations left in its pools after the pods went")
     return "\n".join(lines)
 
 
@@ -185,6 +225,11 @@ def summary(results: list[dict[str, Any]], extra: dict[str, Any], nodes: int, ru
         parts.append(running_table(extra["running"]))
     if "running_skipped" in extra:
         parts.append(f"\n{extra['running_skipped']}")
+    if extra.get("running_interfaces"):
+        parts.append("\nPods with further interfaces that run, on one real node with Multus:\n")
+        parts.append(interfaces_table(extra["running_interfaces"]))
+    if "running_interfaces_skipped" in extra:
+        parts.append(f"\n{extra['running_interfaces_skipped']}")
     if "restart_to_first_bind_s" in extra:
         parts.append(
             f"\nip-scheduler restart → first bind with {nodes} pools: {extra['restart_to_first_bind_s']} s"
@@ -212,4 +257,8 @@ def write(doc: dict[str, Any], out: Path) -> None:
 
 def all_correct(doc: dict[str, Any]) -> bool:
     """Is every row of the run ``doc`` correct (:func:`correct`, and the running phase's own)?"""
-    return all(correct(r) for r in doc["results"]) and all(r["correct"] for r in doc.get("running", []))
+    return (
+        all(correct(r) for r in doc["results"])
+        and all(r["correct"] for r in doc.get("running", []))
+        and all(r["correct"] for r in doc.get("running_interfaces", []))
+    )

@@ -128,3 +128,57 @@ def test_the_several_addresses_table_has_a_row_per_such_phase_and_says_what_went
         "- dualstack-dual: ip-scheduler: p1: 10.132.0.1 given twice",
         "- dualstack-dual: ip-scheduler: its pools had not settled when its pods were created",
     ]
+
+
+def interfaces_row(**over: Any) -> dict[str, Any]:
+    row = {
+        "phase": "ip-scheduler + Multus + ipscheduler-ipam, 1 + 16 interfaces",
+        "interfaces": 17,
+        "pods": 3,
+        "running": 2,
+        "create_to_running_s": {"p50": 4.5, "p99": 6.25},
+        "all_running_s": 6.3,
+        "running_pods_per_s": 0.32,
+        "running_interfaces_per_s": 5.4,
+        "node_cpu_ms_per_pod": 1500.0,
+        "pool_writes_per_pod": 9.5,
+        "api_requests_per_pod": 99.0,
+        "all_gone_s": 3.1,
+        "released": False,
+        "problems": {"p0": ["net3 has [], not one address of 10.113.1.0/24"]},
+        "not_running": {"p2": "Pending"},
+        "correct": False,
+    }
+    return {**row, **over}
+
+
+def test_the_interfaces_table_has_a_row_per_phase_and_says_what_went_wrong() -> None:
+    text = report.interfaces_table(
+        [interfaces_row(), {"phase": "running-interfaces-1", "pods": 3, "error": "boom", "correct": False}]
+    )
+    lines = text.splitlines()
+    assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|") == lines[3].count("|") == 13
+    assert lines[2] == (
+        "| ip-scheduler + Multus + ipscheduler-ipam, 1 + 16 interfaces | 17 | 2/3 | 4.5 / 6.25 | 6.3 "
+        "| 0.32 | 5.4 | 1500.0 | 9.5 | 99.0 | 3.1 | NO |"
+    )
+    assert lines[3].startswith("| running-interfaces-1: boom |") and lines[3].endswith(" NO |")
+    assert lines[5:] == [
+        "- ip-scheduler + Multus + ipscheduler-ipam, 1 + 16 interfaces: pod p2 never Running "
+        "(last seen: Pending)",
+        "- ip-scheduler + Multus + ipscheduler-ipam, 1 + 16 interfaces: pod p0: "
+        "net3 has [], not one address of 10.113.1.0/24",
+        "- ip-scheduler + Multus + ipscheduler-ipam, 1 + 16 interfaces: allocations left in its pools "
+        "after the pods went",
+    ]
+
+
+def test_the_summary_shows_the_interfaces_table_and_a_failed_row_fails_the_run() -> None:
+    good = interfaces_row(running=3, released=True, problems={}, not_running={}, correct=True)
+    text = report.summary([], {"running_interfaces": [good]}, 1, 50)
+    assert "Pods with further interfaces that run, on one real node with Multus:" in text
+    assert "| 17 | 3/3 |" in text
+    assert report.all_correct({"results": [], "running_interfaces": [good]})
+    assert not report.all_correct({"results": [], "running_interfaces": [good, interfaces_row()]})
+    skipped = report.summary([], {"running_interfaces_skipped": "running-interfaces-1: skipped"}, 1, 50)
+    assert skipped.strip() == "running-interfaces-1: skipped"
