@@ -1213,6 +1213,18 @@ class PoolBinder:
         try:
             written = await write.future
         except allocator.PoolFull:
+            # Reserve counted a place the write did not find: say what the cache shows, so
+            # that a stale count can be told from another writer.
+            view = self.cache.pool(write.pool)
+            log.info(
+                "NodeIPPool %s had no room for %s when written (the cache shows %s allocation(s), "
+                "%d assumed, %d available); trying the node's other pools",
+                write.pool,
+                pod.key,
+                len(view.allocations) if view is not None else "no pool:",
+                len(self.ledger.assumed(write.pool)),
+                self.ledger.available(view) if view is not None else 0,
+            )
             return None
         except Exception as e:
             return Refusal("failed", str(e), pool=write.pool)
