@@ -209,7 +209,17 @@ class PoolCache:
 
     def store_fresh(self, pool: PoolView, *, own_write: bool = False) -> None:
         """Remember a pool object newer than the watch: returned by our own status write
-        (``own_write``), or read by us (a re-read after a conflict, the GC sweep's LIST)."""
+        (``own_write``), or read by us (a re-read after a conflict, the GC sweep's LIST).
+        A read older than the version already remembered (a LIST answered before our own
+        write landed, arriving after it) is ignored: the index never goes back to a version
+        without the allocations our write recorded, which Reserve would count as free."""
+        entry = self._fresh.get(pool.name)
+        if (
+            entry is not None
+            and entry[0].uid == pool.uid
+            and rv_number(entry[0].resource_version) > rv_number(pool.resource_version)
+        ):
+            return
         self._fresh[pool.name] = (pool, own_write)
         self.invalidate(pool.name)
 

@@ -338,3 +338,21 @@ def test_the_ledger_recounts_the_pool_of_a_further_interfaces_carried_address() 
     q = cache.pools()["q"]
     assert available(q, cache.context(q)) == 0, "its only address is the running pod's"
     assert ledger.available(q) == 0
+
+
+def test_a_read_older_than_our_own_write_never_takes_its_place() -> None:
+    """The GC sweep's LIST answered before our reservation's write landed, arriving after it
+    (a CI run: Reserve then counted the written place as free, and the write found the pool
+    full): the cache keeps the write; a newer read replaces it."""
+    indexed = PoolView.from_obj(body("p1", "node-0", 5, ["10.0.0.1-10.0.0.2"], {}))
+    cache = pool_cache({n: [NodeInfo(name=n)] for n in NODES}, {"p1": [indexed]})
+    cache.store_fresh(
+        PoolView.from_obj(body("p1", "node-0", 7, ["10.0.0.1-10.0.0.2"], {"u1": "10.0.0.1"})), own_write=True
+    )
+    cache.store_fresh(PoolView.from_obj(body("p1", "node-0", 6, ["10.0.0.1-10.0.0.2"], {})))  # the late LIST
+    seen = cache.pool("p1")
+    assert seen is not None and (seen.resource_version, set(seen.allocations)) == ("7", {"u1"})
+    assert set(cache.pools()["p1"].allocations) == {"u1"}
+    newer = {"u1": "10.0.0.1", "u2": "10.0.0.2"}
+    cache.store_fresh(PoolView.from_obj(body("p1", "node-0", 8, ["10.0.0.1-10.0.0.2"], newer)))
+    assert set(cache.pools()["p1"].allocations) == {"u1", "u2"}
