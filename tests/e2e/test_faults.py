@@ -383,6 +383,17 @@ def test_connections_cut_mid_write_settle_every_reservation(
         pools.create(f"cut-{i}", f"node-{i}", [f"10.85.{i}.1-10.85.{i}.20"])
     sched = SchedulerProcess(via, tmp_path / "scheduler.log", *FAST, "--bind-concurrency", "2").start()
     try:
+        # The faults start once kopf watches the pending pods: its one-time API discovery at
+        # start (after the start-up reconcile's log line) is not retried when a response is cut
+        # mid-body, and the process exits (one clean-clone CI run); a pod it refuses shows that
+        # discovery is over.
+        canary = pod_manifest("canary", scheduler=SCHEDULER, terminationGracePeriodSeconds=0)
+        canary["metadata"]["annotations"] = {"ipscheduler.io/pools": "no-such-pool"}
+        kubectl.create(canary, ns)
+        wait_for(
+            "kopf watching: the canary refused", lambda: events_for(kubectl, ns, "canary", "FailedScheduling")
+        )
+        kubectl("delete", "pod", "canary", "-n", ns, "--wait=true")
         fp.cut_after(3000)
         kubectl.apply(deployment("cut", 30), ns)
         time.sleep(8)
